@@ -1,0 +1,36 @@
+# The two commands a newcomer needs: `make run` and `make test`. Both set themselves up.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test lint format bench venv clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	touch $@
+
+# Embedded mode: SQLite, in-process Celery worker and beat, in-memory channel layer.
+run: venv
+	$(BIN)/python manage.py runplatform
+
+# The whole suite, on SQLite and then on PostgreSQL + Redis (started here if installed).
+test: venv
+	scripts/test.sh
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: venv
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: venv
+	$(BIN)/python bench/dispatch.py
+
+clean:
+	rm -rf $(VENV) db.sqlite3* .services

@@ -1,0 +1,248 @@
+"""Platform tasks, their transition history and their conversation.
+
+One :class:`Task` row serves both directions: tasks created on the REST API (or by the
+platform's A2A face) and dispatched to an external agent. The row is the source of truth:
+its state, what a worker must do next (``next_action``) and when (``next_poll_at``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import models, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from a2a.signals import task_changed
+from a2a.states import (
+    INTERRUPTED_STATES,
+    RETRYABLE_STATES,
+    TERMINAL_STATES,
+    NextAction,
+    TaskState,
+    Transport,
+)
+from agent_profiles.models import AgentProfile, Skill
+from platform_site.errors import Conflict
+
+
+class InvalidTransition(Conflict):
+    """The task is not in a state that allows this operation."""
+
+    code = "invalid_state"
+
+
+class Task(models.Model):
+    """A unit of work for one skill, dispatched to one agent and followed to its end."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    skill = models.ForeignKey(Skill, on_delete=models.PROTECT, related_name="tasks")
+    agent = models.ForeignKey(AgentProfile, on_delete=models.PROTECT, related_name="tasks")
+    state = models.CharField(
+        max_length=32, choices=TaskState.choices, default=TaskState.SUBMITTED, db_index=True
+    )
+    state_changed_at = models.DateTimeField(default=timezone.now)
+    # The platform-side A2A context (what the A2A face's clients see).
+    context_id = models.CharField(max_length=200, default="", blank=True, db_index=True)
+    # The agent's own ids for this task, once it answered.
+    remote_task_id = models.CharField(max_length=200, blank=True, db_index=True)
+    remote_context_id = models.CharField(max_length=200, blank=True)
+
+    input = models.JSONField(default=dict, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    artifacts = models.JSONField(default=list, blank=True)
+    # The agent's A2A Message while INPUT_REQUIRED / AUTH_REQUIRED.
+    question = models.JSONField(null=True, blank=True)
+    # The latest TaskStatus.message from the agent (any state).
+    status_message = models.JSONField(null=True, blank=True)
+    # {"code", "message", "details"} when the task failed or an attempt went wrong.
+    error = models.JSONField(null=True, blank=True)
+
+    transport = models.CharField(max_length=16, choices=Transport.choices, default=Transport.A2A)
+    attempts = models.PositiveIntegerField(default=0)
+    # The A2A message to send on the next SEND; its messageId is stable across re-sends
+    # of one attempt.
+    outbound_message = models.JSONField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    # Who asked: a platform user, or an agent calling the A2A face with its key.
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="a2a_tasks",
+    )
+    created_by_agent = models.ForeignKey(
+        AgentProfile,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="requested_tasks",
+    )
+    origin = models.CharField(max_length=16, default="api")  # "api" | "a2a"
+    idempotency_key = models.CharField(max_length=200, blank=True)
+
+    # Scheduling: the worker does ``next_action`` when ``next_poll_at`` is due, holding a
+    # lease (``lease_until``) so no two workers act on one task at once.
+    next_action = models.CharField(
+        max_length=16, choices=NextAction.choices, default=NextAction.SEND, blank=True
+    )
+    next_poll_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    poll_interval = models.FloatField(default=0.0)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    deadline_at = models.DateTimeField(null=True, blank=True)
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["created_by", "idempotency_key"],
+                condition=~Q(idempotency_key=""),
+                name="task_user_idempotency_key",
+            ),
+            models.UniqueConstraint(
+                fields=["created_by_agent", "idempotency_key"],
+                condition=~Q(idempotency_key=""),
+                name="task_agent_idempotency_key",
+            ),
+        ]
+        indexes = [models.Index(fields=["next_action", "next_poll_at"], name="task_due")]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.skill_id}→{self.agent_id} {self.state}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @property
+    def is_interrupted(self) -> bool:
+        return self.state in INTERRUPTED_STATES
+
+    # --- state machine ---------------------------------------------------------------
+
+    def transition(
+        self, to_state: str, reason: str = "", *, leave_terminal: bool = False, **fields: Any
+    ) -> bool:
+        """Move to ``to_state`` if nobody moved the task since it was read.
+
+        A compare-and-set on the current state: returns False (and reloads) when another
+        process changed the state first. Raises :class:`InvalidTransition` from a terminal
+        state unless ``leave_terminal`` (only a person's retry does that). Records a
+        :class:`TaskEvent` and, after commit, sends :data:`a2a.signals.task_changed`.
+        """
+        if self.is_terminal and not leave_terminal:
+            raise InvalidTransition(
+                f"Task {self.id} is {self.state}, a final state; it cannot become {to_state}."
+            )
+        now = timezone.now()
+        updates = {"state": to_state, "state_changed_at": now, "updated_at": now, **fields}
+        if to_state in TERMINAL_STATES or to_state in INTERRUPTED_STATES:
+            updates.setdefault("next_action", NextAction.NONE)
+            updates.setdefault("next_poll_at", None)
+            updates.setdefault("lease_until", None)
+        from_state = self.state
+        with transaction.atomic():
+            changed = Task.objects.filter(pk=self.pk, state=from_state).update(**updates)
+            if not changed:
+                self.refresh_from_db()
+                return False
+            TaskEvent.objects.create(
+                task=self, at=now, from_state=from_state, to_state=to_state, reason=reason[:2000]
+            )
+            for name, value in updates.items():
+                setattr(self, name, value)
+            transaction.on_commit(lambda: task_changed.send(Task, task_id=self.pk))
+        return True
+
+    def start_work(self, reason: str = "", **fields: Any) -> bool:
+        return self.transition(TaskState.WORKING, reason or "agent is working", **fields)
+
+    def require_input(
+        self, question: dict[str, Any] | None, *, auth: bool = False, **fields: Any
+    ) -> bool:
+        state = TaskState.AUTH_REQUIRED if auth else TaskState.INPUT_REQUIRED
+        return self.transition(state, "agent asked a question", question=question, **fields)
+
+    def complete(self, output: Any, artifacts: list[Any], **fields: Any) -> bool:
+        return self.transition(
+            TaskState.COMPLETED,
+            "agent completed; output valid",
+            output=output,
+            artifacts=artifacts,
+            question=None,
+            **fields,
+        )
+
+    def fail(self, code: str, message: str, details: Any = None, **fields: Any) -> bool:
+        error = {"code": code, "message": message, "details": details}
+        return self.transition(TaskState.FAILED, message, error=error, question=None, **fields)
+
+    def reject(self, message: str, **fields: Any) -> bool:
+        error = {"code": "rejected", "message": message, "details": None}
+        return self.transition(TaskState.REJECTED, message, error=error, question=None, **fields)
+
+    def cancel(self, reason: str = "canceled", **fields: Any) -> bool:
+        return self.transition(TaskState.CANCELED, reason, question=None, **fields)
+
+    def resubmit(self, reason: str, **fields: Any) -> bool:
+        """A person's retry: the one sanctioned way out of FAILED / REJECTED."""
+        if self.state not in RETRYABLE_STATES:
+            raise InvalidTransition(
+                f"Only failed or rejected tasks can be retried; task {self.id} is {self.state}."
+            )
+        return self.transition(TaskState.SUBMITTED, reason, leave_terminal=True, **fields)
+
+    def schedule(self, action: str, delay: float = 0.0, **fields: Any) -> None:
+        """Set what a worker does next and when, releasing any lease."""
+        due = timezone.now() + timedelta(seconds=delay)
+        Task.objects.filter(pk=self.pk).update(
+            next_action=action, next_poll_at=due, lease_until=None, **fields
+        )
+        self.next_action, self.next_poll_at, self.lease_until = action, due, None
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+
+class TaskEvent(models.Model):
+    """One state transition of a task: when, from, to and why."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(default=timezone.now)
+    from_state = models.CharField(max_length=32, blank=True)
+    to_state = models.CharField(max_length=32)
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%H:%M:%S} {self.from_state}→{self.to_state}"
+
+
+class Direction(models.TextChoices):
+    TO_AGENT = "to_agent", "Platform → agent"
+    FROM_AGENT = "from_agent", "Agent → platform"
+
+
+class TaskMessage(models.Model):
+    """One A2A Message of a task's conversation, in either direction."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="messages")
+    direction = models.CharField(max_length=16, choices=Direction.choices)
+    message_id = models.CharField(max_length=200, blank=True)
+    message = models.JSONField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.direction} {self.message_id}"

@@ -1,0 +1,231 @@
+"""The registry: skills, agent profiles, agent API keys and user API tokens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils import timezone
+from jsonschema import SchemaError
+from jsonschema.validators import validator_for
+
+from agent_profiles import keys
+
+SLUG_RE = r"^[a-z0-9](?:[a-z0-9_-]{0,98}[a-z0-9])?$"
+slug_validator = RegexValidator(
+    SLUG_RE,
+    "Use 1-100 lowercase letters, digits, '-' or '_', starting and ending with a letter or digit.",
+    code="invalid_slug",
+)
+
+# Agent ids become path segments of the tenant routes /v1/a2a/{agentId}/...; these would
+# collide with the A2A face's own path words.
+RESERVED_AGENT_IDS = frozenset(
+    {
+        "tasks",
+        "message",
+        "message:send",
+        "message:stream",
+        "extendedagentcard",
+        "extended-agent-card",
+        "jsonrpc",
+        "rpc",
+        "card",
+        "agent-card",
+        "well-known",
+        "pushnotificationconfigs",
+        "v1",
+        "a2a",
+        "api",
+        "admin",
+    }
+)
+
+
+def check_json_schema(schema: Any, label: str) -> None:
+    """Raise ``ValidationError`` unless ``schema`` is a valid JSON Schema document."""
+    if not isinstance(schema, dict):
+        raise ValidationError({label: "must be a JSON Schema object"})
+    try:
+        validator_for(schema).check_schema(schema)
+    except SchemaError as exc:
+        path = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+        raise ValidationError({label: f"invalid JSON Schema at {path}: {exc.message}"}) from None
+
+
+class Skill(models.Model):
+    """A unit of work agents can offer, with JSON Schemas for its input and output.
+
+    The primary key is the public skill id (a slug), so ``task.skill_id`` is that id.
+    """
+
+    id = models.CharField(primary_key=True, max_length=100, validators=[slug_validator])
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    examples = models.JSONField(default=list, blank=True)
+    input_modes = models.JSONField(default=list, blank=True)
+    output_modes = models.JSONField(default=list, blank=True)
+    domain = models.CharField(max_length=100, blank=True)
+    subdomain = models.CharField(max_length=100, blank=True)
+    version = models.CharField(max_length=50, blank=True, default="1.0.0")
+    input_schema = models.JSONField(default=dict)
+    output_schema = models.JSONField(default=dict)
+    # Sends per task for transient errors; None means settings.A2A_MAX_ATTEMPTS.
+    max_attempts = models.PositiveSmallIntegerField(null=True, blank=True)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.name})"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Schemas are checked on every save, not only in forms: a bad schema must never
+        # reach the dispatcher.
+        self.clean()
+        super().save(*args, **kwargs)
+
+    @property
+    def skill_id(self) -> str:
+        return self.id
+
+    def clean(self) -> None:
+        check_json_schema(self.input_schema, "input_schema")
+        check_json_schema(self.output_schema, "output_schema")
+
+
+class AgentStatus(models.TextChoices):
+    ACTIVE = "active", "Active"
+    PENDING = "pending", "Pending approval"
+    DISABLED = "disabled", "Disabled"
+
+
+class AgentProfile(models.Model):
+    """An external agent: its identity, the skills it offers and how to reach it.
+
+    ``a2a_endpoint`` is the base URL of its A2A HTTP+JSON interface; without one the
+    agent works over the WebSocket gateway only.
+    """
+
+    id = models.CharField(primary_key=True, max_length=100, validators=[slug_validator])
+    name = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    skills = models.ManyToManyField(Skill, related_name="agents", blank=True)
+    a2a_endpoint = models.URLField(max_length=500, blank=True)
+    domain = models.CharField(max_length=100, blank=True)
+    subdomain = models.CharField(max_length=100, blank=True)
+    version = models.CharField(max_length=50, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    status = models.CharField(
+        max_length=16, choices=AgentStatus.choices, default=AgentStatus.ACTIVE, db_index=True
+    )
+    # Seconds before the first poll of this agent's tasks; None means the global setting.
+    poll_interval = models.FloatField(null=True, blank=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def agent_id(self) -> str:
+        return self.id
+
+    @property
+    def is_active(self) -> bool:
+        return self.status == AgentStatus.ACTIVE
+
+    def clean(self) -> None:
+        if self.id and self.id.lower() in RESERVED_AGENT_IDS:
+            raise ValidationError({"id": f"'{self.id}' is reserved by the A2A face's paths."})
+
+    def touch(self) -> None:
+        """Record that the agent was seen now (registration, socket, a successful call)."""
+        now = timezone.now()
+        AgentProfile.objects.filter(pk=self.pk).update(last_seen_at=now)
+        self.last_seen_at = now
+
+    def issue_key(self) -> str:
+        """Revoke the agent's keys and return a new one (shown once, stored hashed)."""
+        ApiKey.objects.filter(agent=self, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        new = keys.generate("a2a")
+        ApiKey.objects.create(agent=self, prefix=new.prefix, digest=new.digest)
+        return new.raw
+
+    @property
+    def key_prefix(self) -> str:
+        key = self.api_keys.filter(revoked_at__isnull=True).order_by("-created_at").first()
+        return key.prefix if key else ""
+
+
+class ApiKey(models.Model):
+    """An agent's API key: the readable prefix and a keyed hash, never the key itself."""
+
+    agent = models.ForeignKey(AgentProfile, on_delete=models.CASCADE, related_name="api_keys")
+    prefix = models.CharField(max_length=16, unique=True)
+    digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"a2a_{self.prefix}_… ({self.agent_id})"
+
+    @classmethod
+    def authenticate(cls, raw: str) -> AgentProfile | None:
+        """The agent owning the presented key, if the key is valid and not revoked."""
+        prefix = keys.parse_prefix(raw, "a2a")
+        if prefix is None:
+            return None
+        key = cls.objects.select_related("agent").filter(prefix=prefix).first()
+        if key is None or key.revoked_at is not None or not keys.matches(raw, key.digest):
+            return None
+        return key.agent
+
+
+class UserToken(models.Model):
+    """A platform user's API token (``manage.py apitoken``), stored like agent keys."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    prefix = models.CharField(max_length=16, unique=True)
+    digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"usr_{self.prefix}_… ({self.user})"
+
+    @classmethod
+    def issue(cls, user: Any) -> str:
+        """Create a token for ``user`` and return it (shown once)."""
+        new = keys.generate("usr")
+        cls.objects.create(user=user, prefix=new.prefix, digest=new.digest)
+        return new.raw
+
+    @classmethod
+    def authenticate(cls, raw: str) -> Any | None:
+        """The active user owning the presented token, if valid and not revoked."""
+        prefix = keys.parse_prefix(raw, "usr")
+        if prefix is None:
+            return None
+        token = cls.objects.select_related("user").filter(prefix=prefix).first()
+        if token is None or token.revoked_at is not None or not keys.matches(raw, token.digest):
+            return None
+        return token.user if token.user.is_active else None

@@ -1,0 +1,14 @@
+"""The Celery app. Beat runs the sweeps (``CELERY_BEAT_SCHEDULE`` in settings) that make a
+lost message only a delay."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
+
+app = Celery("platform_site")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

@@ -1,0 +1,67 @@
+"""``manage.py runplatform``: migrate, seed and serve the platform.
+
+In the embedded mode (no ``DATABASE_URL``/``REDIS_URL``) this one process runs daphne,
+a Celery worker and Celery beat. In the distributed mode it runs daphne only; start
+``celery worker`` and ``celery beat`` separately.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+
+
+class Command(BaseCommand):
+    help = "Migrate, load the example skills on first start, and serve the platform."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default=settings.HOST)
+        parser.add_argument("--port", type=int, default=settings.PORT)
+        parser.add_argument("--no-migrate", action="store_true", help="Skip migrations.")
+        parser.add_argument("--no-worker", action="store_true", help="No in-process worker.")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        if not opts["no_migrate"]:
+            call_command("migrate", interactive=False, verbosity=0)
+        self._seed_skills()
+        workers = None
+        if settings.EMBEDDED and not opts["no_worker"]:
+            from platform_site.embedded import EmbeddedWorkers
+
+            workers = EmbeddedWorkers()
+            workers.start()
+        mode = "embedded" if settings.EMBEDDED else "distributed"
+        self.stdout.write(
+            f"A2A platform ({mode}) on http://{opts['host']}:{opts['port']}/ "
+            f"(public URL {settings.PUBLIC_URL}); admin at /admin/, API docs at /api/docs/"
+        )
+        try:
+            self._serve(opts["host"], opts["port"])
+        finally:
+            if workers is not None:
+                workers.stop()
+
+    def _seed_skills(self) -> None:
+        """Load the example skills once, so a newcomer sees something on first start."""
+        from agent_profiles.models import Skill
+
+        if not Skill.objects.exists() and settings.EXAMPLE_SKILLS_FILE.exists():
+            call_command("loadskills", str(settings.EXAMPLE_SKILLS_FILE), verbosity=0)
+
+    def _serve(self, host: str, port: int) -> None:
+        from daphne.endpoints import build_endpoint_description_strings
+        from daphne.server import Server
+
+        from platform_site.asgi import application
+
+        Server(
+            application=application,
+            endpoints=build_endpoint_description_strings(host=host, port=port),
+            signal_handlers=True,
+            http_timeout=None,
+            websocket_handshake_timeout=10,
+            application_close_timeout=10,
+        ).run()

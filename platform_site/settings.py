@@ -1,0 +1,282 @@
+"""The platform's one settings file, driven by environment variables.
+
+Two running modes share this file:
+
+* Embedded (default): SQLite, an in-process Celery worker and beat on the memory broker,
+  and the in-memory channel layer. Nothing to install.
+* Distributed: set ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL``; Celery and Channels then
+  use Redis, and daphne / celery worker / celery beat run as separate processes.
+
+Every setting named in DESIGN.md is read from the environment variable of the same name.
+Bad values fail loudly at start.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def envstr(name: str, default: str = "") -> str:
+    """A string setting; ``NAME_FILE`` (a path) wins over ``NAME`` for secrets."""
+    path = os.environ.get(f"{name}_FILE")
+    if path:
+        return Path(path).read_text().strip()
+    return os.environ.get(name, default)
+
+
+def envbool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in {"1", "true", "yes", "on"}:
+        return True
+    if raw.lower() in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {raw!r}")
+
+
+def envint(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
+
+
+def envfloat(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
+
+
+def envchoice(name: str, default: str, choices: set[str]) -> str:
+    value = os.environ.get(name) or default
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {sorted(choices)}, got {value!r}")
+    return value
+
+
+DEBUG = envbool("DEBUG", False)
+SECRET_KEY = envstr("SECRET_KEY") or "embedded-insecure-change-me"
+# API keys and user tokens are stored as HMAC-SHA256 digests keyed with this pepper.
+API_KEY_PEPPER = envstr("API_KEY_PEPPER") or SECRET_KEY
+
+DATABASE_URL = envstr("DATABASE_URL")
+REDIS_URL = envstr("REDIS_URL")
+DISTRIBUTED = bool(DATABASE_URL and REDIS_URL)
+EMBEDDED = not DISTRIBUTED
+
+HOST = envstr("HOST", "127.0.0.1")
+PORT = envint("PORT", 8000)
+PUBLIC_URL = (envstr("PUBLIC_URL") or f"http://{HOST}:{PORT}").rstrip("/")
+
+ALLOWED_HOSTS = [h.strip() for h in envstr("ALLOWED_HOSTS", "*").split(",") if h.strip()]
+CSRF_TRUSTED_ORIGINS = [
+    o.strip() for o in envstr("CSRF_TRUSTED_ORIGINS", PUBLIC_URL).split(",") if o.strip()
+]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "channels",
+    "agent_profiles",
+    "a2a",
+    "gateway",
+    "platform_site",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "platform_site.urls"
+ASGI_APPLICATION = "platform_site.asgi.application"
+WSGI_APPLICATION = "platform_site.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+else:
+    SQLITE_PATH = envstr("SQLITE_PATH") or str(BASE_DIR / "db.sqlite3")
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": SQLITE_PATH,
+            # Request threads and the in-process worker share one file: WAL lets readers run
+            # beside a writer, IMMEDIATE takes the write lock up front (no upgrade deadlock)
+            # and the busy timeout waits instead of raising "database is locked".
+            "OPTIONS": {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+                "init_command": (
+                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;"
+                ),
+            },
+            # A file, not memory: end-to-end tests share the test database with the
+            # platform processes they start.
+            "TEST": {"NAME": envstr("SQLITE_TEST_PATH") or str(BASE_DIR / ".test-db.sqlite3")},
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+# Request bodies larger than this are refused with 413 (REST) or the A2A error shape.
+MAX_BODY_BYTES = envint("MAX_BODY_BYTES", 1_000_000)
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_BODY_BYTES
+
+# --- REST API -------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "agent_profiles.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "platform_site.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_THROTTLE_RATES": {"registration": envstr("REGISTRATION_THROTTLE", "30/min")},
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "A2A agent platform API",
+    "DESCRIPTION": "Registry, platform tasks and operations. The A2A face lives under /v1/a2a.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- Registry -------------------------------------------------------------------------
+# open: anyone may register a new agent; token: the X-Registration-Token header must match
+# REGISTRATION_TOKEN; approval: new agents start disabled until a staff user approves them.
+REGISTRATION_MODE = envchoice(
+    "REGISTRATION_MODE", "open" if EMBEDDED else "approval", {"open", "token", "approval"}
+)
+REGISTRATION_TOKEN = envstr("REGISTRATION_TOKEN")
+if REGISTRATION_MODE == "token" and not REGISTRATION_TOKEN:
+    raise ImproperlyConfigured("REGISTRATION_MODE=token needs REGISTRATION_TOKEN")
+EXAMPLE_SKILLS_FILE = BASE_DIR / "agent_profiles" / "fixtures" / "example_skills.json"
+
+# Outbound URLs (agent endpoints, push webhooks) to private, loopback or link-local
+# addresses are refused unless allowed. The embedded default allows loopback so the
+# reference agent works on one laptop.
+ALLOW_PRIVATE_URLS = envbool("ALLOW_PRIVATE_URLS", False)
+ALLOW_LOOPBACK_URLS = envbool("ALLOW_LOOPBACK_URLS", EMBEDDED)
+
+# --- Dispatch -------------------------------------------------------------------------
+A2A_POLL_INTERVAL = envfloat("A2A_POLL_INTERVAL", 0.5)  # seconds, first poll
+A2A_POLL_INTERVAL_MAX = envfloat("A2A_POLL_INTERVAL_MAX", 10.0)  # cap of the backoff
+A2A_POLL_BACKOFF = envfloat("A2A_POLL_BACKOFF", 1.5)  # factor while the agent stays WORKING
+A2A_TASK_TIMEOUT = envfloat("A2A_TASK_TIMEOUT", 300.0)  # overall seconds per task
+A2A_HTTP_TIMEOUT = envfloat("A2A_HTTP_TIMEOUT", 10.0)  # one HTTP call to an agent
+A2A_CONNECT_TIMEOUT = envfloat("A2A_CONNECT_TIMEOUT", 3.0)
+A2A_MAX_ATTEMPTS = envint("A2A_MAX_ATTEMPTS", 3)  # sends per task for transient errors
+A2A_RETRY_BACKOFF = envfloat("A2A_RETRY_BACKOFF", 2.0)  # seconds, doubled per attempt
+A2A_LEASE_SECONDS = envfloat("A2A_LEASE_SECONDS", 30.0)  # a claimed task's lease
+A2A_POLL_BATCH = envint("A2A_POLL_BATCH", 50)  # due tasks claimed per sweep
+A2A_POLL_CONCURRENCY = envint("A2A_POLL_CONCURRENCY", 16)
+A2A_SWEEP_INTERVAL = envfloat("A2A_SWEEP_INTERVAL", 1.0)
+
+# --- A2A server face ------------------------------------------------------------------
+A2A_DEFAULT_SKILL = envstr("A2A_DEFAULT_SKILL")
+A2A_ALLOW_ANONYMOUS = envbool("A2A_ALLOW_ANONYMOUS", False)
+A2A_EXTENDED_CARD_BEARER_TOKEN = envstr("A2A_EXTENDED_CARD_BEARER_TOKEN")
+A2A_BLOCKING_TIMEOUT = envfloat("A2A_BLOCKING_TIMEOUT", 60.0)
+A2A_MAX_PUSH_CONFIGS_PER_TASK = envint("A2A_MAX_PUSH_CONFIGS_PER_TASK", 10)
+PLATFORM_NAME = envstr("PLATFORM_NAME", "A2A Agent Platform")
+
+# --- Gateway --------------------------------------------------------------------------
+GATEWAY_AUTH_TIMEOUT = envfloat("GATEWAY_AUTH_TIMEOUT", 10.0)
+GATEWAY_HEARTBEAT_TIMEOUT = envfloat("GATEWAY_HEARTBEAT_TIMEOUT", 90.0)
+OFFLINE_TASK_TTL = envfloat("OFFLINE_TASK_TTL", 24 * 3600.0)
+GATEWAY_MAX_FRAME_BYTES = envint("GATEWAY_MAX_FRAME_BYTES", 256_000)
+
+# --- Celery and Channels --------------------------------------------------------------
+if DISTRIBUTED:
+    CELERY_BROKER_URL = REDIS_URL
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": envstr("CHANNELS_PREFIX", "asgi")},
+        }
+    }
+else:
+    CELERY_BROKER_URL = "memory://"
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = envint("CELERY_TASK_SOFT_TIME_LIMIT", 120)
+CELERY_TASK_TIME_LIMIT = envint("CELERY_TASK_TIME_LIMIT", 150)
+CELERY_TASK_DEFAULT_QUEUE = envstr("CELERY_QUEUE", "platform")
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Periodic sweeps: the database is the source of truth, so these find whatever a lost
+# message or a killed worker left behind.
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
+    "loggers": {
+        "httpx": {"level": "WARNING"},
+        "django.channels.server": {"level": "WARNING"},
+    },
+}

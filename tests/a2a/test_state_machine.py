@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from a2a.models import InvalidTransition, Task, TaskEvent
+from a2a.states import NextAction, TaskState, normalize_state
+
+
+@pytest.fixture
+def task(make_skill: Any, make_agent: Any) -> Task:
+    skill = make_skill()
+    agent = make_agent(skills=[skill])
+    return Task.objects.create(skill=skill, agent=agent, input={"product": "lamp"})
+
+
+def test_it_records_each_transition(task: Task) -> None:
+    assert task.start_work("sent")
+    assert task.complete({"verdict": "pass"}, [])
+    events = list(TaskEvent.objects.filter(task=task).values_list("from_state", "to_state"))
+    assert events == [
+        (TaskState.SUBMITTED, TaskState.WORKING),
+        (TaskState.WORKING, TaskState.COMPLETED),
+    ]
+
+
+def test_it_refuses_to_leave_a_terminal_state(task: Task) -> None:
+    task.fail("agent_failed", "boom")
+    with pytest.raises(InvalidTransition):
+        task.start_work()
+    task.refresh_from_db()
+    assert task.state == TaskState.FAILED
+
+
+def test_a_stale_copy_loses_the_race(task: Task) -> None:
+    stale = Task.objects.get(pk=task.pk)
+    assert task.start_work()
+    assert not stale.cancel("late")
+    assert stale.state == TaskState.WORKING  # reloaded
+    assert TaskEvent.objects.filter(task=task).count() == 1
+
+
+def test_interruption_stops_scheduling(task: Task) -> None:
+    task.schedule(NextAction.POLL, 1.0)
+    task.require_input({"role": "ROLE_AGENT", "parts": [{"text": "Which market?"}]})
+    task.refresh_from_db()
+    assert task.next_action == NextAction.NONE
+    assert task.next_poll_at is None
+    assert task.question["parts"][0]["text"] == "Which market?"
+
+
+def test_only_failed_tasks_can_be_resubmitted(task: Task) -> None:
+    with pytest.raises(InvalidTransition):
+        task.resubmit("retry")
+    task.reject("no")
+    assert task.resubmit("retry by a person")
+    assert task.state == TaskState.SUBMITTED
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("TASK_STATE_WORKING", TaskState.WORKING),
+        ("completed", TaskState.COMPLETED),
+        ("input-required", TaskState.INPUT_REQUIRED),
+        ("cancelled", TaskState.CANCELED),
+        ("bogus", None),
+        (3, None),
+    ],
+)
+def test_it_normalizes_agent_state_spellings(raw: object, expected: str | None) -> None:
+    assert normalize_state(raw) == expected
