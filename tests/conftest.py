@@ -117,3 +117,13 @@ def make_user(db: None) -> Callable[..., Any]:
         return user
 
     return make
+
+
+@pytest.fixture
+def live_platform(transactional_db: None) -> Any:
+    """The running platform in this pass's mode (embedded process, or daphne + celery
+    worker + beat on PostgreSQL + Redis); ``.url`` is its base URL. Slow: mark tests."""
+    from tests.support.processes import live_platform_for_mode
+
+    with live_platform_for_mode() as platform:
+        yield platform

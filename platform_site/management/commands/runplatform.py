@@ -22,11 +22,13 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=settings.PORT)
         parser.add_argument("--no-migrate", action="store_true", help="Skip migrations.")
         parser.add_argument("--no-worker", action="store_true", help="No in-process worker.")
+        parser.add_argument("--no-seed", action="store_true", help="Skip the example skills.")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         if not opts["no_migrate"]:
             call_command("migrate", interactive=False, verbosity=0)
-        self._seed_skills()
+        if not opts["no_seed"]:
+            self._seed_skills()
         workers = None
         if settings.EMBEDDED and not opts["no_worker"]:
             from platform_site.embedded import EmbeddedWorkers

@@ -1,0 +1,264 @@
+"""Boot real platform processes for end-to-end tests.
+
+Children run against the *test* database of the running pytest session (the SQLite test
+file, or the PostgreSQL test database), with the same SECRET_KEY and API_KEY_PEPPER, so
+rows and keys created in a test are visible to them. In the distributed pass they also
+get the session's REDIS_URL.
+
+Settings changed with pytest-django's ``settings`` fixture do not reach children: pass
+them as environment overrides (every setting is read from the variable of its name).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import httpx
+from django.conf import settings
+from django.db import connection
+
+BASE_DIR = Path(settings.BASE_DIR)
+PYTHON = sys.executable
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def database_env() -> dict[str, str]:
+    """Environment that points a child process at this session's test database."""
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return {"SQLITE_PATH": str(db["NAME"])}
+    user = db.get("USER") or ""
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    host = db.get("HOST") or "127.0.0.1"
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return {"DATABASE_URL": f"postgres://{auth}{host}{port}/{db['NAME']}"}
+
+
+def platform_env(**overrides: str | int | float | bool) -> dict[str, str]:
+    """The environment for a platform child process, plus ``overrides`` (stringified)."""
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env.update(database_env())
+    if settings.DISTRIBUTED:
+        env["REDIS_URL"] = settings.REDIS_URL
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "platform_site.settings",
+            "SECRET_KEY": settings.SECRET_KEY,
+            "API_KEY_PEPPER": settings.API_KEY_PEPPER,
+            "PYTHONUNBUFFERED": "1",
+            "LOG_LEVEL": "INFO",
+        }
+    )
+    for key, value in overrides.items():
+        env[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    return env
+
+
+@dataclass
+class Proc:
+    """A child process with its output captured to a temporary log file."""
+
+    args: Sequence[str]
+    env: dict[str, str]
+    name: str = "proc"
+    popen: subprocess.Popen[bytes] = field(init=False)
+    _log: IO[bytes] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._log = tempfile.NamedTemporaryFile(prefix=f"{self.name}-", suffix=".log")  # noqa: SIM115
+        self.popen = subprocess.Popen(
+            list(self.args),
+            env=self.env,
+            cwd=BASE_DIR,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: kill() reaches its children
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_text(self) -> str:
+        return Path(self._log.name).read_text(errors="replace")
+
+    def _check_alive(self) -> None:
+        if not self.alive():
+            raise RuntimeError(
+                f"{self.name} exited with {self.popen.returncode}:\n{self.log_text()[-4000:]}"
+            )
+
+    def wait_http(self, url: str, timeout: float = 30.0) -> httpx.Response:
+        """Wait until ``url`` answers any HTTP response; raise with the log if it dies."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_alive()
+            try:
+                return httpx.get(url, timeout=2.0)
+            except httpx.TransportError as exc:
+                if time.monotonic() > deadline:
+                    log = self.log_text()[-4000:]
+                    raise TimeoutError(f"{self.name}: {url} not up:\n{log}") from exc
+                time.sleep(0.1)
+
+    def wait_log(self, pattern: str, timeout: float = 30.0) -> re.Match[str]:
+        """Wait until the output matches the regular expression ``pattern``."""
+        deadline = time.monotonic() + timeout
+        regex = re.compile(pattern)
+        while True:
+            match = regex.search(self.log_text())
+            if match:
+                return match
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.name}: no {pattern!r}:\n{self.log_text()[-4000:]}")
+            time.sleep(0.1)
+
+    def _signal_group(self, sig: int) -> None:
+        with suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL the process and its children, as a crash would."""
+        self._signal_group(signal.SIGKILL)
+        self.popen.wait(timeout=10)
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM, then SIGKILL after ``timeout``; returns the exit code."""
+        if self.alive():
+            self._signal_group(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.popen.returncode
+
+    def close(self) -> None:
+        self.stop()
+        self._log.close()
+
+
+@contextmanager
+def running(proc: Proc) -> Iterator[Proc]:
+    """Stop ``proc`` (and its children) however the block ends."""
+    try:
+        yield proc
+    finally:
+        proc.close()
+
+
+@contextmanager
+def embedded_platform(
+    port: int | None = None, *, seed: bool = False, **env: str | int | float | bool
+) -> Iterator[Proc]:
+    """``manage.py runplatform`` (daphne + in-process worker and beat) on a free port.
+
+    ``proc.url`` is its base URL. With the distributed settings active, prefer
+    :func:`distributed_platform`; this one always runs the embedded workers in-process.
+    """
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    args = [PYTHON, "manage.py", "runplatform", "--no-migrate", "--host", "127.0.0.1"]
+    args += ["--port", str(port)] + ([] if seed else ["--no-seed"])
+    child_env = platform_env(PORT=port, PUBLIC_URL=url, **env)
+    with running(Proc(args, child_env, name=f"platform-{port}")) as proc:
+        proc.url = url  # type: ignore[attr-defined]
+        proc.wait_http(f"{url}/healthz")
+        yield proc
+
+
+@contextmanager
+def daphne_process(port: int | None = None, **env: str | int | float | bool) -> Iterator[Proc]:
+    """A daphne server for the platform's ASGI app (distributed mode: no in-process worker)."""
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    args = [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
+    args += ["platform_site.asgi:application"]
+    child_env = platform_env(PORT=port, PUBLIC_URL=url, **env)
+    with running(Proc(args, child_env, name=f"daphne-{port}")) as proc:
+        proc.url = url  # type: ignore[attr-defined]
+        proc.wait_http(f"{url}/healthz")
+        yield proc
+
+
+def worker_proc(name: str | None = None, **env: str | int | float | bool) -> Proc:
+    """A ``celery worker`` child (threads pool), not yet waited for; see :func:`celery_worker`."""
+    node = name or f"w{uuid.uuid4().hex[:8]}"
+    args = [PYTHON, "-m", "celery", "-A", "platform_site", "worker", "-P", "threads", "-c", "4"]
+    args += ["--without-heartbeat", "--without-mingle", "--without-gossip"]
+    args += ["-n", f"{node}@localhost", "--loglevel", "INFO"]
+    return Proc(args, platform_env(**env), name=f"celery-{node}")
+
+
+@contextmanager
+def celery_worker(name: str | None = None, **env: str | int | float | bool) -> Iterator[Proc]:
+    """A ready ``celery worker`` child process."""
+    with running(worker_proc(name, **env)) as proc:
+        proc.wait_log(r"ready\.", timeout=60)
+        yield proc
+
+
+@contextmanager
+def celery_beat(**env: str | int | float | bool) -> Iterator[Proc]:
+    """A ``celery beat`` child with an in-memory schedule."""
+    args = [PYTHON, "-m", "celery", "-A", "platform_site", "beat", "--loglevel", "INFO"]
+    args += ["-S", "celery.beat:Scheduler"]
+    with running(Proc(args, platform_env(**env), name="celery-beat")) as proc:
+        proc.wait_log(r"beat: Starting", timeout=60)
+        yield proc
+
+
+@dataclass
+class LivePlatform:
+    """A running platform: its base URL and the processes behind it."""
+
+    url: str
+    procs: dict[str, Proc]
+
+    @property
+    def ws_url(self) -> str:
+        return self.url.replace("http://", "ws://", 1)
+
+
+@contextmanager
+def distributed_platform(**env: str | int | float | bool) -> Iterator[LivePlatform]:
+    """daphne + celery worker + celery beat as separate processes (PostgreSQL + Redis)."""
+    with ExitStack() as stack:
+        worker = stack.enter_context(celery_worker(**env))
+        beat = stack.enter_context(celery_beat(**env))
+        daphne = stack.enter_context(daphne_process(**env))
+        yield LivePlatform(daphne.url, {"daphne": daphne, "worker": worker, "beat": beat})  # type: ignore[attr-defined]
+
+
+@contextmanager
+def live_platform_for_mode(**env: str | int | float | bool) -> Iterator[LivePlatform]:
+    """The platform in the current pass's mode: embedded, or distributed processes."""
+    if settings.DISTRIBUTED:
+        with distributed_platform(**env) as platform:
+            yield platform
+    else:
+        with embedded_platform(**env) as proc:
+            yield LivePlatform(proc.url, {"platform": proc})  # type: ignore[attr-defined]
