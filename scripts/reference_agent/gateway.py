@@ -1,0 +1,198 @@
+"""The WebSocket side: the platform's agent gateway (``/ws/agent-gateway/``).
+
+The platform pushes tasks here when it cannot reach the HTTP side (or the agent has
+none). Frames carry the same A2A objects as HTTP, and the same skill handler runs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import websockets
+from a2a.types.a2a_pb2 import TaskState, TaskStatus
+
+from reference_agent.messages import answer_of, artifacts_of, input_of, text_message, to_json
+from reference_agent.skill import Job, Outcome, handle_task
+
+if TYPE_CHECKING:
+    from reference_agent.agent import ReferenceAgent
+
+log = logging.getLogger("reference-agent.gateway")
+
+
+@dataclass
+class GatewayTask:
+    """A task that arrived over the WebSocket, by the platform's task id."""
+
+    job: Job
+    context_id: str
+    last_update: dict[str, Any] | None = None
+    running: asyncio.Task[None] | None = None
+    message_ids: set[str] = field(default_factory=set)
+
+
+class Gateway:
+    """Keeps a WebSocket to ``/ws/agent-gateway/`` open and serves the frames it carries.
+
+    Frames (DESIGN.md): ``task.assign`` → ``task.ack`` then ``task.update`` frames;
+    ``task.message`` (an answer) → the next turn; ``task.cancel`` → CANCELED; ``ping``
+    every ``ping_interval``. Updates made while disconnected are sent on reconnect.
+    """
+
+    def __init__(self, agent: ReferenceAgent) -> None:
+        self.agent = agent
+        self.tasks: dict[str, GatewayTask] = {}
+        self.connected = False
+        self._ws: Any = None
+        self._outbox: list[dict[str, Any]] = []
+
+    async def run_forever(self) -> None:
+        delay = 0.5
+        while True:
+            try:
+                headers = {"Authorization": f"Bearer {self.agent.api_key}"}
+                async with websockets.connect(
+                    self.agent.config.gateway_url, additional_headers=headers, open_timeout=10
+                ) as ws:
+                    delay = 0.5
+                    await self._serve(ws)
+            except asyncio.CancelledError:
+                raise
+            except websockets.ConnectionClosed as exc:
+                code = exc.rcvd.code if exc.rcvd else None
+                log.warning("gateway closed the connection (%s)", _close_reason(code))
+            except (OSError, websockets.InvalidHandshake, TimeoutError) as exc:
+                log.warning("gateway unreachable: %s", exc)
+            finally:
+                self.connected, self._ws = False, None
+            wait = min(delay, self.agent.config.reconnect_max) * random.uniform(0.8, 1.2)
+            log.info("reconnecting to the gateway in %.1fs", wait)
+            await asyncio.sleep(wait)
+            delay *= 2
+
+    async def _serve(self, ws: Any) -> None:
+        self._ws, self.connected = ws, True
+        log.info("gateway connected: %s", self.agent.config.gateway_url)
+        pending, self._outbox = self._outbox, []
+        for frame in pending:  # what happened while we were away
+            await self._send(frame)
+        pinger = asyncio.create_task(self._ping(ws))
+        try:
+            async for raw in ws:
+                await self._on_frame(raw)
+        finally:
+            pinger.cancel()
+
+    async def _ping(self, ws: Any) -> None:
+        while True:
+            await asyncio.sleep(self.agent.config.ping_interval)
+            await ws.send(json.dumps({"type": "ping"}))
+
+    async def _send(self, frame: dict[str, Any]) -> None:
+        """Send now, or keep it for the next connection."""
+        if self._ws is None:
+            self._outbox.append(frame)
+            return
+        try:
+            await self._ws.send(json.dumps(frame))
+        except websockets.ConnectionClosed:
+            self._outbox.append(frame)
+
+    async def _on_frame(self, raw: str | bytes) -> None:
+        try:
+            frame = json.loads(raw)
+            kind = frame["type"]
+        except (ValueError, KeyError, TypeError):
+            log.warning("ignoring a frame that is not JSON with a type: %.200r", raw)
+            return
+        if kind == "task.assign":
+            await self._on_assign(frame)
+        elif kind == "task.message":
+            await self._on_message(frame)
+        elif kind == "task.cancel":
+            await self._on_cancel(frame)
+        elif kind == "error":
+            log.warning("gateway error %s: %s", frame.get("code"), frame.get("message"))
+        elif kind != "pong":
+            log.debug("ignoring frame type %r", kind)
+
+    async def _on_assign(self, frame: dict[str, Any]) -> None:
+        # Ack first: the platform stops re-sending it. Delivery is at least once, so an
+        # assignment we already have (same task id or messageId) is answered, not re-run.
+        await self._send({"type": "task.ack", "deliveryId": frame.get("deliveryId")})
+        task = frame.get("task") or {}
+        message = frame.get("message") or {}
+        task_id = task.get("id") or message.get("taskId")
+        if not task_id:
+            log.warning("task.assign without a task id: ignored")
+            return
+        known = self.tasks.get(task_id)
+        if known is not None:
+            if known.last_update is not None:
+                await self._send(known.last_update)
+            return
+        context_id = task.get("contextId") or message.get("contextId") or str(uuid.uuid4())
+        entry = GatewayTask(job=Job(input=input_of(message)), context_id=context_id)
+        entry.message_ids.add(message.get("messageId", ""))
+        self.tasks[task_id] = entry
+        skill_id = frame.get("skillId") or (message.get("metadata") or {}).get("skillId")
+        if skill_id and skill_id != self.agent.skill["id"]:
+            text = f"This agent offers {self.agent.skill['id']}, not {skill_id}."
+            await self._update(task_id, Outcome(TaskState.TASK_STATE_REJECTED, text))
+            return
+        log.info("task %s assigned over the WebSocket", task_id)
+        entry.running = asyncio.create_task(self._turn(task_id))
+
+    async def _on_message(self, frame: dict[str, Any]) -> None:
+        task_id, message = frame.get("taskId", ""), frame.get("message") or {}
+        entry = self.tasks.get(task_id)
+        if entry is None:
+            log.warning("task.message for unknown task %s: ignored", task_id)
+            return
+        if message.get("messageId") and message["messageId"] in entry.message_ids:
+            return  # the same answer re-sent
+        entry.message_ids.add(message.get("messageId", ""))
+        entry.job.answers.append(answer_of(message))
+        entry.running = asyncio.create_task(self._turn(task_id))
+
+    async def _on_cancel(self, frame: dict[str, Any]) -> None:
+        entry = self.tasks.get(frame.get("taskId", ""))
+        if entry is None:
+            return
+        if entry.running is not None and not entry.running.done():
+            entry.running.cancel()
+        await self._update(frame["taskId"], Outcome(TaskState.TASK_STATE_CANCELED, "Canceled."))
+
+    async def _turn(self, task_id: str) -> None:
+        entry = self.tasks[task_id]
+        await self._update(task_id, Outcome(TaskState.TASK_STATE_WORKING, "Working on it."))
+        outcome = await handle_task(self.agent.skill, entry.job)
+        await self._update(task_id, outcome)
+
+    async def _update(self, task_id: str, outcome: Outcome) -> None:
+        entry = self.tasks[task_id]
+        message = text_message(outcome.text, task_id, entry.context_id)
+        status = TaskStatus(state=outcome.state, message=message)
+        status.timestamp.FromDatetime(datetime.now(UTC))
+        frame: dict[str, Any] = {
+            "type": "task.update",
+            "taskId": task_id,
+            "status": to_json(status),
+        }
+        artifacts = artifacts_of(outcome)
+        if artifacts:
+            frame["artifacts"] = [to_json(a) for a in artifacts]
+        entry.last_update = frame
+        await self._send(frame)
+
+
+def _close_reason(code: int | None) -> str:
+    reasons = {4401: "4401: API key refused", 4403: "4403: agent disabled or not approved yet"}
+    return reasons.get(code or 0, f"code {code}")
