@@ -6,3 +6,8 @@ class A2AConfig(AppConfig):
 
     name = "a2a"
     verbose_name = "A2A tasks"
+
+    def ready(self) -> None:
+        # The A2A face's task_changed receiver (streams, push notifications) and its
+        # Celery tasks.
+        from a2a.face import push, signals  # noqa: F401

@@ -246,3 +246,18 @@ class TaskMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.direction} {self.message_id}"
+
+
+# The A2A face's push notification models live in their own module.
+from a2a.push_models import DeliveryStatus, PushDelivery, PushNotificationConfig  # noqa: E402
+
+__all__ = [
+    "DeliveryStatus",
+    "Direction",
+    "InvalidTransition",
+    "PushDelivery",
+    "PushNotificationConfig",
+    "Task",
+    "TaskEvent",
+    "TaskMessage",
+]

@@ -237,6 +237,13 @@ A2A_ALLOW_ANONYMOUS = envbool("A2A_ALLOW_ANONYMOUS", False)
 A2A_EXTENDED_CARD_BEARER_TOKEN = envstr("A2A_EXTENDED_CARD_BEARER_TOKEN")
 A2A_BLOCKING_TIMEOUT = envfloat("A2A_BLOCKING_TIMEOUT", 60.0)
 A2A_MAX_PUSH_CONFIGS_PER_TASK = envint("A2A_MAX_PUSH_CONFIGS_PER_TASK", 10)
+A2A_PUSH_TIMEOUT = envfloat("A2A_PUSH_TIMEOUT", 10.0)  # seconds per webhook POST
+A2A_PUSH_MAX_ATTEMPTS = envint("A2A_PUSH_MAX_ATTEMPTS", 5)  # POSTs per event and webhook
+A2A_PUSH_BACKOFF = envfloat("A2A_PUSH_BACKOFF", 1.0)  # seconds, doubled per failed attempt
+A2A_PUSH_DISABLE_AFTER = envint("A2A_PUSH_DISABLE_AFTER", 10)  # consecutive failed POSTs
+A2A_PUSH_SWEEP_INTERVAL = envfloat("A2A_PUSH_SWEEP_INTERVAL", 30.0)
+A2A_STREAM_RECHECK = envfloat("A2A_STREAM_RECHECK", 5.0)  # re-read a quiet stream's task
+A2A_CARD_MAX_AGE = envint("A2A_CARD_MAX_AGE", 300)  # Cache-Control max-age of agent cards
 PLATFORM_NAME = envstr("PLATFORM_NAME", "A2A Agent Platform")
 
 # --- Gateway --------------------------------------------------------------------------
@@ -268,6 +275,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Periodic sweeps: the database is the source of truth, so these find whatever a lost
 # message or a killed worker left behind.
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+CELERY_BEAT_SCHEDULE["a2a-face-sweep-push"] = {
+    "task": "a2a.face.sweep_push",
+    "schedule": A2A_PUSH_SWEEP_INTERVAL,
+}
 
 LOGGING = {
     "version": 1,

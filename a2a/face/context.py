@@ -1,0 +1,109 @@
+"""Per-request context shared by both bindings: version, caller and tenant.
+
+Authentication is the same on every operation: ``Authorization: Bearer <token>`` with a
+platform user's token (``usr_…``) or an agent's API key (``a2a_…``). With
+``A2A_ALLOW_ANONYMOUS`` a request without the header is served as the anonymous caller;
+a header that is present but wrong is always refused.
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q
+from django.http import HttpRequest
+
+from a2a.face.db import db_call
+from a2a.face.errors import Unauthenticated, VersionNotSupported
+from agent_profiles.authentication import AgentPrincipal, authenticate_bearer, bearer_token
+
+SUPPORTED_MAJOR = 1
+PROTOCOL_VERSION = "1.0"
+JSON_CONTENT_TYPES = ("application/json", "application/a2a+json")
+
+
+@dataclass
+class CallContext:
+    """Who calls, through which tenant (agent id on ``/v1/a2a/{agentId}``), and how."""
+
+    principal: Any = None  # a User, an AgentPrincipal, or None (anonymous)
+    raw_token: str | None = None
+    token_invalid: bool = False
+    tenant: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def user(self) -> Any:
+        p = self.principal
+        return p if p is not None and not isinstance(p, AgentPrincipal) else None
+
+    @property
+    def agent_caller(self) -> Any:
+        return self.principal.agent if isinstance(self.principal, AgentPrincipal) else None
+
+    @property
+    def is_anonymous(self) -> bool:
+        return self.principal is None
+
+    def require_caller(self) -> None:
+        """Raise :class:`Unauthenticated` unless the caller may use task operations."""
+        if self.token_invalid:
+            raise Unauthenticated("Invalid or revoked token.")
+        if self.principal is None and not settings.A2A_ALLOW_ANONYMOUS:
+            raise Unauthenticated()
+
+    def owner_q(self) -> Q:
+        """The tasks this caller owns. Anonymous callers share the ownerless tasks, which
+        they reach by id only (see docs/a2a-face.md)."""
+        if self.agent_caller is not None:
+            return Q(created_by_agent=self.agent_caller)
+        if self.user is not None:
+            return Q(created_by=self.user)
+        return Q(created_by__isnull=True, created_by_agent__isnull=True)
+
+    def presents_extended_card_token(self) -> bool:
+        expected = settings.A2A_EXTENDED_CARD_BEARER_TOKEN
+        return bool(expected and self.raw_token) and hmac.compare_digest(
+            str(self.raw_token).encode(), expected.encode()
+        )
+
+
+def check_version(request: HttpRequest) -> None:
+    """Accept A2A 1.x; a missing or empty header is read as this server's 1.0."""
+    raw = (request.headers.get("A2A-Version") or "").strip()
+    if not raw:
+        return
+    major = raw.split(".", 1)[0]
+    if major.isdigit() and int(major) == SUPPORTED_MAJOR:
+        return
+    raise VersionNotSupported(
+        f"A2A version {raw!r} is not supported; this server speaks {PROTOCOL_VERSION}.",
+        metadata={"requestedVersion": raw[:50], "supportedVersions": PROTOCOL_VERSION},
+    )
+
+
+def is_json_content_type(value: str | None) -> bool:
+    media = (value or "").split(";", 1)[0].strip().lower()
+    return media in JSON_CONTENT_TYPES or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+def _authenticate(raw: str) -> Any:
+    return authenticate_bearer(raw)
+
+
+async def build_context(request: HttpRequest, tenant: str | None) -> CallContext:
+    """The call context of ``request``. Authentication errors surface in
+    :meth:`CallContext.require_caller`, so the extended card can accept its own token."""
+    raw = bearer_token(request.headers.get("Authorization"))
+    ctx = CallContext(raw_token=raw, tenant=tenant)
+    if request.headers.get("Authorization") and raw is None:
+        ctx.token_invalid = True
+    elif raw is not None:
+        ctx.principal = await db_call(_authenticate)(raw)
+        ctx.token_invalid = ctx.principal is None
+    return ctx

@@ -1,0 +1,222 @@
+"""The A2A face's errors: one exception hierarchy, mapped in one table to both bindings.
+
+HTTP+JSON renders ``google.rpc.Status`` (``{"error": {"code", "status", "message",
+"details": [ErrorInfo]}}``); JSON-RPC renders ``{"code", "message", "data": [ErrorInfo]}``
+with the A2A codes -32001…-32009 and the JSON-RPC 2.0 standard codes. The reasons are the
+ones the official ``a2a-sdk`` client maps back to its own exception classes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
+BAD_REQUEST_TYPE = "type.googleapis.com/google.rpc.BadRequest"
+A2A_DOMAIN = "a2a-protocol.org"
+PLATFORM_DOMAIN = "a2a-platform"
+
+
+class FaceError(Exception):
+    """A protocol error: the client sees it on either binding, mapped by :data:`ERROR_TABLE`."""
+
+    default_message = "A2A error"
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        metadata: dict[str, Any] | None = None,
+        violations: list[tuple[str, str]] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.message = message or self.default_message
+        self.metadata = metadata or {}
+        # (field, description) pairs rendered as google.rpc.BadRequest field violations.
+        self.violations = violations or []
+        self.headers = headers or {}
+        super().__init__(self.message)
+
+
+class TaskNotFound(FaceError):
+    default_message = "Task not found"
+
+
+class TaskNotCancelable(FaceError):
+    default_message = "Task cannot be canceled"
+
+
+class PushNotificationNotSupported(FaceError):
+    default_message = "Push notifications are not supported"
+
+
+class UnsupportedOperation(FaceError):
+    default_message = "This operation is not supported"
+
+
+class ContentTypeNotSupported(FaceError):
+    default_message = "Content type not supported: send application/json"
+
+
+class InvalidAgentResponse(FaceError):
+    default_message = "The agent's response is invalid"
+
+
+class ExtendedAgentCardNotConfigured(FaceError):
+    default_message = "The extended agent card is not configured"
+
+
+class ExtensionSupportRequired(FaceError):
+    default_message = "Extension support required"
+
+
+class VersionNotSupported(FaceError):
+    default_message = "A2A version not supported"
+
+
+class InvalidParams(FaceError):
+    default_message = "Invalid params"
+
+
+class InvalidRequest(FaceError):
+    default_message = "Invalid request"
+
+
+class JSONParseError(FaceError):
+    default_message = "Invalid JSON payload"
+
+
+class MethodNotFound(FaceError):
+    default_message = "Method not found"
+
+
+class MethodNotAllowed(FaceError):
+    default_message = "Method not allowed on this path"
+
+
+class PayloadTooLarge(FaceError):
+    default_message = "Request body is too large"
+
+
+class AgentNotFound(FaceError):
+    default_message = "No such agent"
+
+
+class Unauthenticated(FaceError):
+    default_message = "Authentication required: send Authorization: Bearer <token>"
+
+    def __init__(self, message: str | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("headers", {"WWW-Authenticate": 'Bearer realm="a2a"'})
+        super().__init__(message, **kwargs)
+
+
+class InternalError(FaceError):
+    default_message = "Internal error"
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """How one error class looks on the wire."""
+
+    http_status: int
+    grpc_status: str
+    reason: str
+    jsonrpc_code: int
+    domain: str = A2A_DOMAIN
+
+
+# The single table. HTTP statuses follow the A2A 1.0 error-code mapping; reasons are the
+# a2a-sdk's (its client maps them back to TaskNotFoundError & co.).
+ERROR_TABLE: dict[type[FaceError], Mapping] = {
+    TaskNotFound: Mapping(404, "NOT_FOUND", "TASK_NOT_FOUND", -32001),
+    TaskNotCancelable: Mapping(409, "FAILED_PRECONDITION", "TASK_NOT_CANCELABLE", -32002),
+    PushNotificationNotSupported: Mapping(
+        400, "UNIMPLEMENTED", "PUSH_NOTIFICATION_NOT_SUPPORTED", -32003
+    ),
+    UnsupportedOperation: Mapping(400, "UNIMPLEMENTED", "UNSUPPORTED_OPERATION", -32004),
+    ContentTypeNotSupported: Mapping(415, "INVALID_ARGUMENT", "CONTENT_TYPE_NOT_SUPPORTED", -32005),
+    InvalidAgentResponse: Mapping(502, "INTERNAL", "INVALID_AGENT_RESPONSE", -32006),
+    ExtendedAgentCardNotConfigured: Mapping(
+        400, "FAILED_PRECONDITION", "EXTENDED_AGENT_CARD_NOT_CONFIGURED", -32007
+    ),
+    ExtensionSupportRequired: Mapping(
+        400, "FAILED_PRECONDITION", "EXTENSION_SUPPORT_REQUIRED", -32008
+    ),
+    VersionNotSupported: Mapping(400, "UNIMPLEMENTED", "VERSION_NOT_SUPPORTED", -32009),
+    InvalidParams: Mapping(400, "INVALID_ARGUMENT", "INVALID_PARAMS", -32602),
+    InvalidRequest: Mapping(400, "INVALID_ARGUMENT", "INVALID_REQUEST", -32600),
+    JSONParseError: Mapping(400, "INVALID_ARGUMENT", "INVALID_REQUEST", -32700),
+    MethodNotFound: Mapping(404, "NOT_FOUND", "METHOD_NOT_FOUND", -32601),
+    MethodNotAllowed: Mapping(405, "UNIMPLEMENTED", "UNSUPPORTED_OPERATION", -32601),
+    PayloadTooLarge: Mapping(413, "INVALID_ARGUMENT", "INVALID_REQUEST", -32600),
+    AgentNotFound: Mapping(404, "NOT_FOUND", "AGENT_NOT_FOUND", -32602, PLATFORM_DOMAIN),
+    # JSON-RPC has no standard code for authentication; -32000 is the implementation-defined
+    # server error just outside the A2A range.
+    Unauthenticated: Mapping(401, "UNAUTHENTICATED", "UNAUTHENTICATED", -32000, PLATFORM_DOMAIN),
+    InternalError: Mapping(500, "INTERNAL", "INTERNAL_ERROR", -32603),
+}
+
+
+def mapping_for(error: FaceError) -> Mapping:
+    """The table row of ``error``'s class (or its nearest mapped base)."""
+    for cls in type(error).__mro__:
+        if cls in ERROR_TABLE:
+            return ERROR_TABLE[cls]  # type: ignore[index]
+    return ERROR_TABLE[InternalError]
+
+
+def _string_map(metadata: dict[str, Any]) -> dict[str, str]:
+    # google.rpc.ErrorInfo.metadata is map<string, string>.
+    return {
+        str(k): v if isinstance(v, str) else json.dumps(v, default=str) for k, v in metadata.items()
+    }
+
+
+def error_details(error: FaceError) -> list[dict[str, Any]]:
+    """The typed ``details`` array: an ErrorInfo first, then field violations if any."""
+    mapping = mapping_for(error)
+    details: list[dict[str, Any]] = [
+        {
+            "@type": ERROR_INFO_TYPE,
+            "reason": mapping.reason,
+            "domain": mapping.domain,
+            "metadata": _string_map(error.metadata),
+        }
+    ]
+    if error.violations:
+        details.append(
+            {
+                "@type": BAD_REQUEST_TYPE,
+                "fieldViolations": [{"field": f, "description": d} for f, d in error.violations],
+            }
+        )
+    return details
+
+
+def rest_error_body(error: FaceError) -> tuple[int, dict[str, Any]]:
+    """HTTP status and ``google.rpc.Status`` JSON body for the HTTP+JSON binding."""
+    mapping = mapping_for(error)
+    body = {
+        "error": {
+            "code": mapping.http_status,
+            "status": mapping.grpc_status,
+            "message": error.message,
+            "details": error_details(error),
+        }
+    }
+    return mapping.http_status, body
+
+
+def jsonrpc_error_body(error: FaceError, request_id: str | int | None) -> dict[str, Any]:
+    """A JSON-RPC 2.0 error response for ``error``."""
+    mapping = mapping_for(error)
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {
+            "code": mapping.jsonrpc_code,
+            "message": error.message,
+            "data": error_details(error),
+        },
+    }

@@ -1,0 +1,549 @@
+"""The A2A face's request handler: one method per A2A operation, no wire knowledge.
+
+Both bindings (``rest.py`` for HTTP+JSON, ``jsonrpc.py`` for JSON-RPC) parse a request
+into the operation's JSON params and a :class:`CallContext`, call one method here and
+render what it returns (a JSON dict, or an async iterator of ``StreamResponse`` dicts).
+Methods raise :mod:`a2a.face.errors` exceptions only.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+from google.protobuf.json_format import ParseDict, ParseError
+
+from a2a.face import sse
+from a2a.face.context import CallContext
+from a2a.face.db import db_call
+from a2a.face.errors import (
+    AgentNotFound,
+    ExtendedAgentCardNotConfigured,
+    FaceError,
+    InvalidParams,
+    TaskNotCancelable,
+    TaskNotFound,
+    Unauthenticated,
+    UnsupportedOperation,
+)
+from a2a.face.serializers import task_json
+from a2a.models import PushNotificationConfig, Task, TaskEvent, TaskMessage
+from a2a.states import TaskState
+from agent_profiles.models import AgentProfile, AgentStatus, Skill
+from platform_site.errors import Conflict, NotFound, PlatformError
+
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 100
+STATES_BY_NAME = {s.value: s.value for s in TaskState}
+
+
+# --- parameter helpers ----------------------------------------------------------------
+
+
+def _proto_check(params: dict[str, Any], proto_cls: type, label: str) -> None:
+    """Validate ``params`` against the A2A proto message shape (unknown fields ignored)."""
+    try:
+        ParseDict(params, proto_cls(), ignore_unknown_fields=True)
+    except (ParseError, TypeError, ValueError) as exc:
+        raise InvalidParams(f"Invalid {label}: {exc}") from None
+
+
+def _opt_int(params: dict[str, Any], name: str, *, low: int, high: int | None = None) -> int | None:
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise InvalidParams(
+            f"{name} must be an integer, got {raw!r}", violations=[(name, "not an integer")]
+        ) from None
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise InvalidParams(
+            f"{name} must be {bound}, got {value}", violations=[(name, f"must be {bound}")]
+        )
+    return value
+
+
+def _opt_bool(params: dict[str, Any], name: str) -> bool | None:
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, bool):
+        return raw
+    if str(raw).lower() in {"true", "1"}:
+        return True
+    if str(raw).lower() in {"false", "0"}:
+        return False
+    raise InvalidParams(f"{name} must be true or false, got {raw!r}", violations=[(name, "bool")])
+
+
+def _opt_timestamp(params: dict[str, Any], name: str) -> datetime | None:
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return None
+    text = str(raw).strip()
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise InvalidParams(
+            f"{name} must be an ISO 8601 timestamp, got {raw!r}",
+            violations=[(name, "not an ISO 8601 timestamp")],
+        ) from None
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, timezone.UTC)
+    return value
+
+
+def _task_id(raw: Any) -> uuid.UUID:
+    try:
+        return uuid.UUID(str(raw))
+    except (TypeError, ValueError):
+        raise TaskNotFound(
+            f"Task {str(raw)[:100]!r} not found.", metadata={"taskId": str(raw)[:100]}
+        ) from None
+
+
+def _encode_cursor(task: Task) -> str:
+    raw = json.dumps([task.state_changed_at.isoformat(), str(task.id)]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(token: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        at, task_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        return datetime.fromisoformat(at), uuid.UUID(task_id)
+    except (ValueError, TypeError):
+        raise InvalidParams(
+            "pageToken is not a token this server issued.", violations=[("pageToken", "invalid")]
+        ) from None
+
+
+def _service_error(exc: PlatformError) -> FaceError:
+    """The A2A error for a domain error raised by the dispatcher's services."""
+    if isinstance(exc, Conflict):
+        return UnsupportedOperation(exc.message, metadata={"code": exc.code})
+    details = exc.details if isinstance(exc.details, dict) else {}
+    violations = [(str(k), str(v)) for k, v in details.items()] if details else None
+    if isinstance(exc, NotFound):
+        return InvalidParams(exc.message, metadata={"code": exc.code}, violations=violations)
+    return InvalidParams(exc.message, metadata={"code": exc.code}, violations=violations)
+
+
+# --- the handler ----------------------------------------------------------------------
+
+
+class FaceHandler:
+    """The A2A operations of the platform, one coroutine each."""
+
+    # ---- tasks: reading ----
+
+    def _visible(self, ctx: CallContext) -> Any:
+        qs = Task.objects.filter(ctx.owner_q())
+        if ctx.tenant:
+            qs = qs.filter(agent_id=ctx.tenant)
+        return qs
+
+    def _get_visible(self, ctx: CallContext, raw_id: Any) -> Task:
+        task_id = _task_id(raw_id)
+        qs = self._visible(ctx)
+        try:
+            return qs.get(pk=task_id)
+        except Task.DoesNotExist:
+            raise TaskNotFound(
+                f"Task {task_id} not found.", metadata={"taskId": str(task_id)}
+            ) from None
+
+    def _task_payload(
+        self, task: Task, *, history_length: int | None, include_artifacts: bool = True
+    ) -> dict[str, Any]:
+        history = None
+        if history_length != 0:
+            history = list(TaskMessage.objects.filter(task=task).order_by("created_at", "id"))
+        return task_json(
+            task,
+            history=history,
+            history_length=history_length,
+            include_artifacts=include_artifacts,
+        )
+
+    async def get_task(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        ctx.require_caller()
+        history_length = _opt_int(params, "historyLength", low=0)
+
+        def run() -> dict[str, Any]:
+            task = self._get_visible(ctx, params.get("id"))
+            return self._task_payload(task, history_length=history_length)
+
+        return await db_call(run)()
+
+    async def list_tasks(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        ctx.require_caller()
+        page_size = _opt_int(params, "pageSize", low=1, high=MAX_PAGE_SIZE) or DEFAULT_PAGE_SIZE
+        history_length = _opt_int(params, "historyLength", low=0)
+        include_artifacts = bool(_opt_bool(params, "includeArtifacts"))
+        after = _opt_timestamp(params, "statusTimestampAfter")
+        status = params.get("status") or None
+        if status is not None and status not in STATES_BY_NAME:
+            if status != "TASK_STATE_UNSPECIFIED":
+                raise InvalidParams(
+                    f"status must be one of {sorted(STATES_BY_NAME)}, got {status!r}",
+                    violations=[("status", "unknown task state")],
+                )
+            status = None
+        context_id = params.get("contextId") or None
+        token = params.get("pageToken") or None
+        cursor = _decode_cursor(str(token)) if token else None
+
+        def run() -> dict[str, Any]:
+            qs = self._visible(ctx)
+            if ctx.is_anonymous and not context_id:
+                # Anonymous callers share ownerless tasks: listing needs a context id.
+                qs = qs.none()
+            if context_id:
+                qs = qs.filter(context_id=context_id)
+            if status:
+                qs = qs.filter(state=status)
+            if after is not None:
+                qs = qs.filter(state_changed_at__gte=after)
+            total = qs.count()
+            ordered = qs.order_by("-state_changed_at", "-id")
+            if cursor is not None:
+                at, last_id = cursor
+                ordered = ordered.filter(
+                    Q(state_changed_at__lt=at) | Q(state_changed_at=at, id__lt=last_id)
+                )
+            rows = list(ordered[: page_size + 1])
+            more = len(rows) > page_size
+            rows = rows[:page_size]
+            histories: dict[Any, list[TaskMessage]] = {}
+            if history_length and rows:
+                for message in TaskMessage.objects.filter(task__in=rows).order_by(
+                    "created_at", "id"
+                ):
+                    histories.setdefault(message.task_id, []).append(message)
+            tasks = [
+                task_json(
+                    t,
+                    history=histories.get(t.id, []) if history_length else None,
+                    history_length=history_length,
+                    include_artifacts=include_artifacts,
+                )
+                for t in rows
+            ]
+            if include_artifacts:
+                for t in tasks:
+                    t.setdefault("artifacts", [])
+            return {
+                "tasks": tasks,
+                "nextPageToken": _encode_cursor(rows[-1]) if more else "",
+                "pageSize": page_size,
+                "totalSize": total,
+            }
+
+        return await db_call(run)()
+
+    # ---- tasks: cancel ----
+
+    async def cancel_task(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        ctx.require_caller()
+
+        def run() -> dict[str, Any]:
+            task = self._get_visible(ctx, params.get("id"))
+            if task.is_terminal:
+                raise TaskNotCancelable(
+                    f"Task {task.id} is {task.state}, a final state.",
+                    metadata={"taskId": str(task.id), "state": task.state},
+                )
+            from a2a import services
+
+            try:
+                task = services.cancel_task(task, by=ctx.user, reason="canceled by the A2A client")
+            except Conflict as exc:
+                raise TaskNotCancelable(exc.message, metadata={"taskId": str(task.id)}) from None
+            task.refresh_from_db()
+            return self._task_payload(task, history_length=None)
+
+        return await db_call(run)()
+
+    # ---- messages ----
+
+    def _choose_skill(self, ctx: CallContext, request: dict[str, Any]) -> tuple[Skill, str | None]:
+        message = request["message"]
+        skill_id = (request.get("metadata") or {}).get("skillId") or (
+            message.get("metadata") or {}
+        ).get("skillId")
+        if ctx.tenant:
+            agent = AgentProfile.objects.filter(pk=ctx.tenant).first()
+            if agent is None or agent.status != AgentStatus.ACTIVE:
+                raise AgentNotFound(
+                    f"No active agent {ctx.tenant!r}.", metadata={"agentId": ctx.tenant}
+                )
+            offered = list(agent.skills.filter(is_active=True).order_by("id"))
+            ids = [s.id for s in offered]
+            if skill_id:
+                if skill_id not in ids:
+                    raise InvalidParams(
+                        f"Agent {agent.id!r} does not offer skill {skill_id!r}; it offers {ids}.",
+                        metadata={"skillId": str(skill_id), "skills": ids},
+                    )
+                return next(s for s in offered if s.id == skill_id), agent.id
+            if settings.A2A_DEFAULT_SKILL in ids:
+                return next(s for s in offered if s.id == settings.A2A_DEFAULT_SKILL), agent.id
+            if len(offered) == 1:
+                return offered[0], agent.id
+            raise InvalidParams(
+                f"Say which skill: set metadata.skillId to one of {ids}.",
+                metadata={"skills": ids},
+            )
+        skill_id = skill_id or settings.A2A_DEFAULT_SKILL
+        if skill_id:
+            skill = Skill.objects.filter(pk=skill_id, is_active=True).first()
+            if skill is None:
+                ids = list(Skill.objects.filter(is_active=True).values_list("id", flat=True))
+                raise InvalidParams(
+                    f"Unknown skill {skill_id!r}; active skills: {ids}.",
+                    metadata={"skillId": str(skill_id), "skills": ids},
+                )
+            return skill, None
+        active = list(Skill.objects.filter(is_active=True).order_by("id")[:51])
+        if len(active) == 1:
+            return active[0], None
+        ids = [s.id for s in active]
+        raise InvalidParams(
+            f"Say which skill: set metadata.skillId to one of {ids}." if ids else "No skills.",
+            metadata={"skills": ids},
+        )
+
+    @staticmethod
+    def _input_of(message: dict[str, Any]) -> dict[str, Any]:
+        """What the platform records as the task's input: the first data part, else text."""
+        texts = []
+        for part in message.get("parts") or []:
+            if isinstance(part, dict) and isinstance(part.get("data"), dict):
+                return part["data"]
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+        return {"text": "\n".join(texts)} if texts else {}
+
+    def _validate_send(self, params: dict[str, Any]) -> dict[str, Any]:
+        from a2a.types import a2a_pb2
+
+        message = params.get("message")
+        if not isinstance(message, dict):
+            raise InvalidParams("message is required.", violations=[("message", "required")])
+        _proto_check(params, a2a_pb2.SendMessageRequest, "SendMessageRequest")
+        if not message.get("messageId"):
+            raise InvalidParams(
+                "message.messageId is required.", violations=[("message.messageId", "required")]
+            )
+        if not message.get("parts"):
+            raise InvalidParams(
+                "message.parts must hold at least one part.",
+                violations=[("message.parts", "at least one part")],
+            )
+        if message.get("role") not in ("ROLE_USER", 1):
+            raise InvalidParams(
+                "message.role must be ROLE_USER.", violations=[("message.role", "ROLE_USER")]
+            )
+        return message
+
+    def _send_sync(self, ctx: CallContext, params: dict[str, Any]) -> tuple[Task, int | None]:
+        """Create the task (or answer an existing one); returns it and, for a follow-up,
+        the event sequence number the answer must move past."""
+        from a2a import services
+
+        message = params["message"]
+        if message.get("taskId"):
+            task = self._get_visible(ctx, message["taskId"])
+            if message.get("contextId") and message["contextId"] != task.context_id:
+                raise InvalidParams(
+                    f"contextId {message['contextId']!r} does not match task {task.id}'s "
+                    f"context {task.context_id!r}.",
+                    metadata={"taskId": str(task.id), "contextId": task.context_id},
+                    violations=[("message.contextId", "does not match the task's context")],
+                )
+            if task.is_terminal:
+                raise UnsupportedOperation(
+                    f"Task {task.id} is {task.state}, a final state: it accepts no messages.",
+                    metadata={"taskId": str(task.id), "state": task.state},
+                )
+            try:
+                task = services.reply_to_task(task, message=message, by=ctx.user)
+            except PlatformError as exc:
+                raise _service_error(exc) from None
+            task.refresh_from_db()
+            return task, TaskEvent.objects.filter(task=task).count()
+        skill, agent_id = self._choose_skill(ctx, params)
+        try:
+            with transaction.atomic():
+                task = services.create_task(
+                    skill_id=skill.id,
+                    input=self._input_of(message),
+                    agent_id=agent_id,
+                    user=ctx.user,
+                    agent_caller=ctx.agent_caller,
+                    message=message,
+                    context_id=message.get("contextId") or None,
+                    origin="a2a",
+                    validate_input=False,
+                )
+        except PlatformError as exc:
+            raise _service_error(exc) from None
+        return task, None
+
+    def _load_payload(self, task_id: uuid.UUID, history_length: int | None) -> dict[str, Any]:
+        task = Task.objects.get(pk=task_id)
+        return self._task_payload(task, history_length=history_length)
+
+    async def send_message(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        ctx.require_caller()
+        self._validate_send(params)
+        config = params.get("configuration") or {}
+        history_length = _opt_int(config, "historyLength", low=0)
+        return_now = bool(_opt_bool(config, "returnImmediately"))
+        task, since_seq = await db_call(self._send_sync)(ctx, params)
+        await self._attach_push_config(ctx, task, config)
+        if not return_now:
+            await sse.wait_until_settled(
+                task.id, since_seq=since_seq, seconds=settings.A2A_BLOCKING_TIMEOUT
+            )
+        payload = await db_call(self._load_payload)(task.id, history_length)
+        return {"task": payload}
+
+    async def _attach_push_config(
+        self, ctx: CallContext, task: Task, config: dict[str, Any]
+    ) -> None:
+        push = config.get("taskPushNotificationConfig") or config.get("pushNotificationConfig")
+        if isinstance(push, dict):
+            from a2a.face import push as push_service
+
+            await db_call(push_service.create_config)(task, {**push, "taskId": str(task.id)})
+
+    async def stream_message(
+        self, params: dict[str, Any], ctx: CallContext
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Send, then stream: the Task first, then status/artifact updates to the end."""
+        ctx.require_caller()
+        self._validate_send(params)
+        config = params.get("configuration") or {}
+        task, _since = await db_call(self._send_sync)(ctx, params)
+        await self._attach_push_config(ctx, task, config)
+        return sse.task_stream(task.id)
+
+    async def subscribe(
+        self, params: dict[str, Any], ctx: CallContext
+    ) -> AsyncIterator[dict[str, Any]]:
+        ctx.require_caller()
+
+        def run() -> Task:
+            task = self._get_visible(ctx, params.get("id"))
+            if task.is_terminal:
+                raise UnsupportedOperation(
+                    f"Task {task.id} is {task.state}, a final state: nothing to subscribe to.",
+                    metadata={"taskId": str(task.id), "state": task.state},
+                )
+            return task
+
+        task = await db_call(run)()
+        return sse.task_stream(task.id)
+
+    # ---- push notification configs ----
+
+    def _push_task(self, ctx: CallContext, raw_id: Any) -> Task:
+        return self._get_visible(ctx, raw_id)
+
+    async def create_push_config(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        ctx.require_caller()
+        from a2a.face import push as push_service
+        from a2a.types import a2a_pb2
+
+        _proto_check(params, a2a_pb2.TaskPushNotificationConfig, "TaskPushNotificationConfig")
+
+        def run() -> dict[str, Any]:
+            task = self._push_task(ctx, params.get("taskId"))
+            config = push_service.create_config(task, params)
+            return push_service.config_json(config)
+
+        return await db_call(run)()
+
+    async def get_push_config(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        ctx.require_caller()
+        from a2a.face import push as push_service
+
+        def run() -> dict[str, Any]:
+            task = self._push_task(ctx, params.get("taskId"))
+            config = PushNotificationConfig.objects.filter(
+                task=task, config_id=str(params.get("id") or "")
+            ).first()
+            if config is None:
+                raise TaskNotFound(
+                    f"Push notification config {params.get('id')!r} not found on task {task.id}.",
+                    metadata={"taskId": str(task.id), "configId": str(params.get("id"))},
+                )
+            return push_service.config_json(config)
+
+        return await db_call(run)()
+
+    async def list_push_configs(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        ctx.require_caller()
+        from a2a.face import push as push_service
+
+        def run() -> dict[str, Any]:
+            task = self._push_task(ctx, params.get("taskId"))
+            configs = PushNotificationConfig.objects.filter(task=task).order_by("created_at", "id")
+            return {"configs": [push_service.config_json(c) for c in configs], "nextPageToken": ""}
+
+        return await db_call(run)()
+
+    async def delete_push_config(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        ctx.require_caller()
+
+        def run() -> None:
+            task = self._push_task(ctx, params.get("taskId"))
+            # Idempotent: deleting twice has the same effect.
+            PushNotificationConfig.objects.filter(
+                task=task, config_id=str(params.get("id") or "")
+            ).delete()
+
+        await db_call(run)()
+        return {}
+
+    # ---- cards ----
+
+    async def get_extended_card(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        if not settings.A2A_EXTENDED_CARD_BEARER_TOKEN:
+            raise UnsupportedOperation(
+                "This server has no extended agent card (capabilities.extendedAgentCard is false)."
+            )
+        if not ctx.presents_extended_card_token():
+            raise Unauthenticated("The extended agent card needs its bearer token.")
+        from a2a import cards
+
+        def run() -> dict[str, Any]:
+            if ctx.tenant:
+                agent = AgentProfile.objects.filter(pk=ctx.tenant).first()
+                if agent is None:
+                    raise AgentNotFound(
+                        f"No agent {ctx.tenant!r}.", metadata={"agentId": ctx.tenant}
+                    )
+                return cards.agent_card(agent)
+            card = cards.platform_card(extended=True)
+            if not card:
+                raise ExtendedAgentCardNotConfigured()
+            return card
+
+        return await db_call(run)()
+
+
+handler = FaceHandler()

@@ -1,0 +1,267 @@
+"""Push notifications: per-task webhook configs and at-least-once delivery.
+
+On every state change (see :mod:`a2a.face.signals`) one :class:`PushDelivery` row per
+enabled config is stored with the ``StreamResponse`` payload, then a Celery task POSTs it
+with ``Authorization: <scheme> <credentials>`` and ``X-A2A-Notification-Token``. A failed
+attempt is retried with exponential backoff (``next_attempt_at``; a beat sweep re-queues
+anything overdue, so a lost message only delays); a config is disabled after
+``A2A_PUSH_DISABLE_AFTER`` consecutive failed attempts. Webhook URLs pass the outbound
+URL guard when the config is stored and again before every POST.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import timedelta
+from typing import Any
+
+import httpx
+from celery import shared_task
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from a2a.face.errors import InvalidParams
+from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
+from platform_site.errors import PlatformError
+
+log = logging.getLogger(__name__)
+
+TOKEN_HEADER = "X-A2A-Notification-Token"
+_SCHEME_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")  # an RFC 9110 token
+
+
+def _check_header_value(name: str, value: str) -> None:
+    if "\r" in value or "\n" in value or "\x00" in value:
+        raise InvalidParams(
+            f"{name} must not contain CR, LF or NUL characters.",
+            violations=[(name, "contains CR/LF")],
+        )
+
+
+def _check_url(url: str) -> None:
+    from agent_profiles.urlguard import check_outbound_url
+
+    if not url:
+        raise InvalidParams("url is required.", violations=[("url", "required")])
+    try:
+        check_outbound_url(url)
+    except PlatformError as exc:
+        raise InvalidParams(
+            f"Webhook URL refused: {exc.message}", violations=[("url", exc.message)]
+        ) from None
+
+
+def create_config(task: Task, params: dict[str, Any]) -> PushNotificationConfig:
+    """Store (or replace, for a known ``id``) a config for ``task`` after validating it."""
+    url = str(params.get("url") or "").strip()
+    token = str(params.get("token") or "")
+    auth = params.get("authentication") or {}
+    if not isinstance(auth, dict):
+        raise InvalidParams("authentication must be an object.")
+    scheme = str(auth.get("scheme") or "").strip()
+    credentials = str(auth.get("credentials") or "")
+    if auth.get("schemes") and not scheme:  # the 0.3 spelling: a list of schemes
+        scheme = str(auth["schemes"][0])
+    _check_header_value("token", token)
+    _check_header_value("authentication.scheme", scheme)
+    _check_header_value("authentication.credentials", credentials)
+    if scheme and not _SCHEME_RE.match(scheme):
+        raise InvalidParams(
+            "authentication.scheme must be one word (e.g. Bearer).",
+            violations=[("authentication.scheme", "not an HTTP auth scheme")],
+        )
+    if len(url) > 2000:
+        raise InvalidParams("url is too long.", violations=[("url", "at most 2000 characters")])
+    _check_url(url)
+    config_id = str(params.get("id") or "").strip()
+    _check_header_value("id", config_id)
+    fields = {
+        "url": url,
+        "token": token,
+        "auth_scheme": scheme,
+        "auth_credentials": credentials,
+        "enabled": True,
+        "consecutive_failures": 0,
+        "disabled_reason": "",
+    }
+    with transaction.atomic():
+        # Lock the task row so two concurrent creates cannot both pass the cap.
+        Task.objects.select_for_update().filter(pk=task.pk).first()
+        if config_id:
+            existing = PushNotificationConfig.objects.filter(task=task, config_id=config_id).first()
+            if existing is not None:
+                for name, value in fields.items():
+                    setattr(existing, name, value)
+                existing.save()
+                return existing
+        cap = settings.A2A_MAX_PUSH_CONFIGS_PER_TASK
+        if PushNotificationConfig.objects.filter(task=task).count() >= cap:
+            raise InvalidParams(
+                f"A task holds at most {cap} push notification configs.",
+                metadata={"limit": cap},
+            )
+        try:
+            kwargs = {"config_id": config_id} if config_id else {}
+            return PushNotificationConfig.objects.create(task=task, **kwargs, **fields)
+        except IntegrityError:
+            raise InvalidParams(f"Push notification config {config_id!r} exists.") from None
+
+
+def config_json(config: PushNotificationConfig) -> dict[str, Any]:
+    """The A2A ``TaskPushNotificationConfig`` of a stored config."""
+    out: dict[str, Any] = {"id": config.config_id, "taskId": str(config.task_id), "url": config.url}
+    if config.token:
+        out["token"] = config.token
+    if config.auth_scheme or config.auth_credentials:
+        out["authentication"] = {"scheme": config.auth_scheme}
+        if config.auth_credentials:
+            out["authentication"]["credentials"] = config.auth_credentials
+    return out
+
+
+# --- delivery -------------------------------------------------------------------------
+
+
+def enabled_config_ids(task_id: Any) -> list[int]:
+    return list(
+        PushNotificationConfig.objects.filter(task_id=task_id, enabled=True).values_list(
+            "pk", flat=True
+        )
+    )
+
+
+def queue_deliveries(config_ids: list[int], seq: int, task: dict[str, Any]) -> None:
+    """Store one delivery per config for this event and queue its first attempt."""
+    now = timezone.now()
+    created: list[int] = []
+    for config_id in config_ids:
+        delivery, was_created = PushDelivery.objects.get_or_create(
+            config_id=config_id,
+            seq=seq,
+            defaults={
+                "task_state": task["status"]["state"],
+                "payload": {"task": task},
+                "next_attempt_at": now,
+            },
+        )
+        if was_created:
+            created.append(delivery.pk)
+    for pk in created:
+        transaction.on_commit(lambda pk=pk: deliver_push.delay(pk))
+
+
+def _headers(config: PushNotificationConfig) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", "A2A-Version": "1.0"}
+    if config.token:
+        headers[TOKEN_HEADER] = config.token
+    if config.auth_scheme and config.auth_credentials:
+        headers["Authorization"] = f"{config.auth_scheme} {config.auth_credentials}"
+    return headers
+
+
+def _backoff(attempts: int) -> float:
+    return float(settings.A2A_PUSH_BACKOFF) * (2 ** max(attempts - 1, 0))
+
+
+def _claim(delivery_id: int) -> PushDelivery | None:
+    """Take the next attempt of a due delivery; None if not due, done, or taken."""
+    now = timezone.now()
+    lease = now + timedelta(seconds=float(settings.A2A_PUSH_TIMEOUT) + 30)
+    claimed = PushDelivery.objects.filter(
+        pk=delivery_id, status=DeliveryStatus.PENDING, next_attempt_at__lte=now
+    ).update(next_attempt_at=lease, attempts=F("attempts") + 1)
+    if not claimed:
+        return None
+    return PushDelivery.objects.select_related("config").get(pk=delivery_id)
+
+
+def _fail_config(config: PushNotificationConfig, reason: str) -> None:
+    PushNotificationConfig.objects.filter(pk=config.pk).update(
+        consecutive_failures=F("consecutive_failures") + 1
+    )
+    config.refresh_from_db(fields=["consecutive_failures"])
+    if config.consecutive_failures >= settings.A2A_PUSH_DISABLE_AFTER:
+        PushNotificationConfig.objects.filter(pk=config.pk).update(
+            enabled=False, disabled_reason=f"disabled after repeated failures: {reason}"[:500]
+        )
+        PushDelivery.objects.filter(config=config, status=DeliveryStatus.PENDING).update(
+            status=DeliveryStatus.FAILED, next_attempt_at=None
+        )
+        log.warning("push config %s disabled after repeated failures", config.pk)
+
+
+def attempt(delivery_id: int) -> str:
+    """One POST of a delivery, recorded; returns the delivery status after it."""
+    delivery = _claim(delivery_id)
+    if delivery is None:
+        return "skipped"
+    config = delivery.config
+    if not config.enabled:
+        PushDelivery.objects.filter(pk=delivery.pk).update(
+            status=DeliveryStatus.FAILED, next_attempt_at=None, last_error="config disabled"
+        )
+        return DeliveryStatus.FAILED
+    status_code: int | None = None
+    try:
+        _check_url(config.url)
+        response = httpx.post(
+            config.url,
+            json=delivery.payload,
+            headers=_headers(config),
+            timeout=float(settings.A2A_PUSH_TIMEOUT),
+            follow_redirects=False,
+        )
+        status_code = response.status_code
+        error = "" if response.is_success else f"HTTP {response.status_code}"
+    except InvalidParams as exc:
+        error = exc.message
+    except httpx.HTTPError as exc:
+        error = f"{type(exc).__name__}: {exc}"[:1000]
+    now = timezone.now()
+    if not error:
+        PushDelivery.objects.filter(pk=delivery.pk).update(
+            status=DeliveryStatus.DELIVERED,
+            delivered_at=now,
+            next_attempt_at=None,
+            last_status=status_code,
+            last_error="",
+        )
+        PushNotificationConfig.objects.filter(pk=config.pk).update(consecutive_failures=0)
+        return DeliveryStatus.DELIVERED
+    exhausted = delivery.attempts >= settings.A2A_PUSH_MAX_ATTEMPTS
+    delay = _backoff(delivery.attempts)
+    PushDelivery.objects.filter(pk=delivery.pk).update(
+        status=DeliveryStatus.FAILED if exhausted else DeliveryStatus.PENDING,
+        next_attempt_at=None if exhausted else now + timedelta(seconds=delay),
+        last_status=status_code,
+        last_error=error[:1000],
+    )
+    log.info("push delivery %s attempt %s failed: %s", delivery.pk, delivery.attempts, error)
+    _fail_config(config, error)
+    if not exhausted:
+        deliver_push.apply_async((delivery.pk,), countdown=delay)
+        return DeliveryStatus.PENDING
+    return DeliveryStatus.FAILED
+
+
+@shared_task(name="a2a.face.deliver_push", acks_late=True, soft_time_limit=60, time_limit=90)
+def deliver_push(delivery_id: int) -> str:
+    """POST one push notification (idempotent: a delivered or not-due one is skipped)."""
+    return attempt(delivery_id)
+
+
+@shared_task(name="a2a.face.sweep_push", soft_time_limit=60, time_limit=90)
+def sweep_push() -> int:
+    """Re-queue deliveries whose attempt is overdue (a lost message, a killed worker)."""
+    now = timezone.now()
+    due = list(
+        PushDelivery.objects.filter(
+            status=DeliveryStatus.PENDING, next_attempt_at__lte=now
+        ).values_list("pk", flat=True)[:200]
+    )
+    for pk in due:
+        deliver_push.delay(pk)
+    return len(due)

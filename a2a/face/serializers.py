@@ -1,0 +1,141 @@
+"""Task rows as A2A 1.0 JSON (camelCase, enum names, UTC timestamps ending in ``Z``).
+
+Messages stored in a task's conversation may carry the remote agent's own ``taskId`` and
+``contextId``; the face's clients only ever see the platform's ids, so both are rewritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from a2a.models import Direction, Task, TaskMessage
+from a2a.states import INTERRUPTED_STATES, TaskState
+
+ROLE_USER = "ROLE_USER"
+ROLE_AGENT = "ROLE_AGENT"
+
+
+def iso_z(value: datetime | None) -> str | None:
+    """``2025-01-02T03:04:05.678Z``: UTC, millisecond precision, ``Z`` suffix."""
+    if value is None:
+        return None
+    value = value.astimezone(UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def _as_ours(message: dict[str, Any], task: Task, role: str) -> dict[str, Any]:
+    """A copy of ``message`` carrying our task and context ids (and a role if it had none)."""
+    out = dict(message)
+    out["taskId"] = str(task.id)
+    if task.context_id:
+        out["contextId"] = task.context_id
+    else:
+        out.pop("contextId", None)
+    out.setdefault("role", role)
+    out.pop("kind", None)  # an agent speaking 0.3 may add it; 1.0 has none
+    return out
+
+
+def status_message(task: Task) -> dict[str, Any] | None:
+    """The message a client sees in ``status.message``: the agent's question while
+    interrupted, else its latest status message, else the error of a failed task."""
+    raw = task.question if task.state in INTERRUPTED_STATES else task.status_message
+    if isinstance(raw, dict) and raw.get("parts"):
+        return _as_ours(raw, task, ROLE_AGENT)
+    if task.state in (TaskState.FAILED, TaskState.REJECTED) and task.error:
+        text = str(task.error.get("message") or task.error.get("code") or "failed")
+        return _as_ours(
+            {"messageId": f"{task.id}-status", "role": ROLE_AGENT, "parts": [{"text": text}]},
+            task,
+            ROLE_AGENT,
+        )
+    return None
+
+
+def task_status(task: Task) -> dict[str, Any]:
+    status: dict[str, Any] = {"state": task.state}
+    message = status_message(task)
+    if message is not None:
+        status["message"] = message
+    status["timestamp"] = iso_z(task.state_changed_at)
+    return status
+
+
+def _clean_artifact(artifact: Any) -> dict[str, Any] | None:
+    if not isinstance(artifact, dict):
+        return None
+    out = {k: v for k, v in artifact.items() if k != "kind"}
+    return out
+
+
+def task_artifacts(task: Task) -> list[dict[str, Any]]:
+    return [a for a in (_clean_artifact(x) for x in task.artifacts or []) if a is not None]
+
+
+def history_messages(task: Task, rows: Iterable[TaskMessage]) -> list[dict[str, Any]]:
+    out = []
+    for row in rows:
+        if not isinstance(row.message, dict):
+            continue
+        role = ROLE_USER if row.direction == Direction.TO_AGENT else ROLE_AGENT
+        out.append(_as_ours(row.message, task, role))
+    return out
+
+
+def task_metadata(task: Task) -> dict[str, Any]:
+    """What a client may see of the task's metadata: which skill and agent serve it."""
+    meta: dict[str, Any] = {"skillId": task.skill_id, "agentId": task.agent_id}
+    if task.error:
+        meta["error"] = task.error
+    return meta
+
+
+def task_json(
+    task: Task,
+    *,
+    history: list[TaskMessage] | None = None,
+    history_length: int | None = None,
+    include_artifacts: bool = True,
+) -> dict[str, Any]:
+    """The A2A ``Task`` object of ``task``.
+
+    ``history`` holds the conversation rows (oldest first) or None to omit history;
+    ``history_length`` keeps the last N of them, and 0 omits the field.
+    """
+    out: dict[str, Any] = {"id": str(task.id)}
+    if task.context_id:
+        out["contextId"] = task.context_id
+    out["status"] = task_status(task)
+    if include_artifacts:
+        artifacts = task_artifacts(task)
+        if artifacts:
+            out["artifacts"] = artifacts
+    if history is not None and history_length != 0:
+        messages = history_messages(task, history)
+        if history_length is not None:
+            messages = messages[-history_length:]
+        if messages:
+            out["history"] = messages
+    out["metadata"] = task_metadata(task)
+    return out
+
+
+def status_update_json(task: Task) -> dict[str, Any]:
+    """A ``TaskStatusUpdateEvent`` for the task's current status."""
+    event: dict[str, Any] = {"taskId": str(task.id)}
+    if task.context_id:
+        event["contextId"] = task.context_id
+    event["status"] = task_status(task)
+    return event
+
+
+def artifact_update_json(task: Task, artifact: dict[str, Any]) -> dict[str, Any]:
+    """A ``TaskArtifactUpdateEvent`` carrying one whole artifact."""
+    event: dict[str, Any] = {"taskId": str(task.id)}
+    if task.context_id:
+        event["contextId"] = task.context_id
+    event["artifact"] = artifact
+    event["lastChunk"] = True
+    return event

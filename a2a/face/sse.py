@@ -1,0 +1,270 @@
+"""Task events for streams and blocking sends: one channel-layer group per task.
+
+After the commit of every transition, :func:`publish` reads the task once and sends the
+same snapshot, with the task's event sequence number (its count of transitions), to the
+group ``a2a-task-<uuid hex>``. Every subscriber therefore gets identical events in
+sequence order, whichever daphne process it runs on and whichever worker changed the task.
+Subscribers drop anything not newer than what they already sent, and re-read the row when
+the group stays quiet (the database is the source of truth: a lost message only delays).
+
+In the embedded mode the in-memory channel layer lives in this process but is not safe to
+call from the Celery worker threads, so subscribers there get the snapshots through a
+process-local fan-out that wakes each subscriber's event loop thread-safely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
+from django.db.models import Count
+
+from a2a.face.db import db_call
+from a2a.face.serializers import task_json
+from a2a.models import Task, TaskMessage
+from a2a.states import INTERRUPTED_STATES, TERMINAL_STATES
+
+log = logging.getLogger(__name__)
+
+MESSAGE_TYPE = "a2a.task"
+KEEPALIVE = None  # yielded by streams when quiet; the binding writes an SSE comment
+
+
+def group_name(task_id: uuid.UUID | str) -> str:
+    return f"a2a-task-{uuid.UUID(str(task_id)).hex}"
+
+
+def recheck_seconds() -> float:
+    return float(getattr(settings, "A2A_STREAM_RECHECK", 5.0))
+
+
+# --- snapshots ------------------------------------------------------------------------
+
+
+def snapshot(task_id: uuid.UUID | str, *, with_history: bool = False) -> dict[str, Any] | None:
+    """``{"seq", "task"}`` for the task now, read in one query (seq = transitions so far)."""
+    task = Task.objects.annotate(seq=Count("events")).filter(pk=task_id).first()
+    if task is None:
+        return None
+    history = None
+    if with_history:
+        history = list(TaskMessage.objects.filter(task=task).order_by("created_at", "id"))
+    return {"seq": int(task.seq), "task": task_json(task, history=history)}  # type: ignore[attr-defined]
+
+
+def stream_events(task: dict[str, Any]) -> list[dict[str, Any]]:
+    """StreamResponse events for one new snapshot: artifacts (when completed), then status."""
+    events: list[dict[str, Any]] = []
+    status = task["status"]
+    if status["state"] in TERMINAL_STATES:
+        for artifact in task.get("artifacts") or []:
+            event = {"taskId": task["id"], "contextId": task.get("contextId", "")}
+            event.update({"artifact": artifact, "lastChunk": True})
+            events.append({"artifactUpdate": event})
+    update: dict[str, Any] = {"taskId": task["id"]}
+    if task.get("contextId"):
+        update["contextId"] = task["contextId"]
+    update["status"] = status
+    events.append({"statusUpdate": update})
+    return events
+
+
+# --- process-local fan-out (embedded mode) --------------------------------------------
+
+
+class _LocalBus:
+    """Subscribers of this process by task id, each with the loop that awaits it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._subs: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Queue[Any]]]] = {}
+
+    def add(self, group: str, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any]) -> None:
+        with self._lock:
+            self._subs.setdefault(group, set()).add((loop, queue))
+
+    def remove(
+        self, group: str, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any]
+    ) -> None:
+        with self._lock:
+            subs = self._subs.get(group)
+            if subs is not None:
+                subs.discard((loop, queue))
+                if not subs:
+                    del self._subs[group]
+
+    def has(self, group: str) -> bool:
+        with self._lock:
+            return group in self._subs
+
+    def fan_out(self, group: str, message: dict[str, Any]) -> None:
+        with self._lock:
+            targets = list(self._subs.get(group, ()))
+        for loop, queue in targets:
+            with contextlib.suppress(RuntimeError):  # loop already closed
+                loop.call_soon_threadsafe(queue.put_nowait, message)
+
+
+local_bus = _LocalBus()
+
+
+def _is_local(layer: Any) -> bool:
+    return layer is None or isinstance(layer, InMemoryChannelLayer)
+
+
+# --- publishing (called after commit by the task_changed receiver) --------------------
+
+
+def has_listeners(task_id: uuid.UUID | str) -> bool:
+    """False only when no stream can be listening: the in-memory layer and no local
+    subscriber. With a shared layer, listeners may be in any process."""
+    return not _is_local(get_channel_layer()) or local_bus.has(group_name(task_id))
+
+
+def publish_snapshot(task_id: uuid.UUID | str, snap: dict[str, Any]) -> None:
+    """Send a snapshot (from :func:`snapshot`) to the task's group."""
+    group = group_name(task_id)
+    message = {"type": MESSAGE_TYPE, **snap}
+    layer = get_channel_layer()
+    if _is_local(layer):
+        local_bus.fan_out(group, message)
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    if loop is not None:
+        loop.create_task(layer.group_send(group, message))
+    else:
+        async_to_sync(layer.group_send)(group, message)
+
+
+def publish(task_id: uuid.UUID | str) -> None:
+    """Read the task and send its snapshot to its group, if anyone may listen."""
+    if not has_listeners(task_id):
+        return
+    snap = snapshot(task_id)
+    if snap is not None:
+        publish_snapshot(task_id, snap)
+
+
+# --- subscribing ----------------------------------------------------------------------
+
+
+class Subscription:
+    """Receives the snapshots of one task; ``await next(timeout)`` → message or None."""
+
+    def __init__(self, task_id: uuid.UUID | str) -> None:
+        self.group = group_name(task_id)
+        self.layer = get_channel_layer()
+        self.local = _is_local(self.layer)
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.loop = asyncio.get_running_loop()
+        self.channel: str | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        if self.local:
+            local_bus.add(self.group, self.loop, self.queue)
+            return
+        self.channel = await self.layer.new_channel()
+        await self.layer.group_add(self.group, self.channel)
+        # One long-lived reader per subscription: cancelling a pending receive() on the
+        # Redis layer can drop a message, cancelling a queue get cannot.
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        while True:
+            message = await self.layer.receive(self.channel)
+            self.queue.put_nowait(message)
+
+    async def next(self, wait: float) -> dict[str, Any] | None:
+        try:
+            return await asyncio.wait_for(self.queue.get(), wait)
+        except TimeoutError:
+            return None
+
+    async def close(self) -> None:
+        if self.local:
+            local_bus.remove(self.group, self.loop, self.queue)
+            return
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader
+        if self.channel is not None:
+            with contextlib.suppress(Exception):
+                await self.layer.group_discard(self.group, self.channel)
+
+    async def __aenter__(self) -> Subscription:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def _settled(state: str, seq: int, since_seq: int | None) -> bool:
+    if state in TERMINAL_STATES:
+        return True
+    return state in INTERRUPTED_STATES and (since_seq is None or seq > since_seq)
+
+
+async def wait_until_settled(
+    task_id: uuid.UUID | str, *, since_seq: int | None, seconds: float
+) -> None:
+    """Return once the task is terminal, or interrupted after ``since_seq``, or at timeout.
+
+    Holds no database connection or thread while waiting.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    async with Subscription(task_id) as sub:
+        snap = await db_call(snapshot)(task_id)
+        while snap is not None:
+            if _settled(snap["task"]["status"]["state"], snap["seq"], since_seq):
+                return
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            message = await sub.next(min(remaining, recheck_seconds()))
+            if message is None:
+                snap = await db_call(snapshot)(task_id)
+            elif message["seq"] > snap["seq"]:
+                snap = message
+
+
+async def task_stream(task_id: uuid.UUID | str) -> AsyncIterator[dict[str, Any] | None]:
+    """The StreamResponse events of a task: the current Task first, then every new status
+    (and the artifacts on completion), closing after a final state. Yields
+    :data:`KEEPALIVE` while nothing happens."""
+    async with Subscription(task_id) as sub:
+        snap = await db_call(snapshot)(task_id, with_history=True)
+        if snap is None:
+            return
+        yield {"task": snap["task"]}
+        last = snap["seq"]
+        state = snap["task"]["status"]["state"]
+        while state not in TERMINAL_STATES:
+            message = await sub.next(recheck_seconds())
+            if message is None:
+                message = await db_call(snapshot)(task_id)
+                if message is None:
+                    return
+                if message["seq"] <= last:
+                    yield KEEPALIVE
+                    continue
+            if message["seq"] <= last:
+                continue
+            last = message["seq"]
+            state = message["task"]["status"]["state"]
+            for event in stream_events(message["task"]):
+                yield event

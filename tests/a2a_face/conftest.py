@@ -1,0 +1,116 @@
+"""Fixtures for the A2A face: a skill, an agent, two callers and a task factory."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from a2a.models import Direction, Task, TaskMessage
+
+A2A_HEADERS = {"A2A-Version": "1.0"}
+
+
+@pytest.fixture
+def skill(make_skill: Callable[..., Any]) -> Any:
+    return make_skill()
+
+
+@pytest.fixture
+def agent(make_agent: Callable[..., Any], skill: Any) -> Any:
+    return make_agent(skills=[skill])
+
+
+@pytest.fixture
+def alice(make_user: Callable[..., Any]) -> Any:
+    return make_user("alice")
+
+
+@pytest.fixture
+def bob(make_user: Callable[..., Any]) -> Any:
+    return make_user("bob")
+
+
+class FaceClient:
+    """Django's test client with the A2A headers and a caller's bearer token."""
+
+    def __init__(self, token: str | None) -> None:
+        self.client = Client()
+        self.headers = dict(A2A_HEADERS)
+        if token:
+            self.headers["Authorization"] = f"Bearer {token}"
+
+    def get(self, path: str, params: dict[str, Any] | None = None, **headers: str) -> Any:
+        return self.client.get(path, params or {}, headers={**self.headers, **headers})
+
+    def post(
+        self, path: str, body: Any = None, content_type: str = "application/json", **headers: str
+    ) -> Any:
+        return self.client.post(
+            path,
+            body if body is not None else {},
+            content_type=content_type,
+            headers={**self.headers, **headers},
+        )
+
+    def delete(self, path: str, **headers: str) -> Any:
+        return self.client.delete(path, headers={**self.headers, **headers})
+
+    def rpc(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        path: str = "/v1/a2a/jsonrpc",
+        **headers: str,
+    ) -> Any:
+        body = {"jsonrpc": "2.0", "id": "1", "method": method, "params": params or {}}
+        return self.post(path, body, **headers)
+
+
+@pytest.fixture
+def as_alice(alice: Any) -> FaceClient:
+    return FaceClient(alice.raw_token)
+
+
+@pytest.fixture
+def as_bob(bob: Any) -> FaceClient:
+    return FaceClient(bob.raw_token)
+
+
+@pytest.fixture
+def make_task(skill: Any, agent: Any) -> Callable[..., Task]:
+    """A face task owned by ``user`` (or ``agent_caller``), with one client message."""
+
+    def make(user: Any = None, agent_caller: Any = None, **fields: Any) -> Task:
+        values: dict[str, Any] = {
+            "skill": skill,
+            "agent": agent,
+            "created_by": user,
+            "created_by_agent": agent_caller,
+            "context_id": f"ctx-{uuid.uuid4().hex[:8]}",
+            "origin": "a2a",
+        }
+        values.update(fields)
+        task = Task.objects.create(**values)
+        TaskMessage.objects.create(
+            task=task,
+            direction=Direction.TO_AGENT,
+            message_id="m-1",
+            message={
+                "messageId": "m-1",
+                "role": "ROLE_USER",
+                "parts": [{"text": "hello"}],
+                "taskId": "remote-id",
+            },
+        )
+        return task
+
+    return make
+
+
+def error_reason(response: Any) -> str:
+    body = response.json()
+    return body["error"]["details"][0]["reason"]

@@ -1,0 +1,103 @@
+"""The agent card endpoints: caching headers, 304, tenant cards, the extended card."""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from tests.a2a_face.conftest import FaceClient, error_reason
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def cards(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
+    """Stand-in card builders, so these tests exercise only the face's HTTP behaviour."""
+    calls = types.SimpleNamespace(version="1")
+
+    def platform_card(*, extended: bool = False) -> dict[str, Any]:
+        return {"name": "Platform", "version": calls.version, "extended": extended}
+
+    def agent_card(agent: Any) -> dict[str, Any]:
+        return {"name": agent.id}
+
+    try:
+        import a2a.cards as module
+    except ImportError:
+        module = types.ModuleType("a2a.cards")
+        monkeypatch.setitem(sys.modules, "a2a.cards", module)
+    monkeypatch.setattr(module, "platform_card", platform_card, raising=False)
+    monkeypatch.setattr(module, "agent_card", agent_card, raising=False)
+    return calls
+
+
+def test_the_well_known_card_is_cacheable(cards: Any, skill: Any) -> None:
+    response = Client().get("/.well-known/agent-card.json")
+    assert response.status_code == 200
+    assert response.json()["name"] == "Platform"
+    assert response["Cache-Control"].startswith("public, max-age=")
+    assert response["ETag"].startswith('"')
+    assert response["Last-Modified"].endswith("GMT")
+
+
+def test_if_none_match_gives_304(cards: Any) -> None:
+    etag = Client().get("/.well-known/agent-card.json")["ETag"]
+    response = Client().get("/.well-known/agent-card.json", headers={"If-None-Match": etag})
+    assert response.status_code == 304
+    assert response["ETag"] == etag
+    assert response.content == b""
+
+
+def test_a_changed_card_gets_a_new_etag(cards: Any) -> None:
+    etag = Client().get("/.well-known/agent-card.json")["ETag"]
+    cards.version = "2"
+    response = Client().get("/.well-known/agent-card.json", headers={"If-None-Match": etag})
+    assert response.status_code == 200
+    assert response["ETag"] != etag
+
+
+def test_if_modified_since_gives_304(cards: Any, skill: Any) -> None:
+    modified = Client().get("/.well-known/agent-card.json")["Last-Modified"]
+    response = Client().get("/.well-known/agent-card.json", headers={"If-Modified-Since": modified})
+    assert response.status_code == 304
+
+
+def test_the_card_refuses_post_with_json_405(cards: Any) -> None:
+    response = Client().post("/.well-known/agent-card.json")
+    assert response.status_code == 405
+    assert error_reason(response) == "UNSUPPORTED_OPERATION"
+
+
+def test_a_tenant_serves_its_agents_card(cards: Any, agent: Any) -> None:
+    response = Client().get("/v1/a2a/agent-one/.well-known/agent-card.json")
+    assert response.json() == {"name": "agent-one"}
+    missing = Client().get("/v1/a2a/nobody/.well-known/agent-card.json")
+    assert missing.status_code == 404
+
+
+def test_the_extended_card_is_unsupported_without_the_setting(cards: Any, alice: Any) -> None:
+    response = FaceClient(alice.raw_token).get("/v1/a2a/extendedAgentCard")
+    assert response.status_code == 400
+    assert error_reason(response) == "UNSUPPORTED_OPERATION"
+
+
+def test_the_extended_card_needs_its_token(cards: Any, settings: Any, alice: Any) -> None:
+    settings.A2A_EXTENDED_CARD_BEARER_TOKEN = "s3cret-extended"
+    assert FaceClient(None).get("/v1/a2a/extendedAgentCard").status_code == 401
+    assert FaceClient(alice.raw_token).get("/v1/a2a/extendedAgentCard").status_code == 401
+    response = FaceClient("s3cret-extended").get("/v1/a2a/extendedAgentCard")
+    assert response.status_code == 200
+    assert response.json() == {"name": "Platform", "version": "1", "extended": True}
+
+
+def test_the_extended_card_over_jsonrpc(cards: Any, settings: Any) -> None:
+    settings.A2A_EXTENDED_CARD_BEARER_TOKEN = "s3cret-extended"
+    result = FaceClient("s3cret-extended").rpc("GetExtendedAgentCard").json()["result"]
+    assert result["extended"] is True
+    settings.A2A_EXTENDED_CARD_BEARER_TOKEN = ""
+    error = FaceClient("s3cret-extended").rpc("GetExtendedAgentCard").json()["error"]
+    assert error["code"] == -32004

@@ -1,0 +1,267 @@
+"""GetTask, ListTasks and CancelTask on the HTTP+JSON binding."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from a2a.models import Task, TaskMessage
+from a2a.states import TaskState
+from tests.a2a_face.conftest import FaceClient, error_reason
+
+pytestmark = pytest.mark.django_db
+Z_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+def _walk_keys(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in _walk_keys(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in _walk_keys(v)}
+    return set()
+
+
+def test_get_returns_the_bare_task_in_a2a_shape(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    task.start_work()
+    response = as_alice.get(f"/v1/a2a/tasks/{task.id}")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["id"] == str(task.id)
+    assert body["contextId"] == task.context_id
+    assert body["status"]["state"] == "TASK_STATE_WORKING"
+    assert Z_TIME.match(body["status"]["timestamp"])
+    assert body["history"][0]["messageId"] == "m-1"
+    # Our ids, not the agent's, and no 0.3 leftovers.
+    assert body["history"][0]["taskId"] == str(task.id)
+    assert body["history"][0]["contextId"] == task.context_id
+    assert not {"kind", "final", "context_id", "task_id"} & _walk_keys(body)
+
+
+def test_get_with_history_length_zero_omits_history(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    body = as_alice.get(f"/v1/a2a/tasks/{task.id}", {"historyLength": "0"}).json()
+    assert "history" not in body
+
+
+def test_get_with_history_length_keeps_the_latest_messages(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    TaskMessage.objects.create(
+        task=task,
+        direction="from_agent",
+        message_id="a-1",
+        message={"messageId": "a-1", "parts": [{"text": "which market?"}]},
+    )
+    body = as_alice.get(f"/v1/a2a/tasks/{task.id}", {"historyLength": 1}).json()
+    assert [m["messageId"] for m in body["history"]] == ["a-1"]
+    assert body["history"][0]["role"] == "ROLE_AGENT"
+
+
+def test_get_refuses_a_negative_history_length(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    response = as_alice.get(f"/v1/a2a/tasks/{task.id}", {"historyLength": "-1"})
+    assert error_reason(response) == "INVALID_PARAMS"
+
+
+def test_get_shows_the_question_while_input_is_required(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    task.require_input({"messageId": "q", "role": "ROLE_AGENT", "parts": [{"text": "Which?"}]})
+    body = as_alice.get(f"/v1/a2a/tasks/{task.id}").json()
+    assert body["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert body["status"]["message"]["parts"] == [{"text": "Which?"}]
+    assert body["status"]["message"]["taskId"] == str(task.id)
+
+
+def test_get_shows_artifacts_of_a_completed_task(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    artifacts = [{"artifactId": "a", "parts": [{"data": {"verdict": "pass"}}], "kind": "x"}]
+    task.complete({"verdict": "pass"}, artifacts)
+    body = as_alice.get(f"/v1/a2a/tasks/{task.id}").json()
+    assert body["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert body["artifacts"] == [{"artifactId": "a", "parts": [{"data": {"verdict": "pass"}}]}]
+
+
+def test_get_explains_a_failed_task_in_its_status_message(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    task.fail("output_invalid", "The agent's output does not fit the schema.")
+    body = as_alice.get(f"/v1/a2a/tasks/{task.id}").json()
+    assert body["status"]["state"] == "TASK_STATE_FAILED"
+    assert "schema" in body["status"]["message"]["parts"][0]["text"]
+
+
+@pytest.mark.parametrize("task_id", ["00000000-0000-0000-0000-000000000000", "not-a-uuid"])
+def test_get_of_an_unknown_task_is_task_not_found(as_alice: FaceClient, task_id: str) -> None:
+    response = as_alice.get(f"/v1/a2a/tasks/{task_id}")
+    assert response.status_code == 404
+    assert error_reason(response) == "TASK_NOT_FOUND"
+
+
+def test_a_caller_cannot_see_another_callers_task(
+    as_bob: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    assert as_bob.get(f"/v1/a2a/tasks/{task.id}").status_code == 404
+    assert as_bob.post(f"/v1/a2a/tasks/{task.id}:cancel").status_code == 404
+    assert as_bob.get("/v1/a2a/tasks").json()["totalSize"] == 0
+
+
+def test_an_agent_caller_sees_only_the_tasks_it_asked_for(
+    make_agent: Callable[..., Any], alice: Any, make_task: Callable[..., Task]
+) -> None:
+    caller = make_agent(id="caller-agent")
+    mine = make_task(agent_caller=caller)
+    make_task(alice)
+    listing = FaceClient(caller.raw_key).get("/v1/a2a/tasks").json()
+    assert [t["id"] for t in listing["tasks"]] == [str(mine.id)]
+
+
+def test_tenant_routes_only_show_that_agents_tasks(
+    as_alice: FaceClient,
+    alice: Any,
+    make_agent: Callable[..., Any],
+    skill: Any,
+    make_task: Callable[..., Task],
+) -> None:
+    other = make_agent(id="agent-two", skills=[skill])
+    mine = make_task(alice)
+    theirs = make_task(alice, agent=other)
+    listing = as_alice.get("/v1/a2a/agent-two/tasks").json()
+    assert [t["id"] for t in listing["tasks"]] == [str(theirs.id)]
+    assert as_alice.get(f"/v1/a2a/agent-two/tasks/{mine.id}").status_code == 404
+    assert as_alice.get(f"/v1/a2a/agent-one/tasks/{mine.id}").status_code == 200
+
+
+def test_list_pages_newest_first_with_a_cursor(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    base = timezone.now()
+    tasks = [make_task(alice, state_changed_at=base - timedelta(minutes=i)) for i in range(5)]
+    seen: list[str] = []
+    token = ""
+    for _ in range(5):
+        params: dict[str, Any] = {"pageSize": 2}
+        if token:
+            params["pageToken"] = token
+        page = as_alice.get("/v1/a2a/tasks", params).json()
+        assert page["totalSize"] == 5
+        assert page["pageSize"] == 2
+        seen += [t["id"] for t in page["tasks"]]
+        token = page["nextPageToken"]
+        if not token:
+            break
+    assert seen == [str(t.id) for t in tasks]
+
+
+def test_list_omits_artifacts_and_history_unless_asked(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    task.complete({"verdict": "pass"}, [{"artifactId": "a", "parts": [{"text": "ok"}]}])
+    plain = as_alice.get("/v1/a2a/tasks").json()["tasks"][0]
+    assert "artifacts" not in plain
+    assert "history" not in plain
+    full = as_alice.get("/v1/a2a/tasks", {"includeArtifacts": "true", "historyLength": "5"}).json()[
+        "tasks"
+    ][0]
+    assert full["artifacts"][0]["artifactId"] == "a"
+    assert full["history"][0]["messageId"] == "m-1"
+
+
+def test_list_filters_by_context_status_and_time(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    old = make_task(alice, context_id="ctx-a", state_changed_at=timezone.now() - timedelta(days=1))
+    working = make_task(alice, context_id="ctx-b")
+    working.start_work()
+
+    def ids(**params: Any) -> list[str]:
+        return [t["id"] for t in as_alice.get("/v1/a2a/tasks", params).json()["tasks"]]
+
+    assert ids(contextId="ctx-a") == [str(old.id)]
+    assert ids(status="TASK_STATE_WORKING") == [str(working.id)]
+    after = (timezone.now() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert ids(statusTimestampAfter=after) == [str(working.id)]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"pageSize": "0"},
+        {"pageSize": "101"},
+        {"pageSize": "ten"},
+        {"status": "running"},
+        {"statusTimestampAfter": "yesterday"},
+        {"pageToken": "garbage!"},
+        {"includeArtifacts": "maybe"},
+    ],
+)
+def test_list_refuses_bad_parameters(as_alice: FaceClient, params: dict[str, str]) -> None:
+    response = as_alice.get("/v1/a2a/tasks", params)
+    assert response.status_code == 400
+    assert error_reason(response) == "INVALID_PARAMS"
+
+
+def test_anonymous_callers_list_only_within_a_context(
+    settings: Any, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    settings.A2A_ALLOW_ANONYMOUS = True
+    anon = make_task(None, context_id="ctx-anon")
+    make_task(alice, context_id="ctx-anon")
+    client = FaceClient(None)
+    assert client.get("/v1/a2a/tasks").json()["tasks"] == []
+    listing = client.get("/v1/a2a/tasks", {"contextId": "ctx-anon"}).json()
+    assert [t["id"] for t in listing["tasks"]] == [str(anon.id)]
+    assert client.get(f"/v1/a2a/tasks/{anon.id}").status_code == 200
+
+
+def test_cancel_of_a_finished_task_is_not_cancelable(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    task.complete({"verdict": "pass"}, [])
+    response = as_alice.post(f"/v1/a2a/tasks/{task.id}:cancel")
+    assert response.status_code == 409
+    assert error_reason(response) == "TASK_NOT_CANCELABLE"
+    task.refresh_from_db()
+    assert task.state == TaskState.COMPLETED
+
+
+def test_cancel_of_an_unknown_task_is_task_not_found(as_alice: FaceClient) -> None:
+    response = as_alice.post("/v1/a2a/tasks/00000000-0000-0000-0000-000000000000:cancel")
+    assert error_reason(response) == "TASK_NOT_FOUND"
+
+
+def test_subscribe_to_an_unknown_task_fails_before_the_stream(as_alice: FaceClient) -> None:
+    response = as_alice.post("/v1/a2a/tasks/00000000-0000-0000-0000-000000000000:subscribe")
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert error_reason(response) == "TASK_NOT_FOUND"
+
+
+def test_subscribe_to_a_finished_task_fails_before_the_stream(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    task.cancel()
+    response = as_alice.get(f"/v1/a2a/tasks/{task.id}:subscribe")
+    assert response.status_code == 400
+    assert error_reason(response) == "UNSUPPORTED_OPERATION"
