@@ -3,9 +3,14 @@
 from django.urls import URLPattern, URLResolver, include, path
 
 from a2a.adapter import adapter_js
+from a2a.api import registry
 
 urlpatterns: list[URLPattern | URLResolver] = [
     # The A2A server face: /.well-known/agent-card.json and /v1/a2a/...
     path("", include("a2a.face.urls")),
     path("api/a2a/adapter.js", adapter_js, name="a2a-adapter-js"),
+    # Registry discovery (public): the skill catalogue and the AgentCards.
+    path("api/a2a/skills", registry.SkillListView.as_view(), name="skill-list"),
+    path("api/a2a/agent-card", registry.PlatformCardView.as_view(), name="platform-card"),
+    path("api/a2a/agent-card/<str:agent_id>", registry.AgentCardView.as_view(), name="agent-card"),
 ]

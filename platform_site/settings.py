@@ -14,6 +14,7 @@ Bad values fail loudly at start.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import dj_database_url
@@ -97,6 +98,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "agent_profiles",
     "a2a",
@@ -105,7 +107,12 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: refuse oversize /api/ bodies before anything reads them.
+    "platform_site.middleware.BodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Serves the admin's and the API docs' static files from the app itself: `make run`
+    # needs no web server and no collectstatic.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -169,6 +176,10 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# Serve straight from the apps' static folders when STATIC_ROOT was not collected
+# (`make run` does not collect; a production install may run collectstatic).
+WHITENOISE_USE_FINDERS = True
+warnings.filterwarnings("ignore", message=r"No directory at: .*staticfiles", category=UserWarning)
 
 # Request bodies larger than this are refused with 413 (REST) or the A2A error shape.
 MAX_BODY_BYTES = envint("MAX_BODY_BYTES", 1_000_000)
@@ -191,6 +202,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_THROTTLE_RATES": {"registration": envstr("REGISTRATION_THROTTLE", "30/min")},
+    "NUM_PROXIES": envint("NUM_PROXIES", 0) if os.environ.get("NUM_PROXIES") else None,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {
@@ -198,6 +210,11 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Registry, platform tasks and operations. The A2A face lives under /v1/a2a.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI and Redoc assets come from drf-spectacular-sidecar, served locally.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
 }
 
 # --- Registry -------------------------------------------------------------------------

@@ -1,0 +1,61 @@
+"""Public discovery endpoints: the skill catalogue and the AgentCards.
+
+No authentication: agents download skills before they have a key, and A2A clients read
+cards before they call. An invalid ``Authorization`` header is ignored here, not refused.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import generics, permissions
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from a2a import cards
+from agent_profiles.api.serializers import SkillSerializer
+from agent_profiles.models import AgentProfile, AgentStatus, Skill
+from platform_site.errors import NotFound
+
+
+class PublicView(APIView):
+    authentication_classes: list[type] = []
+    permission_classes = [permissions.AllowAny]
+
+
+class SkillListView(PublicView, generics.ListAPIView):
+    """All active skills, with their input and output JSON Schemas (a plain array)."""
+
+    serializer_class = SkillSerializer
+    pagination_class = None
+    queryset = Skill.objects.filter(is_active=True).order_by("id")
+
+    @extend_schema(operation_id="list_skills", tags=["registry"])
+    def get(self, request: Request, *args: object, **kwargs: object) -> Response:
+        return super().get(request, *args, **kwargs)
+
+
+class PlatformCardView(PublicView):
+    """The platform's own A2A 1.0 AgentCard."""
+
+    @extend_schema(operation_id="platform_agent_card", responses=OpenApiTypes.OBJECT, tags=["a2a"])
+    def get(self, request: Request) -> Response:
+        return Response(cards.platform_card())
+
+
+class AgentCardView(PublicView):
+    """A registered agent's AgentCard, pointing at the platform's tenant routes."""
+
+    @extend_schema(
+        operation_id="agent_card",
+        responses={200: OpenApiTypes.OBJECT, 404: OpenApiResponse(description="Unknown agent.")},
+        tags=["a2a"],
+    )
+    def get(self, request: Request, agent_id: str) -> Response:
+        agent = (
+            AgentProfile.objects.filter(pk=agent_id).exclude(status=AgentStatus.DISABLED).first()
+        )
+        if agent is None:
+            raise NotFound(f"No agent '{agent_id}' is registered.", {"agentId": agent_id})
+        return Response(cards.agent_card(agent))

@@ -1,0 +1,133 @@
+"""A2A 1.0 AgentCards: the platform's own and one per registered agent.
+
+Cards are built with the official a2a-sdk's ``AgentCard`` protobuf and rendered with
+``MessageToDict``, so field names and nesting are exactly what A2A clients parse.
+An agent's card points at the platform's tenant routes ``/v1/a2a/{agentId}``: clients
+reach the agent through the platform, with the platform's capabilities.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from django.conf import settings
+from google.protobuf.json_format import MessageToDict
+
+from a2a.types import a2a_pb2 as pb
+from agent_profiles.models import AgentProfile, AgentStatus, Skill
+
+PROTOCOL_VERSION = "1.0"
+PLATFORM_VERSION = "1.0.0"
+DEFAULT_MODES = ["application/json", "text/plain"]
+BEARER_SCHEME = "bearer"
+
+
+def platform_card(*, extended: bool = False) -> dict[str, Any]:
+    """The platform's own AgentCard: every active skill, on the default routes.
+
+    The extended card (served to authenticated callers when
+    ``A2A_EXTENDED_CARD_BEARER_TOKEN`` is set) also names the agents offering each skill.
+    """
+    skills = Skill.objects.filter(is_active=True).prefetch_related("agents")
+    card = _card(
+        name=settings.PLATFORM_NAME,
+        description=(
+            "An A2A agent platform: send it a task for one of its skills and it routes the "
+            "task to a registered agent, follows it to the end and checks the result."
+        ),
+        version=PLATFORM_VERSION,
+        base_url=f"{settings.PUBLIC_URL}/v1/a2a",
+        skills=[_skill(s, offered_by=_offering_agents(s) if extended else None) for s in skills],
+    )
+    return _to_dict(card)
+
+
+def agent_card(agent: AgentProfile) -> dict[str, Any]:
+    """The card of one registered agent, reachable through the platform's tenant routes."""
+    skills = agent.skills.filter(is_active=True)
+    card = _card(
+        name=agent.name or agent.id,
+        description=agent.description or f"Agent {agent.id}, reached through the platform.",
+        version=agent.version or PLATFORM_VERSION,
+        base_url=f"{settings.PUBLIC_URL}/v1/a2a/{agent.id}",
+        skills=[_skill(s) for s in skills],
+    )
+    return _to_dict(card)
+
+
+def _card(
+    *, name: str, description: str, version: str, base_url: str, skills: Iterable[pb.AgentSkill]
+) -> pb.AgentCard:
+    card = pb.AgentCard(
+        name=name,
+        description=description,
+        version=version,
+        documentation_url=f"{settings.PUBLIC_URL}/api/docs/",
+        provider=pb.AgentProvider(organization=settings.PLATFORM_NAME, url=settings.PUBLIC_URL),
+        supported_interfaces=[
+            pb.AgentInterface(
+                url=base_url, protocol_binding="HTTP+JSON", protocol_version=PROTOCOL_VERSION
+            ),
+            pb.AgentInterface(
+                url=f"{base_url}/jsonrpc",
+                protocol_binding="JSONRPC",
+                protocol_version=PROTOCOL_VERSION,
+            ),
+        ],
+        capabilities=pb.AgentCapabilities(
+            streaming=True,
+            push_notifications=True,
+            extended_agent_card=bool(settings.A2A_EXTENDED_CARD_BEARER_TOKEN),
+        ),
+        default_input_modes=DEFAULT_MODES,
+        default_output_modes=DEFAULT_MODES,
+        skills=list(skills),
+    )
+    card.security_schemes[BEARER_SCHEME].CopyFrom(
+        pb.SecurityScheme(
+            http_auth_security_scheme=pb.HTTPAuthSecurityScheme(
+                scheme="Bearer",
+                description=(
+                    "A platform user's API token (manage.py apitoken) or an agent's API key."
+                ),
+            )
+        )
+    )
+    if not settings.A2A_ALLOW_ANONYMOUS:
+        requirement = card.security_requirements.add()
+        requirement.schemes[BEARER_SCHEME].CopyFrom(pb.StringList())
+    return card
+
+
+def _skill(skill: Skill, *, offered_by: list[str] | None = None) -> pb.AgentSkill:
+    description = skill.description or skill.name
+    if offered_by is not None:
+        description += f"\n\nOffered by: {', '.join(offered_by) or 'no active agent yet'}."
+    tags = list(dict.fromkeys([*skill.tags, *(t for t in (skill.domain, skill.subdomain) if t)]))
+    return pb.AgentSkill(
+        id=skill.id,
+        name=skill.name,
+        description=description,
+        tags=[str(t) for t in tags],
+        examples=[e if isinstance(e, str) else json.dumps(e) for e in skill.examples],
+        input_modes=skill.input_modes or DEFAULT_MODES,
+        output_modes=skill.output_modes or DEFAULT_MODES,
+    )
+
+
+def _offering_agents(skill: Skill) -> list[str]:
+    return sorted(a.id for a in skill.agents.all() if a.status == AgentStatus.ACTIVE)
+
+
+def _to_dict(card: pb.AgentCard) -> dict[str, Any]:
+    # Capabilities are reported even when false, so a client never has to guess.
+    data = MessageToDict(card)
+    data.setdefault("skills", [])  # required by A2A even when empty
+    data["capabilities"] = {
+        "streaming": card.capabilities.streaming,
+        "pushNotifications": card.capabilities.push_notifications,
+        "extendedAgentCard": card.capabilities.extended_agent_card,
+    }
+    return data

@@ -1,0 +1,225 @@
+"""Operator admin for the registry: skills (schema-checked), agents (approve, disable,
+rotate key) and read-only views of keys and tokens (never their digests)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.html import format_html
+
+from agent_profiles.models import AgentProfile, AgentStatus, ApiKey, Skill, UserToken
+from agent_profiles.urlguard import check_outbound_url
+from platform_site.errors import PlatformError
+
+
+class PrettyJSONWidget(forms.Textarea):
+    """A textarea showing JSON indented, so schemas are readable and editable."""
+
+    def __init__(self, rows: int = 14) -> None:
+        super().__init__(attrs={"rows": rows, "cols": 100, "style": "font-family: monospace"})
+
+    def format_value(self, value: Any) -> str | None:
+        try:
+            return json.dumps(json.loads(value), indent=2, ensure_ascii=False)
+        except (TypeError, ValueError):
+            return value
+
+
+class SkillForm(forms.ModelForm):
+    """Skill editor: ``Skill.clean`` checks both schemas and names the bad spot, which the
+    form shows under the field."""
+
+    class Meta:
+        model = Skill
+        fields = [
+            "id",
+            "name",
+            "description",
+            "version",
+            "is_active",
+            "domain",
+            "subdomain",
+            "tags",
+            "examples",
+            "input_modes",
+            "output_modes",
+            "input_schema",
+            "output_schema",
+            "max_attempts",
+        ]
+        widgets = {
+            "input_schema": PrettyJSONWidget(),
+            "output_schema": PrettyJSONWidget(),
+            "tags": PrettyJSONWidget(rows=2),
+            "examples": PrettyJSONWidget(rows=4),
+            "input_modes": PrettyJSONWidget(rows=2),
+            "output_modes": PrettyJSONWidget(rows=2),
+        }
+
+
+@admin.register(Skill)
+class SkillAdmin(admin.ModelAdmin):
+    form = SkillForm
+    list_display = ("id", "name", "domain", "subdomain", "version", "is_active", "agent_count")
+    list_filter = ("is_active", "domain")
+    search_fields = ("id", "name", "description", "domain", "subdomain")
+    readonly_fields = ("created_at", "updated_at")
+    fieldsets = (
+        (None, {"fields": ("id", "name", "description", "version", "is_active")}),
+        ("Classification", {"fields": ("domain", "subdomain", "tags", "examples")}),
+        ("Modes", {"fields": ("input_modes", "output_modes")}),
+        ("Schemas (JSON Schema; checked on save)", {"fields": ("input_schema", "output_schema")}),
+        ("Dispatch", {"fields": ("max_attempts",)}),
+        ("Timestamps", {"fields": ("created_at", "updated_at")}),
+    )
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Skill | None = None) -> Any:
+        # The id is the primary key that tasks and agents refer to: fixed once created.
+        return (*self.readonly_fields, "id") if obj else self.readonly_fields
+
+    @admin.display(description="agents")
+    def agent_count(self, skill: Skill) -> int:
+        return skill.agents.count()
+
+
+class ApiKeyInline(admin.TabularInline):
+    model = ApiKey
+    fields = ("prefix", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    ordering = ("-created_at",)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class AgentProfileForm(forms.ModelForm):
+    """The agent editor applies the same outbound URL guard as registration."""
+
+    a2a_endpoint = forms.URLField(
+        required=False,
+        max_length=500,
+        assume_scheme="https",
+        help_text="Base URL of the agent's A2A HTTP+JSON interface; empty for WebSocket only.",
+    )
+
+    class Meta:
+        model = AgentProfile
+        fields = [
+            "id",
+            "name",
+            "description",
+            "status",
+            "skills",
+            "a2a_endpoint",
+            "domain",
+            "subdomain",
+            "version",
+            "metadata",
+            "poll_interval",
+        ]
+        widgets = {"metadata": PrettyJSONWidget(rows=6)}
+
+    def clean_a2a_endpoint(self) -> str:
+        url: str = self.cleaned_data.get("a2a_endpoint") or ""
+        if url:
+            try:
+                check_outbound_url(url)
+            except PlatformError as exc:
+                raise forms.ValidationError(exc.message) from None
+        return url
+
+
+@admin.register(AgentProfile)
+class AgentProfileAdmin(admin.ModelAdmin):
+    form = AgentProfileForm
+    list_display = ("id", "name", "status_badge", "skill_list", "last_seen_at", "key_prefix_col")
+    list_filter = ("status", "skills", "domain")
+    search_fields = ("id", "name", "description", "a2a_endpoint")
+    filter_horizontal = ("skills",)
+    readonly_fields = ("last_seen_at", "created_at", "updated_at", "key_prefix_col")
+    inlines = [ApiKeyInline]
+    actions = ["approve", "disable", "rotate_key"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AgentProfile]:
+        return super().get_queryset(request).prefetch_related("skills", "api_keys")
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, agent: AgentProfile) -> str:
+        colour = {"active": "#2e7d32", "pending": "#ef6c00", "disabled": "#c62828"}[agent.status]
+        return format_html('<b style="color:{}">{}</b>', colour, agent.get_status_display())
+
+    @admin.display(description="skills")
+    def skill_list(self, agent: AgentProfile) -> str:
+        return ", ".join(s.pk for s in agent.skills.all()) or "—"
+
+    @admin.display(description="key prefix")
+    def key_prefix_col(self, agent: AgentProfile) -> str:
+        live = [k for k in agent.api_keys.all() if k.revoked_at is None]
+        return max(live, key=lambda k: k.created_at).prefix if live else "—"
+
+    @admin.action(description="Approve (activate) selected agents")
+    def approve(self, request: HttpRequest, queryset: QuerySet[AgentProfile]) -> None:
+        count = queryset.exclude(status=AgentStatus.ACTIVE).update(
+            status=AgentStatus.ACTIVE, updated_at=timezone.now()
+        )
+        self.message_user(request, f"{count} agent(s) approved.", messages.SUCCESS)
+
+    @admin.action(description="Disable selected agents")
+    def disable(self, request: HttpRequest, queryset: QuerySet[AgentProfile]) -> None:
+        count = queryset.exclude(status=AgentStatus.DISABLED).update(
+            status=AgentStatus.DISABLED, updated_at=timezone.now()
+        )
+        self.message_user(request, f"{count} agent(s) disabled.", messages.SUCCESS)
+
+    @admin.action(description="Rotate API key of selected agents (old keys stop working)")
+    def rotate_key(self, request: HttpRequest, queryset: QuerySet[AgentProfile]) -> None:
+        for agent in queryset:
+            key = agent.issue_key()
+            # Shown once, here; only its hash is stored.
+            self.message_user(
+                request,
+                f"New API key for {agent.pk} (copy it now, it is not shown again): {key}",
+                messages.WARNING,
+            )
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Keys and tokens are issued by commands and actions, never typed in; only the
+    readable prefix is shown, never the digest. They can be revoked."""
+
+    actions = ["revoke"]
+
+    @admin.action(description="Revoke selected (they stop working at once)")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        self.message_user(request, f"{count} revoked.", messages.SUCCESS)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(ReadOnlyAdmin):
+    list_display = ("prefix", "agent", "created_at", "last_used_at", "revoked_at")
+    list_filter = ("revoked_at",)
+    search_fields = ("prefix", "agent__id")
+    fields = ("prefix", "agent", "created_at", "last_used_at", "revoked_at")
+
+
+@admin.register(UserToken)
+class UserTokenAdmin(ReadOnlyAdmin):
+    list_display = ("prefix", "user", "created_at", "last_used_at", "revoked_at")
+    list_filter = ("revoked_at",)
+    search_fields = ("prefix", "user__username")
+    fields = ("prefix", "user", "created_at", "last_used_at", "revoked_at")

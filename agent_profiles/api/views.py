@@ -1,0 +1,79 @@
+"""Registry REST views: thin; the work is in :mod:`agent_profiles.services`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import permissions, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.views import APIView
+
+from agent_profiles import services
+from agent_profiles.api.serializers import (
+    AgentProfileSerializer,
+    RegistrationResultSerializer,
+    RegistrationSerializer,
+)
+from agent_profiles.authentication import AgentPrincipal
+
+ERROR_RESPONSE = OpenApiResponse(description='`{"error": {"code", "message", "details"}}`')
+
+
+class RegistrationThrottle(ScopedRateThrottle):
+    """Registration attempts per client address (``REGISTRATION_THROTTLE``, e.g. ``30/min``).
+
+    Reads the rate at request time, so a changed setting applies without a restart of
+    the class (DRF's own reads it once at import).
+    """
+
+    def get_rate(self) -> str | None:
+        from rest_framework.settings import api_settings
+
+        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+
+
+class RegisterAgentView(APIView):
+    """Register a new agent (201 + API key) or update one with its own key (200)."""
+
+    permission_classes = [permissions.AllowAny]
+    throttle_classes = [RegistrationThrottle]
+    throttle_scope = "registration"
+
+    @extend_schema(
+        operation_id="register_agent",
+        request=RegistrationSerializer,
+        parameters=[
+            OpenApiParameter(
+                "X-Registration-Token",
+                location=OpenApiParameter.HEADER,
+                required=False,
+                description="Needed for new agents when REGISTRATION_MODE=token.",
+            )
+        ],
+        responses={
+            201: RegistrationResultSerializer,
+            200: RegistrationResultSerializer,
+            400: ERROR_RESPONSE,
+            403: ERROR_RESPONSE,
+            409: ERROR_RESPONSE,
+            413: ERROR_RESPONSE,
+            429: ERROR_RESPONSE,
+        },
+        tags=["registry"],
+    )
+    def post(self, request: Request) -> Response:
+        body = RegistrationSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        caller = request.user.agent if isinstance(request.user, AgentPrincipal) else None
+        result = services.register_agent(
+            body.validated_data,
+            caller_agent=caller,
+            registration_token=request.headers.get("X-Registration-Token"),
+        )
+        payload: dict[str, Any] = {"profile": AgentProfileSerializer(result.agent).data}
+        if result.api_key:
+            payload["apiKey"] = result.api_key
+        return Response(payload, status=status.HTTP_201_CREATED if result.created else 200)

@@ -1,0 +1,45 @@
+"""Fixtures for registry tests."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from django.test import Client
+from django.test.client import Client as DjangoClient
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttle() -> None:
+    # Throttle counters live in the cache; each test starts with none.
+    cache.clear()
+
+
+@pytest.fixture
+def register(client: Client) -> Callable[..., Any]:
+    """POST a registration body (a dict, or raw text) and return the response."""
+
+    def post(body: Any, *, key: str | None = None, **headers: str) -> Any:
+        extra = {f"HTTP_{k.upper().replace('-', '_')}": v for k, v in headers.items()}
+        if key:
+            extra["HTTP_AUTHORIZATION"] = f"Bearer {key}"
+        data = body if isinstance(body, str | bytes) else json.dumps(body)
+        return client.post(
+            "/api/agent-profiles/register", data=data, content_type="application/json", **extra
+        )
+
+    return post
+
+
+@pytest.fixture
+def staff_client(db: None) -> DjangoClient:
+    """A client logged in as a superuser."""
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_superuser("admin", "admin@example.com", "pw-admin-1")
+    c = DjangoClient()
+    c.force_login(user)
+    return c

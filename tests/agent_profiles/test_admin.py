@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent_profiles.authentication import authenticate_bearer
+from agent_profiles.models import AgentProfile, AgentStatus, ApiKey, Skill, UserToken
+
+
+def action(staff_client: Any, name: str, *ids: str) -> Any:
+    return staff_client.post(
+        "/admin/agent_profiles/agentprofile/",
+        {"action": name, "_selected_action": list(ids)},
+        follow=True,
+    )
+
+
+def test_agent_list_shows_status_skills_and_key_prefix(
+    staff_client: Any, make_skill: Any, make_agent: Any
+) -> None:
+    agent = make_agent(skills=[make_skill()])
+    page = staff_client.get("/admin/agent_profiles/agentprofile/").content.decode()
+    assert "agent-one" in page
+    assert "Active" in page
+    assert "ce-review" in page
+    assert agent.key_prefix in page
+    assert agent.raw_key not in page
+
+
+def test_approve_activates_pending_agents(staff_client: Any, make_agent: Any) -> None:
+    make_agent(id="waiting", status=AgentStatus.PENDING)
+    response = action(staff_client, "approve", "waiting")
+    assert "1 agent(s) approved" in response.content.decode()
+    assert AgentProfile.objects.get().status == AgentStatus.ACTIVE
+
+
+def test_disable_disables_agents(staff_client: Any, make_agent: Any) -> None:
+    make_agent(id="bad-actor")
+    action(staff_client, "disable", "bad-actor")
+    assert AgentProfile.objects.get().status == AgentStatus.DISABLED
+
+
+def test_rotate_key_shows_the_new_key_once_and_revokes_the_old(
+    staff_client: Any, make_agent: Any
+) -> None:
+    agent = make_agent()
+    page = action(staff_client, "rotate_key", agent.pk).content.decode()
+    new_key = next(w for w in page.replace("<", " ").split() if w.startswith("a2a_"))
+    assert authenticate_bearer(new_key).agent == agent
+    assert authenticate_bearer(agent.raw_key) is None
+    again = staff_client.get("/admin/agent_profiles/agentprofile/").content.decode()
+    assert new_key not in again
+
+
+def test_skill_editor_shows_schema_errors_on_the_field(staff_client: Any, db: None) -> None:
+    response = staff_client.post(
+        "/admin/agent_profiles/skill/add/",
+        {
+            "id": "new-skill",
+            "name": "New",
+            "version": "1.0.0",
+            "is_active": "on",
+            "tags": "[]",
+            "examples": "[]",
+            "input_modes": "[]",
+            "output_modes": "[]",
+            "input_schema": '{"type": "objekt"}',
+            "output_schema": '{"type": "object"}',
+        },
+    )
+    assert response.status_code == 200  # the form again, not a redirect
+    page = response.content.decode()
+    assert "invalid JSON Schema" in page
+    assert not Skill.objects.exists()
+
+
+def test_skill_editor_saves_a_valid_skill(staff_client: Any, db: None) -> None:
+    response = staff_client.post(
+        "/admin/agent_profiles/skill/add/",
+        {
+            "id": "new-skill",
+            "name": "New",
+            "version": "1.0.0",
+            "tags": '["a"]',
+            "examples": "[]",
+            "input_modes": "[]",
+            "output_modes": "[]",
+            "input_schema": '{"type": "object"}',
+            "output_schema": '{"type": "object"}',
+        },
+    )
+    assert response.status_code == 302
+    assert Skill.objects.get().tags == ["a"]
+
+
+def test_agent_editor_applies_the_url_guard(
+    staff_client: Any, make_agent: Any, settings: Any
+) -> None:
+    settings.ALLOW_PRIVATE_URLS = False
+    agent = make_agent()
+    response = staff_client.post(
+        f"/admin/agent_profiles/agentprofile/{agent.pk}/change/",
+        {
+            "id": agent.pk,
+            "name": "x",
+            "status": "active",
+            "a2a_endpoint": "http://10.0.0.8/a2a",
+            "metadata": "{}",
+            "api_keys-TOTAL_FORMS": "0",
+            "api_keys-INITIAL_FORMS": "0",
+        },
+    )
+    assert response.status_code == 200
+    assert "private" in response.content.decode()
+    assert AgentProfile.objects.get().a2a_endpoint == "http://127.0.0.1:9/"
+
+
+@pytest.mark.parametrize("path", ["apikey", "usertoken"])
+def test_keys_and_tokens_are_read_only_and_never_show_digests(
+    staff_client: Any, make_agent: Any, make_user: Any, path: str
+) -> None:
+    make_agent()
+    make_user()
+    model = ApiKey if path == "apikey" else UserToken
+    row = model.objects.get()
+    listing = staff_client.get(f"/admin/agent_profiles/{path}/").content.decode()
+    assert row.prefix in listing
+    assert row.digest not in listing
+    detail = staff_client.get(f"/admin/agent_profiles/{path}/{row.pk}/change/")
+    assert detail.status_code == 200
+    assert row.digest not in detail.content.decode()
+    assert staff_client.get(f"/admin/agent_profiles/{path}/add/").status_code == 403
+
+
+def test_revoke_action_revokes_a_user_token(staff_client: Any, make_user: Any) -> None:
+    user = make_user()
+    token = UserToken.objects.get()
+    staff_client.post(
+        "/admin/agent_profiles/usertoken/",
+        {"action": "revoke", "_selected_action": [token.pk]},
+    )
+    assert authenticate_bearer(user.raw_token) is None

@@ -1,0 +1,146 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+from django.conf import settings
+from django.core.management import CommandError, call_command
+
+from agent_profiles.models import Skill
+
+pytestmark = pytest.mark.django_db
+
+
+def skill(**overrides: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "id": "s-one",
+        "name": "Skill one",
+        "description": "First.",
+        "tags": ["t"],
+        "examples": ["do it"],
+        "inputModes": ["application/json"],
+        "outputModes": ["application/json"],
+        "version": "1.2.0",
+        "domain": "d",
+        "subdomain": "sd",
+        "input_schema": {"type": "object", "properties": {"a": {"type": "string"}}},
+        "output_schema": {"type": "object"},
+    }
+    data.update(overrides)
+    return data
+
+
+def write(tmp_path: Path, items: Any, name: str = "skills.json") -> str:
+    path = tmp_path / name
+    if name.endswith(".json"):
+        path.write_text(json.dumps(items))
+    else:
+        path.write_text(yaml.safe_dump(items))
+    return str(path)
+
+
+def load(path: str) -> str:
+    from io import StringIO
+
+    out = StringIO()
+    call_command("loadskills", path, stdout=out)
+    return out.getvalue()
+
+
+def test_it_creates_skills_from_json(tmp_path: Path) -> None:
+    out = load(write(tmp_path, [skill(), skill(id="s-two", name="Two")]))
+    assert "2 created" in out
+    one = Skill.objects.get(pk="s-one")
+    assert one.input_modes == ["application/json"]
+    assert one.input_schema["properties"]["a"] == {"type": "string"}
+    assert one.version == "1.2.0"
+    assert one.subdomain == "sd"
+
+
+def test_it_updates_skills_by_id(tmp_path: Path) -> None:
+    load(write(tmp_path, [skill()]))
+    out = load(write(tmp_path, [skill(name="Renamed", tags=["new"])]))
+    assert "1 updated" in out
+    assert Skill.objects.get().name == "Renamed"
+    assert Skill.objects.get().tags == ["new"]
+
+
+def test_it_reads_yaml(tmp_path: Path) -> None:
+    load(write(tmp_path, [skill(id="from-yaml")], name="skills.yaml"))
+    assert Skill.objects.get().pk == "from-yaml"
+
+
+def test_a_bad_schema_names_the_skill_and_writes_nothing(tmp_path: Path) -> None:
+    Skill.objects.create(id="s-one", name="Before", input_schema={}, output_schema={})
+    items = [
+        skill(name="After"),
+        skill(id="broken", input_schema={"type": "objekt"}),
+        skill(id="s-three"),
+    ]
+    with pytest.raises(CommandError) as info:
+        load(write(tmp_path, items))
+    message = str(info.value)
+    assert "broken" in message
+    assert "input_schema" in message
+    assert "Nothing was loaded" in message
+    assert list(Skill.objects.values_list("pk", "name")) == [("s-one", "Before")]
+
+
+@pytest.mark.parametrize(
+    ("items", "expected"),
+    [
+        ({"id": "x"}, "array"),
+        ([skill(), "text"], "skill #2"),
+        ([skill(id="Bad Id")], "Bad Id"),
+        ([skill(tags="t")], "tags"),
+        ([skill(inputModes=[1])], "input_modes"),
+        ([skill(examples="e")], "examples"),
+        ([skill(extra=1)], "unknown fields extra"),
+        ([{"name": "no id"}], "'id' is required"),
+        ([skill(), skill()], "Duplicate skill ids: s-one"),
+        ([skill(output_schema=[])], "output_schema"),
+    ],
+)
+def test_it_rejects_bad_files_clearly(tmp_path: Path, items: Any, expected: str) -> None:
+    with pytest.raises(CommandError, match=expected):
+        load(write(tmp_path, items))
+    assert not Skill.objects.exists()
+
+
+def test_it_rejects_invalid_json(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text("[{")
+    with pytest.raises(CommandError, match="not valid JSON"):
+        load(str(path))
+
+
+def test_it_rejects_invalid_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("- id: [unclosed")
+    with pytest.raises(CommandError, match="not valid YAML"):
+        load(str(path))
+
+
+def test_it_reports_a_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="Cannot read"):
+        load(str(tmp_path / "nope.json"))
+
+
+def test_the_example_file_loads_and_its_example_fits_the_schema() -> None:
+    load(str(settings.EXAMPLE_SKILLS_FILE))
+    ce = Skill.objects.get(pk="ce-certification-review-v1")
+    assert ce.domain == "compliance"
+    assert ce.subdomain == "ce_certification"
+    for s in Skill.objects.all():
+        for example in s.examples:
+            jsonschema.validate(json.loads(example), s.input_schema)
+    props = ce.input_schema["properties"]
+    assert props["simulate"]["enum"] == ["ask", "fail", "slow"]
+    assert "simulate" not in ce.input_schema["required"]
+    assert {"verdict", "applicable_directives", "missing_documents"} <= set(
+        ce.output_schema["required"]
+    )

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from typing import Any
+
+A2A_SKILL_FIELDS = {"id", "name", "description", "tags", "examples", "inputModes", "outputModes"}
+SEED_FIELDS = {"skill_id", "version", "domain", "subdomain", "input_schema", "output_schema"}
+
+
+def test_it_lists_active_skills_publicly_as_an_array(client: Any, make_skill: Any) -> None:
+    make_skill(id="b-skill", input_modes=["application/json"])
+    make_skill(id="a-skill")
+    make_skill(id="retired", is_active=False)
+    response = client.get("/api/a2a/skills")
+    assert response.status_code == 200
+    data = response.json()
+    assert isinstance(data, list)
+    assert [s["id"] for s in data] == ["a-skill", "b-skill"]
+    item = data[1]
+    assert set(item) == A2A_SKILL_FIELDS | SEED_FIELDS
+    assert item["skill_id"] == "b-skill"
+    assert item["inputModes"] == ["application/json"]
+    assert item["input_schema"]["required"] == ["product"]
+    assert item["domain"] == "compliance"
+
+
+def test_it_ignores_a_bad_authorization_header_on_public_endpoints(
+    client: Any, make_skill: Any
+) -> None:
+    make_skill()
+    for path in ["/api/a2a/skills", "/api/a2a/agent-card"]:
+        response = client.get(path, HTTP_AUTHORIZATION="Bearer a2a_nope_nope")
+        assert response.status_code == 200
+
+
+def test_it_returns_an_empty_array_without_skills(client: Any, db: None) -> None:
+    assert client.get("/api/a2a/skills").json() == []
+
+
+def test_skill_list_is_loadable_by_loadskills(client: Any, make_skill: Any, tmp_path: Any) -> None:
+    """The list shape round-trips: GET output is valid loadskills input."""
+    import json
+
+    from django.core.management import call_command
+
+    from agent_profiles.models import Skill
+
+    make_skill(id="round-trip", tags=["x"], examples=["e1"])
+    data = client.get("/api/a2a/skills").json()
+    Skill.objects.all().delete()
+    path = tmp_path / "skills.json"
+    path.write_text(json.dumps(data))
+    call_command("loadskills", str(path))
+    assert Skill.objects.get().examples == ["e1"]
