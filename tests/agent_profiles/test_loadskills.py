@@ -139,8 +139,11 @@ def test_the_example_file_loads_and_its_example_fits_the_schema() -> None:
         for example in s.examples:
             jsonschema.validate(json.loads(example), s.input_schema)
     props = ce.input_schema["properties"]
-    assert props["simulate"]["enum"] == ["ask", "fail", "slow"]
-    assert "simulate" not in ce.input_schema["required"]
+    # The reference agent's demo controls (ask / fail / delaySeconds) are accepted.
+    demo = {"ask": "Which market?", "fail": False, "delaySeconds": 0.5}
+    jsonschema.validate({**json.loads(ce.examples[0]), "demo": demo}, ce.input_schema)
+    assert "demo" not in ce.input_schema["required"]
+    assert set(props["demo"]["properties"]) == {"ask", "fail", "delaySeconds"}
     assert {"verdict", "applicable_directives", "missing_documents"} <= set(
         ce.output_schema["required"]
     )
