@@ -6,3 +6,6 @@ class GatewayConfig(AppConfig):
 
     name = "gateway"
     verbose_name = "Agent gateway"
+
+    def ready(self) -> None:
+        from gateway import receivers  # noqa: F401  (connects the signal receivers)

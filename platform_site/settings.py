@@ -268,6 +268,11 @@ GATEWAY_AUTH_TIMEOUT = envfloat("GATEWAY_AUTH_TIMEOUT", 10.0)
 GATEWAY_HEARTBEAT_TIMEOUT = envfloat("GATEWAY_HEARTBEAT_TIMEOUT", 90.0)
 OFFLINE_TASK_TTL = envfloat("OFFLINE_TASK_TTL", 24 * 3600.0)
 GATEWAY_MAX_FRAME_BYTES = envint("GATEWAY_MAX_FRAME_BYTES", 256_000)
+# More than LIMIT bad frames within WINDOW seconds closes the connection (4429).
+GATEWAY_BAD_FRAME_LIMIT = envint("GATEWAY_BAD_FRAME_LIMIT", 20)
+GATEWAY_BAD_FRAME_WINDOW = envfloat("GATEWAY_BAD_FRAME_WINDOW", 10.0)
+# Beat: expire offline tasks past OFFLINE_TASK_TTL and drop stale presence rows.
+GATEWAY_SWEEP_INTERVAL = envfloat("GATEWAY_SWEEP_INTERVAL", 30.0)
 
 # --- Celery and Channels --------------------------------------------------------------
 if DISTRIBUTED:
@@ -295,6 +300,10 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
 CELERY_BEAT_SCHEDULE["a2a-face-sweep-push"] = {
     "task": "a2a.face.sweep_push",
     "schedule": A2A_PUSH_SWEEP_INTERVAL,
+}
+CELERY_BEAT_SCHEDULE["gateway-sweep"] = {
+    "task": "gateway.tasks.sweep",
+    "schedule": GATEWAY_SWEEP_INTERVAL,
 }
 
 LOGGING = {

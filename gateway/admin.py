@@ -1,0 +1,117 @@
+"""Admin for the gateway: live connections, deliveries, and offline tasks per agent (with
+their age, requeue and cancel). Also adds an "online" column to the agent list."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+
+from agent_profiles.models import AgentProfile
+from gateway import presence, services
+from gateway.models import Delivery, OfflineTask, Presence
+
+_online_cache: tuple[float, set[str]] = (0.0, set())
+
+
+def _online_ids() -> set[str]:
+    """Online agent ids, cached a second so a list page costs one query, not one per row."""
+    global _online_cache
+    at, ids = _online_cache
+    if time.monotonic() - at > 1.0:
+        ids = presence.online_agent_ids()
+        _online_cache = (time.monotonic(), ids)
+    return ids
+
+
+@admin.display(description="gateway", boolean=True)
+def gateway_online(agent: AgentProfile) -> bool:
+    """Whether the agent holds a live gateway connection (for the agent list)."""
+    return agent.pk in _online_ids()
+
+
+def _add_online_column() -> None:
+    agent_admin = admin.site._registry.get(AgentProfile)
+    if agent_admin is not None and gateway_online not in agent_admin.list_display:
+        agent_admin.list_display = (*agent_admin.list_display, gateway_online)
+
+
+_add_online_column()
+
+
+def _age(since: Any) -> str:
+    seconds = int((timezone.now() - since).total_seconds())
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h {rest // 60:02d}m" if hours else f"{rest // 60}m {rest % 60:02d}s"
+
+
+@admin.register(Presence)
+class PresenceAdmin(admin.ModelAdmin):
+    list_display = (
+        "agent",
+        "server_id",
+        "remote_addr",
+        "connected_at",
+        "last_heartbeat_at",
+        "live",
+    )
+    list_filter = ("server_id",)
+    search_fields = ("agent__id", "channel_name")
+    readonly_fields = [f.name for f in Presence._meta.fields]
+
+    @admin.display(boolean=True)
+    def live(self, obj: Presence) -> bool:
+        return obj.last_heartbeat_at >= presence.heartbeat_cutoff()
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(admin.ModelAdmin):
+    list_display = ("id", "kind", "task", "agent", "status", "attempts", "created_at", "acked_at")
+    list_filter = ("status", "kind")
+    search_fields = ("id", "task__id", "agent__id")
+    list_select_related = ("task", "agent")
+    readonly_fields = [f.name for f in Delivery._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(OfflineTask)
+class OfflineTaskAdmin(admin.ModelAdmin):
+    """Tasks waiting for their agent to connect, oldest first; requeue or cancel them."""
+
+    list_display = ("task", "agent", "skill", "age", "expires_at", "reason")
+    list_filter = ("agent",)
+    search_fields = ("task__id", "agent__id")
+    list_select_related = ("task", "agent")
+    readonly_fields = [f.name for f in Delivery._meta.fields]
+    actions = ["requeue", "cancel"]
+    ordering = ("created_at",)
+
+    @admin.display(description="age", ordering="queued_at")
+    def age(self, obj: OfflineTask) -> str:
+        return _age(obj.queued_at)
+
+    @admin.display(description="skill")
+    def skill(self, obj: OfflineTask) -> str:
+        return obj.task.skill_id
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description="Requeue: restart the expiry clock and push again now")
+    def requeue(self, request: HttpRequest, queryset: QuerySet[OfflineTask]) -> None:
+        done = sum(services.requeue_offline(row) for row in queryset)
+        self.message_user(request, f"Requeued {done} offline task(s).", messages.SUCCESS)
+
+    @admin.action(description="Cancel the selected tasks")
+    def cancel(self, request: HttpRequest, queryset: QuerySet[OfflineTask]) -> None:
+        done = sum(services.cancel_offline(row, by=request.user) for row in queryset)
+        self.message_user(request, f"Canceled {done} task(s).", messages.SUCCESS)

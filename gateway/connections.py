@@ -1,0 +1,89 @@
+"""The gateway connections held by THIS process, and the one loop that watches them.
+
+Every ``GATEWAY_HEARTBEAT_TIMEOUT / 3`` seconds one task per process:
+
+* closes connections that sent nothing (not even a ``ping``) for a whole timeout
+  (close code 4408): the server notices dead or silent agents by itself;
+* refreshes the presence rows of the live ones in a single UPDATE, so 5,000 sockets cost
+  one query per interval, and a crashed process's rows go stale on their own.
+
+It also remembers the event loop the consumers run on: in the embedded mode the Celery
+worker threads push through the in-memory channel layer, whose queues belong to that loop
+and must be written from it (``run_coroutine_threadsafe``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Protocol
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+
+from gateway import presence
+
+log = logging.getLogger(__name__)
+
+CLOSE_HEARTBEAT_TIMEOUT = 4408
+
+
+class Watched(Protocol):
+    channel_name: str
+    last_frame_at: float
+
+    async def close(self, code: int | bool | None = None, reason: str | None = None) -> None: ...
+
+
+class LocalConnections:
+    """The authenticated gateway consumers of this process."""
+
+    def __init__(self) -> None:
+        self._consumers: dict[str, Watched] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def __len__(self) -> int:
+        return len(self._consumers)
+
+    def add(self, consumer: Watched) -> None:
+        self._consumers[consumer.channel_name] = consumer
+        loop = asyncio.get_running_loop()
+        self.loop = loop
+        task = self._task
+        if task is None or task.done() or task.get_loop() is not loop:
+            self._task = loop.create_task(self._watch(), name="gateway-heartbeat")
+
+    def discard(self, consumer: Watched) -> None:
+        self._consumers.pop(consumer.channel_name, None)
+
+    def interval(self) -> float:
+        return max(settings.GATEWAY_HEARTBEAT_TIMEOUT / 3, 0.05)
+
+    async def sweep_once(self) -> None:
+        """Close silent connections and refresh the presence of the others."""
+        loop = asyncio.get_running_loop()
+        cutoff = loop.time() - settings.GATEWAY_HEARTBEAT_TIMEOUT
+        alive: list[str] = []
+        for name, consumer in list(self._consumers.items()):
+            if consumer.last_frame_at < cutoff:
+                self.discard(consumer)
+                with contextlib.suppress(Exception):
+                    await consumer.close(code=CLOSE_HEARTBEAT_TIMEOUT)
+            else:
+                alive.append(name)
+        if alive:
+            await database_sync_to_async(presence.refresh)(alive)
+
+    async def _watch(self) -> None:
+        while self._consumers:
+            await asyncio.sleep(self.interval())
+            try:
+                await self.sweep_once()
+            except Exception:  # a DB hiccup must not stop the watcher
+                log.exception("gateway heartbeat sweep failed")
+        self._task = None
+
+
+local = LocalConnections()

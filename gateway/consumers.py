@@ -1,0 +1,183 @@
+"""The agent gateway's WebSocket consumer (``/ws/agent-gateway/``): thin.
+
+It authenticates (header via :mod:`gateway.middleware`, or a first ``auth`` frame), parses
+frames (:mod:`gateway.frames`) and calls :mod:`gateway.services`; one channel group per
+agent carries "deliver now" hints from any process.
+
+Close codes: 4401 bad or missing key, 4403 disabled agent, 4408 silent for a whole
+heartbeat timeout, 4429 too many bad frames.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import logging
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from agent_profiles.models import AgentProfile
+from gateway import frames, presence, services
+from gateway.connections import local
+from gateway.frames import FrameError
+
+log = logging.getLogger(__name__)
+
+CLOSE_FLOOD = 4429
+
+
+class BadFrameLimiter:
+    """Counts bad frames in a sliding window; too many and the connection is closed."""
+
+    def __init__(self, limit: int, window: float) -> None:
+        self.limit, self.window = limit, window
+        self.times: collections.deque[float] = collections.deque()
+
+    def hit(self, now: float) -> bool:
+        """Record one bad frame; True when the limit is exceeded."""
+        self.times.append(now)
+        while self.times and self.times[0] < now - self.window:
+            self.times.popleft()
+        return len(self.times) > self.limit
+
+
+class AgentGatewayConsumer(AsyncWebsocketConsumer):
+    """One agent connection: auth, heartbeats, acks, updates and pushed deliveries."""
+
+    agent: AgentProfile | None = None
+    _auth_timer: asyncio.TimerHandle | None = None
+
+    async def connect(self) -> None:
+        await self.accept()
+        loop = asyncio.get_running_loop()
+        self.last_frame_at = loop.time()
+        self.bad_frames = BadFrameLimiter(
+            settings.GATEWAY_BAD_FRAME_LIMIT, settings.GATEWAY_BAD_FRAME_WINDOW
+        )
+        close_code = self.scope.get("agent_close_code")
+        if close_code:
+            await self._refuse(close_code)
+        elif self.scope.get("agent") is not None:
+            await self._start(self.scope["agent"])
+        else:
+            self._auth_timer = loop.call_later(
+                settings.GATEWAY_AUTH_TIMEOUT, lambda: loop.create_task(self._auth_expired())
+            )
+
+    async def disconnect(self, code: int) -> None:
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+        if self.agent is None:
+            return
+        local.discard(self)
+        await self.channel_layer.group_discard(
+            presence.agent_group(self.agent.id), self.channel_name
+        )
+        await database_sync_to_async(presence.unregister)(self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        self.last_frame_at = asyncio.get_running_loop().time()
+        try:
+            frame = frames.parse(text_data if text_data is not None else bytes_data)
+        except FrameError as exc:
+            if self.agent is None:
+                await self._refuse(services.CLOSE_BAD_KEY, exc.message)
+            else:
+                await self._bad_frame(exc)
+            return
+        if self.agent is None:
+            await self._authenticate(frame)
+            return
+        try:
+            await self._handle(frame)
+        except FrameError as exc:
+            await self._bad_frame(exc)
+
+    # --- frames ----------------------------------------------------------------------
+
+    async def _handle(self, frame: frames.Frame) -> None:
+        assert self.agent is not None
+        data = frame.data
+        if frame.type == "ping":
+            await self._send(frames.PONG)
+        elif frame.type == "task.ack":
+            await database_sync_to_async(services.ack)(self.agent.id, data["deliveryId"])
+        elif frame.type == "task.update":
+            await database_sync_to_async(services.apply_update)(
+                self.agent.id, data["taskId"], data["status"], data.get("artifacts")
+            )
+        elif frame.type == "auth":
+            raise FrameError("already_authenticated", "This connection is already authenticated.")
+
+    async def _authenticate(self, frame: frames.Frame) -> None:
+        if frame.type != "auth":
+            await self._refuse(services.CLOSE_BAD_KEY, "authenticate first")
+            return
+        agent, close_code = await database_sync_to_async(services.authenticate_key)(
+            frame.data["apiKey"]
+        )
+        if close_code or agent is None:
+            await self._refuse(close_code or services.CLOSE_BAD_KEY)
+            return
+        await self._start(agent)
+
+    async def _bad_frame(self, exc: FrameError) -> None:
+        await self._send(frames.error(exc.code, exc.message))
+        if self.bad_frames.hit(asyncio.get_running_loop().time()):
+            log.warning("gateway: agent %s closed for flooding bad frames", self.agent)
+            await self._send(frames.error("too_many_bad_frames", "Too many bad frames."))
+            await self.close(code=CLOSE_FLOOD)
+
+    # --- sessions --------------------------------------------------------------------
+
+    async def _start(self, agent: AgentProfile) -> None:
+        """Join the agent's group, record presence, then send what the agent is owed."""
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+        self.agent = agent
+        # Group first, presence second, outbox last: a push committed before the outbox
+        # read is found by it, and one committed after finds the connection in the group.
+        await self.channel_layer.group_add(presence.agent_group(agent.id), self.channel_name)
+        client = self.scope.get("client") or ("", 0)
+        await database_sync_to_async(presence.register)(
+            agent.id, self.channel_name, str(client[0] or "")
+        )
+        await database_sync_to_async(agent.touch)()
+        local.add(self)
+        for delivery_id in await database_sync_to_async(services.outbox)(agent.id):
+            await self._deliver(str(delivery_id), resend=True)
+
+    async def _auth_expired(self) -> None:
+        if self.agent is None:
+            await self._refuse(services.CLOSE_BAD_KEY, "no auth frame in time")
+
+    async def _refuse(self, code: int, reason: str = "") -> None:
+        message = "invalid or missing API key" if code == services.CLOSE_BAD_KEY else "disabled"
+        await self._send(frames.error("unauthorized", reason or message))
+        await self.close(code=code)
+
+    async def _deliver(self, delivery_id: str, *, resend: bool = False) -> None:
+        assert self.agent is not None
+        payload = await database_sync_to_async(services.claim)(
+            delivery_id, self.agent.id, self.channel_name, resend=resend
+        )
+        if payload is not None:
+            await self._send(payload)
+
+    async def _send(self, frame: dict[str, Any]) -> None:
+        await self.send(text_data=json.dumps(frame, separators=(",", ":")))
+
+    # --- channel-layer events ------------------------------------------------------------
+
+    async def gateway_deliver(self, event: dict[str, Any]) -> None:
+        """A delivery row was committed for this agent: claim it and send it."""
+        if self.agent is not None:
+            await self._deliver(event["delivery_id"])
+
+    async def gateway_close(self, event: dict[str, Any]) -> None:
+        """The agent was disabled or its key revoked: drop the connection."""
+        await self._refuse(int(event.get("code") or services.CLOSE_DISABLED))

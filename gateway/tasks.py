@@ -1,0 +1,21 @@
+"""Celery tasks of the gateway: the periodic sweep (beat, GATEWAY_SWEEP_INTERVAL)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from gateway import services
+
+
+@shared_task(name="gateway.tasks.sweep", soft_time_limit=60, time_limit=90, ignore_result=True)
+def sweep() -> dict[str, int]:
+    """Expire offline tasks past OFFLINE_TASK_TTL, drop presence of dead processes and
+    requeue what was sent on their connections.
+
+    Idempotent: every step is a conditional update, safe to run twice or concurrently.
+    """
+    return {
+        "expired": services.expire_offline_tasks(),
+        "stale_presence": services.drop_stale_presence(),
+        "requeued": services.requeue_orphaned(),
+    }

@@ -1,0 +1,247 @@
+"""AgentGatewayService without sockets: push bookkeeping, fallbacks, follow-ups, offline
+expiry, requeue/cancel, presence staleness and the sweep."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from a2a.models import Task
+from a2a.states import NextAction, TaskState, Transport
+from agent_profiles.models import AgentProfile, AgentStatus
+from gateway import presence, services
+from gateway.models import Delivery, DeliveryKind, DeliveryStatus, OfflineTask, Presence
+from gateway.tasks import sweep
+from platform_site.errors import PlatformError
+
+pytestmark = pytest.mark.django_db
+
+
+def online(agent: AgentProfile, channel: str = "chan-1", age: float = 0.0) -> Presence:
+    row = presence.register(agent.id, channel)
+    if age:
+        Presence.objects.filter(pk=row.pk).update(
+            last_heartbeat_at=timezone.now() - timedelta(seconds=age)
+        )
+    return row
+
+
+def test_it_stores_an_offline_task_when_the_agent_is_not_connected(
+    make_task: Callable[..., Task],
+) -> None:
+    task = make_task(next_action=NextAction.SEND, next_poll_at=timezone.now())
+    assert services.push_task(task) == "offline"
+    task.refresh_from_db()
+    assert task.transport == Transport.OFFLINE
+    assert (task.next_action, task.next_poll_at) == (NextAction.NONE, None)
+    offline = OfflineTask.objects.get()
+    assert offline.task_id == task.id
+    assert offline.payload["type"] == "task.assign"
+    assert offline.payload["deliveryId"] == str(offline.id)
+    assert offline.expires_at is not None
+    assert "fallbacks" not in task.metadata  # served directly, not a fallback
+
+
+def test_it_pushes_to_the_socket_when_the_agent_is_online(
+    agent: AgentProfile, make_task: Callable[..., Task]
+) -> None:
+    online(agent)
+    task = make_task()
+    assert services.push_task(task, reason="connect error") == "websocket"
+    task.refresh_from_db()
+    assert task.transport == Transport.WEBSOCKET
+    (fallback,) = task.metadata["fallbacks"]
+    assert fallback["from"] == "a2a"
+    assert fallback["to"] == "websocket"
+    assert fallback["reason"] == "connect error"
+    assert fallback["at"]
+
+
+def test_stale_presence_does_not_count_as_online(
+    agent: AgentProfile, make_task: Callable[..., Task], settings: object
+) -> None:
+    online(agent, age=10_000)
+    assert not presence.is_online(agent.id)
+    assert presence.online_agent_ids() == set()
+    assert services.push_task(make_task()) == "offline"
+    assert presence.drop_stale() == 1
+
+
+def test_a_disabled_agent_is_not_online(agent: AgentProfile) -> None:
+    online(agent)
+    AgentProfile.objects.filter(pk=agent.pk).update(status=AgentStatus.DISABLED)
+    assert presence.online_agent_ids() == set()
+
+
+def test_pushing_twice_keeps_one_assignment(make_task: Callable[..., Task]) -> None:
+    task = make_task()
+    services.push_task(task, reason="timeout")
+    services.push_task(task, reason="timeout")
+    assert Delivery.objects.filter(task=task).count() == 1
+    task.refresh_from_db()
+    assert len(task.metadata["fallbacks"]) == 2
+
+
+def test_it_refuses_to_push_a_finished_task(make_task: Callable[..., Task]) -> None:
+    task = make_task()
+    task.cancel()
+    with pytest.raises(PlatformError):
+        services.push_task(task)
+    assert not Delivery.objects.exists()
+
+
+def test_the_assignment_carries_the_stored_outbound_message(
+    make_task: Callable[..., Task],
+) -> None:
+    message = {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"data": {"a": 1}}]}
+    task = make_task(outbound_message=message)
+    services.push_task(task)
+    assert Delivery.objects.get().payload["message"] == message
+
+
+def test_a_finished_task_withdraws_its_open_deliveries(
+    make_task: Callable[..., Task], django_capture_on_commit_callbacks: Callable[..., object]
+) -> None:
+    task = make_task()
+    services.push_task(task)
+    with django_capture_on_commit_callbacks(execute=True):  # type: ignore[operator]
+        task.fail("boom", "it broke")
+    assert Delivery.objects.get().status == DeliveryStatus.CANCELED
+    assert not OfflineTask.objects.exists()
+
+
+def test_a_reply_while_offline_waits_in_the_outbox(make_task: Callable[..., Task]) -> None:
+    task = make_task(transport=Transport.WEBSOCKET)
+    reply = {"messageId": "r-1", "role": "ROLE_USER", "parts": [{"text": "blue"}]}
+    assert services.send_followup(task, "message", reply) == "offline"
+    delivery = Delivery.objects.get(kind=DeliveryKind.MESSAGE)
+    assert delivery.payload == {
+        "type": "task.message",
+        "taskId": str(task.id),
+        "message": reply,
+        "deliveryId": str(delivery.id),
+    }
+    assert services.outbox(task.agent_id) == [delivery.id]
+
+
+def test_followups_refuse_unknown_kinds(make_task: Callable[..., Task]) -> None:
+    task = make_task()
+    with pytest.raises(ValueError, match="unknown"):
+        services.send_followup(task, "explode", None)
+    with pytest.raises(ValueError, match="Message"):
+        services.send_followup(task, "message", None)
+
+
+def test_outbox_sends_unacked_before_pending_each_oldest_first(
+    agent: AgentProfile, make_task: Callable[..., Task]
+) -> None:
+    first, second, third = make_task(), make_task(), make_task()
+    for task in (first, second, third):
+        services.push_task(task)
+    # The third was sent once on a connection that is gone.
+    third_delivery = Delivery.objects.get(task=third)
+    assert services.claim(third_delivery.id, agent.id, "gone") is not None
+    order = services.outbox(agent.id)
+    assert order == [
+        third_delivery.id,
+        Delivery.objects.get(task=first).id,
+        Delivery.objects.get(task=second).id,
+    ]
+
+
+def test_a_live_connections_unacked_delivery_is_not_taken_by_another(
+    agent: AgentProfile, make_task: Callable[..., Task]
+) -> None:
+    task = make_task()
+    services.push_task(task)
+    delivery = Delivery.objects.get()
+    online(agent, "chan-a")
+    assert services.claim(delivery.id, agent.id, "chan-a") is not None
+    assert services.claim(delivery.id, agent.id, "chan-b", resend=True) is None
+    presence.unregister("chan-a")
+    assert services.claim(delivery.id, agent.id, "chan-b", resend=True) is not None
+
+
+def test_expired_offline_tasks_fail_with_a_clear_reason(
+    make_task: Callable[..., Task], settings: object
+) -> None:
+    task = make_task()
+    services.push_task(task)
+    Delivery.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert sweep() == {"expired": 1, "stale_presence": 0, "requeued": 0}
+    task.refresh_from_db()
+    assert task.state == TaskState.FAILED
+    assert task.error["code"] == "offline_expired"
+    assert "did not connect" in task.error["message"]
+    assert Delivery.objects.get().status == DeliveryStatus.EXPIRED
+    assert sweep()["expired"] == 0  # idempotent
+
+
+def test_an_unacked_assignment_expires_too(
+    agent: AgentProfile, make_task: Callable[..., Task]
+) -> None:
+    task = make_task()
+    services.push_task(task)
+    delivery = Delivery.objects.get()
+    services.claim(delivery.id, agent.id, "chan-a")
+    Delivery.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    services.expire_offline_tasks()
+    task.refresh_from_db()
+    assert "did not acknowledge" in task.error["message"]
+
+
+def test_requeue_restarts_the_clock(make_task: Callable[..., Task]) -> None:
+    task = make_task()
+    services.push_task(task)
+    offline = OfflineTask.objects.get()
+    old = timezone.now() - timedelta(hours=5)
+    Delivery.objects.update(queued_at=old, expires_at=old)
+    assert services.requeue_offline(offline)
+    offline.refresh_from_db()
+    assert offline.queued_at > old
+    assert offline.expires_at > timezone.now()
+    assert offline.age_seconds < 60
+
+
+def test_cancel_offline_cancels_the_task(make_task: Callable[..., Task]) -> None:
+    task = make_task()
+    services.push_task(task)
+    assert services.cancel_offline(OfflineTask.objects.get())
+    task.refresh_from_db()
+    assert task.state == TaskState.CANCELED
+    assert not OfflineTask.objects.exists()
+    assert not services.cancel_offline(Delivery.objects.get())
+
+
+def test_the_sweep_drops_stale_presence(agent: AgentProfile) -> None:
+    online(agent, "fresh")
+    online(agent, "dead", age=10_000)
+    assert sweep()["stale_presence"] == 1
+    assert list(Presence.objects.values_list("channel_name", flat=True)) == ["fresh"]
+
+
+def test_the_sweep_is_scheduled(settings: object) -> None:
+    from django.conf import settings as dj
+
+    entry = dj.CELERY_BEAT_SCHEDULE["gateway-sweep"]
+    assert entry["task"] == "gateway.tasks.sweep"
+
+
+def test_the_sweep_requeues_what_a_dead_connection_never_acked(
+    agent: AgentProfile, make_task: Callable[..., Task]
+) -> None:
+    task = make_task()
+    services.push_task(task)
+    delivery = Delivery.objects.get()
+    online(agent, "crashed")
+    services.claim(delivery.id, agent.id, "crashed")
+    long_ago = timezone.now() - timedelta(hours=1)
+    Delivery.objects.update(sent_at=long_ago)
+    assert sweep()["requeued"] == 0  # its connection still looks alive
+    Presence.objects.update(last_heartbeat_at=long_ago)
+    assert sweep()["requeued"] == 1  # presence dropped, then the delivery requeued
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.channel_name) == (DeliveryStatus.PENDING, "")
