@@ -202,6 +202,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_THROTTLE_RATES": {"registration": envstr("REGISTRATION_THROTTLE", "30/min")},
+    # Reverse proxies in front of daphne: throttles then key on the real client address
+    # from X-Forwarded-For. Unset: DRF's default guess.
     "NUM_PROXIES": envint("NUM_PROXIES", 0) if os.environ.get("NUM_PROXIES") else None,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }

@@ -29,7 +29,8 @@ class Command(BaseCommand):
         try:
             result = load_skills(items)
         except ValidationFailed as exc:
-            raise CommandError(f"{opts['file']}: {exc.message} Nothing was loaded.") from None
+            message = exc.message.rstrip(".")
+            raise CommandError(f"{opts['file']}: {message}. Nothing was loaded.") from None
         self.stdout.write(
             f"Loaded {len(result.created) + len(result.updated)} skills "
             f"({len(result.created)} created, {len(result.updated)} updated)."
