@@ -527,7 +527,10 @@ function exampleForSchema(schema, hint) {
   return "x".repeat(schema.minLength || 0) || "ok";
 }
 
-// The demo handler: `input.demo` may ask { ask, fail, delaySeconds } (like the reference agent).
+// The demo handler, like the reference agent's: the output is the simplest that fits the
+// skill's output_schema, copying input fields. The input's demo controls (declared by the
+// example CE skill) show every path: "demo": {"ask": "a question?" | true,
+// "fail": "a reason" | true, "delaySeconds": 5}.
 async function demoHandler({ input, answers, skill, signal }) {
   const demo = (input && typeof input.demo === "object" && input.demo) || {};
   if (demo.delaySeconds > 0) {
@@ -536,12 +539,13 @@ async function demoHandler({ input, answers, skill, signal }) {
       signal.addEventListener("abort", () => { clearTimeout(timer); resolve(); });
     });
   }
-  if (demo.fail) return { fail: typeof demo.fail === "string" ? demo.fail : "asked to fail" };
+  if (demo.fail) return { fail: `Failed: ${typeof demo.fail === "string" ? demo.fail : "asked to fail (demo.fail)"}` };
   if (demo.ask && !answers.length) {
-    return { question: typeof demo.ask === "string" ? demo.ask : "Which market is this product for?" };
+    return { question: typeof demo.ask === "string" ? demo.ask : "Who will use the product: consumers, professionals, or both?" };
   }
-  const hints = { ...input, ...(answers.length ? { answer: answers[answers.length - 1] } : {}) };
-  return { output: exampleForSchema(skill.output_schema, hints), text: "Review complete." };
+  const last = answers[answers.length - 1];
+  const hints = { ...input, ...(answers.length ? { answer: last, notes: last } : {}) };
+  return { output: exampleForSchema(skill.output_schema, hints), text: "Done." };
 }
 
 // ---------------------------------------------------------------------------------------

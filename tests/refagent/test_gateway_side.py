@@ -12,7 +12,7 @@ from typing import Any
 
 from reference_agent.agent import ReferenceAgent
 from reference_agent.config import Config
-from reference_agent.skill import schema_errors
+from reference_agent.skill import QUESTION, schema_errors
 from websockets.asyncio.server import ServerConnection, serve
 
 from tests.refagent.support import OUTPUT_SCHEMA, SKILL
@@ -123,12 +123,12 @@ def test_it_answers_a_redelivered_assignment_without_running_it_again() -> None:
 def test_it_asks_over_the_socket_and_continues_with_the_answer() -> None:
     async def scenario() -> None:
         async with connected_agent() as (_agent, gateway):
-            await gateway.send(assign("t-2", {"product": "kettle", "demo": {"ask": "Market?"}}))
+            await gateway.send(assign("t-2", {"product": "kettle", "demo": {"ask": True}}))
             await gateway.next("task.ack")
             await gateway.next("task.update")  # WORKING
             asked = await gateway.next("task.update")
             assert asked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-            assert asked["status"]["message"]["parts"] == [{"text": "Market?"}]
+            assert asked["status"]["message"]["parts"] == [{"text": QUESTION}]
             answer = {"messageId": "a-1", "role": "ROLE_USER", "parts": [{"text": "EU"}]}
             frame = {"type": "task.message", "taskId": "t-2", "message": answer}
             await gateway.send(frame)

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from a2a.types.a2a_pb2 import Task, TaskState
-from reference_agent.skill import schema_errors
+from reference_agent.skill import QUESTION, schema_errors
 
 from a2a.adapter import render_adapter
 from tests.refagent.a2a_client import cancel, output_of, send, user_message, wait_for
@@ -69,10 +69,10 @@ def test_it_completes_a_task_with_output_that_fits_the_skill(agent_url: str) -> 
 def test_it_asks_a_question_and_completes_with_the_answer_on_the_same_task(
     agent_url: str,
 ) -> None:
-    first = user_message({"product": "kettle", "demo": {"ask": "Which market?"}})
+    first = user_message({"product": "kettle", "demo": {"ask": True}})
     task = run(send(agent_url, first))
     asked = run(wait_for(agent_url, task.id, {TaskState.TASK_STATE_INPUT_REQUIRED}))
-    assert asked.status.message.parts[0].text == "Which market?"
+    assert asked.status.message.parts[0].text == QUESTION
     reply = user_message(text="EU", task_id=task.id, context_id=task.context_id)
     run(send(agent_url, reply))
     done = run(wait_for(agent_url, task.id, {TaskState.TASK_STATE_COMPLETED}))
