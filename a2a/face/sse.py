@@ -197,9 +197,9 @@ class Subscription:
             local_bus.remove(self.group, self.loop, self.queue)
             return
         if self._reader is not None:
+            # Not awaited: the Redis layer finishes a cancelled receive only when its
+            # blocking pop times out (seconds); nothing here depends on it.
             self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._reader
         if self.channel is not None:
             with contextlib.suppress(Exception):
                 await self.layer.group_discard(self.group, self.channel)

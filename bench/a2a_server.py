@@ -1,0 +1,273 @@
+"""Benchmark: the platform's A2A face against a plain a2a-sdk server on this machine.
+
+Measures requests/s and p50/p99 latency of ``message:send`` (``returnImmediately``) and
+``GET /tasks/{id}`` on both, in the same run, and the platform/SDK ratio. The platform runs
+as ``make run`` does (embedded: daphne + in-process Celery worker, SQLite) and persists every
+task, then dispatches it to a real a2a-sdk agent; the plain server is that same a2a-sdk
+agent (``tests/support/agents.py``: Starlette + ``DefaultRequestHandler`` + in-memory store).
+
+    .venv/bin/python bench/a2a_server.py [--requests 2000] [--concurrency 16] [--write]
+
+``--write`` replaces this benchmark's section of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+DOCS = BASE_DIR / "docs" / "benchmarks.md"
+MARK_START, MARK_END = "<!-- bench:a2a_server -->", "<!-- /bench:a2a_server -->"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{url}: the server exited with {proc.returncode}")
+        try:
+            httpx.get(url, timeout=2.0)
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise TimeoutError(url)
+
+
+def message(behaviour: str = "complete") -> dict[str, Any]:
+    return {
+        "messageId": str(uuid.uuid4()),
+        "role": "ROLE_USER",
+        "parts": [{"data": {"product": "lamp", "behaviour": behaviour}}],
+        "metadata": {"skillId": "ce-review"},
+    }
+
+
+async def measure(
+    name: str,
+    client: httpx.AsyncClient,
+    make_request: Any,
+    total: int,
+    concurrency: int,
+) -> dict[str, Any]:
+    """Run ``total`` requests, ``concurrency`` at a time; latency of each, overall rate."""
+    latencies: list[float] = []
+    results: list[Any] = []
+    counter = iter(range(total))
+    errors = 0
+
+    async def worker() -> None:
+        nonlocal errors
+        for i in counter:
+            method, url, kwargs = make_request(i)
+            start = time.perf_counter()
+            response = await client.request(method, url, **kwargs)
+            latencies.append(time.perf_counter() - start)
+            if response.status_code != 200:
+                errors += 1
+            else:
+                results.append(response.json())
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - start
+    latencies.sort()
+    return {
+        "name": name,
+        "rps": total / elapsed,
+        "p50": statistics.median(latencies) * 1000,
+        "p99": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
+        "errors": errors,
+        "results": results,
+    }
+
+
+async def bench_server(
+    label: str, base: str, headers: dict[str, str], total: int, concurrency: int
+) -> list[dict[str, Any]]:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(headers=headers, timeout=30.0, limits=limits) as client:
+        body = {"configuration": {"returnImmediately": True}}
+
+        def send(_: int) -> tuple[str, str, dict[str, Any]]:
+            return "POST", f"{base}/message:send", {"json": {**body, "message": message()}}
+
+        # Warm-up (connections, caches, imports).
+        await measure("warm", client, send, min(200, total), concurrency)
+        sends = await measure(f"{label} message:send", client, send, total, concurrency)
+        ids = [r["task"]["id"] for r in sends["results"]] or ["missing"]
+
+        def get(i: int) -> tuple[str, str, dict[str, Any]]:
+            return "GET", f"{base}/tasks/{ids[i % len(ids)]}", {}
+
+        gets = await measure(f"{label} GET /tasks/{{id}}", client, get, total, concurrency)
+    return [sends, gets]
+
+
+def setup_database(env: dict[str, str], agent_url: str) -> str:
+    """Migrate a fresh SQLite database, add the skill, the agent and a user; its token."""
+    script = f"""
+import django; django.setup()
+from django.core.management import call_command
+call_command("migrate", interactive=False, verbosity=0)
+from django.contrib.auth import get_user_model
+from agent_profiles.models import AgentProfile, Skill, UserToken
+skill = Skill.objects.create(
+    id="ce-review", name="CE review",
+    input_schema={{"type": "object"}}, output_schema={{"type": "object"}},
+)
+agent = AgentProfile.objects.create(id="bench-agent", name="Bench", a2a_endpoint={agent_url!r})
+agent.skills.set([skill])
+user = get_user_model().objects.create_user(username="bench")
+print(UserToken.issue(user))
+"""
+    out = subprocess.run(
+        [PYTHON, "-c", script], env=env, cwd=BASE_DIR, capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip().splitlines()[-1]
+
+
+def run(total: int, concurrency: int) -> list[dict[str, Any]]:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-a2a-"))
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "platform_site.settings",
+            "SQLITE_PATH": str(tmp / "db.sqlite3"),
+            "LOG_LEVEL": "WARNING",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    procs: list[subprocess.Popen[bytes]] = []
+    log = (tmp / "servers.log").open("wb")
+    try:
+        agent_port = free_port()
+        agent_url = f"http://127.0.0.1:{agent_port}"
+        agent = subprocess.Popen(
+            [PYTHON, "-m", "tests.support.agents", str(agent_port)],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        procs.append(agent)
+        wait_http(f"{agent_url}/health", agent)
+        token = setup_database(env, agent_url)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        platform = subprocess.Popen(
+            [
+                PYTHON,
+                "manage.py",
+                "runplatform",
+                "--no-migrate",
+                "--no-seed",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            cwd=BASE_DIR,
+            env={**env, "PUBLIC_URL": url},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        procs.append(platform)
+        wait_http(f"{url}/.well-known/agent-card.json", platform)
+        a2a = {"A2A-Version": "1.0"}
+        # The plain SDK server first, so the platform's background dispatching of its own
+        # tasks does not run during the SDK's measurement.
+        sdk = asyncio.run(bench_server("a2a-sdk", agent_url, a2a, total, concurrency))
+        time.sleep(1.0)
+        ours = asyncio.run(
+            bench_server(
+                "platform",
+                f"{url}/v1/a2a",
+                {**a2a, "Authorization": f"Bearer {token}"},
+                total,
+                concurrency,
+            )
+        )
+        return [*ours, *sdk]
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        log.close()
+
+
+def table(rows: list[dict[str, Any]], total: int, concurrency: int) -> str:
+    by_name = {r["name"]: r for r in rows}
+    lines = [
+        f"`bench/a2a_server.py` — {total} requests per measurement, {concurrency} concurrent, "
+        f"one process per server, on this machine ({os.cpu_count()} CPUs), "
+        f"{time.strftime('%Y-%m-%d')}.",
+        "",
+        "| Operation | Platform req/s | p50 ms | p99 ms | a2a-sdk req/s | p50 ms | p99 ms "
+        "| Ratio |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for op in ("message:send", "GET /tasks/{id}"):
+        ours, sdk = by_name[f"platform {op}"], by_name[f"a2a-sdk {op}"]
+        label = f"`{op}`" + (" (`returnImmediately`)" if op == "message:send" else "")
+        lines.append(
+            f"| {label} | {ours['rps']:.0f} | {ours['p50']:.1f} | {ours['p99']:.1f} "
+            f"| {sdk['rps']:.0f} | {sdk['p50']:.1f} | {sdk['p99']:.1f} "
+            f"| {ours['rps'] / sdk['rps']:.2f}x |"
+        )
+    errors = sum(r["errors"] for r in rows)
+    lines += ["", f"Non-200 answers during the run: {errors}."]
+    return "\n".join(lines)
+
+
+def write_docs(section: str) -> None:
+    text = DOCS.read_text() if DOCS.exists() else "# Benchmarks\n"
+    block = f"{MARK_START}\n## A2A server face\n\n{section}\n{MARK_END}"
+    if MARK_START in text and MARK_END in text:
+        head, rest = text.split(MARK_START, 1)
+        _, tail = rest.split(MARK_END, 1)
+        text = head + block + tail
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    DOCS.write_text(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
+    args = parser.parse_args()
+    rows = run(args.requests, args.concurrency)
+    section = table(rows, args.requests, args.concurrency)
+    print(section)
+    if args.write:
+        write_docs(section)
+
+
+if __name__ == "__main__":
+    main()

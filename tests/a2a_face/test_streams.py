@@ -1,0 +1,170 @@
+"""Task event streams: first event the current Task, then every change, in order, to all
+subscribers; blocking waits end on an interruption or a final state. Runs on the in-memory
+layer (pass 1) and the Redis layer (pass 2)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
+
+from a2a.face import sse
+from a2a.models import Task
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run(coro: Any) -> Any:
+    """Run a scenario, then close the connections its worker thread opened."""
+
+    async def main() -> Any:
+        try:
+            return await coro
+        finally:
+            await sync_to_async(connections.close_all)()
+
+    return asyncio.run(main())
+
+
+async def _next(stream: Any) -> Any:
+    event = await asyncio.wait_for(anext(stream), 20)
+    while event is None:  # keep-alives
+        event = await asyncio.wait_for(anext(stream), 20)
+    return event
+
+
+def test_a_stream_starts_with_the_task_and_follows_it_to_the_end(
+    alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+
+    async def scenario() -> list[Any]:
+        stream = sse.task_stream(task.id)
+        events = [await _next(stream)]
+        await sync_to_async(task.start_work)()
+        events.append(await _next(stream))
+        await sync_to_async(task.require_input)(
+            {"messageId": "q", "role": "ROLE_AGENT", "parts": [{"text": "Which market?"}]}
+        )
+        events.append(await _next(stream))
+        await sync_to_async(task.start_work)()
+        events.append(await _next(stream))
+        artifacts = [{"artifactId": "a", "parts": [{"data": {"verdict": "pass"}}]}]
+        await sync_to_async(task.complete)({"verdict": "pass"}, artifacts)
+        events.append(await _next(stream))
+        events.append(await _next(stream))
+        with pytest.raises(StopAsyncIteration):
+            await _next(stream)
+        return events
+
+    events = run(scenario())
+    assert events[0]["task"]["id"] == str(task.id)
+    assert events[0]["task"]["history"][0]["messageId"] == "m-1"
+    states = [e["statusUpdate"]["status"]["state"] for e in events[1:] if "statusUpdate" in e]
+    assert states == [
+        "TASK_STATE_WORKING",
+        "TASK_STATE_INPUT_REQUIRED",
+        "TASK_STATE_WORKING",
+        "TASK_STATE_COMPLETED",
+    ]
+    assert events[2]["statusUpdate"]["status"]["message"]["parts"] == [{"text": "Which market?"}]
+    assert events[5 - 1]["artifactUpdate"]["artifact"]["artifactId"] == "a"
+    assert events[5 - 1]["artifactUpdate"]["taskId"] == str(task.id)
+
+
+def test_two_subscribers_get_the_same_events_in_the_same_order(
+    alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+
+    async def scenario() -> tuple[list[Any], list[Any]]:
+        one, two = sse.task_stream(task.id), sse.task_stream(task.id)
+        seen_one, seen_two = [await _next(one)], [await _next(two)]
+        await sync_to_async(task.start_work)()
+        await sync_to_async(task.fail)("agent_failed", "It broke.")
+        for _ in range(2):
+            seen_one.append(await _next(one))
+            seen_two.append(await _next(two))
+        return seen_one, seen_two
+
+    seen_one, seen_two = run(scenario())
+    assert seen_one == seen_two
+    assert seen_one[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_FAILED"
+
+
+def test_a_stream_of_a_finished_task_ends_after_the_task(
+    alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    task.cancel()
+
+    async def scenario() -> list[Any]:
+        return [event async for event in sse.task_stream(task.id)]
+
+    events = run(scenario())
+    assert [e["task"]["status"]["state"] for e in events] == ["TASK_STATE_CANCELED"]
+
+
+def test_a_quiet_stream_rereads_the_task(
+    alice: Any, make_task: Callable[..., Task], settings: Any
+) -> None:
+    """A lost group message only delays: the row is re-read when the group is quiet."""
+    settings.A2A_STREAM_RECHECK = 0.05
+    task = make_task(alice)
+
+    async def scenario() -> Any:
+        stream = sse.task_stream(task.id)
+        await _next(stream)
+        # Change the row without publishing (as if the message were lost).
+        await sync_to_async(Task.objects.filter(pk=task.pk).update)(state="TASK_STATE_WORKING")
+        await sync_to_async(task.events.create)(to_state="TASK_STATE_WORKING")
+        return await _next(stream)
+
+    event = run(scenario())
+    assert event["statusUpdate"]["status"]["state"] == "TASK_STATE_WORKING"
+
+
+def test_a_blocking_wait_ends_when_the_agent_asks_a_question(
+    alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+
+    async def scenario() -> None:
+        waiter = asyncio.create_task(sse.wait_until_settled(task.id, since_seq=None, seconds=20))
+        await asyncio.sleep(0)
+        await sync_to_async(task.start_work)()
+        assert not waiter.done()
+        await sync_to_async(task.require_input)({"messageId": "q", "parts": [{"text": "?"}]})
+        await asyncio.wait_for(waiter, 20)
+
+    run(scenario())
+
+
+def test_a_blocking_wait_for_an_answer_ignores_the_old_question(
+    alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    task.require_input({"messageId": "q", "parts": [{"text": "?"}]})
+    since = task.events.count()
+
+    async def scenario() -> bool:
+        waiter = asyncio.create_task(sse.wait_until_settled(task.id, since_seq=since, seconds=0.3))
+        done, _ = await asyncio.wait({waiter}, timeout=0.1)
+        return bool(done)
+
+    assert run(scenario()) is False
+
+
+def test_a_blocking_wait_gives_up_at_its_timeout(
+    alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+
+    async def scenario() -> None:
+        await asyncio.wait_for(sse.wait_until_settled(task.id, since_seq=None, seconds=0.05), 20)
+
+    run(scenario())
