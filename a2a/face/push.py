@@ -178,7 +178,8 @@ def _claim(delivery_id: int) -> PushDelivery | None:
     return PushDelivery.objects.select_related("config").get(pk=delivery_id)
 
 
-def _fail_config(config: PushNotificationConfig, reason: str) -> None:
+def _fail_config(config: PushNotificationConfig, reason: str) -> bool:
+    """Count a failed POST against the config; True when that disabled it."""
     PushNotificationConfig.objects.filter(pk=config.pk).update(
         consecutive_failures=F("consecutive_failures") + 1
     )
@@ -191,6 +192,8 @@ def _fail_config(config: PushNotificationConfig, reason: str) -> None:
             status=DeliveryStatus.FAILED, next_attempt_at=None
         )
         log.warning("push config %s disabled after repeated failures", config.pk)
+        return True
+    return False
 
 
 def attempt(delivery_id: int) -> str:
@@ -240,7 +243,8 @@ def attempt(delivery_id: int) -> str:
         last_error=error[:1000],
     )
     log.info("push delivery %s attempt %s failed: %s", delivery.pk, delivery.attempts, error)
-    _fail_config(config, error)
+    if _fail_config(config, error):
+        return DeliveryStatus.FAILED
     if not exhausted:
         deliver_push.apply_async((delivery.pk,), countdown=delay)
         return DeliveryStatus.PENDING

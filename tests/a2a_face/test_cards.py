@@ -101,3 +101,24 @@ def test_the_extended_card_over_jsonrpc(cards: Any, settings: Any) -> None:
     settings.A2A_EXTENDED_CARD_BEARER_TOKEN = ""
     error = FaceClient("s3cret-extended").rpc("GetExtendedAgentCard").json()["error"]
     assert error["code"] == -32004
+
+
+def test_the_real_card_advertises_both_bindings(skill: Any, settings: Any) -> None:
+    body = Client().get("/.well-known/agent-card.json").json()
+    interfaces = {i["protocolBinding"]: i["url"] for i in body["supportedInterfaces"]}
+    assert interfaces == {
+        "HTTP+JSON": f"{settings.PUBLIC_URL}/v1/a2a",
+        "JSONRPC": f"{settings.PUBLIC_URL}/v1/a2a/jsonrpc",
+    }
+    assert body["capabilities"]["streaming"] is True
+    assert body["capabilities"]["pushNotifications"] is True
+    assert [s["id"] for s in body["skills"]] == ["ce-review"]
+
+
+def test_the_real_card_changes_its_etag_when_a_skill_changes(skill: Any) -> None:
+    first = Client().get("/.well-known/agent-card.json")
+    skill.description = "Now with more checks."
+    skill.save()
+    second = Client().get("/.well-known/agent-card.json", headers={"If-None-Match": first["ETag"]})
+    assert second.status_code == 200
+    assert second["ETag"] != first["ETag"]

@@ -1,0 +1,276 @@
+"""Push notification configs (both bindings) and their at-least-once delivery."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from a2a.face import push
+from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
+from tests.a2a_face.conftest import FaceClient, error_reason
+
+pytestmark = pytest.mark.django_db
+
+
+class Webhook:
+    """A local webhook recording what it receives; answers ``status`` (a list is a script)."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[dict[str, str], Any]] = []
+        self.statuses: list[int] = []
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                hook.received.append((dict(self.headers), json.loads(body or b"null")))
+                status = hook.statuses.pop(0) if hook.statuses else 200
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(autouse=True)
+def _loopback_webhooks(settings: Any) -> None:
+    """The local webhook is on 127.0.0.1 (refused by default in the distributed mode)."""
+    settings.ALLOW_LOOPBACK_URLS = True
+
+
+@pytest.fixture
+def webhook() -> Iterator[Webhook]:
+    hook = Webhook()
+    try:
+        yield hook
+    finally:
+        hook.close()
+
+
+@pytest.fixture
+def task(alice: Any, make_task: Callable[..., Task]) -> Task:
+    return make_task(alice)
+
+
+def _config(url: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "url": url,
+        "token": "tok-1",
+        "authentication": {"scheme": "Bearer", "credentials": "c"},
+    } | extra
+
+
+def test_configs_can_be_created_read_listed_and_deleted(
+    as_alice: FaceClient, task: Task, webhook: Webhook
+) -> None:
+    base = f"/v1/a2a/tasks/{task.id}/pushNotificationConfigs"
+    created = as_alice.post(base, _config(webhook.url, id="cfg-1"))
+    assert created.status_code == 200
+    assert created.json() == {
+        "id": "cfg-1",
+        "taskId": str(task.id),
+        "url": webhook.url,
+        "token": "tok-1",
+        "authentication": {"scheme": "Bearer", "credentials": "c"},
+    }
+    assert as_alice.get(f"{base}/cfg-1").json()["url"] == webhook.url
+    listed = as_alice.get(base).json()
+    assert [c["id"] for c in listed["configs"]] == ["cfg-1"]
+    assert as_alice.delete(f"{base}/cfg-1").status_code == 200
+    assert as_alice.delete(f"{base}/cfg-1").status_code == 200  # idempotent
+    missing = as_alice.get(f"{base}/cfg-1")
+    assert missing.status_code == 404
+    assert error_reason(missing) == "TASK_NOT_FOUND"
+
+
+def test_a_config_without_id_gets_one_and_the_same_id_replaces(
+    as_alice: FaceClient, task: Task, webhook: Webhook
+) -> None:
+    base = f"/v1/a2a/tasks/{task.id}/pushNotificationConfigs"
+    first = as_alice.post(base, {"url": webhook.url}).json()
+    assert first["id"]
+    as_alice.post(base, {"url": webhook.url + "2", "id": first["id"]})
+    assert PushNotificationConfig.objects.get().url == webhook.url + "2"
+
+
+def test_configs_over_jsonrpc(as_alice: FaceClient, task: Task, webhook: Webhook) -> None:
+    created = as_alice.rpc(
+        "CreateTaskPushNotificationConfig", {"taskId": str(task.id), **_config(webhook.url)}
+    ).json()["result"]
+    got = as_alice.rpc(
+        "GetTaskPushNotificationConfig", {"taskId": str(task.id), "id": created["id"]}
+    ).json()["result"]
+    assert got == created
+    listed = as_alice.rpc("ListTaskPushNotificationConfigs", {"taskId": str(task.id)}).json()
+    assert len(listed["result"]["configs"]) == 1
+    deleted = as_alice.rpc(
+        "DeleteTaskPushNotificationConfig", {"taskId": str(task.id), "id": created["id"]}
+    ).json()
+    assert "error" not in deleted
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"url": "http://127.0.0.1:9/h", "token": "a\r\nX-Evil: 1"},
+        {
+            "url": "http://127.0.0.1:9/h",
+            "authentication": {"scheme": "Bearer", "credentials": "x\ny"},
+        },
+        {
+            "url": "http://127.0.0.1:9/h",
+            "authentication": {"scheme": "Bear er", "credentials": "x"},
+        },
+        {"url": "ftp://127.0.0.1/h"},
+        {"url": ""},
+    ],
+)
+def test_bad_configs_are_refused(as_alice: FaceClient, task: Task, config: dict[str, Any]) -> None:
+    response = as_alice.post(f"/v1/a2a/tasks/{task.id}/pushNotificationConfigs", config)
+    assert response.status_code == 400
+    assert error_reason(response) == "INVALID_PARAMS"
+    assert PushNotificationConfig.objects.count() == 0
+
+
+def test_loopback_webhooks_are_refused_unless_allowed(
+    as_alice: FaceClient, task: Task, settings: Any
+) -> None:
+    settings.ALLOW_LOOPBACK_URLS = False
+    settings.ALLOW_PRIVATE_URLS = False
+    for url in ("http://127.0.0.1:8080/h", "http://10.1.2.3/h", "http://169.254.169.254/h"):
+        response = as_alice.post(f"/v1/a2a/tasks/{task.id}/pushNotificationConfigs", {"url": url})
+        assert error_reason(response) == "INVALID_PARAMS", url
+
+
+def test_configs_per_task_are_capped(
+    as_alice: FaceClient, task: Task, settings: Any, webhook: Webhook
+) -> None:
+    settings.A2A_MAX_PUSH_CONFIGS_PER_TASK = 2
+    base = f"/v1/a2a/tasks/{task.id}/pushNotificationConfigs"
+    assert as_alice.post(base, {"url": webhook.url}).status_code == 200
+    assert as_alice.post(base, {"url": webhook.url}).status_code == 200
+    third = as_alice.post(base, {"url": webhook.url})
+    assert error_reason(third) == "INVALID_PARAMS"
+
+
+def test_configs_of_other_callers_tasks_are_not_found(
+    as_bob: FaceClient, task: Task, webhook: Webhook
+) -> None:
+    response = as_bob.post(f"/v1/a2a/tasks/{task.id}/pushNotificationConfigs", {"url": webhook.url})
+    assert error_reason(response) == "TASK_NOT_FOUND"
+    assert as_bob.get(f"/v1/a2a/tasks/{task.id}/pushNotificationConfigs").status_code == 404
+
+
+def _configure(task: Task, url: str) -> PushNotificationConfig:
+    return push.create_config(task, _config(url))
+
+
+def test_a_state_change_is_posted_with_the_auth_and_token_headers(
+    task: Task, webhook: Webhook, django_capture_on_commit_callbacks: Any
+) -> None:
+    _configure(task, webhook.url)
+    with django_capture_on_commit_callbacks(execute=True):
+        task.start_work()
+    delivery = PushDelivery.objects.get()
+    assert push.attempt(delivery.pk) == DeliveryStatus.DELIVERED
+    headers, body = webhook.received[0]
+    assert headers["Authorization"] == "Bearer c"
+    assert headers["X-A2A-Notification-Token"] == "tok-1"
+    assert body["task"]["id"] == str(task.id)
+    assert body["task"]["status"]["state"] == "TASK_STATE_WORKING"
+    delivery.refresh_from_db()
+    assert delivery.attempts == 1
+    assert delivery.last_status == 200
+    assert push.attempt(delivery.pk) == "skipped"  # delivered once is enough
+
+
+def test_a_failed_post_is_retried_and_recorded(
+    task: Task, webhook: Webhook, settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    settings.A2A_PUSH_BACKOFF = 0
+    webhook.statuses = [500]
+    _configure(task, webhook.url)
+    with django_capture_on_commit_callbacks(execute=True):
+        task.start_work()
+    delivery = PushDelivery.objects.get()
+    assert push.attempt(delivery.pk) == DeliveryStatus.PENDING
+    delivery.refresh_from_db()
+    assert delivery.last_status == 500
+    assert delivery.last_error == "HTTP 500"
+    assert push.attempt(delivery.pk) == DeliveryStatus.DELIVERED
+    delivery.refresh_from_db()
+    assert delivery.attempts == 2
+    assert PushNotificationConfig.objects.get().consecutive_failures == 0
+
+
+def test_a_config_is_disabled_after_repeated_failures(
+    task: Task, settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    settings.A2A_PUSH_BACKOFF = 0
+    settings.A2A_PUSH_DISABLE_AFTER = 2
+    settings.A2A_PUSH_TIMEOUT = 2
+    from tests.support.agents import down_url
+
+    config = _configure(task, down_url() + "/hook")
+    with django_capture_on_commit_callbacks(execute=True):
+        task.start_work()
+    delivery = PushDelivery.objects.get()
+    push.attempt(delivery.pk)
+    assert push.attempt(delivery.pk) == DeliveryStatus.FAILED
+    config.refresh_from_db()
+    assert config.enabled is False
+    assert "repeated failures" in config.disabled_reason
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.FAILED
+    assert "ConnectError" in delivery.last_error
+
+
+def test_attempts_stop_after_the_maximum(
+    task: Task, webhook: Webhook, settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    settings.A2A_PUSH_BACKOFF = 0
+    settings.A2A_PUSH_MAX_ATTEMPTS = 2
+    webhook.statuses = [503, 503, 503]
+    _configure(task, webhook.url)
+    with django_capture_on_commit_callbacks(execute=True):
+        task.start_work()
+    delivery = PushDelivery.objects.get()
+    push.attempt(delivery.pk)
+    assert push.attempt(delivery.pk) == DeliveryStatus.FAILED
+    assert push.attempt(delivery.pk) == "skipped"
+    assert len(webhook.received) == 2
+
+
+def test_the_sweep_requeues_overdue_deliveries(
+    task: Task, webhook: Webhook, django_capture_on_commit_callbacks: Any
+) -> None:
+    _configure(task, webhook.url)
+    with django_capture_on_commit_callbacks(execute=True):
+        task.start_work()
+    assert push.sweep_push() == 1
+
+
+def test_disabled_configs_get_no_new_deliveries(
+    task: Task, webhook: Webhook, django_capture_on_commit_callbacks: Any
+) -> None:
+    config = _configure(task, webhook.url)
+    PushNotificationConfig.objects.filter(pk=config.pk).update(enabled=False)
+    with django_capture_on_commit_callbacks(execute=True):
+        task.start_work()
+    assert PushDelivery.objects.count() == 0
