@@ -6,3 +6,7 @@ class AgentProfilesConfig(AppConfig):
 
     name = "agent_profiles"
     verbose_name = "Agent registry"
+
+    def ready(self) -> None:
+        # Registers the Bearer scheme with drf-spectacular (extensions register on import).
+        from agent_profiles import schema  # noqa: F401

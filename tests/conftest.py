@@ -64,6 +64,14 @@ SKILL_OUTPUT_SCHEMA: dict[str, Any] = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> None:
+    """Each test starts with an empty (local-memory) cache: no throttle counts carried over."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture
 def make_skill(db: None) -> Callable[..., Skill]:
     """Create a skill; keyword arguments override the defaults."""

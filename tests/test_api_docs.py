@@ -13,6 +13,16 @@ def test_the_openapi_schema_documents_the_registry(client: Any, db: None) -> Non
     assert "/api/agent-profiles/register" in schema["paths"]
     assert "/api/a2a/skills" in schema["paths"]
     assert "/api/a2a/agent-card/{agent_id}" in schema["paths"]
+    assert schema["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+
+
+def test_the_schema_generates_without_warnings(db: None) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    err = StringIO()
+    call_command("spectacular", "--validate", "--fail-on-warn", stdout=StringIO(), stderr=err)
 
 
 def test_the_docs_page_uses_locally_served_assets(client: Any, db: None) -> None:

@@ -7,15 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from django.test import Client
 from django.test.client import Client as DjangoClient
-
-
-@pytest.fixture(autouse=True)
-def _fresh_throttle() -> None:
-    # Throttle counters live in the cache; each test starts with none.
-    cache.clear()
 
 
 @pytest.fixture
