@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -169,6 +170,18 @@ class AgentProfile(models.Model):
         return key.prefix if key else ""
 
 
+# ``last_used_at`` is refreshed at most this often, so busy callers do not write per request.
+LAST_USED_RESOLUTION = timedelta(minutes=5)
+
+
+def mark_used(row: ApiKey | UserToken) -> None:
+    """Record that a key or token was just used (coarsely: see LAST_USED_RESOLUTION)."""
+    now = timezone.now()
+    if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:
+        type(row).objects.filter(pk=row.pk).update(last_used_at=now)
+        row.last_used_at = now
+
+
 class ApiKey(models.Model):
     """An agent's API key: the readable prefix and a keyed hash, never the key itself."""
 
@@ -194,6 +207,7 @@ class ApiKey(models.Model):
         key = cls.objects.select_related("agent").filter(prefix=prefix).first()
         if key is None or key.revoked_at is not None or not keys.matches(raw, key.digest):
             return None
+        mark_used(key)
         return key.agent
 
 
@@ -228,4 +242,5 @@ class UserToken(models.Model):
         token = cls.objects.select_related("user").filter(prefix=prefix).first()
         if token is None or token.revoked_at is not None or not keys.matches(raw, token.digest):
             return None
+        mark_used(token)
         return token.user if token.user.is_active else None

@@ -141,3 +141,13 @@ def test_revoke_action_revokes_a_user_token(staff_client: Any, make_user: Any) -
         {"action": "revoke", "_selected_action": [token.pk]},
     )
     assert authenticate_bearer(user.raw_token) is None
+
+
+def test_agent_list_query_count_does_not_grow_with_agents(
+    staff_client: Any, make_skill: Any, make_agent: Any, django_assert_max_num_queries: Any
+) -> None:
+    skill = make_skill()
+    for i in range(10):
+        make_agent(id=f"agent-{i}", skills=[skill])
+    with django_assert_max_num_queries(12):
+        assert staff_client.get("/admin/agent_profiles/agentprofile/").status_code == 200

@@ -51,3 +51,17 @@ def test_skill_list_is_loadable_by_loadskills(client: Any, make_skill: Any, tmp_
     path.write_text(json.dumps(data))
     call_command("loadskills", str(path))
     assert Skill.objects.get().examples == ["e1"]
+
+
+def test_discovery_endpoints_use_a_bounded_number_of_queries(
+    client: Any, make_skill: Any, make_agent: Any, django_assert_max_num_queries: Any
+) -> None:
+    skills = [make_skill(id=f"s-{i}") for i in range(5)]
+    for i in range(5):
+        make_agent(id=f"agent-{i}", skills=skills)
+    with django_assert_max_num_queries(1):
+        client.get("/api/a2a/skills")
+    with django_assert_max_num_queries(2):
+        client.get("/api/a2a/agent-card")
+    with django_assert_max_num_queries(2):
+        client.get("/api/a2a/agent-card/agent-1")
