@@ -3,7 +3,7 @@
 from django.urls import URLPattern, URLResolver, include, path
 
 from a2a.adapter import adapter_js
-from a2a.api import registry
+from a2a.api import registry, views
 
 urlpatterns: list[URLPattern | URLResolver] = [
     # The A2A server face: /.well-known/agent-card.json and /v1/a2a/...
@@ -13,4 +13,10 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("api/a2a/skills", registry.SkillListView.as_view(), name="skill-list"),
     path("api/a2a/agent-card", registry.PlatformCardView.as_view(), name="platform-card"),
     path("api/a2a/agent-card/<str:agent_id>", registry.AgentCardView.as_view(), name="agent-card"),
+    # Platform tasks (Django users): create, follow, answer, cancel, retry.
+    path("api/tasks", views.TaskListView.as_view(), name="task-list"),
+    path("api/tasks/<uuid:pk>", views.TaskDetailView.as_view(), name="task-detail"),
+    path("api/tasks/<uuid:pk>/reply", views.TaskReplyView.as_view(), name="task-reply"),
+    path("api/tasks/<uuid:pk>/cancel", views.TaskCancelView.as_view(), name="task-cancel"),
+    path("api/tasks/<uuid:pk>/retry", views.TaskRetryView.as_view(), name="task-retry"),
 ]

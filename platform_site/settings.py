@@ -287,6 +287,9 @@ if DISTRIBUTED:
     }
 else:
     CELERY_BROKER_URL = "memory://"
+    # kombu's virtual transports poll their queues, by default once a second: that second
+    # would be added to every task's latency. Polling memory is cheap.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.02}
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
@@ -306,6 +309,12 @@ CELERY_BEAT_SCHEDULE["a2a-face-sweep-push"] = {
 CELERY_BEAT_SCHEDULE["gateway-sweep"] = {
     "task": "gateway.tasks.sweep",
     "schedule": GATEWAY_SWEEP_INTERVAL,
+}
+# Dispatch: fail overdue tasks, claim due sends/polls/cancels, process them concurrently.
+CELERY_BEAT_SCHEDULE["a2a-sweep"] = {
+    "task": "a2a.sweep",
+    "schedule": A2A_SWEEP_INTERVAL,
+    "options": {"expires": max(A2A_SWEEP_INTERVAL * 5, 5.0)},
 }
 
 LOGGING = {

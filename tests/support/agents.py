@@ -54,6 +54,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import socket
 import threading
 import time
@@ -76,6 +77,9 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+# The SDK's telemetry wrappers complain when agent work is cut off at shutdown.
+logging.getLogger("opentelemetry.context").setLevel(logging.CRITICAL)
 
 VALID_OUTPUT: dict[str, Any] = {"verdict": "pass"}
 INVALID_OUTPUT: dict[str, Any] = {"verdict": "maybe"}
@@ -429,6 +433,11 @@ def run_agent(port: int | None = None) -> Iterator[TestAgent]:
         # The event must belong to the server's loop.
         agent.stopping = asyncio.Event()
         loop.run_until_complete(server.serve())
+        # Tasks of unfinished agent work (asked, working, hanging): end them quietly.
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.close()
 
     thread = threading.Thread(target=serve, name=f"test-agent-{agent.port}", daemon=True)

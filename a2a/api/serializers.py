@@ -1,0 +1,81 @@
+"""REST shapes of platform tasks (camelCase, as DESIGN.md fixes them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from a2a.models import Task
+
+
+class TaskSerializer(serializers.ModelSerializer):
+    """The Task JSON: exactly the fields DESIGN.md lists."""
+
+    skillId = serializers.CharField(source="skill_id", read_only=True)
+    agentId = serializers.CharField(source="agent_id", read_only=True)
+    remoteTaskId = serializers.CharField(source="remote_task_id", read_only=True)
+    contextId = serializers.CharField(source="context_id", read_only=True)
+    metadata = serializers.SerializerMethodField()
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+
+    class Meta:
+        model = Task
+        fields = [
+            "id",
+            "skillId",
+            "agentId",
+            "state",
+            "remoteTaskId",
+            "contextId",
+            "input",
+            "output",
+            "artifacts",
+            "question",
+            "error",
+            "attempts",
+            "transport",
+            "metadata",
+            "createdAt",
+            "updatedAt",
+        ]
+        read_only_fields = fields
+
+    def get_metadata(self, task: Task) -> dict[str, Any]:
+        metadata = dict(task.metadata or {})
+        metadata.setdefault("fallbacks", [])
+        metadata.setdefault("match", None)
+        return metadata
+
+
+class CreateTaskSerializer(serializers.Serializer):
+    """``POST /api/tasks`` body."""
+
+    skillId = serializers.CharField(max_length=100)
+    input = serializers.JSONField(required=False, default=dict)
+    agentId = serializers.CharField(max_length=100, required=False, allow_blank=True)
+    idempotencyKey = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+    def validate_input(self, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("input must be a JSON object.")
+        return value
+
+
+class ReplySerializer(serializers.Serializer):
+    """``POST /api/tasks/{id}/reply`` body: text and/or data."""
+
+    text = serializers.CharField(required=False, allow_blank=False, max_length=100_000)
+    data = serializers.JSONField(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs.get("text") and attrs.get("data") is None:
+            raise serializers.ValidationError("Give text, data or both.")
+        if "data" in attrs and not isinstance(attrs["data"], dict):
+            raise serializers.ValidationError({"data": "data must be a JSON object."})
+        return attrs
+
+
+class CancelSerializer(serializers.Serializer):
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000)

@@ -1,0 +1,80 @@
+"""Errors of the a2a app.
+
+Calls to agents raise one of three :class:`A2ACallError` kinds; the dispatcher decides
+what to do with each in one place (``a2a.services.handle_send_failure``):
+
+* :class:`A2ATransientError`: connection refused, timeout, HTTP 5xx or 429. Worth retrying.
+* :class:`A2APermanentError`: HTTP 4xx other than 429. The agent refused this request.
+* :class:`A2AProtocolError`: a 2xx answer that is not A2A (HTML, not JSON, wrong shape).
+
+They are :class:`~platform_site.errors.PlatformError` subclasses so the gateway's consumer
+can turn one into an error frame like any other domain error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from platform_site.errors import PlatformError, ValidationFailed
+
+
+class A2ACallError(PlatformError):
+    """A call to an agent did not produce a usable A2A answer."""
+
+    code = "agent_error"
+    transient = False
+
+    def __init__(
+        self,
+        message: str,
+        details: Any = None,
+        *,
+        code: str | None = None,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, details, code=code)
+        self.status = status
+        self.retry_after = retry_after
+
+    def as_error(self) -> dict[str, Any]:
+        """The ``{"code", "message", "details"}`` stored on the task."""
+        details = self.details
+        if self.status is not None:
+            details = {"httpStatus": self.status, **(details if isinstance(details, dict) else {})}
+        return {"code": self.code, "message": self.message, "details": details}
+
+
+class A2ATransientError(A2ACallError):
+    """Connection error, timeout, 5xx or 429: the same request may work later."""
+
+    code = "agent_unavailable"
+    transient = True
+
+
+class A2APermanentError(A2ACallError):
+    """The agent answered 4xx (not 429): sending the same request again will not help."""
+
+    code = "agent_refused"
+
+
+class A2AProtocolError(A2ACallError):
+    """The agent answered something that is not an A2A response."""
+
+    code = "not_a2a"
+
+
+class UnknownSkill(ValidationFailed):
+    code = "unknown_skill"
+
+
+class UnknownAgent(ValidationFailed):
+    code = "unknown_agent"
+
+
+class NoAgentAvailable(ValidationFailed):
+    code = "no_agent"
+
+
+class InputInvalid(ValidationFailed):
+    code = "input_invalid"

@@ -1,0 +1,135 @@
+"""A2A JSON shapes the dispatcher builds and reads (camelCase, A2A 1.0).
+
+Readers are tolerant: 0.3-style parts (``{"kind": "data", "data": ...}``), text parts that
+hold JSON, and unknown fields are all accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from jsonschema.validators import validator_for
+
+
+def new_message_id() -> str:
+    return str(uuid.uuid4())
+
+
+def user_message(
+    *,
+    skill_id: str,
+    data: dict[str, Any] | None = None,
+    text: str | None = None,
+    task_id: str = "",
+    context_id: str = "",
+) -> dict[str, Any]:
+    """A ``ROLE_USER`` Message with a data part (and/or a text part) and ``metadata.skillId``."""
+    parts: list[dict[str, Any]] = []
+    if text:
+        parts.append({"text": text})
+    if data is not None:
+        parts.append({"data": data})
+    message: dict[str, Any] = {
+        "messageId": new_message_id(),
+        "role": "ROLE_USER",
+        "parts": parts,
+        "metadata": {"skillId": skill_id},
+    }
+    if task_id:
+        message["taskId"] = task_id
+    if context_id:
+        message["contextId"] = context_id
+    return message
+
+
+def relay_message(
+    message: dict[str, Any], *, task_id: str = "", context_id: str = ""
+) -> dict[str, Any]:
+    """A caller's Message, unchanged except for the agent-side task and context ids.
+
+    A caller's ``taskId``/``contextId`` name the platform's task, which the agent has never
+    seen; a follow-up must name the agent's own ids instead.
+    """
+    relayed = dict(message)
+    relayed.setdefault("messageId", new_message_id())
+    relayed.setdefault("role", "ROLE_USER")
+    relayed.pop("taskId", None)
+    if task_id:
+        relayed["taskId"] = task_id
+    if context_id:
+        relayed["contextId"] = context_id
+    return relayed
+
+
+def _part_data(part: Any) -> Any:
+    """The structured data in one part: a data part, or a text part holding JSON."""
+    if not isinstance(part, dict):
+        return None
+    if "data" in part:
+        data = part["data"]
+        # 0.3 wrapped data parts as {"kind": "data", "data": {...}}; 1.0 JSON is a Value.
+        return data
+    text = part.get("text")
+    if isinstance(text, str) and text.lstrip()[:1] in ("{", "["):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return None
+    return None
+
+
+def data_parts(parts: Any) -> list[Any]:
+    """All structured values of a list of parts, in order."""
+    if not isinstance(parts, list):
+        return []
+    values = [_part_data(p) for p in parts if isinstance(p, dict) and "data" in p]
+    if values:
+        return values
+    # Only when no part is a data part: text parts that hold JSON.
+    return [v for v in (_part_data(p) for p in parts) if v is not None]
+
+
+def collect_output(artifacts: list[Any] | None) -> Any:
+    """The skill output carried by the artifacts.
+
+    One structured value → that value. Several objects → merged in order (a later key
+    wins), so an agent may stream its result as several artifacts. Nothing → ``None``.
+    """
+    values: list[Any] = []
+    for artifact in artifacts or []:
+        if isinstance(artifact, dict):
+            values.extend(data_parts(artifact.get("parts")))
+    return merge_values(values)
+
+
+def merge_values(values: list[Any]) -> Any:
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    if all(isinstance(v, dict) for v in values):
+        merged: dict[str, Any] = {}
+        for value in values:
+            merged.update(value)
+        return merged
+    return values[-1]
+
+
+def message_text(message: Any) -> str:
+    """The text parts of a Message joined, for error messages and the admin."""
+    if not isinstance(message, dict):
+        return ""
+    texts = [p["text"] for p in message.get("parts") or [] if isinstance(p, dict) and "text" in p]
+    return " ".join(t for t in texts if isinstance(t, str)).strip()
+
+
+def schema_errors(schema: dict[str, Any], value: Any) -> list[dict[str, str]]:
+    """jsonschema errors of ``value`` as ``[{"path", "message"}]`` (empty when valid)."""
+    validator = validator_for(schema)(schema)
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    return [
+        {"path": "/".join(str(p) for p in e.absolute_path) or "(root)", "message": e.message}
+        for e in errors[:50]
+    ]

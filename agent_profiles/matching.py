@@ -1,0 +1,174 @@
+"""Choosing the agent for a task: a documented score with a deterministic tie-break.
+
+Among the *active* agents that registered the skill, each gets a score in [0, 1]:
+
+=========  ======  ===================================================================
+term       weight  value
+=========  ======  ===================================================================
+fit        0.25    domain match 0.6 + subdomain match 0.4 (against the requested
+                   domain/subdomain, defaulting to the skill's); an agent that declares
+                   no domain gets half marks for that part
+success    0.30    (completed + 1) / (finished + 2) over its last MATCH_WINDOW finished
+                   tasks of the last MATCH_WINDOW_DAYS days (a new agent scores 0.5)
+load       0.20    1 / (1 + tasks it has in SUBMITTED or WORKING)
+latency    0.10    1 / (1 + mean seconds creation→COMPLETED / 10) over the same window
+                   (0.5 without data)
+online     0.15    1 when connected to the gateway or seen in the last ONLINE_WINDOW
+                   seconds; 0.5 when it has an A2A endpoint (reachable, not seen);
+                   0 otherwise (a socket-only agent that is offline)
+=========  ======  ===================================================================
+
+Ties go to the agent with fewer active tasks, then to the smaller agent id. The winner's
+breakdown (and the runner-ups' scores) is saved in ``task.metadata["match"]``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from django.db.models import Count
+from django.utils import timezone
+
+from agent_profiles.models import AgentProfile, AgentStatus, Skill
+
+WEIGHTS: dict[str, float] = {
+    "fit": 0.25,
+    "success": 0.30,
+    "load": 0.20,
+    "latency": 0.10,
+    "online": 0.15,
+}
+MATCH_WINDOW = 50  # finished tasks per agent considered
+MATCH_WINDOW_DAYS = 7
+ONLINE_WINDOW = 300.0  # seconds since last_seen_at that count as online
+
+# The gateway plugs its presence in here (``gateway.presence.online_agent_ids``); until
+# then ``last_seen_at`` decides.
+online_agent_ids: Callable[[], set[str]] | None = None
+
+
+def _online_ids() -> set[str] | None:
+    provider = online_agent_ids
+    if provider is None:
+        try:
+            from gateway.presence import online_agent_ids as provider  # type: ignore[no-redef]
+        except ImportError:
+            return None
+    try:
+        return set(provider())
+    except Exception:  # presence is a hint; never let it break matching
+        return None
+
+
+def _fit(agent: AgentProfile, domain: str, subdomain: str) -> float:
+    def part(mine: str, wanted: str) -> float:
+        if not wanted:
+            return 1.0
+        if not mine:
+            return 0.5
+        return 1.0 if mine.lower() == wanted.lower() else 0.0
+
+    return 0.6 * part(agent.domain, domain) + 0.4 * part(agent.subdomain, subdomain)
+
+
+def _history(agent_ids: list[str]) -> tuple[dict[str, int], dict[str, list[tuple[str, float]]]]:
+    """Active task counts and recent (state, seconds) of finished tasks, per agent."""
+    from a2a.models import Task
+    from a2a.states import ACTIVE_STATES, TERMINAL_STATES
+
+    active = dict(
+        Task.objects.filter(agent_id__in=agent_ids, state__in=ACTIVE_STATES)
+        .values_list("agent_id")
+        .annotate(n=Count("id"))
+        .values_list("agent_id", "n")
+    )
+    since = timezone.now() - timedelta(days=MATCH_WINDOW_DAYS)
+    recent: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    rows = (
+        Task.objects.filter(
+            agent_id__in=agent_ids, state__in=TERMINAL_STATES, state_changed_at__gte=since
+        )
+        .order_by("-state_changed_at")
+        .values_list("agent_id", "state", "created_at", "state_changed_at")[
+            : MATCH_WINDOW * max(1, len(agent_ids))
+        ]
+    )
+    for agent_id, state, created, changed in rows:
+        if len(recent[agent_id]) < MATCH_WINDOW:
+            recent[agent_id].append((state, (changed - created).total_seconds()))
+    return active, recent
+
+
+def score_agents(
+    skill: Skill, *, domain: str | None = None, subdomain: str | None = None
+) -> list[dict[str, Any]]:
+    """Every candidate's score breakdown, best first (the tie-break applied)."""
+    from a2a.states import TaskState
+
+    agents = list(skill.agents.filter(status=AgentStatus.ACTIVE).order_by("id"))
+    if not agents:
+        return []
+    want_domain = skill.domain if domain is None else domain
+    want_subdomain = skill.subdomain if subdomain is None else subdomain
+    active, recent = _history([a.id for a in agents])
+    online = _online_ids()
+    now = timezone.now()
+    rows = []
+    for agent in agents:
+        finished = recent.get(agent.id, [])
+        completed = [secs for state, secs in finished if state == TaskState.COMPLETED]
+        seen = agent.last_seen_at is not None and (
+            (now - agent.last_seen_at).total_seconds() <= ONLINE_WINDOW
+        )
+        is_online = agent.id in online if online is not None else False
+        terms = {
+            "fit": _fit(agent, want_domain, want_subdomain),
+            "success": (len(completed) + 1) / (len(finished) + 2),
+            "load": 1 / (1 + active.get(agent.id, 0)),
+            "latency": (1 / (1 + (sum(completed) / len(completed)) / 10)) if completed else 0.5,
+            "online": 1.0 if (is_online or seen) else (0.5 if agent.a2a_endpoint else 0.0),
+        }
+        score = sum(WEIGHTS[k] * v for k, v in terms.items())
+        rows.append(
+            {
+                "agent": agent,
+                "agentId": agent.id,
+                "score": round(score, 4),
+                "terms": {k: round(v, 4) for k, v in terms.items()},
+                "activeTasks": active.get(agent.id, 0),
+                "finishedTasks": len(finished),
+            }
+        )
+    rows.sort(key=lambda r: (-r["score"], r["activeTasks"], r["agentId"]))
+    return rows
+
+
+def match_agent(
+    skill: Skill, *, domain: str | None = None, subdomain: str | None = None
+) -> tuple[AgentProfile, dict[str, Any]]:
+    """The best active agent for ``skill`` and the score breakdown for ``metadata.match``.
+
+    Raises :class:`a2a.exceptions.NoAgentAvailable` (400) when no active agent offers it.
+    """
+    from a2a.exceptions import NoAgentAvailable
+
+    rows = score_agents(skill, domain=domain, subdomain=subdomain)
+    if not rows:
+        raise NoAgentAvailable(
+            f"No active agent offers the skill '{skill.id}'. Register an agent for it, "
+            "or approve a pending one, then create the task again.",
+            {"skillId": skill.id},
+        )
+    best = rows[0]
+    breakdown = {
+        "agentId": best["agentId"],
+        "score": best["score"],
+        "terms": best["terms"],
+        "weights": WEIGHTS,
+        "candidates": [{"agentId": r["agentId"], "score": r["score"]} for r in rows[:10]],
+        "at": timezone.now().isoformat(),
+    }
+    return best["agent"], breakdown

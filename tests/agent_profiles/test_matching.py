@@ -1,0 +1,81 @@
+"""The matcher: documented score terms, deterministic tie-break, clear error."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from a2a.exceptions import NoAgentAvailable
+from a2a.models import Task
+from agent_profiles import matching
+from agent_profiles.matching import WEIGHTS, match_agent
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def skill(make_skill: Any) -> Any:
+    return make_skill()
+
+
+def test_it_breaks_ties_by_agent_id(make_agent: Any, skill: Any) -> None:
+    make_agent(id="b-agent", skills=[skill])
+    make_agent(id="a-agent", skills=[skill])
+    agent, breakdown = match_agent(skill)
+    assert agent.id == "a-agent"
+    assert [c["agentId"] for c in breakdown["candidates"]] == ["a-agent", "b-agent"]
+    assert breakdown["weights"] == WEIGHTS
+    assert abs(sum(WEIGHTS.values()) - 1.0) < 1e-9
+
+
+def test_domain_fit_wins(make_agent: Any, skill: Any) -> None:
+    make_agent(id="a-agent", skills=[skill], domain="finance")
+    make_agent(id="z-agent", skills=[skill], domain="compliance", subdomain="ce_certification")
+    agent, breakdown = match_agent(skill)
+    assert agent.id == "z-agent"
+    assert breakdown["terms"]["fit"] == 1.0
+
+
+def test_load_and_success_count(make_agent: Any, skill: Any) -> None:
+    busy = make_agent(id="a-busy", skills=[skill])
+    make_agent(id="b-idle", skills=[skill])
+    for _ in range(3):
+        Task.objects.create(skill=skill, agent=busy)
+    agent, _ = match_agent(skill)
+    assert agent.id == "b-idle"
+
+
+def test_a_failing_agent_loses_to_a_reliable_one(make_agent: Any, skill: Any) -> None:
+    flaky = make_agent(id="a-flaky", skills=[skill])
+    good = make_agent(id="b-good", skills=[skill])
+    now = timezone.now()
+    for agent, ok in ((flaky, False), (good, True)):
+        for _ in range(4):
+            task = Task.objects.create(
+                skill=skill, agent=agent, created_at=now - timedelta(seconds=5)
+            )
+            if ok:
+                task.complete({"verdict": "pass"}, [])
+            else:
+                task.fail("agent_failed", "boom")
+    agent, breakdown = match_agent(skill)
+    assert agent.id == "b-good"
+    assert breakdown["terms"]["success"] > 0.8
+
+
+def test_online_presence_counts(make_agent: Any, skill: Any, monkeypatch: Any) -> None:
+    make_agent(id="a-agent", skills=[skill])
+    make_agent(id="b-agent", skills=[skill])
+    monkeypatch.setattr(matching, "online_agent_ids", lambda: {"b-agent"})
+    agent, breakdown = match_agent(skill)
+    assert agent.id == "b-agent"
+    assert breakdown["terms"]["online"] == 1.0
+
+
+def test_inactive_agents_are_not_candidates(make_agent: Any, skill: Any) -> None:
+    make_agent(id="a-agent", skills=[skill], status="disabled")
+    with pytest.raises(NoAgentAvailable):
+        match_agent(skill)
