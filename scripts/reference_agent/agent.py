@@ -221,11 +221,14 @@ def _json(response: httpx.Response) -> Any:
 
 
 def main(env: dict[str, str] | None = None) -> int:
+    """Run the agent until SIGINT/SIGTERM; 2 on bad configuration."""
     env = dict(os.environ if env is None else env)
     logging.basicConfig(
         level=env.get("LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # One line per request is noise here; the agent logs what matters itself.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         agent = ReferenceAgent(Config.from_env(env))
         agent.prepare()
