@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import stat
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,13 @@ pytestmark = pytest.mark.slow
 SKILL_ID = "ce-certification-review-v1"
 
 
+def wait_until(check: Callable[[], bool], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
 @pytest.fixture
 def platform(live_platform: Any) -> Any:
     call_command("loadskills", str(settings.EXAMPLE_SKILLS_FILE), verbosity=0)
@@ -41,7 +50,7 @@ def test_it_registers_connects_and_keeps_its_identity_across_restarts(
         profile = AgentProfile.objects.get(pk="ref-e2e")
         assert profile.a2a_endpoint.rstrip("/") == agent.url
         assert list(profile.skills.values_list("id", flat=True)) == [SKILL_ID]
-        assert is_online("ref-e2e")
+        wait_until(lambda: is_online("ref-e2e"))  # presence is written just after accept
         assert agent.stop() == 0  # SIGTERM: a clean exit
     saved = json.loads((tmp_path / "ref-e2e.json").read_text())
     assert saved["apiKey"].startswith("a2a_")
