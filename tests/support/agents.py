@@ -23,6 +23,7 @@ agent does is chosen per task by ``input["behaviour"]`` (the ``data`` part of th
 ``reject``      REJECTED with a status message
 ``slow``        WORKING for ``input["seconds"]`` (default 2), then completes
 ``working``     stays WORKING until canceled (for cancel and timeout tests)
+``slowsend``    waits ``input["seconds"]`` before answering the send, then completes
 ``message``     answers with a bare Message whose data part is the output
 ``crash``       the executor raises (the SDK reports a failed task)
 ==============  =====================================================================
@@ -168,6 +169,10 @@ class BehaviourExecutor(AgentExecutor):
             )
             await event_queue.enqueue_event(reply)
             return
+        if behaviour == "slowsend":
+            # Hold the send's HTTP request open (a worker killed now dies mid-send).
+            await asyncio.sleep(float(data.get("seconds", 2)))
+            behaviour = "complete"
         if behaviour == "complete":
             # The whole answer as the first event: with returnImmediately the send's
             # response is already the finished task (one request per task).

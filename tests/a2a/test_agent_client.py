@@ -1,0 +1,106 @@
+"""A2AClientService against a real a2a-sdk agent and against agents that are not A2A."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from a2a.agent_client import A2AClientService, parse_retry_after
+from a2a.exceptions import A2APermanentError, A2AProtocolError, A2ATransientError
+from a2a.states import TaskState
+from a2a.wire import user_message
+from tests.support.agents import TestAgent, down_url, run_agent
+
+
+@pytest.fixture(scope="module")
+def peer() -> Iterator[TestAgent]:
+    with run_agent() as agent:
+        yield agent
+
+
+def message(behaviour: str = "complete") -> dict[str, Any]:
+    return user_message(skill_id="ce-review", data={"product": "x", "behaviour": behaviour})
+
+
+@pytest.mark.slow
+def test_it_sends_polls_and_cancels_against_the_sdk(peer: TestAgent, settings: Any) -> None:
+    client = A2AClientService()
+    done = client.send_message(peer.url, message())
+    assert done.state == TaskState.COMPLETED
+    working = client.send_message(peer.url, message("working"))
+    assert working.state in {TaskState.SUBMITTED, TaskState.WORKING}
+    polled = client.get_task(peer.url, working.task["id"])
+    assert polled.task["id"] == working.task["id"]
+    canceled = client.cancel_task(peer.url, working.task["id"])
+    assert canceled.state == TaskState.CANCELED
+
+
+@pytest.mark.slow
+def test_a_bare_message_is_a_message_reply(peer: TestAgent) -> None:
+    reply = A2AClientService().send_message(peer.url, message("message"))
+    assert reply.task is None
+    assert reply.message["parts"][0]["data"] == {"verdict": "pass"}
+
+
+@pytest.mark.slow
+def test_an_unknown_remote_task_is_a_permanent_error(peer: TestAgent) -> None:
+    with pytest.raises(A2APermanentError) as info:
+        A2AClientService().get_task(peer.url, str(uuid.uuid4()))
+    assert info.value.code == "remote_task_not_found"
+    assert "Task not found" in info.value.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("mode", "error", "code"),
+    [
+        ("500", A2ATransientError, "agent_http_error"),
+        ("busy", A2ATransientError, "agent_busy"),
+        ("html", A2AProtocolError, "not_a2a"),
+        ("garbage", A2AProtocolError, "not_a2a"),
+        ("wrongshape", A2AProtocolError, "not_a2a"),
+    ],
+)
+def test_bad_answers_raise_typed_errors(
+    peer: TestAgent, mode: str, error: type[Exception], code: str
+) -> None:
+    with pytest.raises(error) as info:
+        A2AClientService().send_message(peer.url_for(mode), message())
+    assert info.value.code == code
+    if mode == "busy":
+        assert info.value.retry_after == 1.0
+
+
+@pytest.mark.slow
+def test_a_hanging_agent_is_a_timeout(peer: TestAgent, settings: Any) -> None:
+    settings.A2A_HTTP_TIMEOUT = 0.3
+    with pytest.raises(A2ATransientError) as info:
+        A2AClientService().send_message(peer.url_for("hang"), message())
+    assert info.value.code == "agent_timeout"
+
+
+def test_a_closed_port_is_unreachable() -> None:
+    with pytest.raises(A2ATransientError) as info:
+        A2AClientService().send_message(down_url(), message())
+    assert info.value.code == "agent_unreachable"
+
+
+def test_no_endpoint_is_a_permanent_error() -> None:
+    with pytest.raises(A2APermanentError):
+        A2AClientService().send_message("", message())
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [("3", 3.0), ("0", 0.0), ("-5", 0.0), ("99999", 300.0), ("soon", None), (None, None)],
+)
+def test_it_reads_retry_after(header: str | None, seconds: float | None) -> None:
+    assert parse_retry_after(header) == seconds
+
+
+def test_it_reads_an_http_date_retry_after() -> None:
+    value = parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT")
+    assert value == 0.0

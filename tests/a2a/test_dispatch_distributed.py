@@ -1,0 +1,108 @@
+"""The distributed mode: PostgreSQL, Redis, and Celery worker and beat as processes.
+
+The crash test kills a worker (SIGKILL) while it waits on the agent's answer: the task's
+lease expires, beat's sweep hands it to a new worker, which sends the same message
+again (same messageId), and the task completes exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+
+from a2a import services
+from a2a.models import Task, TaskEvent
+from a2a.states import TaskState
+from tests.a2a.helpers import wait_for
+from tests.support.agents import TestAgent, run_agent
+from tests.support.processes import celery_beat, celery_worker, worker_proc
+
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
+
+ENV = {
+    "A2A_POLL_INTERVAL": 0.2,
+    "A2A_POLL_INTERVAL_MAX": 0.5,
+    "A2A_RETRY_BACKOFF": 0.2,
+    "A2A_SWEEP_INTERVAL": 0.3,
+    "A2A_LEASE_SECONDS": 3,
+    "ALLOW_LOOPBACK_URLS": True,
+}
+
+
+@pytest.fixture
+def peer() -> Iterator[TestAgent]:
+    with run_agent() as agent:
+        yield agent
+
+
+@pytest.fixture
+def setup(
+    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any, peer: Any
+) -> Any:
+    skill = make_skill()
+    make_agent(skills=[skill], a2a_endpoint=peer.url)
+    return make_user()
+
+
+def start(user: Any, behaviour: str, **extra: Any) -> Task:
+    data = {"product": "lamp", "behaviour": behaviour, **extra}
+    return services.create_task(skill_id="ce-review", input=data, user=user)
+
+
+def test_worker_processes_follow_tasks_to_the_end(setup: Any, peer: TestAgent) -> None:
+    with celery_worker(**ENV), celery_beat(**ENV):
+        done = wait_for(start(setup, "complete"), timeout=30)
+        slow = wait_for(start(setup, "slow", seconds=1), timeout=30)
+        asked = wait_for(
+            start(setup, "ask"), lambda t: t.state == TaskState.INPUT_REQUIRED, timeout=30
+        )
+        services.reply_to_task(asked, text="EU")
+        asked = wait_for(asked, timeout=30)
+    assert (done.state, done.output) == (TaskState.COMPLETED, {"verdict": "pass"})
+    assert slow.state == TaskState.COMPLETED
+    assert peer.requests_for(slow.remote_task_id) >= 1
+    assert asked.state == TaskState.COMPLETED
+    assert asked.output["answer"] == "EU"
+
+
+def test_a_killed_worker_only_delays_the_task_which_completes_once(
+    setup: Any, peer: TestAgent
+) -> None:
+    with ExitStack() as stack:
+        stack.enter_context(celery_beat(**ENV))
+        first = stack.enter_context(celery_worker("first", **ENV))
+        task = start(setup, "slowsend", seconds=1.5)
+        # The first worker is inside message:send when the agent has the message.
+        wait_for(task, lambda t: len(peer.messages) == 1 and t.lease_until is not None)
+        first.kill()
+        task.refresh_from_db()
+        assert task.state == TaskState.SUBMITTED
+        second = stack.enter_context(celery_worker("second", **ENV))
+        task = wait_for(task, timeout=30)
+        assert second.alive()
+    assert task.state == TaskState.COMPLETED
+    assert task.output == {"verdict": "pass"}
+    assert TaskEvent.objects.filter(task=task, to_state=TaskState.COMPLETED).count() == 1
+    # Re-sent as the same attempt: the same messageId both times.
+    ids = [m["messageId"] for m in peer.messages]
+    assert ids == [task.outbound_message["messageId"]] * 2
+    assert task.attempts == 2
+
+
+def test_concurrent_workers_never_process_a_task_twice(setup: Any, peer: TestAgent) -> None:
+    with ExitStack() as stack:
+        stack.enter_context(celery_beat(**ENV))
+        workers = [worker_proc(f"w{i}", **ENV) for i in range(2)]
+        for proc in workers:
+            stack.callback(proc.close)
+        for proc in workers:
+            proc.wait_log(r"ready\.", timeout=60)
+        tasks = [start(setup, "slow", seconds=0.5) for _ in range(10)]
+        tasks = [wait_for(t, timeout=40) for t in tasks]
+    assert all(t.state == TaskState.COMPLETED for t in tasks)
+    assert peer.sends == 10
+    completed = TaskEvent.objects.filter(to_state=TaskState.COMPLETED).count()
+    assert completed == 10

@@ -1,0 +1,80 @@
+"""Claims and leases: no two workers act on one task; a dead worker's lease expires."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from a2a import services, worker
+from a2a.models import Task
+from a2a.states import NextAction, TaskState
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def task(make_skill: Any, make_agent: Any, make_user: Any) -> Task:
+    skill = make_skill()
+    make_agent(skills=[skill])
+    return services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
+
+
+def test_a_task_is_claimed_once(task: Task) -> None:
+    assert worker.claim(task.pk) is not None
+    assert worker.claim(task.pk) is None
+    assert worker.claim_due(10) == []
+
+
+def test_an_expired_lease_can_be_claimed_again(task: Task) -> None:
+    Task.objects.filter(pk=task.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
+    assert worker.claim_due(10) == [task.pk]
+
+
+def test_a_task_not_yet_due_is_not_claimed(task: Task) -> None:
+    Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now() + timedelta(seconds=60))
+    assert worker.claim(task.pk) is None
+    assert worker.claim_due(10) == []
+
+
+def test_a_task_waiting_for_a_person_is_not_claimed(task: Task) -> None:
+    services.apply_agent_update(task, status={"state": "input-required"}, via="a2a")
+    assert worker.claim_due(10) == []
+
+
+def test_the_sweep_fails_overdue_tasks(task: Task) -> None:
+    Task.objects.filter(pk=task.pk).update(deadline_at=timezone.now() - timedelta(seconds=1))
+    assert worker.expire_overdue() == 1
+    task.refresh_from_db()
+    assert (task.state, task.error["code"]) == (TaskState.FAILED, "timeout")
+    assert task.next_action == NextAction.NONE  # the agent never had it: nothing to cancel
+
+
+def test_the_poll_interval_backs_off_to_the_cap(task: Task, settings: Any) -> None:
+    settings.A2A_POLL_INTERVAL, settings.A2A_POLL_BACKOFF = 1.0, 2.0
+    settings.A2A_POLL_INTERVAL_MAX = 3.0
+    task = Task.objects.select_related("agent").get(pk=task.pk)
+    seen = []
+    for _ in range(4):
+        worker.schedule_poll(task, grow=True)
+        seen.append(task.poll_interval)
+    assert seen == [2.0, 3.0, 3.0, 3.0]
+    worker.schedule_poll(task, grow=False)
+    assert task.poll_interval == 1.0
+
+
+def test_an_agent_poll_interval_overrides_the_setting(task: Task) -> None:
+    task = Task.objects.select_related("agent").get(pk=task.pk)
+    task.agent.poll_interval = 5.0
+    worker.schedule_poll(task, grow=False, retry_after=7.0)
+    assert task.poll_interval == 5.0
+    assert task.next_poll_at >= timezone.now() + timedelta(seconds=6)
+
+
+def test_an_internal_error_is_retried_then_fails_the_task(task: Task) -> None:
+    for _ in range(worker.MAX_INTERNAL_ERRORS):
+        worker._internal_error(task, RuntimeError("bug"))
+    task.refresh_from_db()
+    assert (task.state, task.error["code"]) == (TaskState.FAILED, "internal_error")
