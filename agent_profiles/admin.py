@@ -56,10 +56,10 @@ class SkillForm(forms.ModelForm):
         widgets = {
             "input_schema": PrettyJSONWidget(),
             "output_schema": PrettyJSONWidget(),
-            "tags": PrettyJSONWidget(rows=2),
-            "examples": PrettyJSONWidget(rows=4),
-            "input_modes": PrettyJSONWidget(rows=2),
-            "output_modes": PrettyJSONWidget(rows=2),
+            "tags": PrettyJSONWidget(rows=5),
+            "examples": PrettyJSONWidget(rows=6),
+            "input_modes": PrettyJSONWidget(rows=4),
+            "output_modes": PrettyJSONWidget(rows=4),
         }
 
 

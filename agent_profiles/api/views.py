@@ -44,6 +44,11 @@ class RegisterAgentView(APIView):
 
     @extend_schema(
         operation_id="register_agent",
+        description=(
+            "Register a new agent (201 with its API key, shown once) or, with that agent's "
+            "own key as `Authorization: Bearer <apiKey>`, update it (200). No key is needed "
+            "for a new agent."
+        ),
         request=RegistrationSerializer,
         parameters=[
             OpenApiParameter(
