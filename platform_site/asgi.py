@@ -10,6 +10,10 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 
+from a2a.face.asgi import with_face  # noqa: E402
 from gateway.routing import websocket_application  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_application})
+# The A2A face's paths skip the middleware stack (see a2a/face/asgi.py).
+application = ProtocolTypeRouter(
+    {"http": with_face(django_asgi_app), "websocket": websocket_application}
+)

@@ -263,6 +263,9 @@ A2A_PUSH_DISABLE_AFTER = envint("A2A_PUSH_DISABLE_AFTER", 10)  # consecutive fai
 A2A_PUSH_SWEEP_INTERVAL = envfloat("A2A_PUSH_SWEEP_INTERVAL", 30.0)
 A2A_STREAM_RECHECK = envfloat("A2A_STREAM_RECHECK", 5.0)  # re-read a quiet stream's task
 A2A_CARD_MAX_AGE = envint("A2A_CARD_MAX_AGE", 300)  # Cache-Control max-age of agent cards
+# Threads (each with its own database connection) serving the face's ORM calls; 0 runs
+# them in Django's single sync thread instead.
+A2A_FACE_DB_THREADS = envint("A2A_FACE_DB_THREADS", 4)
 PLATFORM_NAME = envstr("PLATFORM_NAME", "A2A Agent Platform")
 
 # --- Gateway --------------------------------------------------------------------------

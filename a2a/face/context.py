@@ -16,7 +16,6 @@ from django.conf import settings
 from django.db.models import Q
 from django.http import HttpRequest
 
-from a2a.face.db import db_call
 from a2a.face.errors import Unauthenticated, VersionNotSupported
 from agent_profiles.authentication import AgentPrincipal, authenticate_bearer, bearer_token
 
@@ -34,6 +33,7 @@ class CallContext:
     token_invalid: bool = False
     tenant: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    authenticated: bool = False  # the token was looked up (lazily, on a database thread)
 
     @property
     def user(self) -> Any:
@@ -48,8 +48,19 @@ class CallContext:
     def is_anonymous(self) -> bool:
         return self.principal is None
 
+    def authenticate(self) -> None:
+        """Look the bearer token up (once). Touches the database: call from a DB thread."""
+        if self.authenticated:
+            return
+        self.authenticated = True
+        if self.raw_token is not None and not self.token_invalid:
+            self.principal = authenticate_bearer(self.raw_token)
+            self.token_invalid = self.principal is None
+
     def require_caller(self) -> None:
-        """Raise :class:`Unauthenticated` unless the caller may use task operations."""
+        """Raise :class:`Unauthenticated` unless the caller may use task operations.
+        Touches the database: call from a DB thread."""
+        self.authenticate()
         if self.token_invalid:
             raise Unauthenticated("Invalid or revoked token.")
         if self.principal is None and not settings.A2A_ALLOW_ANONYMOUS:
@@ -92,18 +103,9 @@ def is_json_content_type(value: str | None) -> bool:
     )
 
 
-def _authenticate(raw: str) -> Any:
-    return authenticate_bearer(raw)
-
-
-async def build_context(request: HttpRequest, tenant: str | None) -> CallContext:
-    """The call context of ``request``. Authentication errors surface in
-    :meth:`CallContext.require_caller`, so the extended card can accept its own token."""
-    raw = bearer_token(request.headers.get("Authorization"))
-    ctx = CallContext(raw_token=raw, tenant=tenant)
-    if request.headers.get("Authorization") and raw is None:
-        ctx.token_invalid = True
-    elif raw is not None:
-        ctx.principal = await db_call(_authenticate)(raw)
-        ctx.token_invalid = ctx.principal is None
-    return ctx
+def build_context(request: HttpRequest, tenant: str | None) -> CallContext:
+    """The call context of ``request``. The token is looked up later, on the database
+    thread of the operation (one hop per request); the extended card accepts its own token."""
+    header = request.headers.get("Authorization")
+    raw = bearer_token(header)
+    return CallContext(raw_token=raw, tenant=tenant, token_invalid=bool(header) and raw is None)

@@ -178,34 +178,32 @@ class FaceHandler:
         )
 
     async def get_task(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        ctx.require_caller()
-        history_length = _opt_int(params, "historyLength", low=0)
-
         def run() -> dict[str, Any]:
+            ctx.require_caller()
+            history_length = _opt_int(params, "historyLength", low=0)
             task = self._get_visible(ctx, params.get("id"))
             return self._task_payload(task, history_length=history_length)
 
         return await db_call(run)()
 
     async def list_tasks(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        ctx.require_caller()
-        page_size = _opt_int(params, "pageSize", low=1, high=MAX_PAGE_SIZE) or DEFAULT_PAGE_SIZE
-        history_length = _opt_int(params, "historyLength", low=0)
-        include_artifacts = bool(_opt_bool(params, "includeArtifacts"))
-        after = _opt_timestamp(params, "statusTimestampAfter")
-        status = params.get("status") or None
-        if status is not None and status not in STATES_BY_NAME:
-            if status != "TASK_STATE_UNSPECIFIED":
-                raise InvalidParams(
-                    f"status must be one of {sorted(STATES_BY_NAME)}, got {status!r}",
-                    violations=[("status", "unknown task state")],
-                )
-            status = None
-        context_id = params.get("contextId") or None
-        token = params.get("pageToken") or None
-        cursor = _decode_cursor(str(token)) if token else None
-
         def run() -> dict[str, Any]:
+            ctx.require_caller()
+            page_size = _opt_int(params, "pageSize", low=1, high=MAX_PAGE_SIZE) or DEFAULT_PAGE_SIZE
+            history_length = _opt_int(params, "historyLength", low=0)
+            include_artifacts = bool(_opt_bool(params, "includeArtifacts"))
+            after = _opt_timestamp(params, "statusTimestampAfter")
+            status = params.get("status") or None
+            if status is not None and status not in STATES_BY_NAME:
+                if status != "TASK_STATE_UNSPECIFIED":
+                    raise InvalidParams(
+                        f"status must be one of {sorted(STATES_BY_NAME)}, got {status!r}",
+                        violations=[("status", "unknown task state")],
+                    )
+                status = None
+            context_id = params.get("contextId") or None
+            token = params.get("pageToken") or None
+            cursor = _decode_cursor(str(token)) if token else None
             qs = self._visible(ctx)
             if ctx.is_anonymous and not context_id:
                 # Anonymous callers share ownerless tasks: listing needs a context id.
@@ -256,9 +254,8 @@ class FaceHandler:
     # ---- tasks: cancel ----
 
     async def cancel_task(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        ctx.require_caller()
-
         def run() -> dict[str, Any]:
+            ctx.require_caller()
             task = self._get_visible(ctx, params.get("id"))
             if task.is_terminal:
                 raise TaskNotCancelable(
@@ -406,47 +403,56 @@ class FaceHandler:
         task = Task.objects.get(pk=task_id)
         return self._task_payload(task, history_length=history_length)
 
-    async def send_message(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    def _send_and_attach(
+        self, ctx: CallContext, params: dict[str, Any]
+    ) -> tuple[Task, int | None, dict[str, Any]]:
+        """One database hop: authenticate, validate, create or answer, attach a push config."""
         ctx.require_caller()
         self._validate_send(params)
         config = params.get("configuration") or {}
-        history_length = _opt_int(config, "historyLength", low=0)
-        return_now = bool(_opt_bool(config, "returnImmediately"))
-        task, since_seq = await db_call(self._send_sync)(ctx, params)
-        await self._attach_push_config(ctx, task, config)
-        if not return_now:
-            await sse.wait_until_settled(
-                task.id, since_seq=since_seq, seconds=settings.A2A_BLOCKING_TIMEOUT
-            )
-        payload = await db_call(self._load_payload)(task.id, history_length)
-        return {"task": payload}
-
-    async def _attach_push_config(
-        self, ctx: CallContext, task: Task, config: dict[str, Any]
-    ) -> None:
+        if not isinstance(config, dict):
+            raise InvalidParams("configuration must be an object.")
+        task, since_seq = self._send_sync(ctx, params)
         push = config.get("taskPushNotificationConfig") or config.get("pushNotificationConfig")
         if isinstance(push, dict):
             from a2a.face import push as push_service
 
-            await db_call(push_service.create_config)(task, {**push, "taskId": str(task.id)})
+            push_service.create_config(task, {**push, "taskId": str(task.id)})
+        return task, since_seq, config
+
+    async def send_message(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        def start() -> tuple[Task, int | None, int | None, dict[str, Any] | None]:
+            task, since_seq, config = self._send_and_attach(ctx, params)
+            history_length = _opt_int(config, "historyLength", low=0)
+            if _opt_bool(config, "returnImmediately"):
+                return (
+                    task,
+                    since_seq,
+                    history_length,
+                    self._task_payload(task, history_length=history_length),
+                )
+            return task, since_seq, history_length, None
+
+        task, since_seq, history_length, payload = await db_call(start)()
+        if payload is None:
+            await sse.wait_until_settled(
+                task.id, since_seq=since_seq, seconds=settings.A2A_BLOCKING_TIMEOUT
+            )
+            payload = await db_call(self._load_payload)(task.id, history_length)
+        return {"task": payload}
 
     async def stream_message(
         self, params: dict[str, Any], ctx: CallContext
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncIterator[dict[str, Any] | None]:
         """Send, then stream: the Task first, then status/artifact updates to the end."""
-        ctx.require_caller()
-        self._validate_send(params)
-        config = params.get("configuration") or {}
-        task, _since = await db_call(self._send_sync)(ctx, params)
-        await self._attach_push_config(ctx, task, config)
+        task, _since, _config = await db_call(self._send_and_attach)(ctx, params)
         return sse.task_stream(task.id)
 
     async def subscribe(
         self, params: dict[str, Any], ctx: CallContext
     ) -> AsyncIterator[dict[str, Any]]:
-        ctx.require_caller()
-
         def run() -> Task:
+            ctx.require_caller()
             task = self._get_visible(ctx, params.get("id"))
             if task.is_terminal:
                 raise UnsupportedOperation(
@@ -464,13 +470,12 @@ class FaceHandler:
         return self._get_visible(ctx, raw_id)
 
     async def create_push_config(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        ctx.require_caller()
         from a2a.face import push as push_service
         from a2a.types import a2a_pb2
 
-        _proto_check(params, a2a_pb2.TaskPushNotificationConfig, "TaskPushNotificationConfig")
-
         def run() -> dict[str, Any]:
+            ctx.require_caller()
+            _proto_check(params, a2a_pb2.TaskPushNotificationConfig, "TaskPushNotificationConfig")
             task = self._push_task(ctx, params.get("taskId"))
             config = push_service.create_config(task, params)
             return push_service.config_json(config)
@@ -478,10 +483,10 @@ class FaceHandler:
         return await db_call(run)()
 
     async def get_push_config(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        ctx.require_caller()
         from a2a.face import push as push_service
 
         def run() -> dict[str, Any]:
+            ctx.require_caller()
             task = self._push_task(ctx, params.get("taskId"))
             config = PushNotificationConfig.objects.filter(
                 task=task, config_id=str(params.get("id") or "")
@@ -496,10 +501,10 @@ class FaceHandler:
         return await db_call(run)()
 
     async def list_push_configs(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        ctx.require_caller()
         from a2a.face import push as push_service
 
         def run() -> dict[str, Any]:
+            ctx.require_caller()
             task = self._push_task(ctx, params.get("taskId"))
             configs = PushNotificationConfig.objects.filter(task=task).order_by("created_at", "id")
             return {"configs": [push_service.config_json(c) for c in configs], "nextPageToken": ""}
@@ -507,9 +512,8 @@ class FaceHandler:
         return await db_call(run)()
 
     async def delete_push_config(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        ctx.require_caller()
-
         def run() -> None:
+            ctx.require_caller()
             task = self._push_task(ctx, params.get("taskId"))
             # Idempotent: deleting twice has the same effect.
             PushNotificationConfig.objects.filter(

@@ -92,7 +92,7 @@ async def endpoint(request: HttpRequest, tenant: str | None = None) -> HttpRespo
         request_id = _request_id(body)
         operation, params, streams = _parse_call(body)
         check_version(request)
-        ctx = await build_context(request, tenant or params.get("tenant") or None)
+        ctx = build_context(request, tenant or params.get("tenant") or None)
         result = await getattr(handler, operation)(params, ctx)
     except FaceError as exc:
         return error_response(exc, request_id)

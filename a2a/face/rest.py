@@ -57,7 +57,7 @@ def operation(
                 params = read_json_body(request, required=body == "required")
             check_version(request)
             params.update(path)
-            ctx = await build_context(request, tenant)
+            ctx = build_context(request, tenant)
             result = await getattr(handler, name)(params, ctx)
             if stream:
                 return await sse_response(result, lambda e: e, lambda err: rest_error_body(err)[1])

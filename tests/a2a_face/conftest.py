@@ -114,3 +114,9 @@ def make_task(skill: Any, agent: Any) -> Callable[..., Task]:
 def error_reason(response: Any) -> str:
     body = response.json()
     return body["error"]["details"][0]["reason"]
+
+
+@pytest.fixture(autouse=True)
+def _face_db_in_the_test_thread(settings: Any) -> None:
+    """Run the face's ORM calls where the test's transaction is visible."""
+    settings.A2A_FACE_DB_THREADS = 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -42,6 +43,14 @@ class Webhook:
         threading.Thread(
             target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         ).start()
+
+    def wait_for_state(self, state: str, timeout: float) -> None:
+        """Block until a notification with ``state`` arrived (or ``timeout`` passed)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(body["task"]["status"]["state"] == state for _, body in self.received):
+                return
+            time.sleep(0.05)
 
     def close(self) -> None:
         self.server.shutdown()

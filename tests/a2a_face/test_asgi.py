@@ -1,0 +1,74 @@
+"""The lean ASGI entry of the face: same views, no middleware, its own database threads."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from a2a.face.asgi import FaceASGIHandler, is_face_path
+from a2a.face.db import close_pool
+from a2a.models import Task
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _close_the_pool() -> Iterator[None]:
+    yield
+    close_pool()
+
+
+def _get(path: str, **headers: str) -> httpx.Response:
+    async def call() -> httpx.Response:
+        transport = httpx.ASGITransport(app=FaceASGIHandler())
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            return await client.get(path, headers=headers)
+
+    return asyncio.run(call())
+
+
+@pytest.mark.parametrize(
+    ("path", "face"),
+    [
+        ("/v1/a2a/tasks", True),
+        ("/v1/a2a", True),
+        ("/.well-known/agent-card.json", True),
+        ("/v1/a2aa", False),
+        ("/api/tasks", False),
+        ("/admin/", False),
+    ],
+)
+def test_it_recognises_the_face_paths(path: str, face: bool) -> None:
+    assert is_face_path(path) is face
+
+
+def test_it_serves_a_task_from_its_database_threads(
+    settings: Any, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    settings.A2A_FACE_DB_THREADS = 2
+    task = make_task(alice)
+    response = _get(
+        f"/v1/a2a/tasks/{task.id}",
+        Authorization=f"Bearer {alice.raw_token}",
+        **{"A2A-Version": "1.0"},
+    )
+    assert response.status_code == 200
+    assert response.json()["id"] == str(task.id)
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_it_answers_unknown_paths_with_json(db: None) -> None:
+    response = _get("/v1/a2a/no/such/thing")
+    assert response.status_code == 404
+    assert response.json()["error"]["details"][0]["reason"] == "METHOD_NOT_FOUND"
+
+
+def test_it_checks_allowed_hosts(settings: Any) -> None:
+    settings.ALLOWED_HOSTS = ["platform.example"]
+    response = _get("/v1/a2a/tasks")
+    assert response.status_code == 400
+    assert response.json()["error"]["details"][0]["reason"] == "INVALID_REQUEST"
