@@ -30,7 +30,9 @@ def platform_card(*, extended: bool = False) -> dict[str, Any]:
     The extended card (served to authenticated callers when
     ``A2A_EXTENDED_CARD_BEARER_TOKEN`` is set) also names the agents offering each skill.
     """
-    skills = Skill.objects.filter(is_active=True).prefetch_related("agents")
+    skills = Skill.objects.filter(is_active=True)
+    if extended:
+        skills = skills.prefetch_related("agents")
     card = _card(
         name=settings.PLATFORM_NAME,
         description=(

@@ -6,8 +6,9 @@ cards before they call. An invalid ``Authorization`` header is ignored here, not
 
 from __future__ import annotations
 
+from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, permissions
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -25,13 +26,36 @@ class PublicView(APIView):
 
 
 class SkillListView(PublicView, generics.ListAPIView):
-    """All active skills, with their input and output JSON Schemas (a plain array)."""
+    """All active skills, with their input and output JSON Schemas (a plain array).
+
+    Optional exact-match filters: ``?domain=``, ``?subdomain=``, ``?tag=``.
+    """
 
     serializer_class = SkillSerializer
     pagination_class = None
-    queryset = Skill.objects.filter(is_active=True).order_by("id")
 
-    @extend_schema(operation_id="list_skills", tags=["registry"])
+    def get_queryset(self) -> QuerySet[Skill]:
+        skills = Skill.objects.filter(is_active=True).order_by("id")
+        params = self.request.query_params
+        for name in ("domain", "subdomain"):
+            if params.get(name):
+                skills = skills.filter(**{name: params[name]})
+        tag = params.get("tag")
+        if tag:
+            # JSON containment is not on SQLite; the catalogue is small, filter in Python.
+            ids = [s.pk for s in skills.only("id", "tags") if tag in (s.tags or [])]
+            skills = skills.filter(pk__in=ids)
+        return skills
+
+    @extend_schema(
+        operation_id="list_skills",
+        tags=["registry"],
+        parameters=[
+            OpenApiParameter("domain", str, description="Only skills of this domain."),
+            OpenApiParameter("subdomain", str, description="Only skills of this subdomain."),
+            OpenApiParameter("tag", str, description="Only skills carrying this tag."),
+        ],
+    )
     def get(self, request: Request, *args: object, **kwargs: object) -> Response:
         return super().get(request, *args, **kwargs)
 

@@ -65,3 +65,18 @@ def test_discovery_endpoints_use_a_bounded_number_of_queries(
         client.get("/api/a2a/agent-card")
     with django_assert_max_num_queries(2):
         client.get("/api/a2a/agent-card/agent-1")
+
+
+def test_it_filters_skills_by_domain_subdomain_and_tag(client: Any, make_skill: Any) -> None:
+    make_skill(id="ce", domain="compliance", subdomain="ce", tags=["eu"])
+    make_skill(id="fda", domain="compliance", subdomain="fda", tags=["us"])
+    make_skill(id="sum", domain="content", subdomain="nlp", tags=["eu", "text"])
+
+    def ids(query: str) -> list[str]:
+        return [s["id"] for s in client.get(f"/api/a2a/skills?{query}").json()]
+
+    assert ids("domain=compliance") == ["ce", "fda"]
+    assert ids("domain=compliance&subdomain=fda") == ["fda"]
+    assert ids("tag=eu") == ["ce", "sum"]
+    assert ids("tag=eu&domain=content") == ["sum"]
+    assert ids("domain=nothing") == []
