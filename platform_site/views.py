@@ -1,8 +1,9 @@
 """Probes for process managers and load balancers.
 
 ``/healthz``: the process is up and serving (touches nothing else).
-``/readyz``: the process can do work: the database answers and, in the distributed mode,
-the Redis broker (also the channel layer) answers. 503 with the failing checks otherwise.
+``/readyz``: the process can do work: the database answers and is fully migrated and, in
+the distributed mode, the Redis broker (also the channel layer) answers. 503 with the
+failing checks otherwise.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import redis
 from django.conf import settings
 from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_safe
 
@@ -27,6 +29,8 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @require_safe
 def readyz(request: HttpRequest) -> JsonResponse:
     checks = {"database": _check(_database)}
+    if checks["database"]["ok"]:
+        checks["migrations"] = _check(_migrations)
     if settings.DISTRIBUTED:
         checks["broker"] = _check(_redis)
     else:
@@ -50,6 +54,21 @@ def _database() -> str:
         cursor.execute("SELECT 1")
         cursor.fetchone()
     return connection.vendor
+
+
+_migrated = False  # once every migration is applied, stop re-reading the migration graph
+
+
+def _migrations() -> str:
+    global _migrated
+    if not _migrated:
+        executor = MigrationExecutor(connection)
+        pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+        if pending:
+            names = ", ".join(f"{m.app_label}.{m.name}" for m, _ in pending[:5])
+            raise RuntimeError(f"{len(pending)} unapplied migrations ({names}): run migrate")
+        _migrated = True
+    return "all applied"
 
 
 def _redis() -> str:
