@@ -194,7 +194,13 @@ class ReferenceAgent:
         gateway = (
             asyncio.create_task(self.gateway.run_forever()) if self.config.gateway_enabled else None
         )
-        log.info("reference agent %s ready (skill %s)", self.config.agent_id, self.config.skill_id)
+        log.info(
+            "reference agent %s ready (skill %s, pid %d: kill -USR1 %d stops/starts HTTP)",
+            self.config.agent_id,
+            self.config.skill_id,
+            os.getpid(),
+            os.getpid(),
+        )
         await stop.wait()
         log.info("shutting down")
         if gateway is not None:
