@@ -173,7 +173,11 @@ class Gateway:
     async def _turn(self, task_id: str) -> None:
         entry = self.tasks[task_id]
         await self._update(task_id, Outcome(TaskState.TASK_STATE_WORKING, "Working on it."))
-        outcome = await handle_task(self.agent.skill, entry.job)
+        try:
+            outcome = await handle_task(self.agent.skill, entry.job)
+        except Exception as exc:  # as the SDK does on the HTTP side: the task fails
+            log.exception("task %s: the handler raised", task_id)
+            outcome = Outcome(TaskState.TASK_STATE_FAILED, f"The agent failed: {exc}")
         await self._update(task_id, outcome)
 
     async def _update(self, task_id: str, outcome: Outcome) -> None:

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
 from reference_agent.agent import ReferenceAgent
 from reference_agent.config import Config
 from reference_agent.skill import QUESTION, schema_errors
@@ -196,5 +197,23 @@ def test_it_ignores_frames_it_cannot_read() -> None:
             await gateway.send(assign("t-6", {"product": "p"}))
             assert (await gateway.next())["type"] == "task.ack"
             assert agent.gateway.connected
+
+    asyncio.run(scenario())
+
+
+def test_a_handler_that_raises_fails_the_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def broken(skill: dict[str, Any], job: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("reference_agent.gateway.handle_task", broken)
+
+    async def scenario() -> None:
+        async with connected_agent() as (_agent, gateway):
+            await gateway.send(assign("t-7", {}))
+            await gateway.next("task.ack")
+            await gateway.next("task.update")  # WORKING
+            failed = await gateway.next("task.update")
+            assert failed["status"]["state"] == "TASK_STATE_FAILED"
+            assert "boom" in failed["status"]["message"]["parts"][0]["text"]
 
     asyncio.run(scenario())
