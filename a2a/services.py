@@ -248,7 +248,12 @@ def create_task(
             TaskEvent.objects.create(
                 task=task, at=now, from_state="", to_state=task.state, reason=f"created ({origin})"
             )
-            record_message(task, Direction.TO_AGENT, outbound)
+            TaskMessage.objects.create(
+                task=task,
+                direction=Direction.TO_AGENT,
+                message_id=str(outbound.get("messageId", ""))[:200],
+                message=outbound,
+            )
             queue_processing(task.pk)
             transaction.on_commit(lambda: task_changed.send(Task, task_id=task.pk))
     except IntegrityError:
@@ -308,30 +313,43 @@ def apply_agent_update(
     if task.is_terminal:
         _update(task, fields)
         return task
-    via_text = f"via {via}"
+    if not _move(task, state, message, artifacts, fields, f"via {via}"):
+        # Someone moved the task first (a person's cancel, say): the state stays theirs,
+        # but what the agent told us (its task id above all) is kept.
+        _update(task, fields)
+    return task
+
+
+def _move(
+    task: Task,
+    state: str,
+    message: dict[str, Any] | None,
+    artifacts: list[Any] | None,
+    fields: dict[str, Any],
+    via_text: str,
+) -> bool:
+    """The transition for the agent's ``state``; False when a concurrent change won."""
     if state in ACTIVE_STATES:
         if (state == TaskState.WORKING and task.state != TaskState.WORKING) or (
             task.state in INTERRUPTED_STATES
         ):
-            task.start_work(f"agent reports {state} {via_text}", **fields)
-        else:
-            _update(task, fields)
+            return task.start_work(f"agent reports {state} {via_text}", **fields)
     elif state in INTERRUPTED_STATES:
         if task.state != state:
-            task.require_input(message, auth=state == TaskState.AUTH_REQUIRED, **fields)
-        else:
-            _update(task, fields)
+            auth = state == TaskState.AUTH_REQUIRED
+            return task.require_input(message, auth=auth, **fields)
     elif state == TaskState.COMPLETED:
-        _complete(task, artifacts or [], fields, via_text)
+        return _complete(task, artifacts or [], fields, via_text)
     elif state == TaskState.FAILED:
         text = message_text(message) or "The agent reported the task as failed."
-        task.fail("agent_failed", f"Agent '{task.agent_id}': {text}", **fields)
+        return task.fail("agent_failed", f"Agent '{task.agent_id}': {text}", **fields)
     elif state == TaskState.REJECTED:
         text = message_text(message) or "The agent rejected the task."
-        task.reject(f"Agent '{task.agent_id}': {text}", **fields)
+        return task.reject(f"Agent '{task.agent_id}': {text}", **fields)
     elif state == TaskState.CANCELED:
-        task.cancel(f"the agent canceled the task {via_text}", **fields)
-    return task
+        return task.cancel(f"the agent canceled the task {via_text}", **fields)
+    _update(task, fields)  # same state as ours: only news
+    return True
 
 
 def _update(task: Task, fields: dict[str, Any]) -> None:
@@ -343,22 +361,21 @@ def _update(task: Task, fields: dict[str, Any]) -> None:
         setattr(task, name, value)
 
 
-def _complete(task: Task, artifacts: list[Any], fields: dict[str, Any], via_text: str) -> None:
+def _complete(task: Task, artifacts: list[Any], fields: dict[str, Any], via_text: str) -> bool:
     output = collect_output(artifacts)
     errors = schema_errors(task.skill.output_schema or {}, output)
     fields = {**fields, "artifacts": artifacts}
     if errors:
         first = errors[0]
-        task.fail(
+        return task.fail(
             "output_invalid",
             f"Agent '{task.agent_id}' completed, but its output does not match the "
             f"output_schema of skill '{task.skill_id}': {first['path']}: {first['message']}",
             {"errors": errors, "output": output},
             **fields,
         )
-        return
     fields.pop("artifacts")
-    task.transition(
+    return task.transition(
         TaskState.COMPLETED,
         f"agent completed {via_text}; output valid",
         output=output,

@@ -174,7 +174,7 @@ def _base_interval(task: Task) -> float:
     return float(base if base is not None and base > 0 else settings.A2A_POLL_INTERVAL)
 
 
-def schedule_poll(task: Task, *, grow: bool, retry_after: float | None = None) -> None:
+def schedule_poll(task: Task, *, grow: bool, retry_after: float | None = None) -> bool:
     """Poll again later: from the base interval, times A2A_POLL_BACKOFF while nothing changes.
 
     Conditional on the state the worker saw, so a person's cancel or reply meanwhile wins.
@@ -192,14 +192,20 @@ def schedule_poll(task: Task, *, grow: bool, retry_after: float | None = None) -
         task.next_action, task.next_poll_at, task.poll_interval = NextAction.POLL, due, interval
         if delay < settings.A2A_SWEEP_INTERVAL * 2:
             queue_processing(task.pk, countdown=delay)
+    return bool(updated)
 
 
 def _after_answer(task: Task, reply: AgentReply, state_before: str) -> None:
-    """Keep following a task that is still active; tell the agent if we canceled meanwhile."""
-    task.refresh_from_db()
+    """Keep following a task that is still active; tell the agent if we canceled meanwhile.
+
+    ``task`` is current: transitions update it, and a lost compare-and-set reloads it.
+    """
     if task.state in ACTIVE_STATES and task.transport == Transport.A2A:
-        schedule_poll(task, grow=task.state == state_before, retry_after=reply.retry_after)
-    elif task.state == TaskState.CANCELED and task.remote_task_id and not task.next_action:
+        grow = task.state == state_before
+        if schedule_poll(task, grow=grow, retry_after=reply.retry_after):
+            return
+        task.refresh_from_db()  # someone changed it meanwhile (a cancel, most likely)
+    if task.state == TaskState.CANCELED and task.remote_task_id and not task.next_action:
         # Canceled while our send was on the wire: the agent has a task now; stop it.
         task.schedule(NextAction.CANCEL)
         queue_processing(task.pk)
@@ -223,7 +229,9 @@ def _send(task: Task) -> None:
         handle_send_failure(task, exc)
         return
     _clear_send_failures(task)
-    task.agent.touch()
+    seen = task.agent.last_seen_at
+    if seen is None or (timezone.now() - seen).total_seconds() > 30:
+        task.agent.touch()
     if reply.message is not None:
         # A bare Message is the agent's whole answer: its data parts are the output.
         record_message(task, Direction.FROM_AGENT, reply.message)

@@ -24,6 +24,7 @@ breakdown (and the runner-ups' scores) is saved in ``task.metadata["match"]``.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import timedelta
@@ -44,6 +45,10 @@ WEIGHTS: dict[str, float] = {
 MATCH_WINDOW = 50  # finished tasks per agent considered
 MATCH_WINDOW_DAYS = 7
 ONLINE_WINDOW = 300.0  # seconds since last_seen_at that count as online
+# Success and latency history change slowly: each process reuses it this long, so a burst
+# of task creations does not re-read the same history for every task.
+HISTORY_CACHE_SECONDS = 5.0
+_history_cache: dict[tuple[str, ...], tuple[float, dict[str, list[tuple[str, float]]]]] = {}
 
 # The gateway plugs its presence in here (``gateway.presence.online_agent_ids``); until
 # then ``last_seen_at`` decides.
@@ -75,9 +80,9 @@ def _fit(agent: AgentProfile, domain: str, subdomain: str) -> float:
 
 
 def _history(agent_ids: list[str]) -> tuple[dict[str, int], dict[str, list[tuple[str, float]]]]:
-    """Active task counts and recent (state, seconds) of finished tasks, per agent."""
+    """Active task counts (now) and recent (state, seconds) of finished tasks, per agent."""
     from a2a.models import Task
-    from a2a.states import ACTIVE_STATES, TERMINAL_STATES
+    from a2a.states import ACTIVE_STATES
 
     active = dict(
         Task.objects.filter(agent_id__in=agent_ids, state__in=ACTIVE_STATES)
@@ -85,6 +90,22 @@ def _history(agent_ids: list[str]) -> tuple[dict[str, int], dict[str, list[tuple
         .annotate(n=Count("id"))
         .values_list("agent_id", "n")
     )
+    key = tuple(agent_ids)
+    cached = _history_cache.get(key)
+    now = time.monotonic()
+    if cached is not None and now - cached[0] < HISTORY_CACHE_SECONDS:
+        return active, cached[1]
+    recent = _recent(agent_ids)
+    if len(_history_cache) > 1000:
+        _history_cache.clear()
+    _history_cache[key] = (now, recent)
+    return active, recent
+
+
+def _recent(agent_ids: list[str]) -> dict[str, list[tuple[str, float]]]:
+    from a2a.models import Task
+    from a2a.states import TERMINAL_STATES
+
     since = timezone.now() - timedelta(days=MATCH_WINDOW_DAYS)
     recent: dict[str, list[tuple[str, float]]] = defaultdict(list)
     rows = (
@@ -99,7 +120,7 @@ def _history(agent_ids: list[str]) -> tuple[dict[str, int], dict[str, list[tuple
     for agent_id, state, created, changed in rows:
         if len(recent[agent_id]) < MATCH_WINDOW:
             recent[agent_id].append((state, (changed - created).total_seconds()))
-    return active, recent
+    return dict(recent)
 
 
 def score_agents(

@@ -256,3 +256,14 @@ def test_the_sweep_picks_up_a_task_whose_message_was_lost(
     monkeypatch.setattr(services, "queue_processing", lambda *a, **k: None)
     task = wait_for(start(user, "complete"))
     assert task.state == TaskState.COMPLETED
+
+
+def test_a_cancel_during_the_send_still_reaches_the_agent(
+    peer: TestAgent, agent: Any, user: Any
+) -> None:
+    task = start(user, "slowsend", seconds=0.8, then="working")
+    wait_for(task, lambda t: len(peer.messages) == 1)
+    services.cancel_task(task)
+    task = wait_for(task, lambda t: "remoteCancel" in t.metadata)
+    assert task.state == TaskState.CANCELED
+    assert task.remote_task_id in peer.canceled

@@ -23,7 +23,8 @@ agent does is chosen per task by ``input["behaviour"]`` (the ``data`` part of th
 ``reject``      REJECTED with a status message
 ``slow``        WORKING for ``input["seconds"]`` (default 2), then completes
 ``working``     stays WORKING until canceled (for cancel and timeout tests)
-``slowsend``    waits ``input["seconds"]`` before answering the send, then completes
+``slowsend``    waits ``input["seconds"]`` before answering the send, then behaves as
+                ``input["then"]`` (default ``complete``)
 ``message``     answers with a bare Message whose data part is the output
 ``crash``       the executor raises (the SDK reports a failed task)
 ==============  =====================================================================
@@ -44,6 +45,7 @@ every A2A path (``/message:send``, ``/tasks/{id}``, ``/tasks/{id}:cancel``) as:
                 then the real A2A agent
 ==============  =====================================================================
 
+``GET /_stats`` answers the request counts as JSON (for a benchmark in another process).
 ``down_url()`` gives the URL of a closed port (connection refused).
 
 Every request is counted by path (``peer.counts``, ``peer.total``, ``peer.sends``);
@@ -172,7 +174,7 @@ class BehaviourExecutor(AgentExecutor):
         if behaviour == "slowsend":
             # Hold the send's HTTP request open (a worker killed now dies mid-send).
             await asyncio.sleep(float(data.get("seconds", 2)))
-            behaviour = "complete"
+            behaviour = str(data.get("then", "complete"))
         if behaviour == "complete":
             # The whole answer as the first event: with returnImmediately the send's
             # response is already the finished task (one request per task).
@@ -239,6 +241,9 @@ class RawModes:
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
+        if path == "/_stats":  # for benchmarks in another process; not counted
+            await JSONResponse({"counts": dict(self.agent.counts)})(scope, receive, send)
+            return
         self.agent.count(path)
         if not path.startswith("/x/"):
             await self.app(scope, receive, send)
@@ -367,8 +372,13 @@ class TestAgent:
             return sum(n for path, n in self.counts.items() if remote_task_id in path)
 
     def reset(self) -> None:
+        """Forget requests and what was received (between tests sharing one agent)."""
         with self._lock:
             self.counts.clear()
+            self.messages.clear()
+            self.inputs.clear()
+            self.replies.clear()
+            self.canceled.clear()
 
 
 def agent_card(url: str) -> pb.AgentCard:

@@ -1,0 +1,377 @@
+"""Benchmark: platform tasks end to end against a bare send+poll loop (the ceiling).
+
+N tasks go through ``POST /api/tasks`` of a running platform to a local a2a-sdk agent
+(``tests/support/agents.py``) that completes at once. Reported: tasks/s end to end (first
+creation to last COMPLETED, server clocks), p50/p95 creation→COMPLETED, and the agent's
+HTTP requests per task. In the same run the same agent is driven by a bare httpx loop
+(``message:send`` with ``returnImmediately`` then ``GET /tasks/{id}`` until final, the
+same concurrency): the ceiling. The ratio is platform / ceiling.
+
+    .venv/bin/python bench/dispatch.py [--tasks 500] [--concurrency 16]
+        [--mode embedded|distributed|both] [--write]
+
+Embedded: ``manage.py runplatform`` (daphne + in-process Celery worker and beat, SQLite).
+Distributed: daphne + ``celery worker`` (threads) + ``celery beat`` on PostgreSQL and
+Redis (``BENCH_DATABASE_URL``, default the test server's ``platform_bench`` database,
+recreated; ``BENCH_REDIS_URL``). ``--write`` replaces this benchmark's section of
+docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+DOCS = BASE_DIR / "docs" / "benchmarks.md"
+MARK_START, MARK_END = "<!-- bench:dispatch -->", "<!-- /bench:dispatch -->"
+BENCH_DATABASE_URL = os.environ.get(
+    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:54329/platform_bench"
+)
+BENCH_REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:63799/2")
+A2A = {"A2A-Version": "1.0"}
+
+SETUP = """
+import django; django.setup()
+from django.core.management import call_command
+call_command("migrate", interactive=False, verbosity=0)
+from django.contrib.auth import get_user_model
+from agent_profiles.models import AgentProfile, Skill, UserToken
+schema_in = {"type": "object", "properties": {"product": {"type": "string"}},
+             "required": ["product"]}
+schema_out = {"type": "object", "properties": {"verdict": {"enum": ["pass", "fail"]}},
+              "required": ["verdict"]}
+skill = Skill.objects.create(id="ce-review", name="CE review", domain="compliance",
+                             input_schema=schema_in, output_schema=schema_out)
+agent = AgentProfile.objects.create(id="bench-agent", name="Bench", a2a_endpoint=AGENT_URL)
+agent.skills.set([skill])
+user = get_user_model().objects.create_user(username="bench")
+print(UserToken.issue(user))
+"""
+
+REPORT = """
+import json, django; django.setup()
+from django.db.models import Count
+from a2a.models import Task, TaskEvent
+states = dict(Task.objects.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
+rows = TaskEvent.objects.filter(to_state="TASK_STATE_COMPLETED").values_list(
+    "task__created_at", "at")
+lat = [(done - created).total_seconds() for created, done in rows]
+first = min(c for c, _ in rows) if rows else None
+last = max(d for _, d in rows) if rows else None
+span = (last - first).total_seconds() if rows else None
+print(json.dumps({"states": states, "latencies": lat, "span": span}))
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Proc:
+    """A child process logging to a file, stopped on exit."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log: Path, name: str) -> None:
+        self.name = name
+        self.log = log
+        self.popen = subprocess.Popen(
+            args, cwd=BASE_DIR, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT
+        )
+
+    def wait_http(self, url: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.popen.poll() is not None:
+                raise RuntimeError(f"{self.name} exited; see {self.log}")
+            try:
+                httpx.get(url, timeout=2.0)
+                return
+            except httpx.TransportError:
+                time.sleep(0.1)
+        raise TimeoutError(f"{self.name}: {url}")
+
+    def wait_log(self, text: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.log.read_text(errors="replace"):
+            if self.popen.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name} not ready; see {self.log}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.popen.terminate()
+        try:
+            self.popen.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+
+
+def django_script(script: str, env: dict[str, str]) -> str:
+    out = subprocess.run(
+        [PYTHON, "-c", script], env=env, cwd=BASE_DIR, capture_output=True, text=True
+    )
+    if out.returncode:
+        raise RuntimeError(out.stderr[-3000:])
+    return out.stdout.strip().splitlines()[-1]
+
+
+def recreate_postgres(url: str) -> None:
+    import psycopg
+
+    base, _, name = url.rpartition("/")
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def agent_requests(agent_url: str) -> int:
+    counts = httpx.get(f"{agent_url}/_stats", timeout=5).json()["counts"]
+    return sum(n for path, n in counts.items() if path != "/health")
+
+
+def percentile(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * q))]
+
+
+# --- the ceiling: a bare httpx send + poll loop -----------------------------------------
+
+
+async def ceiling(agent_url: str, total: int, concurrency: int) -> dict[str, Any]:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    latencies: list[float] = []
+    counter = iter(range(total))
+    final = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED"}
+
+    async def loop(client: httpx.AsyncClient) -> None:
+        for _ in counter:
+            started = time.perf_counter()
+            message = {
+                "messageId": str(uuid.uuid4()),
+                "role": "ROLE_USER",
+                "parts": [{"data": {"product": "lamp"}}],
+                "metadata": {"skillId": "ce-review"},
+            }
+            body = {"message": message, "configuration": {"returnImmediately": True}}
+            answer = (await client.post(f"{agent_url}/message:send", json=body)).json()
+            task = answer.get("task") or {}
+            while task and task["status"]["state"] not in final:
+                await asyncio.sleep(0.05)
+                task = (await client.get(f"{agent_url}/tasks/{task['id']}")).json()
+            latencies.append(time.perf_counter() - started)
+
+    before = agent_requests(agent_url)
+    started = time.perf_counter()
+    async with httpx.AsyncClient(headers=A2A, timeout=30, limits=limits) as client:
+        await asyncio.gather(*(loop(client) for _ in range(concurrency)))
+    elapsed = time.perf_counter() - started
+    return {
+        "tps": total / elapsed,
+        "p50": statistics.median(latencies) * 1000,
+        "p95": percentile(latencies, 0.95) * 1000,
+        "requests": (agent_requests(agent_url) - before) / total,
+    }
+
+
+# --- the platform ---------------------------------------------------------------------
+
+
+async def create_tasks(url: str, token: str, total: int, concurrency: int) -> list[str]:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    headers = {"Authorization": f"Bearer {token}"}
+    ids: list[str] = []
+    counter = iter(range(total))
+
+    async def loop(client: httpx.AsyncClient) -> None:
+        for _ in counter:
+            body = {"skillId": "ce-review", "input": {"product": "lamp"}}
+            response = await client.post(f"{url}/api/tasks", json=body)
+            if response.status_code != 201:
+                raise RuntimeError(f"POST /api/tasks: {response.status_code} {response.text}")
+            ids.append(response.json()["id"])
+
+    async with httpx.AsyncClient(headers=headers, timeout=60, limits=limits) as client:
+        await asyncio.gather(*(loop(client) for _ in range(concurrency)))
+    return ids
+
+
+def wait_all_final(url: str, token: str, total: int, timeout: float = 600) -> None:
+    headers = {"Authorization": f"Bearer {token}"}
+    deadline = time.monotonic() + timeout
+    with httpx.Client(headers=headers, timeout=30) as client:
+        while time.monotonic() < deadline:
+            done = 0
+            for state in ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED"):
+                page = client.get(f"{url}/api/tasks", params={"state": state, "limit": 1})
+                done += page.json()["count"]
+            if done >= total:
+                return
+            time.sleep(0.25)
+    raise TimeoutError("tasks did not finish")
+
+
+def platform(
+    url: str, token: str, agent_url: str, env: dict[str, str], total: int, concurrency: int
+) -> dict[str, Any]:
+    before = agent_requests(agent_url)
+    started = time.perf_counter()
+    asyncio.run(create_tasks(url, token, total, concurrency))
+    created = time.perf_counter() - started
+    wait_all_final(url, token, total)
+    report = json.loads(django_script(REPORT, env))
+    latencies = report["latencies"]
+    return {
+        "tps": len(latencies) / report["span"] if report["span"] else 0.0,
+        "p50": statistics.median(latencies) * 1000,
+        "p95": percentile(latencies, 0.95) * 1000,
+        "requests": (agent_requests(agent_url) - before) / total,
+        "states": report["states"],
+        "create_rps": total / created,
+    }
+
+
+def run(mode: str, total: int, concurrency: int, warmup: int) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix=f"bench-dispatch-{mode}-"))
+    log = tmp / "processes.log"
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "platform_site.settings",
+            "LOG_LEVEL": "WARNING",
+            "PYTHONUNBUFFERED": "1",
+            "ALLOW_LOOPBACK_URLS": "true",
+            "REGISTRATION_MODE": "open",
+        }
+    )
+    if mode == "distributed":
+        recreate_postgres(BENCH_DATABASE_URL)
+        env.update(
+            {
+                "DATABASE_URL": BENCH_DATABASE_URL,
+                "REDIS_URL": BENCH_REDIS_URL,
+                "CELERY_QUEUE": "dispatch-bench",
+                "CHANNELS_PREFIX": "dispatch-bench",
+            }
+        )
+    else:
+        env["SQLITE_PATH"] = str(tmp / "db.sqlite3")
+    with ExitStack() as stack:
+        agent_port = free_port()
+        agent_url = f"http://127.0.0.1:{agent_port}"
+        agent = Proc([PYTHON, "-m", "tests.support.agents", str(agent_port)], env, log, "agent")
+        stack.callback(agent.stop)
+        agent.wait_http(f"{agent_url}/health")
+        token = django_script(SETUP.replace("AGENT_URL", repr(agent_url)), env)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        serve = [PYTHON, "manage.py", "runplatform", "--no-migrate", "--no-seed"]
+        serve += ["--host", "127.0.0.1", "--port", str(port)]
+        server = Proc(serve, {**env, "PUBLIC_URL": url}, log, "platform")
+        stack.callback(server.stop)
+        if mode == "distributed":
+            worker_args = [PYTHON, "-m", "celery", "-A", "platform_site", "worker"]
+            worker_args += ["-P", "threads", "-c", "8", "--without-heartbeat"]
+            worker_args += ["--without-mingle", "--without-gossip", "-l", "INFO"]
+            worker = Proc(worker_args, env, log, "worker")
+            stack.callback(worker.stop)
+            beat_args = [PYTHON, "-m", "celery", "-A", "platform_site", "beat"]
+            beat_args += ["-S", "celery.beat:Scheduler", "-l", "INFO"]
+            beat = Proc(beat_args, env, log, "beat")
+            stack.callback(beat.stop)
+            worker.wait_log("ready.")
+        server.wait_http(f"{url}/healthz")
+        # Warm-up: imports, connections, caches on both paths.
+        asyncio.run(ceiling(agent_url, warmup, concurrency))
+        asyncio.run(create_tasks(url, token, warmup, concurrency))
+        wait_all_final(url, token, warmup)
+        django_script(
+            "import django; django.setup()\nfrom a2a.models import Task\n"
+            "Task.objects.all().delete(); print('ok')",
+            env,
+        )
+        bare = asyncio.run(ceiling(agent_url, total, concurrency))
+        ours = platform(url, token, agent_url, env, total, concurrency)
+    return {"mode": mode, "platform": ours, "ceiling": bare, "log": str(log)}
+
+
+def table(results: list[dict[str, Any]], total: int, concurrency: int) -> str:
+    lines = [
+        f"`bench/dispatch.py` — {total} tasks per run, {concurrency} concurrent clients, an "
+        f"a2a-sdk agent that completes at once, on this machine ({os.cpu_count()} CPUs), "
+        f"{time.strftime('%Y-%m-%d')}.",
+        "",
+        "| Mode | Path | Tasks/s | p50 ms | p95 ms | Agent requests/task |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for result in results:
+        for label, key in (
+            ("platform (`POST /api/tasks`)", "platform"),
+            ("bare httpx send+poll", "ceiling"),
+        ):
+            row = result[key]
+            lines.append(
+                f"| {result['mode']} | {label} | {row['tps']:.0f} | {row['p50']:.0f} "
+                f"| {row['p95']:.0f} | {row['requests']:.2f} |"
+            )
+    lines.append("")
+    for result in results:
+        ratio = result["platform"]["tps"] / result["ceiling"]["tps"]
+        states = ", ".join(
+            f"{k.removeprefix('TASK_STATE_')} {v}" for k, v in result["platform"]["states"].items()
+        )
+        lines.append(
+            f"- {result['mode']}: platform at **{ratio:.0%}** of the ceiling; "
+            f"`POST /api/tasks` alone answered {result['platform']['create_rps']:.0f}/s "
+            f"({states})."
+        )
+    return "\n".join(lines)
+
+
+def write_docs(section: str) -> None:
+    text = DOCS.read_text() if DOCS.exists() else "# Benchmarks\n"
+    block = f"{MARK_START}\n## Dispatch (platform tasks end to end)\n\n{section}\n{MARK_END}"
+    if MARK_START in text and MARK_END in text:
+        head, rest = text.split(MARK_START, 1)
+        _, tail = rest.split(MARK_END, 1)
+        text = head + block + tail
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    DOCS.write_text(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=500)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--mode", choices=["embedded", "distributed", "both"], default="both")
+    parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
+    args = parser.parse_args()
+    modes = ["embedded", "distributed"] if args.mode == "both" else [args.mode]
+    results = [run(mode, args.tasks, args.concurrency, args.warmup) for mode in modes]
+    section = table(results, args.tasks, args.concurrency)
+    print(section)
+    for result in results:
+        print(f"({result['mode']} process log: {result['log']})")
+    if args.write:
+        write_docs(section)
+
+
+if __name__ == "__main__":
+    main()
