@@ -5,6 +5,7 @@ a question (INPUT_REQUIRED) answered through the REST API."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,17 +45,33 @@ class Api:
         return response.json()
 
     def wait(self, task_id: str, state: str, timeout: float = 20) -> dict[str, Any]:
+        return self.wait_for(task_id, lambda task: task["state"] == state, timeout)
+
+    def wait_for(
+        self, task_id: str, check: Callable[[dict[str, Any]], bool], timeout: float = 20
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
             task = self.http.get(f"/api/tasks/{task_id}").json()
-            if task["state"] == state:
+            if check(task):
                 return task
             assert time.monotonic() < deadline, f"still {task['state']}: {task}"
             time.sleep(0.1)
 
+    def cancel(self, task_id: str) -> None:
+        response = self.http.post(f"/api/tasks/{task_id}/cancel", json={})
+        assert response.status_code == 200, response.text
+
     def reply(self, task_id: str, text: str) -> None:
         response = self.http.post(f"/api/tasks/{task_id}/reply", json={"text": text})
         assert response.status_code == 200, response.text
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -69,7 +86,7 @@ def test_an_agent_completes_a_task_and_answers_a_question(
 ) -> None:
     env = agent_env(live_platform.url, tmp_path, AGENT_ID=f"{kind}-agent")
     start = reference_agent(env) if kind == "python" else node_agent(env, tmp_path)
-    with start:
+    with start as agent:
         task = api.create(f"{kind}-agent", KETTLE)
         done = api.wait(task["id"], "TASK_STATE_COMPLETED")
         assert done["transport"] == "a2a"
@@ -81,6 +98,18 @@ def test_an_agent_completes_a_task_and_answers_a_question(
         api.reply(asking["id"], "consumers")
         answered = api.wait(asking["id"], "TASK_STATE_COMPLETED")
         assert answered["output"]["notes"].endswith("consumers")
+
+        slow = api.create(f"{kind}-agent", {**KETTLE, "demo": {"delaySeconds": 60}})
+        working = api.wait(slow["id"], "TASK_STATE_WORKING")
+        api.cancel(slow["id"])
+        api.wait(slow["id"], "TASK_STATE_CANCELED")
+        remote = f"{agent.url}/tasks/{working['remoteTaskId']}"  # the platform told the agent
+        a2a = {"A2A-Version": "1.0"}
+        wait_until(
+            lambda: (
+                httpx.get(remote, headers=a2a).json()["status"]["state"] == "TASK_STATE_CANCELED"
+            )
+        )
 
     if kind == "python":  # the reference agent's CE rules
         assert done["output"]["verdict"] == "documents_missing"
