@@ -63,65 +63,146 @@ def message(behaviour: str = "complete") -> dict[str, Any]:
     }
 
 
+class Series:
+    """Latencies and busy time of one operation on one server, over several rounds."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.latencies: list[float] = []
+        self.elapsed = 0.0
+        self.count = 0
+        self.errors = 0
+        self.results: list[Any] = []
+
+    def row(self) -> dict[str, Any]:
+        lat = sorted(self.latencies)
+        return {
+            "name": self.name,
+            "rps": self.count / self.elapsed,
+            "p50": statistics.median(lat) * 1000,
+            "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000,
+            "errors": self.errors,
+        }
+
+
 async def measure(
-    name: str,
+    series: Series | None,
     client: httpx.AsyncClient,
     make_request: Any,
     total: int,
     concurrency: int,
-) -> dict[str, Any]:
-    """Run ``total`` requests, ``concurrency`` at a time; latency of each, overall rate."""
-    latencies: list[float] = []
-    results: list[Any] = []
+) -> None:
+    """Run ``total`` requests, ``concurrency`` at a time, adding to ``series``."""
     counter = iter(range(total))
-    errors = 0
+    target = series or Series("warm-up")
 
     async def worker() -> None:
-        nonlocal errors
         for i in counter:
             method, url, kwargs = make_request(i)
             start = time.perf_counter()
             response = await client.request(method, url, **kwargs)
-            latencies.append(time.perf_counter() - start)
+            target.latencies.append(time.perf_counter() - start)
             if response.status_code != 200:
-                errors += 1
+                target.errors += 1
             else:
-                results.append(response.json())
+                target.results.append(response.json())
 
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    elapsed = time.perf_counter() - start
-    latencies.sort()
-    return {
-        "name": name,
-        "rps": total / elapsed,
-        "p50": statistics.median(latencies) * 1000,
-        "p99": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
-        "errors": errors,
-        "results": results,
-    }
+    target.elapsed += time.perf_counter() - start
+    target.count += total
 
 
-async def bench_server(
-    label: str, base: str, headers: dict[str, str], total: int, concurrency: int
+async def drain(client: httpx.AsyncClient, base: str, limit: float = 300.0) -> None:
+    """Wait until the platform finished dispatching the tasks it was sent (no task left
+    SUBMITTED or WORKING), so each round starts from a quiet platform."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        busy = 0
+        for state in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"):
+            page = await client.get(f"{base}/tasks", params={"status": state, "pageSize": 1})
+            busy += page.json()["totalSize"]
+        if not busy:
+            return
+        await asyncio.sleep(0.5)
+
+
+def sender(base: str) -> Any:
+    def send(_: int) -> tuple[str, str, dict[str, Any]]:
+        body = {"message": message(), "configuration": {"returnImmediately": True}}
+        return "POST", f"{base}/message:send", {"json": body}
+
+    return send
+
+
+def getter(base: str, ids: list[str]) -> Any:
+    def get(i: int) -> tuple[str, str, dict[str, Any]]:
+        return "GET", f"{base}/tasks/{ids[i % len(ids)]}", {}
+
+    return get
+
+
+async def compare(
+    sdk_url: str, platform_url: str, token: str, total: int, concurrency: int, rounds: int
 ) -> list[dict[str, Any]]:
+    """Alternate short rounds on the two servers so both see the same machine load."""
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(headers=headers, timeout=30.0, limits=limits) as client:
-        body = {"configuration": {"returnImmediately": True}}
-
-        def send(_: int) -> tuple[str, str, dict[str, Any]]:
-            return "POST", f"{base}/message:send", {"json": {**body, "message": message()}}
-
-        # Warm-up (connections, caches, imports).
-        await measure("warm", client, send, min(200, total), concurrency)
-        sends = await measure(f"{label} message:send", client, send, total, concurrency)
-        ids = [r["task"]["id"] for r in sends["results"]] or ["missing"]
-
-        def get(i: int) -> tuple[str, str, dict[str, Any]]:
-            return "GET", f"{base}/tasks/{ids[i % len(ids)]}", {}
-
-        gets = await measure(f"{label} GET /tasks/{{id}}", client, get, total, concurrency)
-    return [sends, gets]
+    a2a = {"A2A-Version": "1.0"}
+    sdk = httpx.AsyncClient(headers=a2a, timeout=60.0, limits=limits)
+    auth = {**a2a, "Authorization": f"Bearer {token}"}
+    ours = httpx.AsyncClient(headers=auth, timeout=60.0, limits=limits)
+    tenant, default = f"{platform_url}/v1/a2a/bench-agent", f"{platform_url}/v1/a2a"
+    series = {
+        name: Series(name)
+        for name in (
+            "a2a-sdk message:send",
+            "platform message:send",
+            "platform message:send (default route)",
+            "a2a-sdk GET /tasks/{id}",
+            "platform GET /tasks/{id}",
+        )
+    }
+    per_round = max(total // rounds, concurrency)
+    async with sdk, ours:
+        # Warm-up: connections, imports, caches.
+        await measure(None, sdk, sender(sdk_url), 100, concurrency)
+        await measure(None, ours, sender(tenant), 100, concurrency)
+        await measure(None, ours, sender(default), 100, concurrency)
+        await drain(ours, default)
+        for _ in range(rounds):
+            await measure(
+                series["a2a-sdk message:send"], sdk, sender(sdk_url), per_round, concurrency
+            )
+            await measure(
+                series["platform message:send"], ours, sender(tenant), per_round, concurrency
+            )
+            await drain(ours, default)
+            await measure(
+                series["platform message:send (default route)"],
+                ours,
+                sender(default),
+                per_round,
+                concurrency,
+            )
+            await drain(ours, default)
+        sdk_ids = [r["task"]["id"] for r in series["a2a-sdk message:send"].results]
+        our_ids = [r["task"]["id"] for r in series["platform message:send"].results]
+        for _ in range(rounds):
+            await measure(
+                series["a2a-sdk GET /tasks/{id}"],
+                sdk,
+                getter(sdk_url, sdk_ids),
+                per_round,
+                concurrency,
+            )
+            await measure(
+                series["platform GET /tasks/{id}"],
+                ours,
+                getter(tenant, our_ids),
+                per_round,
+                concurrency,
+            )
+    return [s.row() for s in series.values()]
 
 
 def setup_database(env: dict[str, str], agent_url: str) -> str:
@@ -147,7 +228,7 @@ print(UserToken.issue(user))
     return out.stdout.strip().splitlines()[-1]
 
 
-def run(total: int, concurrency: int) -> list[dict[str, Any]]:
+def run(total: int, concurrency: int, rounds: int) -> list[dict[str, Any]]:
     tmp = Path(tempfile.mkdtemp(prefix="bench-a2a-"))
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env.update(
@@ -194,21 +275,7 @@ def run(total: int, concurrency: int) -> list[dict[str, Any]]:
         )
         procs.append(platform)
         wait_http(f"{url}/.well-known/agent-card.json", platform)
-        a2a = {"A2A-Version": "1.0"}
-        # The plain SDK server first, so the platform's background dispatching of its own
-        # tasks does not run during the SDK's measurement.
-        sdk = asyncio.run(bench_server("a2a-sdk", agent_url, a2a, total, concurrency))
-        time.sleep(1.0)
-        ours = asyncio.run(
-            bench_server(
-                "platform",
-                f"{url}/v1/a2a",
-                {**a2a, "Authorization": f"Bearer {token}"},
-                total,
-                concurrency,
-            )
-        )
-        return [*ours, *sdk]
+        return asyncio.run(compare(agent_url, url, token, total, concurrency, rounds))
     finally:
         for proc in procs:
             proc.terminate()
@@ -220,20 +287,30 @@ def run(total: int, concurrency: int) -> list[dict[str, Any]]:
         log.close()
 
 
-def table(rows: list[dict[str, Any]], total: int, concurrency: int) -> str:
+def table(rows: list[dict[str, Any]], total: int, concurrency: int, rounds: int) -> str:
     by_name = {r["name"]: r for r in rows}
     lines = [
-        f"`bench/a2a_server.py` — {total} requests per measurement, {concurrency} concurrent, "
-        f"one process per server, on this machine ({os.cpu_count()} CPUs), "
-        f"{time.strftime('%Y-%m-%d')}.",
+        f"`bench/a2a_server.py` — {total} requests per operation and server in {rounds} "
+        f"alternating rounds (so both servers see the same machine load), {concurrency} "
+        f"concurrent, one process per server, on this machine ({os.cpu_count()} CPUs), "
+        f"{time.strftime('%Y-%m-%d')}. The platform runs embedded (daphne + in-process "
+        "Celery worker, SQLite) and dispatches every task to the a2a-sdk agent; it is idle "
+        "(all tasks dispatched) at the start of each of its rounds.",
         "",
         "| Operation | Platform req/s | p50 ms | p99 ms | a2a-sdk req/s | p50 ms | p99 ms "
         "| Ratio |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for op in ("message:send", "GET /tasks/{id}"):
-        ours, sdk = by_name[f"platform {op}"], by_name[f"a2a-sdk {op}"]
-        label = f"`{op}`" + (" (`returnImmediately`)" if op == "message:send" else "")
+    for op, sdk_op, label in (
+        ("message:send", "message:send", "`message:send` (`returnImmediately`), tenant route"),
+        (
+            "message:send (default route)",
+            "message:send",
+            "`message:send` (`returnImmediately`), default route (skill + matching)",
+        ),
+        ("GET /tasks/{id}", "GET /tasks/{id}", "`GET /tasks/{id}`"),
+    ):
+        ours, sdk = by_name[f"platform {op}"], by_name[f"a2a-sdk {sdk_op}"]
         lines.append(
             f"| {label} | {ours['rps']:.0f} | {ours['p50']:.1f} | {ours['p99']:.1f} "
             f"| {sdk['rps']:.0f} | {sdk['p50']:.1f} | {sdk['p99']:.1f} "
@@ -260,10 +337,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per server")
     parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
     args = parser.parse_args()
-    rows = run(args.requests, args.concurrency)
-    section = table(rows, args.requests, args.concurrency)
+    rows = run(args.requests, args.concurrency, args.rounds)
+    section = table(rows, args.requests, args.concurrency, args.rounds)
     print(section)
     if args.write:
         write_docs(section)

@@ -266,6 +266,9 @@ A2A_CARD_MAX_AGE = envint("A2A_CARD_MAX_AGE", 300)  # Cache-Control max-age of a
 # Threads (each with its own database connection) serving the face's ORM calls; 0 runs
 # them in Django's single sync thread instead.
 A2A_FACE_DB_THREADS = envint("A2A_FACE_DB_THREADS", 4)
+# How long a process reuses a successful token lookup (a revoked token keeps working that
+# long at most); 0 looks every request up.
+A2A_FACE_AUTH_CACHE_SECONDS = envfloat("A2A_FACE_AUTH_CACHE_SECONDS", 5.0)
 PLATFORM_NAME = envstr("PLATFORM_NAME", "A2A Agent Platform")
 
 # --- Gateway --------------------------------------------------------------------------

@@ -8,7 +8,11 @@ a header that is present but wrong is always refused.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import threading
+import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +58,7 @@ class CallContext:
             return
         self.authenticated = True
         if self.raw_token is not None and not self.token_invalid:
-            self.principal = authenticate_bearer(self.raw_token)
+            self.principal = principal_cache.lookup(self.raw_token)
             self.token_invalid = self.principal is None
 
     def require_caller(self) -> None:
@@ -80,6 +84,44 @@ class CallContext:
         return bool(expected and self.raw_token) and hmac.compare_digest(
             str(self.raw_token).encode(), expected.encode()
         )
+
+
+class PrincipalCache:
+    """Recently authenticated tokens (keyed by a hash, never the token), for
+    ``A2A_FACE_AUTH_CACHE_SECONDS``: a revoked token keeps working at most that long in a
+    process. Failed lookups are not cached."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[bytes, tuple[float, Any]] = OrderedDict()
+
+    def lookup(self, raw: str) -> Any:
+        ttl = float(settings.A2A_FACE_AUTH_CACHE_SECONDS)
+        if ttl <= 0:
+            return authenticate_bearer(raw)
+        key = hashlib.sha256(raw.encode()).digest()
+        now = time.monotonic()
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None and hit[0] > now:
+                self._entries.move_to_end(key)
+                return hit[1]
+        principal = authenticate_bearer(raw)
+        if principal is not None:
+            with self._lock:
+                self._entries[key] = (now + ttl, principal)
+                self._entries.move_to_end(key)
+                while len(self._entries) > self.size:
+                    self._entries.popitem(last=False)
+        return principal
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+principal_cache = PrincipalCache()
 
 
 def check_version(request: HttpRequest) -> None:

@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 from google.protobuf.json_format import ParseDict, ParseError
@@ -35,7 +34,7 @@ from a2a.face.errors import (
     UnsupportedOperation,
 )
 from a2a.face.serializers import task_json
-from a2a.models import PushNotificationConfig, Task, TaskEvent, TaskMessage
+from a2a.models import Direction, PushNotificationConfig, Task, TaskEvent, TaskMessage
 from a2a.states import TaskState
 from agent_profiles.models import AgentProfile, AgentStatus, Skill
 from platform_site.errors import Conflict, NotFound, PlatformError
@@ -383,18 +382,17 @@ class FaceHandler:
             return task, TaskEvent.objects.filter(task=task).count()
         skill, agent_id = self._choose_skill(ctx, params)
         try:
-            with transaction.atomic():
-                task = services.create_task(
-                    skill_id=skill.id,
-                    input=self._input_of(message),
-                    agent_id=agent_id,
-                    user=ctx.user,
-                    agent_caller=ctx.agent_caller,
-                    message=message,
-                    context_id=message.get("contextId") or None,
-                    origin="a2a",
-                    validate_input=False,
-                )
+            task = services.create_task(
+                skill_id=skill.id,
+                input=self._input_of(message),
+                agent_id=agent_id,
+                user=ctx.user,
+                agent_caller=ctx.agent_caller,
+                message=message,
+                context_id=message.get("contextId") or None,
+                origin="a2a",
+                validate_input=False,
+            )
         except PlatformError as exc:
             raise _service_error(exc) from None
         return task, None
@@ -406,17 +404,24 @@ class FaceHandler:
     def _send_and_attach(
         self, ctx: CallContext, params: dict[str, Any]
     ) -> tuple[Task, int | None, dict[str, Any]]:
-        """One database hop: authenticate, validate, create or answer, attach a push config."""
+        """One database hop: authenticate, validate everything, then create the task (or
+        answer one) and attach the push config that came with it."""
+        from a2a.face import push as push_service
+
         ctx.require_caller()
         self._validate_send(params)
         config = params.get("configuration") or {}
         if not isinstance(config, dict):
             raise InvalidParams("configuration must be an object.")
-        task, since_seq = self._send_sync(ctx, params)
+        _opt_int(config, "historyLength", low=0)
+        _opt_bool(config, "returnImmediately")
         push = config.get("taskPushNotificationConfig") or config.get("pushNotificationConfig")
-        if isinstance(push, dict):
-            from a2a.face import push as push_service
-
+        if push is not None:
+            if not isinstance(push, dict):
+                raise InvalidParams("taskPushNotificationConfig must be an object.")
+            push_service.clean_config(push)
+        task, since_seq = self._send_sync(ctx, params)
+        if push is not None:
             push_service.create_config(task, {**push, "taskId": str(task.id)})
         return task, since_seq, config
 
@@ -424,14 +429,15 @@ class FaceHandler:
         def start() -> tuple[Task, int | None, int | None, dict[str, Any] | None]:
             task, since_seq, config = self._send_and_attach(ctx, params)
             history_length = _opt_int(config, "historyLength", low=0)
-            if _opt_bool(config, "returnImmediately"):
-                return (
-                    task,
-                    since_seq,
-                    history_length,
-                    self._task_payload(task, history_length=history_length),
-                )
-            return task, since_seq, history_length, None
+            if not _opt_bool(config, "returnImmediately"):
+                return task, since_seq, history_length, None
+            if since_seq is None and task.outbound_message:
+                # A new task: its history is the message just relayed (no query needed).
+                relayed = TaskMessage(direction=Direction.TO_AGENT, message=task.outbound_message)
+                payload = task_json(task, history=[relayed], history_length=history_length)
+            else:
+                payload = self._task_payload(task, history_length=history_length)
+            return task, since_seq, history_length, payload
 
         task, since_seq, history_length, payload = await db_call(start)()
         if payload is None:

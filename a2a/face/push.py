@@ -54,8 +54,8 @@ def _check_url(url: str) -> None:
         ) from None
 
 
-def create_config(task: Task, params: dict[str, Any]) -> PushNotificationConfig:
-    """Store (or replace, for a known ``id``) a config for ``task`` after validating it."""
+def clean_config(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Validate a ``TaskPushNotificationConfig``; its id ("" for a new one) and fields."""
     url = str(params.get("url") or "").strip()
     token = str(params.get("token") or "")
     auth = params.get("authentication") or {}
@@ -87,6 +87,12 @@ def create_config(task: Task, params: dict[str, Any]) -> PushNotificationConfig:
         "consecutive_failures": 0,
         "disabled_reason": "",
     }
+    return config_id, fields
+
+
+def create_config(task: Task, params: dict[str, Any]) -> PushNotificationConfig:
+    """Store (or replace, for a known ``id``) a config for ``task`` after validating it."""
+    config_id, fields = clean_config(params)
     with transaction.atomic():
         # Lock the task row so two concurrent creates cannot both pass the cap.
         Task.objects.select_for_update().filter(pk=task.pk).first()

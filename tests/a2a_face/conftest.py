@@ -118,5 +118,7 @@ def error_reason(response: Any) -> str:
 
 @pytest.fixture(autouse=True)
 def _face_db_in_the_test_thread(settings: Any) -> None:
-    """Run the face's ORM calls where the test's transaction is visible."""
+    """Run the face's ORM calls where the test's transaction is visible; no token cache
+    (ids are reused across tests' rolled-back transactions)."""
     settings.A2A_FACE_DB_THREADS = 0
+    settings.A2A_FACE_AUTH_CACHE_SECONDS = 0

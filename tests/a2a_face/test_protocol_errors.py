@@ -139,3 +139,20 @@ def test_the_sdk_client_maps_our_rest_errors_to_its_exceptions() -> None:
     error = _parse_rest_error(body, "fallback")
     assert isinstance(error, TaskNotFoundError)
     assert error.data == {"taskId": "t"}
+
+
+def test_a_token_lookup_is_reused_briefly_but_failures_are_not(
+    alice: Any, settings: Any, django_assert_num_queries: Any
+) -> None:
+    from a2a.face.context import PrincipalCache
+
+    settings.A2A_FACE_AUTH_CACHE_SECONDS = 60
+    cache = PrincipalCache(size=1)
+    assert cache.lookup(alice.raw_token) == alice
+    with django_assert_num_queries(0):
+        assert cache.lookup(alice.raw_token) == alice
+    assert cache.lookup("usr_nope") is None
+    assert cache.lookup("usr_nope_again") is None
+    # size 1: the failed lookups did not evict alice
+    with django_assert_num_queries(0):
+        assert cache.lookup(alice.raw_token) == alice

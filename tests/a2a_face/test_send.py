@@ -1,0 +1,276 @@
+"""SendMessage: skill and agent choice, the relayed message, follow-ups, and their errors."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from a2a.models import PushNotificationConfig, Task, TaskMessage
+from a2a.states import TaskState
+from tests.a2a_face.conftest import FaceClient, error_reason
+
+pytestmark = pytest.mark.django_db
+
+
+def message(**overrides: Any) -> dict[str, Any]:
+    msg = {
+        "messageId": f"m-{uuid.uuid4().hex[:8]}",
+        "role": "ROLE_USER",
+        "parts": [{"data": {"product": "lamp"}}, {"text": "please"}],
+        "metadata": {"trace": "t-1"},
+    }
+    msg.update(overrides)
+    return msg
+
+
+def send(client: FaceClient, msg: dict[str, Any], path: str = "/v1/a2a", **extra: Any) -> Any:
+    body = {"message": msg, "configuration": {"returnImmediately": True}, **extra}
+    return client.post(f"{path}/message:send", body)
+
+
+def test_send_creates_a_task_relaying_the_message_unchanged(
+    as_alice: FaceClient, alice: Any, agent: Any
+) -> None:
+    msg = message(contextId="ctx-mine")
+    response = send(as_alice, msg)
+    assert response.status_code == 200
+    body = response.json()
+    assert set(body) == {"task"}
+    task = Task.objects.get(pk=body["task"]["id"])
+    assert body["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert body["task"]["contextId"] == "ctx-mine" == task.context_id
+    assert body["task"]["history"][0]["messageId"] == msg["messageId"]
+    assert (task.origin, task.created_by, task.agent_id) == ("a2a", alice, agent.id)
+    relayed = task.outbound_message
+    for key in ("messageId", "parts", "metadata", "role"):
+        assert relayed[key] == msg[key]
+    assert task.input == {"product": "lamp"}
+
+
+def test_send_generates_a_context_id(as_alice: FaceClient, agent: Any) -> None:
+    body = send(as_alice, message()).json()
+    assert body["task"]["contextId"]
+
+
+def test_message_ids_may_be_reused(as_alice: FaceClient, agent: Any) -> None:
+    msg = message()
+    first = send(as_alice, msg).json()["task"]["id"]
+    second = send(as_alice, msg).json()["task"]["id"]
+    assert first != second
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["request", "message"],
+)
+def test_the_skill_comes_from_metadata(
+    as_alice: FaceClient,
+    make_skill: Callable[..., Any],
+    make_agent: Callable[..., Any],
+    where: str,
+) -> None:
+    one, two = make_skill(id="one"), make_skill(id="two")
+    make_agent(skills=[one, two])
+    if where == "request":
+        response = send(as_alice, message(), metadata={"skillId": "two"})
+    else:
+        response = send(as_alice, message(metadata={"skillId": "two"}))
+    assert Task.objects.get(pk=response.json()["task"]["id"]).skill_id == "two"
+
+
+def test_without_a_skill_id_the_default_skill_is_used(
+    as_alice: FaceClient,
+    settings: Any,
+    make_skill: Callable[..., Any],
+    make_agent: Callable[..., Any],
+) -> None:
+    one, two = make_skill(id="one"), make_skill(id="two")
+    make_agent(skills=[one, two])
+    settings.A2A_DEFAULT_SKILL = "one"
+    response = send(as_alice, message())
+    assert Task.objects.get(pk=response.json()["task"]["id"]).skill_id == "one"
+
+
+def test_without_a_skill_id_and_several_skills_the_error_lists_them(
+    as_alice: FaceClient, make_skill: Callable[..., Any], make_agent: Callable[..., Any]
+) -> None:
+    make_agent(skills=[make_skill(id="one"), make_skill(id="two")])
+    response = send(as_alice, message())
+    assert error_reason(response) == "INVALID_PARAMS"
+    assert "one" in response.json()["error"]["message"]
+    assert response.json()["error"]["details"][0]["metadata"]["skills"] == '["one", "two"]'
+    assert Task.objects.count() == 0
+
+
+def test_an_unknown_skill_is_invalid_params(as_alice: FaceClient, agent: Any) -> None:
+    response = send(as_alice, message(metadata={"skillId": "nope"}))
+    assert error_reason(response) == "INVALID_PARAMS"
+
+
+def test_a_tenant_route_sends_to_its_agent(
+    as_alice: FaceClient, make_agent: Callable[..., Any], skill: Any, agent: Any
+) -> None:
+    make_agent(id="agent-two", skills=[skill])
+    response = send(as_alice, message(), path="/v1/a2a/agent-two")
+    task = Task.objects.get(pk=response.json()["task"]["id"])
+    assert task.agent_id == "agent-two"
+    assert response.json()["task"]["metadata"]["agentId"] == "agent-two"
+
+
+def test_a_tenant_route_to_an_unknown_agent_is_404(as_alice: FaceClient, agent: Any) -> None:
+    response = send(as_alice, message(), path="/v1/a2a/nobody-here")
+    assert response.status_code == 404
+    assert error_reason(response) == "AGENT_NOT_FOUND"
+
+
+def test_a_tenant_route_refuses_a_skill_its_agent_lacks(
+    as_alice: FaceClient, make_skill: Callable[..., Any], agent: Any
+) -> None:
+    make_skill(id="other")
+    response = send(as_alice, message(metadata={"skillId": "other"}), path="/v1/a2a/agent-one")
+    assert error_reason(response) == "INVALID_PARAMS"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"message": "hello"},
+        {"message": {"role": "ROLE_USER", "parts": [{"text": "x"}]}},
+        {"message": {"messageId": "m", "role": "ROLE_USER", "parts": []}},
+        {"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "x"}]}},
+        {"message": {"messageId": "m", "role": "ROLE_USER", "parts": "x"}},
+        {
+            "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
+            "configuration": {"historyLength": -2},
+        },
+    ],
+)
+def test_malformed_sends_are_invalid_params(
+    as_alice: FaceClient, agent: Any, body: dict[str, Any]
+) -> None:
+    response = as_alice.post("/v1/a2a/message:send", body)
+    assert response.status_code == 400
+    assert error_reason(response) == "INVALID_PARAMS"
+    assert Task.objects.count() == 0
+
+
+def test_an_unknown_task_id_is_task_not_found(as_alice: FaceClient, agent: Any) -> None:
+    response = send(as_alice, message(taskId=str(uuid.uuid4())))
+    assert response.status_code == 404
+    assert error_reason(response) == "TASK_NOT_FOUND"
+
+
+def test_another_callers_task_id_is_task_not_found(
+    as_bob: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    task.require_input({"messageId": "q", "parts": [{"text": "?"}]})
+    response = send(as_bob, message(taskId=str(task.id)))
+    assert error_reason(response) == "TASK_NOT_FOUND"
+
+
+def test_a_message_to_a_finished_task_is_unsupported(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    task.complete({"verdict": "pass"}, [])
+    response = send(as_alice, message(taskId=str(task.id)))
+    assert response.status_code == 400
+    assert error_reason(response) == "UNSUPPORTED_OPERATION"
+
+
+def test_a_context_id_that_does_not_match_the_task_is_refused(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    task.require_input({"messageId": "q", "parts": [{"text": "?"}]})
+    response = send(as_alice, message(taskId=str(task.id), contextId="someone-elses"))
+    assert error_reason(response) == "INVALID_PARAMS"
+    task.refresh_from_db()
+    assert task.state == TaskState.INPUT_REQUIRED
+
+
+def test_an_answer_to_the_agents_question_resumes_the_task(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice, remote_task_id="remote-1", remote_context_id="remote-ctx")
+    task.require_input({"messageId": "q", "parts": [{"text": "Which market?"}]})
+    answer = message(taskId=str(task.id), contextId=task.context_id)
+    response = send(as_alice, answer)
+    assert response.status_code == 200
+    body = response.json()["task"]
+    assert body["id"] == str(task.id)
+    assert body["status"]["state"] == "TASK_STATE_WORKING"
+    relayed = TaskMessage.objects.filter(task=task, message_id=answer["messageId"]).get()
+    # The agent gets its own ids; the client keeps seeing ours.
+    assert relayed.message["taskId"] == "remote-1"
+    assert body["history"][-1]["taskId"] == str(task.id)
+
+
+def test_a_message_to_a_task_that_asked_nothing_is_unsupported(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    task.start_work()
+    response = send(as_alice, message(taskId=str(task.id)))
+    assert error_reason(response) == "UNSUPPORTED_OPERATION"
+
+
+def test_a_blocking_send_returns_the_task_when_its_wait_runs_out(
+    as_alice: FaceClient, agent: Any, settings: Any
+) -> None:
+    settings.A2A_BLOCKING_TIMEOUT = 0.05
+    response = as_alice.post("/v1/a2a/message:send", {"message": message()})
+    assert response.status_code == 200
+    assert response.json()["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+
+
+def test_a_push_config_can_come_with_the_send(
+    as_alice: FaceClient, agent: Any, settings: Any
+) -> None:
+    settings.ALLOW_LOOPBACK_URLS = True
+    config = {"url": "http://127.0.0.1:9/hook", "token": "t"}
+    response = send(
+        as_alice,
+        message(),
+        configuration={"returnImmediately": True, "taskPushNotificationConfig": config},
+    )
+    task_id = response.json()["task"]["id"]
+    assert PushNotificationConfig.objects.get().task_id == uuid.UUID(task_id)
+
+
+def test_a_bad_push_config_with_the_send_creates_nothing(as_alice: FaceClient, agent: Any) -> None:
+    config = {"url": "http://127.0.0.1:9/hook", "token": "a\nb"}
+    response = send(
+        as_alice,
+        message(),
+        configuration={"returnImmediately": True, "taskPushNotificationConfig": config},
+    )
+    assert error_reason(response) == "INVALID_PARAMS"
+    assert Task.objects.count() == 0
+
+
+def test_send_over_jsonrpc(as_alice: FaceClient, agent: Any) -> None:
+    result = as_alice.rpc(
+        "SendMessage", {"message": message(), "configuration": {"returnImmediately": True}}
+    ).json()["result"]
+    assert result["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+
+
+def test_anonymous_senders_reach_their_task_by_id(settings: Any, agent: Any, alice: Any) -> None:
+    settings.A2A_ALLOW_ANONYMOUS = True
+    anonymous = FaceClient(None)
+    task_id = send(anonymous, message()).json()["task"]["id"]
+    assert Task.objects.get(pk=task_id).created_by is None
+    assert anonymous.get(f"/v1/a2a/tasks/{task_id}").status_code == 200
+    assert FaceClient(alice.raw_token).get(f"/v1/a2a/tasks/{task_id}").status_code == 404
+
+
+def test_unauthenticated_sends_create_nothing(agent: Any) -> None:
+    response = send(FaceClient(None), message())
+    assert response.status_code == 401
+    assert Task.objects.count() == 0
