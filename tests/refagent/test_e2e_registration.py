@@ -62,6 +62,14 @@ def test_it_registers_connects_and_keeps_its_identity_across_restarts(
     assert ApiKey.objects.filter(agent_id="ref-e2e", revoked_at=None).count() == 1
     assert AgentProfile.objects.filter(pk="ref-e2e").count() == 1
 
+    # A platform that forgot the agent (a fresh database): the saved key is refused, and
+    # the agent registers anew and saves its new key.
+    AgentProfile.objects.filter(pk="ref-e2e").delete()
+    with reference_agent(env) as fresh:
+        assert "was refused; registering anew" in fresh.log_text()
+    assert json.loads((tmp_path / "ref-e2e.json").read_text())["apiKey"] != saved["apiKey"]
+    assert AgentProfile.objects.filter(pk="ref-e2e").exists()
+
 
 def test_bad_configuration_against_a_live_platform_is_one_line_and_exit_2(
     platform: Any, tmp_path: Path
