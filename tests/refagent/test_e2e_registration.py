@@ -17,11 +17,11 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
-from agent_profiles.models import AgentProfile, ApiKey
+from agent_profiles.models import AgentProfile, AgentStatus, ApiKey
 from gateway.presence import is_online
 from tests.refagent.conftest import SCRIPTS
 from tests.refagent.processes import agent_env, reference_agent
-from tests.support.processes import PYTHON
+from tests.support.processes import PYTHON, embedded_platform
 
 pytestmark = pytest.mark.slow
 
@@ -97,3 +97,16 @@ def test_bad_configuration_against_a_live_platform_is_one_line_and_exit_2(
     ).raise_for_status()
     assert "already registered" in run(AGENT_ID="taken-id")
     assert "reserved" in run(AGENT_ID="tasks")
+
+
+def test_in_approval_mode_it_waits_for_approval_then_connects(
+    transactional_db: None, tmp_path: Path
+) -> None:
+    call_command("loadskills", str(settings.EXAMPLE_SKILLS_FILE), verbosity=0)
+    with embedded_platform(REGISTRATION_MODE="approval") as platform:
+        env = agent_env(platform.url, tmp_path, AGENT_ID="newcomer")
+        with reference_agent(env, wait_gateway=False) as agent:
+            assert AgentProfile.objects.get(pk="newcomer").status == AgentStatus.PENDING
+            agent.wait_log("4403: agent disabled or not approved yet")
+            AgentProfile.objects.filter(pk="newcomer").update(status=AgentStatus.ACTIVE)
+            agent.wait_log("gateway connected")  # it kept retrying
