@@ -10,10 +10,12 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 
+from a2a.api.asgi import with_tasks_api  # noqa: E402
 from a2a.face.asgi import with_face  # noqa: E402
 from gateway.routing import websocket_application  # noqa: E402
 
-# The A2A face's paths skip the middleware stack (see a2a/face/asgi.py).
+# The A2A face's paths and Bearer calls to /api/tasks skip the middleware stack (see
+# a2a/face/asgi.py and a2a/api/asgi.py).
 application = ProtocolTypeRouter(
-    {"http": with_face(django_asgi_app), "websocket": websocket_application}
+    {"http": with_tasks_api(with_face(django_asgi_app)), "websocket": websocket_application}
 )

@@ -1,0 +1,63 @@
+"""The tasks API through the real ASGI application (the lean path for Bearer calls)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
+
+from a2a.models import Task
+from platform_site.asgi import application
+
+
+def call(method: str, path: str, **kwargs: Any) -> httpx.Response:
+    async def run() -> httpx.Response:
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            return await c.request(method, path, **kwargs)
+
+    return asyncio.run(run())
+
+
+@pytest.fixture
+def user(transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any) -> Iterator[Any]:
+    make_agent(skills=[make_skill()])
+    yield make_user()
+    # The views ran on asgiref's shared sync thread: close its database connection, or
+    # PostgreSQL refuses to drop the test database.
+    asyncio.run(sync_to_async(connections.close_all, thread_sensitive=True)())
+
+
+def test_a_bearer_call_creates_and_reads_a_task(user: Any) -> None:
+    auth = {"Authorization": f"Bearer {user.raw_token}"}
+    body = {"skillId": "ce-review", "input": {"product": "lamp"}}
+    created = call("POST", "/api/tasks", json=body, headers=auth)
+    assert created.status_code == 201, created.text
+    assert created.headers["X-Content-Type-Options"] == "nosniff"
+    task_id = created.json()["id"]
+    assert call("GET", f"/api/tasks/{task_id}", headers=auth).json()["id"] == task_id
+    assert Task.objects.filter(pk=task_id, created_by=user).exists()
+
+
+def test_a_bad_token_gets_the_platform_error_shape(user: Any) -> None:
+    response = call("GET", "/api/tasks", headers={"Authorization": "Bearer usr_nope"})
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "authentication_failed"
+
+
+def test_a_call_without_a_token_takes_the_normal_path(user: Any) -> None:
+    response = call("GET", "/api/tasks")
+    assert response.status_code in (401, 403)
+    assert response.json()["error"]["code"] == "not_authenticated"
+
+
+def test_a_disallowed_host_is_refused(user: Any, settings: Any) -> None:
+    settings.ALLOWED_HOSTS = ["platform.example"]
+    auth = {"Authorization": f"Bearer {user.raw_token}"}
+    response = call("GET", "/api/tasks", headers=auth)
+    assert response.status_code == 400
