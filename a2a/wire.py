@@ -6,6 +6,7 @@ hold JSON, and unknown fields are all accepted.
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from typing import Any
@@ -125,9 +126,19 @@ def message_text(message: Any) -> str:
     return " ".join(t for t in texts if isinstance(t, str)).strip()
 
 
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: str) -> Any:
+    schema = json.loads(schema_json)
+    return validator_for(schema)(schema)
+
+
 def schema_errors(schema: dict[str, Any], value: Any) -> list[dict[str, str]]:
-    """jsonschema errors of ``value`` as ``[{"path", "message"}]`` (empty when valid)."""
-    validator = validator_for(schema)(schema)
+    """jsonschema errors of ``value`` as ``[{"path", "message"}]`` (empty when valid).
+
+    Validators are built once per distinct schema (per process): building one costs more
+    than most validations.
+    """
+    validator = _validator(json.dumps(schema, sort_keys=True))
     errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
     return [
         {"path": "/".join(str(p) for p in e.absolute_path) or "(root)", "message": e.message}

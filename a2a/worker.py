@@ -129,6 +129,12 @@ def run_claimed(task: Task) -> None:
             fail_timeout(task)
             return
         action = task.next_action
+        if task.transport != Transport.A2A:
+            # The gateway carries this task now; nothing for the A2A worker to do.
+            Task.objects.filter(pk=task.pk, transport=task.transport).update(
+                next_action=NextAction.NONE, next_poll_at=None, lease_until=None
+            )
+            return
         if action == NextAction.SEND:
             _send(task)
         elif action == NextAction.POLL:

@@ -78,3 +78,11 @@ def test_an_internal_error_is_retried_then_fails_the_task(task: Task) -> None:
         worker._internal_error(task, RuntimeError("bug"))
     task.refresh_from_db()
     assert (task.state, task.error["code"]) == (TaskState.FAILED, "internal_error")
+
+
+def test_a_task_the_gateway_carries_is_left_to_it(task: Task) -> None:
+    Task.objects.filter(pk=task.pk).update(transport="websocket")
+    worker.process_task(task.pk)
+    task.refresh_from_db()
+    assert task.state == TaskState.SUBMITTED
+    assert (task.next_action, task.lease_until, task.attempts) == (NextAction.NONE, None, 0)
