@@ -196,7 +196,7 @@ def schedule_poll(task: Task, *, grow: bool, retry_after: float | None = None) -
     )
     if updated:
         task.next_action, task.next_poll_at, task.poll_interval = NextAction.POLL, due, interval
-        if delay < settings.A2A_SWEEP_INTERVAL * 2:
+        if settings.A2A_POLL_MESSAGES and delay < settings.A2A_SWEEP_INTERVAL * 2:
             queue_processing(task.pk, countdown=delay)
     return bool(updated)
 

@@ -45,6 +45,8 @@ BENCH_DATABASE_URL = os.environ.get(
 )
 BENCH_REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:63799/2")
 A2A = {"A2A-Version": "1.0"}
+# Extra skill input (--behaviour/--seconds): what the test agent should do.
+EXTRA_INPUT: dict[str, Any] = {}
 
 SETUP = """
 import django; django.setup()
@@ -165,7 +167,7 @@ async def ceiling(agent_url: str, total: int, concurrency: int) -> dict[str, Any
             message = {
                 "messageId": str(uuid.uuid4()),
                 "role": "ROLE_USER",
-                "parts": [{"data": {"product": "lamp"}}],
+                "parts": [{"data": {"product": "lamp", **EXTRA_INPUT}}],
                 "metadata": {"skillId": "ce-review"},
             }
             body = {"message": message, "configuration": {"returnImmediately": True}}
@@ -200,7 +202,7 @@ async def create_tasks(url: str, token: str, total: int, concurrency: int) -> li
 
     async def loop(client: httpx.AsyncClient) -> None:
         for _ in counter:
-            body = {"skillId": "ce-review", "input": {"product": "lamp"}}
+            body = {"skillId": "ce-review", "input": {"product": "lamp", **EXTRA_INPUT}}
             response = await client.post(f"{url}/api/tasks", json=body)
             if response.status_code != 201:
                 raise RuntimeError(f"POST /api/tasks: {response.status_code} {response.text}")
@@ -246,7 +248,9 @@ def platform(
     }
 
 
-def run(mode: str, total: int, concurrency: int, warmup: int) -> dict[str, Any]:
+def run(
+    mode: str, total: int, concurrency: int, warmup: int, extra_env: dict[str, str]
+) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-dispatch-{mode}-"))
     log = tmp / "processes.log"
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
@@ -257,6 +261,7 @@ def run(mode: str, total: int, concurrency: int, warmup: int) -> dict[str, Any]:
             "PYTHONUNBUFFERED": "1",
             "ALLOW_LOOPBACK_URLS": "true",
             "REGISTRATION_MODE": "open",
+            **extra_env,
         }
     )
     if mode == "distributed":
@@ -361,10 +366,15 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--mode", choices=["embedded", "distributed", "both"], default="both")
+    parser.add_argument("--behaviour", default="complete", help="the test agent's behaviour")
+    parser.add_argument("--seconds", type=float, default=0.0, help="for --behaviour slow")
+    parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the platform")
     parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
     args = parser.parse_args()
+    EXTRA_INPUT.update({"behaviour": args.behaviour, "seconds": args.seconds})
+    extra_env = dict(item.split("=", 1) for item in args.env)
     modes = ["embedded", "distributed"] if args.mode == "both" else [args.mode]
-    results = [run(mode, args.tasks, args.concurrency, args.warmup) for mode in modes]
+    results = [run(m, args.tasks, args.concurrency, args.warmup, extra_env) for m in modes]
     section = table(results, args.tasks, args.concurrency)
     print(section)
     for result in results:
