@@ -20,6 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 from google.protobuf.json_format import ParseDict, ParseError
 
+from a2a.exceptions import UnknownSkill
 from a2a.face import sse
 from a2a.face.context import CallContext
 from a2a.face.db import db_call
@@ -274,51 +275,63 @@ class FaceHandler:
 
     # ---- messages ----
 
-    def _choose_skill(self, ctx: CallContext, request: dict[str, Any]) -> tuple[Skill, str | None]:
+    def _choose_skill(self, ctx: CallContext, request: dict[str, Any]) -> tuple[str, str | None]:
+        """The skill id (and the agent id on a tenant route) for a new task."""
         message = request["message"]
         skill_id = (request.get("metadata") or {}).get("skillId") or (
             message.get("metadata") or {}
         ).get("skillId")
         if ctx.tenant:
-            agent = AgentProfile.objects.filter(pk=ctx.tenant).first()
-            if agent is None or agent.status != AgentStatus.ACTIVE:
+            ids = list(
+                Skill.objects.filter(
+                    agents__id=ctx.tenant, agents__status=AgentStatus.ACTIVE, is_active=True
+                )
+                .order_by("id")
+                .values_list("id", flat=True)
+            )
+            if (
+                not ids
+                and not AgentProfile.objects.filter(
+                    pk=ctx.tenant, status=AgentStatus.ACTIVE
+                ).exists()
+            ):
                 raise AgentNotFound(
                     f"No active agent {ctx.tenant!r}.", metadata={"agentId": ctx.tenant}
                 )
-            offered = list(agent.skills.filter(is_active=True).order_by("id"))
-            ids = [s.id for s in offered]
             if skill_id:
                 if skill_id not in ids:
                     raise InvalidParams(
-                        f"Agent {agent.id!r} does not offer skill {skill_id!r}; it offers {ids}.",
+                        f"Agent {ctx.tenant!r} does not offer skill {skill_id!r}; it offers {ids}.",
                         metadata={"skillId": str(skill_id), "skills": ids},
                     )
-                return next(s for s in offered if s.id == skill_id), agent.id
+                return str(skill_id), ctx.tenant
             if settings.A2A_DEFAULT_SKILL in ids:
-                return next(s for s in offered if s.id == settings.A2A_DEFAULT_SKILL), agent.id
-            if len(offered) == 1:
-                return offered[0], agent.id
+                return settings.A2A_DEFAULT_SKILL, ctx.tenant
+            if len(ids) == 1:
+                return ids[0], ctx.tenant
             raise InvalidParams(
                 f"Say which skill: set metadata.skillId to one of {ids}.",
                 metadata={"skills": ids},
             )
-        skill_id = skill_id or settings.A2A_DEFAULT_SKILL
-        if skill_id:
-            skill = Skill.objects.filter(pk=skill_id, is_active=True).first()
-            if skill is None:
-                ids = list(Skill.objects.filter(is_active=True).values_list("id", flat=True))
-                raise InvalidParams(
-                    f"Unknown skill {skill_id!r}; active skills: {ids}.",
-                    metadata={"skillId": str(skill_id), "skills": ids},
-                )
-            return skill, None
-        active = list(Skill.objects.filter(is_active=True).order_by("id")[:51])
-        if len(active) == 1:
-            return active[0], None
-        ids = [s.id for s in active]
+        # The default routes: create_task checks the skill (see _unknown_skill).
+        if skill_id or settings.A2A_DEFAULT_SKILL:
+            return str(skill_id or settings.A2A_DEFAULT_SKILL), None
+        ids = list(
+            Skill.objects.filter(is_active=True).order_by("id").values_list("id", flat=True)[:51]
+        )
+        if len(ids) == 1:
+            return ids[0], None
         raise InvalidParams(
             f"Say which skill: set metadata.skillId to one of {ids}." if ids else "No skills.",
             metadata={"skills": ids},
+        )
+
+    @staticmethod
+    def _unknown_skill(skill_id: str) -> InvalidParams:
+        ids = list(Skill.objects.filter(is_active=True).order_by("id").values_list("id", flat=True))
+        return InvalidParams(
+            f"Unknown skill {skill_id!r}; active skills: {ids}.",
+            metadata={"skillId": skill_id, "skills": ids},
         )
 
     @staticmethod
@@ -380,10 +393,10 @@ class FaceHandler:
                 raise _service_error(exc) from None
             task.refresh_from_db()
             return task, TaskEvent.objects.filter(task=task).count()
-        skill, agent_id = self._choose_skill(ctx, params)
+        skill_id, agent_id = self._choose_skill(ctx, params)
         try:
             task = services.create_task(
-                skill_id=skill.id,
+                skill_id=skill_id,
                 input=self._input_of(message),
                 agent_id=agent_id,
                 user=ctx.user,
@@ -394,6 +407,8 @@ class FaceHandler:
                 validate_input=False,
             )
         except PlatformError as exc:
+            if isinstance(exc, UnknownSkill):
+                raise self._unknown_skill(skill_id) from None
             raise _service_error(exc) from None
         return task, None
 
