@@ -15,12 +15,14 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.exception import convert_exception_to_response
-from django.http import HttpResponse
-from django.urls import set_script_prefix
+from django.http import HttpRequest, HttpResponse
+from django.urls import set_script_prefix, set_urlconf
+from django.utils.log import log_response
 
 from a2a.face.errors import InvalidRequest
 
@@ -40,6 +42,18 @@ class FaceASGIHandler(ASGIHandler):
         # No ThreadSensitiveContext: Django's creates a fresh sync thread (and so a fresh
         # database connection) per request; the face's ORM calls use a2a.face.db's pool.
         await self.handle(scope, receive, send)
+
+    async def get_response_async(self, request: HttpRequest) -> HttpResponse:
+        """Django's, minus the log line (and thread hop) for every 4xx: client errors such
+        as TaskNotFound are ordinary on this API. Server errors are still logged."""
+        set_urlconf(settings.ROOT_URLCONF)
+        response = await self._middleware_chain(request)
+        response._resource_closers.append(request.close)
+        if response.status_code >= 500:
+            await sync_to_async(log_response, thread_sensitive=False)(
+                "%s: %s", response.reason_phrase, request.path, response=response, request=request
+            )
+        return response
 
     def load_middleware(self, is_async: bool = False) -> None:
         self._view_middleware = []
@@ -65,6 +79,9 @@ class FaceASGIHandler(ASGIHandler):
             await self.send_response(response, send)
             body_file.close()
             return
+
+        # Resolve against the face's own routes only (they are all these paths can match).
+        request.urlconf = "a2a.face.urls"
 
         async def respond() -> HttpResponse:
             response = await self.get_response_async(request)

@@ -21,7 +21,7 @@ from django.utils import timezone
 from google.protobuf.json_format import ParseDict, ParseError
 
 from a2a.exceptions import UnknownSkill
-from a2a.face import sse
+from a2a.face import queries, sse
 from a2a.face.context import CallContext
 from a2a.face.db import db_call
 from a2a.face.errors import (
@@ -156,20 +156,17 @@ class FaceHandler:
 
     def _get_visible(self, ctx: CallContext, raw_id: Any) -> Task:
         task_id = _task_id(raw_id)
-        qs = self._visible(ctx)
-        try:
-            return qs.get(pk=task_id)
-        except Task.DoesNotExist:
-            raise TaskNotFound(
-                f"Task {task_id} not found.", metadata={"taskId": str(task_id)}
-            ) from None
+        task = queries.visible_task(ctx, task_id)
+        if task is None:
+            raise TaskNotFound(f"Task {task_id} not found.", metadata={"taskId": str(task_id)})
+        return task
 
     def _task_payload(
         self, task: Task, *, history_length: int | None, include_artifacts: bool = True
     ) -> dict[str, Any]:
         history = None
         if history_length != 0:
-            history = list(TaskMessage.objects.filter(task=task).order_by("created_at", "id"))
+            history = queries.history(task)
         return task_json(
             task,
             history=history,
