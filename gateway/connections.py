@@ -5,7 +5,8 @@ Every ``GATEWAY_HEARTBEAT_TIMEOUT / 3`` seconds one task per process:
 * closes connections that sent nothing (not even a ``ping``) for a whole timeout
   (close code 4408): the server notices dead or silent agents by itself;
 * refreshes the presence rows of the live ones in a single UPDATE, so 5,000 sockets cost
-  one query per interval, and a crashed process's rows go stale on their own.
+  one query per interval, and a crashed process's rows go stale on their own;
+* re-joins hour-old connections to their agent's group (group memberships expire).
 
 It also remembers the event loop the consumers run on: in the embedded mode the Celery
 worker threads push through the in-memory channel layer, whose queues belong to that loop
@@ -29,9 +30,17 @@ log = logging.getLogger(__name__)
 CLOSE_HEARTBEAT_TIMEOUT = 4408
 
 
+# Channel-layer group memberships expire (channels_redis ``group_expiry``); long-lived
+# sockets re-join their agent's group this often.
+GROUP_REJOIN_SECONDS = 3600.0
+
+
 class Watched(Protocol):
     channel_name: str
     last_frame_at: float
+    joined_at: float
+
+    async def rejoin_group(self) -> None: ...
 
     async def close(self, code: int | bool | None = None, reason: str | None = None) -> None: ...
 
@@ -73,6 +82,9 @@ class LocalConnections:
                     await consumer.close(code=CLOSE_HEARTBEAT_TIMEOUT)
             else:
                 alive.append(name)
+                if loop.time() - consumer.joined_at > GROUP_REJOIN_SECONDS:
+                    consumer.joined_at = loop.time()
+                    await consumer.rejoin_group()
         if alive:
             await database_sync_to_async(presence.refresh)(alive)
 

@@ -27,7 +27,28 @@ from gateway.frames import FrameError
 
 log = logging.getLogger(__name__)
 
+
+def db(func: Any) -> Any:
+    """Run ORM code off the event loop on a pool of threads (each with its own database
+    connection), so one slow query does not hold up every socket of the process. Frames of
+    one connection stay in order: the consumer awaits each call."""
+    return database_sync_to_async(func, thread_sensitive=False)
+
+
 CLOSE_FLOOD = 4429
+# Session starts (group join, presence row, outbox) in flight per process: a reconnect
+# storm of thousands of agents queues here instead of exhausting DB and Redis pools.
+START_CONCURRENCY = 64
+_start_gates: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+
+
+def _start_gate() -> asyncio.Semaphore:
+    loop = asyncio.get_running_loop()
+    gate = _start_gates.get(loop)
+    if gate is None:
+        _start_gates.clear()  # one loop per process outside tests
+        gate = _start_gates[loop] = asyncio.Semaphore(START_CONCURRENCY)
+    return gate
 
 
 class BadFrameLimiter:
@@ -77,7 +98,7 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_discard(
             presence.agent_group(self.agent.id), self.channel_name
         )
-        await database_sync_to_async(presence.unregister)(self.channel_name)
+        await db(presence.unregister)(self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         self.last_frame_at = asyncio.get_running_loop().time()
@@ -105,9 +126,9 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         if frame.type == "ping":
             await self._send(frames.PONG)
         elif frame.type == "task.ack":
-            await database_sync_to_async(services.ack)(self.agent.id, data["deliveryId"])
+            await db(services.ack)(self.agent.id, data["deliveryId"])
         elif frame.type == "task.update":
-            await database_sync_to_async(services.apply_update)(
+            await db(services.apply_update)(
                 self.agent.id, data["taskId"], data["status"], data.get("artifacts")
             )
         elif frame.type == "auth":
@@ -117,9 +138,7 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         if frame.type != "auth":
             await self._refuse(services.CLOSE_BAD_KEY, "authenticate first")
             return
-        agent, close_code = await database_sync_to_async(services.authenticate_key)(
-            frame.data["apiKey"]
-        )
+        agent, close_code = await db(services.authenticate_key)(frame.data["apiKey"])
         if close_code or agent is None:
             await self._refuse(close_code or services.CLOSE_BAD_KEY)
             return
@@ -138,18 +157,27 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         """Join the agent's group, record presence, then send what the agent is owed."""
         if self._auth_timer is not None:
             self._auth_timer.cancel()
+        async with _start_gate():
+            await self._join(agent)
+
+    async def _join(self, agent: AgentProfile) -> None:
         self.agent = agent
+        self.joined_at = asyncio.get_running_loop().time()
         # Group first, presence second, outbox last: a push committed before the outbox
         # read is found by it, and one committed after finds the connection in the group.
         await self.channel_layer.group_add(presence.agent_group(agent.id), self.channel_name)
         client = self.scope.get("client") or ("", 0)
-        await database_sync_to_async(presence.register)(
-            agent.id, self.channel_name, str(client[0] or "")
-        )
-        await database_sync_to_async(agent.touch)()
+        await db(presence.register)(agent.id, self.channel_name, str(client[0] or ""))
+        await db(agent.touch)()
         local.add(self)
-        for delivery_id in await database_sync_to_async(services.outbox)(agent.id):
+        for delivery_id in await db(services.outbox)(agent.id):
             await self._deliver(str(delivery_id), resend=True)
+
+    async def rejoin_group(self) -> None:
+        if self.agent is not None:
+            await self.channel_layer.group_add(
+                presence.agent_group(self.agent.id), self.channel_name
+            )
 
     async def _auth_expired(self) -> None:
         if self.agent is None:
@@ -162,7 +190,7 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
 
     async def _deliver(self, delivery_id: str, *, resend: bool = False) -> None:
         assert self.agent is not None
-        payload = await database_sync_to_async(services.claim)(
+        payload = await db(services.claim)(
             delivery_id, self.agent.id, self.channel_name, resend=resend
         )
         if payload is not None:
@@ -175,8 +203,21 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
 
     async def gateway_deliver(self, event: dict[str, Any]) -> None:
         """A delivery row was committed for this agent: claim it and send it."""
-        if self.agent is not None:
+        if self.agent is None:
+            return
+        frame = event.get("frame")
+        if frame is None:  # a re-hint (sweep, requeue): read the row
             await self._deliver(event["delivery_id"])
+            return
+        claimed = await db(services.claim_pending)(
+            event["delivery_id"],
+            self.agent.id,
+            self.channel_name,
+            event.get("task_id", ""),
+            bool(event.get("was_offline")),
+        )
+        if claimed:
+            await self._send(frame)
 
     async def gateway_close(self, event: dict[str, Any]) -> None:
         """The agent was disabled or its key revoked: drop the connection."""

@@ -31,6 +31,8 @@ class AgentAuthMiddleware(BaseMiddleware):
         scope = dict(scope, agent=None, agent_close_code=None)
         header = _header(scope, b"authorization")
         if header is not None:
-            agent, close_code = await database_sync_to_async(authenticate_key)(bearer_token(header))
+            agent, close_code = await database_sync_to_async(
+                authenticate_key, thread_sensitive=False
+            )(bearer_token(header))
             scope["agent"], scope["agent_close_code"] = agent, close_code
         return await super().__call__(scope, receive, send)

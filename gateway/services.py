@@ -12,14 +12,11 @@ Synchronous functions here are called from Django views, Celery workers and (thr
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from datetime import timedelta
 from typing import Any
 
-from asgiref.sync import async_to_sync
-from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
@@ -28,8 +25,7 @@ from django.utils import timezone
 from a2a.models import Task
 from a2a.states import TERMINAL_STATES, NextAction, Transport
 from agent_profiles.models import AgentProfile, ApiKey
-from gateway import frames, presence
-from gateway.connections import local
+from gateway import frames, notify, presence
 from gateway.frames import FrameError
 from gateway.models import OPEN_STATUSES, Delivery, DeliveryKind, DeliveryStatus, Presence
 from platform_site.errors import PlatformError
@@ -75,29 +71,24 @@ def outbound_message(task: Task) -> dict[str, Any]:
 def _group_send(agent_id: str, event: dict[str, Any]) -> None:
     """Tell the agent's connections (in any process) to look at the outbox now.
 
-    Best effort: a lost hint only delays the delivery until the agent's next connection.
+    Best effort: a lost hint only delays the delivery until the agent's next connection
+    (or the sweep's requeue).
     """
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    group = presence.agent_group(agent_id)
-    loop = local.loop
-    try:
-        if isinstance(layer, InMemoryChannelLayer) and loop is not None and loop.is_running():
-            # The in-memory layer's queues belong to the consumers' loop: write from it.
-            future = asyncio.run_coroutine_threadsafe(layer.group_send(group, event), loop)
-            future.result(timeout=5)
-        else:
-            async_to_sync(layer.group_send)(group, event)
-    except Exception:
-        log.warning("gateway: could not notify agent %s; delivery waits for a reconnect", agent_id)
+    if not notify.group_send(presence.agent_group(agent_id), event):
+        log.info("gateway: agent %s not notified; the delivery waits in the outbox", agent_id)
 
 
-def _notify_on_commit(delivery: Delivery) -> None:
-    agent_id, delivery_id = delivery.agent_id, str(delivery.id)
-    transaction.on_commit(
-        lambda: _group_send(agent_id, {"type": DELIVER_EVENT, "delivery_id": delivery_id})
-    )
+def _notify_on_commit(delivery: Delivery, *, was_offline: bool = False) -> None:
+    """After commit, hint the agent's connections; the frame rides along so the receiving
+    connection claims with one UPDATE and sends without reading the row."""
+    event = {
+        "type": DELIVER_EVENT,
+        "delivery_id": str(delivery.id),
+        "task_id": str(delivery.task_id),
+        "frame": delivery.payload,
+        "was_offline": was_offline,
+    }
+    transaction.on_commit(lambda: _group_send(delivery.agent_id, event))
 
 
 def _expiry() -> Any:
@@ -146,7 +137,7 @@ def push_task(task: Task, *, reason: str = "") -> str:
             "updated_at": timezone.now(),
         }
         Task.objects.filter(pk=task.pk).update(**fields)
-        _notify_on_commit(delivery)
+        _notify_on_commit(delivery, was_offline=transport == Transport.OFFLINE)
     log.info("gateway: task %s pushed to %s (%s)", task.id, task.agent_id, transport)
     return str(transport)
 
@@ -194,6 +185,29 @@ def outbox(agent_id: str) -> list[uuid.UUID]:
     sent = open_rows.filter(status=DeliveryStatus.SENT).order_by("created_at", "id")
     pending = open_rows.filter(status=DeliveryStatus.PENDING).order_by("created_at", "id")
     return [*sent.values_list("id", flat=True), *pending.values_list("id", flat=True)]
+
+
+def claim_pending(
+    delivery_id: str, agent_id: str, channel_name: str, task_id: str, was_offline: bool
+) -> bool:
+    """Claim a just-pushed delivery whose frame came with the hint: one conditional UPDATE.
+
+    A delivery withdrawn meanwhile (task canceled or ended) is no longer pending, so it is
+    not sent.
+    """
+    claimed = Delivery.objects.filter(
+        pk=delivery_id, agent_id=agent_id, status=DeliveryStatus.PENDING
+    ).update(
+        status=DeliveryStatus.SENT,
+        channel_name=channel_name,
+        sent_at=timezone.now(),
+        attempts=F("attempts") + 1,
+    )
+    if claimed and was_offline:
+        Task.objects.filter(pk=task_id, transport=Transport.OFFLINE).update(
+            transport=Transport.WEBSOCKET
+        )
+    return bool(claimed)
 
 
 def claim(
@@ -347,6 +361,25 @@ def requeue_orphaned(limit: int = 500) -> int:
             requeued += 1
             _group_send(agent_id, {"type": DELIVER_EVENT, "delivery_id": str(delivery_id)})
     return requeued
+
+
+def renotify_pending(limit: int = 1000) -> int:
+    """Hint again about pending deliveries of online agents (a lost hint only delays)."""
+    grace = timezone.now() - timedelta(seconds=min(settings.GATEWAY_SWEEP_INTERVAL, 10.0))
+    rows = (
+        Delivery.objects.filter(
+            status=DeliveryStatus.PENDING,
+            created_at__lt=grace,
+            agent_id__in=presence.fresh_presence().values("agent_id"),
+        )
+        .order_by("created_at")
+        .values_list("id", "agent_id")[:limit]
+    )
+    count = 0
+    for delivery_id, agent_id in rows:
+        _group_send(agent_id, {"type": DELIVER_EVENT, "delivery_id": str(delivery_id)})
+        count += 1
+    return count
 
 
 def requeue_offline(delivery: Delivery) -> bool:

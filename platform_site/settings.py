@@ -291,7 +291,25 @@ if DISTRIBUTED:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": envstr("CHANNELS_PREFIX", "asgi")},
+            "CONFIG": {
+                # redis-py 8 reads with a 5 s socket timeout by default, which races
+                # channels_redis's 5 s BZPOPMIN (an idle consumer would crash with 1011),
+                # and caps a pool at 100 connections (thousands of sockets joining their
+                # groups at once would fail with "Too many connections").
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": 30,
+                        "max_connections": envint("CHANNELS_REDIS_MAX_CONNECTIONS", 1000),
+                    }
+                ],
+                "prefix": envstr("CHANNELS_PREFIX", "asgi"),
+                # All process-specific channels of one daphne share one Redis queue: the
+                # default capacity (100) would drop pushes beyond 100 in flight per process.
+                "capacity": envint("CHANNELS_CAPACITY", 10_000),
+                # Gateway sockets live for days; consumers re-join hourly (gateway.connections).
+                "group_expiry": envint("CHANNELS_GROUP_EXPIRY", 7 * 24 * 3600),
+            },
         }
     }
 else:

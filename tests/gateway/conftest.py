@@ -3,6 +3,7 @@ client on the real ASGI application (``WebsocketCommunicator``)."""
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Callable
 from typing import Any
@@ -94,12 +95,16 @@ db_async = database_sync_to_async
 
 
 @pytest.fixture(autouse=True)
-def _close_executor_connections() -> Any:
-    """Close the DB connection the consumer's ``database_sync_to_async`` thread opened, so
-    the test database can be dropped at the end of the session."""
-    yield
-    from asgiref.sync import SyncToAsync
+def _no_persistent_connections_in_threads() -> Any:
+    """The consumer runs ORM code in worker threads; with CONN_MAX_AGE=0 each call closes
+    its connection afterwards, so no thread keeps the test database open at teardown."""
     from django.db import connections
 
-    executor = SyncToAsync.single_thread_executor
-    executor.submit(connections.close_all).result(timeout=10)
+    db_settings = connections.settings["default"]
+    old = db_settings.get("CONN_MAX_AGE", 0)
+    db_settings["CONN_MAX_AGE"] = 0
+    yield
+    db_settings["CONN_MAX_AGE"] = old
+    # Connections opened inside finished consumer tasks' contexts are unreachable now;
+    # collecting them closes their sockets.
+    gc.collect()

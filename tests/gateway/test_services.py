@@ -171,7 +171,7 @@ def test_expired_offline_tasks_fail_with_a_clear_reason(
     task = make_task()
     services.push_task(task)
     Delivery.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
-    assert sweep() == {"expired": 1, "stale_presence": 0, "requeued": 0}
+    assert sweep() == {"expired": 1, "stale_presence": 0, "requeued": 0, "renotified": 0}
     task.refresh_from_db()
     assert task.state == TaskState.FAILED
     assert task.error["code"] == "offline_expired"
@@ -245,3 +245,13 @@ def test_the_sweep_requeues_what_a_dead_connection_never_acked(
     assert sweep()["requeued"] == 1  # presence dropped, then the delivery requeued
     delivery.refresh_from_db()
     assert (delivery.status, delivery.channel_name) == (DeliveryStatus.PENDING, "")
+
+
+def test_the_sweep_hints_again_about_pending_deliveries_of_online_agents(
+    agent: AgentProfile, make_task: Callable[..., Task]
+) -> None:
+    services.push_task(make_task())
+    assert sweep()["renotified"] == 0  # offline agent: nobody to hint
+    online(agent)
+    Delivery.objects.update(created_at=timezone.now() - timedelta(minutes=1))
+    assert sweep()["renotified"] == 1
