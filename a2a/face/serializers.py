@@ -25,16 +25,43 @@ def iso_z(value: datetime | None) -> str | None:
     return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
+_LEGACY_ROLES = {"user": ROLE_USER, "agent": ROLE_AGENT}
+
+
+def part_json(part: Any) -> Any:
+    """A 1.0 Part from what an agent sent: 0.3 parts (``kind``, ``file``) are rewritten."""
+    if not isinstance(part, dict) or ("kind" not in part and "file" not in part):
+        return part
+    out = {k: v for k, v in part.items() if k not in ("kind", "file")}
+    file = part.get("file")
+    if isinstance(file, dict):
+        if file.get("uri"):
+            out["url"] = file["uri"]
+        if file.get("bytes"):
+            out["raw"] = file["bytes"]
+        if file.get("mimeType"):
+            out["mediaType"] = file["mimeType"]
+        if file.get("name"):
+            out["filename"] = file["name"]
+    return out
+
+
+def _parts(parts: Any) -> Any:
+    return [part_json(p) for p in parts] if isinstance(parts, list) else parts
+
+
 def _as_ours(message: dict[str, Any], task: Task, role: str) -> dict[str, Any]:
-    """A copy of ``message`` carrying our task and context ids (and a role if it had none)."""
-    out = dict(message)
+    """A copy of ``message`` in 1.0 shape carrying our task and context ids (an agent's
+    own ids never reach the face's clients; a 0.3 agent's ``kind`` and roles are mapped)."""
+    out = {k: v for k, v in message.items() if k not in ("kind", "final")}
     out["taskId"] = str(task.id)
     if task.context_id:
         out["contextId"] = task.context_id
     else:
         out.pop("contextId", None)
-    out.setdefault("role", role)
-    out.pop("kind", None)  # an agent speaking 0.3 may add it; 1.0 has none
+    out["role"] = _LEGACY_ROLES.get(out.get("role"), out.get("role") or role)
+    if "parts" in out:
+        out["parts"] = _parts(out["parts"])
     return out
 
 
@@ -67,6 +94,8 @@ def _clean_artifact(artifact: Any) -> dict[str, Any] | None:
     if not isinstance(artifact, dict):
         return None
     out = {k: v for k, v in artifact.items() if k != "kind"}
+    if "parts" in out:
+        out["parts"] = _parts(out["parts"])
     return out
 
 

@@ -156,3 +156,10 @@ def test_a_token_lookup_is_reused_briefly_but_failures_are_not(
     # size 1: the failed lookups did not evict alice
     with django_assert_num_queries(0):
         assert cache.lookup(alice.raw_token) == alice
+
+
+def test_an_oversized_body_is_a_json_413(as_alice: FaceClient, settings: Any) -> None:
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 100
+    response = as_alice.post("/v1/a2a/message:send", {"message": {"parts": ["x" * 500]}})
+    assert response.status_code == 413
+    assert error_reason(response) == "INVALID_REQUEST"

@@ -265,3 +265,34 @@ def test_subscribe_to_a_finished_task_fails_before_the_stream(
     response = as_alice.get(f"/v1/a2a/tasks/{task.id}:subscribe")
     assert response.status_code == 400
     assert error_reason(response) == "UNSUPPORTED_OPERATION"
+
+
+def test_a_legacy_agents_shapes_reach_clients_in_1_0_form(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    TaskMessage.objects.create(
+        task=task,
+        direction="from_agent",
+        message_id="old",
+        message={
+            "kind": "message",
+            "messageId": "old",
+            "role": "agent",
+            "parts": [
+                {"kind": "text", "text": "done"},
+                {"kind": "file", "file": {"uri": "https://x/r.pdf", "mimeType": "application/pdf"}},
+            ],
+        },
+    )
+    artifacts = [{"artifactId": "a", "parts": [{"kind": "data", "data": {"verdict": "pass"}}]}]
+    task.complete({"verdict": "pass"}, artifacts)
+    body = as_alice.get(f"/v1/a2a/tasks/{task.id}").json()
+    legacy = body["history"][-1]
+    assert legacy["role"] == "ROLE_AGENT"
+    assert legacy["parts"] == [
+        {"text": "done"},
+        {"url": "https://x/r.pdf", "mediaType": "application/pdf"},
+    ]
+    assert body["artifacts"][0]["parts"] == [{"data": {"verdict": "pass"}}]
+    assert "kind" not in _walk_keys(body)
