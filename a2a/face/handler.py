@@ -384,12 +384,15 @@ class FaceHandler:
                     f"Task {task.id} is {task.state}, a final state: it accepts no messages.",
                     metadata={"taskId": str(task.id), "state": task.state},
                 )
+            # Counted before the reply: an interruption the agent reports quickly (even
+            # within reply_to_task) is then still newer than the reply's own transition.
+            before = TaskEvent.objects.filter(task=task).count()
             try:
                 task = services.reply_to_task(task, message=message, by=ctx.user)
             except PlatformError as exc:
                 raise _service_error(exc) from None
             task.refresh_from_db()
-            return task, TaskEvent.objects.filter(task=task).count()
+            return task, before + 1
         skill_id, agent_id = self._choose_skill(ctx, params)
         try:
             task = services.create_task(
