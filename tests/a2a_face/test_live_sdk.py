@@ -273,17 +273,28 @@ def test_tenant_routes_push_notifications_and_the_extended_card(world: dict[str,
 
 @pytest.mark.slow
 @pytest.mark.distributed
-def test_a_stream_on_daphne_follows_updates_applied_by_a_worker(world: dict[str, Any]) -> None:
-    """daphne serves the stream; the Celery worker process applies the agent's updates."""
+def test_streams_and_push_follow_updates_applied_by_a_worker(world: dict[str, Any]) -> None:
+    """daphne serves the stream; the Celery worker process applies the agent's updates and
+    POSTs the push notifications."""
 
-    async def scenario() -> None:
+    async def scenario(webhook: Webhook) -> None:
         async with sdk_client(world["url"], world["alice"], "HTTP+JSON", streaming=True) as (
             client,
             _,
         ):
             request = pb.SendMessageRequest(message=message("slow", seconds=0.5))
+            push = request.configuration.task_push_notification_config
+            push.url, push.token = webhook.url, "tok-d"
             events = await collect(client.send_message(request))
             assert states(events)[0] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
             assert states(events)[-1] == "TASK_STATE_COMPLETED"
+        await asyncio.to_thread(webhook.wait_for_state, "TASK_STATE_COMPLETED", 20)
+        headers, body = webhook.received[-1]
+        assert body["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert headers["X-A2A-Notification-Token"] == "tok-d"
 
-    asyncio.run(scenario())
+    webhook = Webhook()
+    try:
+        asyncio.run(scenario(webhook))
+    finally:
+        webhook.close()
