@@ -11,6 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connections
 
+from a2a.api.asgi import close_pool
 from a2a.models import Task
 from platform_site.asgi import application
 
@@ -28,8 +29,9 @@ def call(method: str, path: str, **kwargs: Any) -> httpx.Response:
 def user(transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any) -> Iterator[Any]:
     make_agent(skills=[make_skill()])
     yield make_user()
-    # The views ran on asgiref's shared sync thread: close its database connection, or
+    # The views ran on the API's pool threads: close their database connections, or
     # PostgreSQL refuses to drop the test database.
+    close_pool()
     asyncio.run(sync_to_async(connections.close_all, thread_sensitive=True)())
 
 
