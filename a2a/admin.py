@@ -304,3 +304,7 @@ class TaskAdmin(admin.ModelAdmin):
             "change_url": change_url,
         }
         return TemplateResponse(request, "admin/a2a/task/reply.html", context)
+
+
+# The A2A face's push notification configs and deliveries.
+from a2a.face import admin as face_admin  # noqa: E402, F401

@@ -1,0 +1,69 @@
+"""Admin for the A2A face's push notifications: which webhooks a task has, whether they
+work, and every delivery with its attempts. Secrets (token, credentials) are not shown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from a2a.models import PushDelivery, PushNotificationConfig
+
+
+class PushDeliveryInline(admin.TabularInline):
+    model = PushDelivery
+    extra = 0
+    can_delete = False
+    fields = (
+        "seq",
+        "task_state",
+        "status",
+        "attempts",
+        "last_status",
+        "last_error",
+        "delivered_at",
+    )
+    readonly_fields = fields
+    ordering = ("-seq",)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(PushNotificationConfig)
+class PushNotificationConfigAdmin(admin.ModelAdmin):
+    list_display = ("config_id", "task", "url", "enabled", "consecutive_failures", "created_at")
+    list_filter = ("enabled",)
+    search_fields = ("config_id", "url", "task__id")
+    fields = (
+        "task",
+        "config_id",
+        "url",
+        "auth_scheme",
+        "enabled",
+        "consecutive_failures",
+        "disabled_reason",
+        "created_at",
+    )
+    readonly_fields = (
+        "task",
+        "config_id",
+        "url",
+        "auth_scheme",
+        "consecutive_failures",
+        "created_at",
+    )
+    inlines = [PushDeliveryInline]
+    actions = ["enable_again"]
+
+    @admin.action(description="Enable again (reset the failure count)")
+    def enable_again(
+        self, request: HttpRequest, queryset: QuerySet[PushNotificationConfig]
+    ) -> None:
+        count = queryset.update(enabled=True, consecutive_failures=0, disabled_reason="")
+        self.message_user(request, f"{count} webhook(s) enabled.", messages.SUCCESS)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # clients create configs through the A2A face
