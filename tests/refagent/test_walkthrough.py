@@ -41,6 +41,15 @@ def doc_steps() -> list[Step]:
     return [Step(kind, code) for kind, code in BLOCK.findall(DOC.read_text())]
 
 
+def readme_short_version() -> tuple[list[str], Step]:
+    """README's "In short" block: the two long-running commands, and the rest."""
+    readme = (BASE_DIR / "README.md").read_text()
+    code = re.search(r"In short:\s*```sh\n(.*?)```", readme, re.S)
+    assert code, "README.md lost its short walk-through"
+    lines = code.group(1).splitlines()
+    return [line.split("#")[0].strip() for line in lines[:2]], Step("shell", "\n".join(lines[2:]))
+
+
 class Shell:
     """Runs the doc's shell blocks one after another, like one terminal session."""
 
@@ -81,7 +90,7 @@ class Shell:
 def doc_agent(step: Step, url: str, tmp: Path) -> Iterator[Proc]:
     """The agent started by the doc's command (the platform URL and a free port via env)."""
     env = agent_env(url, tmp)
-    proc = Proc(["bash", "-c", f"exec {step.code.strip()}"], env, name="walkthrough-agent")
+    proc = Proc(["bash", "-c", step.code.strip()], env, name="walkthrough-agent")
     with running(proc):
         proc.wait_log(r"gateway connected", timeout=30)
         yield proc
@@ -166,3 +175,10 @@ def test_the_walkthrough_works_as_written(transactional_db: None, tmp_path: Path
         done = wait_state(platform.url, shell.var("TOKEN"), question_task, "TASK_STATE_COMPLETED")
         assert done["output"]["notes"] == "Users: no, from 8 years"
         assert done["output"]["verdict"] == "documents_missing"
+
+        # README.md repeats the first steps in short: the same commands, and they work too.
+        long_running, rest = readme_short_version()
+        assert long_running == ["make run", agent_step.code.strip()]
+        created = json.loads(shell.run(rest).stdout)
+        assert created["skillId"] == "ce-certification-review-v1"
+        wait_state(platform.url, shell.var("TOKEN"), created["id"], "TASK_STATE_COMPLETED")
