@@ -7,9 +7,11 @@ none of them change a task any other way. The HTTP side of talking to agents liv
 Seams other parts extend:
 
 * :func:`deliver_followup` sends a reply or a cancel to the agent: over A2A when
-  ``task.transport == "a2a"``; the gateway handles its own transports.
+  ``task.transport == "a2a"``, else as gateway frames (``gateway.services.send_followup``).
 * :func:`handle_send_failure` decides what a failed send means: retry with backoff for
-  transient errors while attempts remain, otherwise FAILED.
+  transient errors while attempts remain, then fall back to the gateway
+  (``gateway.fallback``: at once for 4xx, agents without an endpoint, or agents online
+  on the socket); answers that are not A2A fail the task.
 """
 
 from __future__ import annotations
@@ -506,7 +508,9 @@ def deliver_followup(task: Task, kind: str, message: dict[str, Any] | None) -> N
     outbound message) or CANCEL, and a worker is asked to act now.
     """
     if task.transport != Transport.A2A:
-        log.warning("task %s: no follow-up route for transport %s", task.pk, task.transport)
+        from gateway.services import send_followup
+
+        send_followup(task, "message" if kind == "reply" else kind, message)
         return
     fields: dict[str, Any] = {}
     if kind == "reply":
@@ -523,13 +527,19 @@ def deliver_followup(task: Task, kind: str, message: dict[str, Any] | None) -> N
 
 
 def handle_send_failure(task: Task, error: A2ACallError) -> Task:
-    """A send to the agent failed: retry later (transient, attempts left) or fail the task.
+    """A send to the agent failed: retry over HTTP, fall back to the gateway, or fail.
 
     Transient errors (connection, timeout, 5xx, 429) are retried after
     ``A2A_RETRY_BACKOFF * 2^(n-1)`` seconds (or the agent's ``Retry-After`` when longer)
     while fewer than ``max_attempts`` sends of this message failed and the deadline
-    allows; 4xx and non-A2A answers fail at once.
+    allows; then the task goes to the gateway (``gateway.fallback``), as it does at once
+    for 4xx, for agents without an endpoint and for agents online on the socket. A 2xx
+    answer that is not A2A fails the task (the agent may have acted on it).
     """
+    from gateway import fallback
+
+    if fallback.now(task, error):
+        return fallback.fall_back(task, error)
     metadata = dict(task.metadata or {})
     failures = int(metadata.get("sendFailures", 0)) + 1
     metadata["sendFailures"] = failures
@@ -552,18 +562,11 @@ def handle_send_failure(task: Task, error: A2ACallError) -> Task:
                 if delay < settings.A2A_SWEEP_INTERVAL:
                     queue_processing(task.pk, countdown=delay)
             return task
-        message = (
-            f"Timed out delivering the task to agent '{task.agent_id}': the next attempt "
-            f"would pass the deadline (A2A_TASK_TIMEOUT). Last error: {error.message}"
-        )
-        task.fail("timeout", message, err["details"], metadata=metadata)
-        return task
-    if error.transient:
-        message = (
-            f"Could not deliver the task to agent '{task.agent_id}' "
-            f"({failures} of {limit} attempts): {error.message}"
-        )
-    else:
-        message = f"Agent '{task.agent_id}' did not accept the task: {error.message}"
+    if fallback.applies(error):
+        # HTTP retries are used up (or the deadline is near): the gateway takes over.
+        Task.objects.filter(pk=task.pk).update(metadata=metadata, error=None)
+        task.metadata, task.error = metadata, None
+        return fallback.fall_back(task, error)
+    message = f"Agent '{task.agent_id}' did not accept the task: {error.message}"
     task.fail(error.code, message, err["details"], metadata=metadata)
     return task

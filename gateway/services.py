@@ -95,6 +95,20 @@ def _expiry() -> Any:
     return timezone.now() + timedelta(seconds=settings.OFFLINE_TASK_TTL)
 
 
+def _with_fallback(task: Task, transport: str, reason: str) -> dict[str, Any]:
+    """The task's metadata plus a ``fallbacks`` entry ``{at, from, to, reason}`` if reason."""
+    metadata = dict(task.metadata or {})
+    if reason:
+        fallback = {
+            "at": timezone.now().isoformat(),
+            "from": task.transport,
+            "to": str(transport),
+            "reason": reason[:500],
+        }
+        metadata["fallbacks"] = [*metadata.get("fallbacks", []), fallback]
+    return metadata
+
+
 def push_task(task: Task, *, reason: str = "") -> str:
     """Hand ``task`` to its agent over the gateway; returns the transport used.
 
@@ -119,18 +133,9 @@ def push_task(task: Task, *, reason: str = "") -> str:
             delivery.reason = reason[:500]
             delivery.expires_at = _expiry()
             delivery.save()
-        metadata = dict(task.metadata or {})
-        if reason:
-            fallback = {
-                "at": timezone.now().isoformat(),
-                "from": task.transport,
-                "to": str(transport),
-                "reason": reason[:500],
-            }
-            metadata["fallbacks"] = [*metadata.get("fallbacks", []), fallback]
         fields = {
             "transport": transport,
-            "metadata": metadata,
+            "metadata": _with_fallback(task, transport, reason),
             "next_action": NextAction.NONE,
             "next_poll_at": None,
             "lease_until": None,
@@ -139,6 +144,22 @@ def push_task(task: Task, *, reason: str = "") -> str:
         Task.objects.filter(pk=task.pk).update(**fields)
         _notify_on_commit(delivery, was_offline=transport == Transport.OFFLINE)
     log.info("gateway: task %s pushed to %s (%s)", task.id, task.agent_id, transport)
+    return str(transport)
+
+
+def switch_to_gateway(task: Task, *, reason: str) -> str:
+    """Move a task the agent holds (over HTTP) to the gateway without a new assignment."""
+    transport = Transport.WEBSOCKET if presence.is_online(task.agent_id) else Transport.OFFLINE
+    with transaction.atomic():
+        task = Task.objects.select_for_update().get(pk=task.pk)
+        Task.objects.filter(pk=task.pk).update(
+            transport=transport,
+            metadata=_with_fallback(task, transport, reason),
+            next_action=NextAction.NONE,
+            next_poll_at=None,
+            lease_until=None,
+            updated_at=timezone.now(),
+        )
     return str(transport)
 
 
@@ -166,7 +187,12 @@ def send_followup(task: Task, kind: str, message: dict[str, Any] | None = None) 
                 return "withdrawn"
         delivery = Delivery(task=task, agent_id=task.agent_id, kind=kind)
         if kind == DeliveryKind.MESSAGE:
-            delivery.payload = frames.task_message(delivery.id, task, message or {})
+            # Over the socket the agent's task id is ours: follow-ups name it, as they
+            # name the agent's own ids over HTTP.
+            message = {**(message or {})}
+            message.setdefault("taskId", str(task.id))
+            message.setdefault("contextId", task.context_id or str(task.id))
+            delivery.payload = frames.task_message(delivery.id, task, message)
         else:
             delivery.payload = frames.task_cancel(delivery.id, task)
         delivery.expires_at = _expiry()
@@ -395,15 +421,13 @@ def requeue_offline(delivery: Delivery) -> bool:
 
 
 def cancel_offline(delivery: Delivery, *, by: Any = None) -> bool:
-    """Admin: cancel the task of an offline delivery (the assignment is withdrawn)."""
+    """Admin: cancel the task of an offline delivery (the unsent assignment is withdrawn)."""
+    from a2a.services import cancel_task
+
     task = Task.objects.get(pk=delivery.task_id)
-    close_open_deliveries(task.pk, "canceled by an operator")
     if task.state in TERMINAL_STATES:
+        close_open_deliveries(task.pk, f"task {task.state}")
         return False
-    try:
-        from a2a.services import cancel_task  # the dispatcher's verb, when present
-    except ImportError:
-        return task.cancel("canceled by an operator while waiting offline")
     cancel_task(task, by=by, reason="canceled by an operator while waiting offline")
     return True
 

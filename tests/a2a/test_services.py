@@ -402,7 +402,7 @@ def test_retry_after_wins_when_longer(task: Task, settings: Any) -> None:
     assert task.next_poll_at >= before + timedelta(seconds=30)
 
 
-def test_transient_failures_fail_the_task_when_attempts_run_out(
+def test_transient_failures_fall_back_to_the_gateway_when_attempts_run_out(
     task: Task, skill: Any, settings: Any
 ) -> None:
     skill.max_attempts = 2
@@ -411,20 +411,31 @@ def test_transient_failures_fail_the_task_when_attempts_run_out(
     services.handle_send_failure(task, A2ATransientError("down"))
     services.handle_send_failure(task, A2ATransientError("still down"))
     task.refresh_from_db()
-    assert task.state == TaskState.FAILED
-    assert "2 of 2 attempts" in task.error["message"]
+    assert (task.state, task.transport) == (TaskState.SUBMITTED, "offline")
+    assert task.next_action == NextAction.NONE
+    (fallback,) = task.metadata["fallbacks"]
+    assert (fallback["from"], fallback["to"]) == ("a2a", "offline")
+    assert "still down" in fallback["reason"]
 
 
-def test_a_permanent_failure_fails_at_once(task: Task) -> None:
+def test_a_permanent_failure_falls_back_to_the_gateway_at_once(task: Task) -> None:
     services.handle_send_failure(task, A2APermanentError("nope", status=400))
     task.refresh_from_db()
-    assert task.state == TaskState.FAILED
-    assert task.error["code"] == "agent_refused"
-    assert task.error["details"]["httpStatus"] == 400
+    assert (task.state, task.transport) == (TaskState.SUBMITTED, "offline")
+    assert "HTTP 400" in task.metadata["fallbacks"][0]["reason"]
+    assert "agent_refused" in task.metadata["fallbacks"][0]["reason"]
 
 
-def test_a_retry_past_the_deadline_fails_as_timeout(task: Task, settings: Any) -> None:
+def test_an_answer_that_is_not_a2a_fails_at_once(task: Task) -> None:
+    services.handle_send_failure(task, A2AProtocolError("html"))
+    task.refresh_from_db()
+    assert (task.state, task.error["code"]) == (TaskState.FAILED, "not_a2a")
+    assert task.transport == "a2a"
+
+
+def test_a_retry_past_the_deadline_falls_back_to_the_gateway(task: Task, settings: Any) -> None:
     settings.A2A_RETRY_BACKOFF = 600
     services.handle_send_failure(task, A2ATransientError("slow", code="agent_timeout"))
     task.refresh_from_db()
-    assert (task.state, task.error["code"]) == (TaskState.FAILED, "timeout")
+    assert (task.state, task.transport) == (TaskState.SUBMITTED, "offline")
+    assert "agent_timeout" in task.metadata["fallbacks"][0]["reason"]

@@ -335,11 +335,8 @@ async def test_it_pushes_replies_and_cancels_as_frames(
     reply = {"messageId": "m-2", "role": "ROLE_USER", "parts": [{"text": "yes"}]}
     await db_async(services.send_followup)(task, "message", reply)
     frame = await client.recv()
-    assert (frame["type"], frame["taskId"], frame["message"]) == (
-        "task.message",
-        str(task.id),
-        reply,
-    )
+    assert (frame["type"], frame["taskId"]) == ("task.message", str(task.id))
+    assert frame["message"] == {**reply, "taskId": str(task.id), "contextId": "ctx-1"}
     await db_async(services.send_followup)(task, "cancel", None)
     frame = await client.recv()
     assert (frame["type"], frame["taskId"]) == ("task.cancel", str(task.id))
@@ -363,4 +360,79 @@ async def test_frames_are_compact_json(agent: AgentProfile) -> None:
     await client.send({"type": "ping"})
     raw = await client.comm.receive_from()
     assert json.loads(raw) == {"type": "pong"}
+    await client.close()
+
+
+# --- task.update drives the state machine ------------------------------------------------
+
+
+async def update(client: Any, task: Task, state: str, **extra: Any) -> None:
+    await client.send(
+        {"type": "task.update", "taskId": str(task.id), "status": {"state": state}, **extra}
+    )
+    await ping_pong(client)  # the update was applied before the pong
+
+
+async def test_updates_drive_the_task_to_completion(
+    agent: AgentProfile, make_task: Callable[..., Task]
+) -> None:
+    task = await db_async(make_task)()
+    client = await open_client(agent.raw_key)
+    await ping_pong(client)
+    await db_async(services.push_task)(task)
+    assign = await client.recv()
+    await update(client, task, "TASK_STATE_WORKING")
+    assert (await db_async(Task.objects.get)(pk=task.pk)).state == "TASK_STATE_WORKING"
+    # The update acknowledged the assignment.
+    delivery = await db_async(Delivery.objects.get)(pk=assign["deliveryId"])
+    assert delivery.status == DeliveryStatus.ACKED
+    artifacts = [{"artifactId": "a", "parts": [{"data": {"verdict": "pass"}}]}]
+    await update(client, task, "TASK_STATE_COMPLETED", artifacts=artifacts)
+    done = await db_async(Task.objects.get)(pk=task.pk)
+    assert (done.state, done.output) == ("TASK_STATE_COMPLETED", {"verdict": "pass"})
+    await client.close()
+
+
+async def test_an_invalid_output_fails_the_task(
+    agent: AgentProfile, make_task: Callable[..., Task]
+) -> None:
+    task = await db_async(make_task)(transport=Transport.WEBSOCKET)
+    client = await open_client(agent.raw_key)
+    artifacts = [{"artifactId": "a", "parts": [{"data": {"verdict": "maybe"}}]}]
+    await update(client, task, "TASK_STATE_COMPLETED", artifacts=artifacts)
+    done = await db_async(Task.objects.get)(pk=task.pk)
+    assert (done.state, done.error["code"]) == ("TASK_STATE_FAILED", "output_invalid")
+    await client.close()
+
+
+async def test_a_question_waits_for_a_person(
+    agent: AgentProfile, make_task: Callable[..., Task]
+) -> None:
+    task = await db_async(make_task)(transport=Transport.WEBSOCKET)
+    client = await open_client(agent.raw_key)
+    question = {"messageId": "q1", "role": "ROLE_AGENT", "parts": [{"text": "Which market?"}]}
+    await client.send(
+        {
+            "type": "task.update",
+            "taskId": str(task.id),
+            "status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": question},
+        }
+    )
+    await ping_pong(client)
+    waiting = await db_async(Task.objects.get)(pk=task.pk)
+    assert (waiting.state, waiting.question) == ("TASK_STATE_INPUT_REQUIRED", question)
+    await client.close()
+
+
+async def test_an_unknown_state_gets_an_error_frame(
+    agent: AgentProfile, make_task: Callable[..., Task]
+) -> None:
+    task = await db_async(make_task)(transport=Transport.WEBSOCKET)
+    client = await open_client(agent.raw_key)
+    await client.send(
+        {"type": "task.update", "taskId": str(task.id), "status": {"state": "DANCING"}}
+    )
+    reply = await client.recv()
+    assert (reply["type"], reply["code"]) == ("error", "not_a2a")
+    await ping_pong(client)
     await client.close()

@@ -1,0 +1,61 @@
+"""The fallback from A2A HTTP to the gateway, called by the dispatcher's one seam
+(``a2a.services.handle_send_failure``).
+
+The rule (docs/gateway.md, "Fallback from A2A"):
+
+* an agent without an ``a2aEndpoint`` is served through the gateway directly;
+* a refused request (HTTP 4xx, an endpoint the URL guard refuses) goes to the gateway at
+  once; so does any send failure while the agent holds a live gateway connection;
+* transient failures (connection, timeout, 5xx, 429) are retried over HTTP first, and go
+  to the gateway when the retries are used up;
+* an answer that is not A2A (a 2xx the agent may have acted on) is NOT a fallback: the
+  task fails as before, so the agent is never handed one attempt twice;
+* once on the gateway, a task stays there: the dispatcher neither sends nor polls it over
+  HTTP again, and its follow-ups go as ``task.message`` / ``task.cancel``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from a2a.exceptions import A2ACallError, A2AProtocolError
+from a2a.models import Task
+from gateway import presence, services
+
+
+def direct(task: Task) -> bool:
+    """Whether the task's agent has no HTTP endpoint: the gateway is its only transport."""
+    return not task.agent.a2a_endpoint
+
+
+def applies(error: A2ACallError) -> bool:
+    """Whether a failed send may go to the gateway at all."""
+    return not isinstance(error, A2AProtocolError)
+
+
+def now(task: Task, error: A2ACallError) -> bool:
+    """Whether to fall back without further HTTP retries."""
+    if direct(task):
+        return True
+    if not applies(error):
+        return False
+    return not error.transient or presence.is_online(task.agent_id)
+
+
+def fall_back(task: Task, error: A2ACallError | None) -> Task:
+    """Hand the task to the gateway, recording why in ``metadata.fallbacks``."""
+    reason = "" if direct(task) or error is None else _reason(error)
+    message: dict[str, Any] = task.outbound_message or {}
+    if message.get("taskId") and task.remote_task_id:
+        # A reply on a task the agent accepted over HTTP: the reply goes as task.message.
+        services.switch_to_gateway(task, reason=reason)
+        services.send_followup(task, "message", message)
+    else:
+        services.push_task(task, reason=reason)
+    task.refresh_from_db()
+    return task
+
+
+def _reason(error: A2ACallError) -> str:
+    status = f" (HTTP {error.status})" if error.status else ""
+    return f"{error.code}{status}: {error.message}"
