@@ -46,8 +46,14 @@ def _due_filter(now: Any) -> Q:
     )
 
 
+def lease_seconds() -> float:
+    """A claim's lease: the setting, but never shorter than one agent call can take."""
+    call = settings.A2A_HTTP_TIMEOUT + settings.A2A_CONNECT_TIMEOUT + 2.0
+    return max(settings.A2A_LEASE_SECONDS, call)
+
+
 def _lease() -> Any:
-    return timezone.now() + timedelta(seconds=settings.A2A_LEASE_SECONDS)
+    return timezone.now() + timedelta(seconds=lease_seconds())
 
 
 def claim(task_id: Any) -> Task | None:
@@ -349,18 +355,26 @@ def _run_in_thread(task_id: Any) -> None:
 
 
 def sweep() -> dict[str, int]:
-    """Fail overdue tasks, claim due ones and process them concurrently in this worker."""
+    """Fail overdue tasks, then claim due ones and process them concurrently.
+
+    Claims are taken ``A2A_POLL_CONCURRENCY`` at a time and processed at once (up to
+    ``A2A_POLL_BATCH`` per sweep), so no claimed task waits in a queue while its lease
+    runs out.
+    """
     expired = expire_overdue()
-    ids = claim_due(settings.A2A_POLL_BATCH)
-    if len(ids) == 1:
-        _run_single(ids[0])
-    elif ids:
-        workers = max(1, min(settings.A2A_POLL_CONCURRENCY, len(ids)))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="a2a-sweep") as pool:
+    width = max(1, settings.A2A_POLL_CONCURRENCY)
+    processed = 0
+    pool: ThreadPoolExecutor | None = None
+    try:
+        while processed < settings.A2A_POLL_BATCH:
+            ids = claim_due(min(width, settings.A2A_POLL_BATCH - processed))
+            if not ids:
+                break
+            if pool is None:
+                pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="a2a-sweep")
             list(pool.map(_run_in_thread, ids))
-    return {"expired": expired, "processed": len(ids)}
-
-
-def _run_single(task_id: Any) -> None:
-    task = Task.objects.select_related("skill", "agent").get(pk=task_id)
-    run_claimed(task)
+            processed += len(ids)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+    return {"expired": expired, "processed": processed}

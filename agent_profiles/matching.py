@@ -24,12 +24,13 @@ breakdown (and the runner-ups' scores) is saved in ``task.metadata["match"]``.
 
 from __future__ import annotations
 
-import time
+import hashlib
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from django.core.cache import cache
 from django.db.models import Count
 from django.utils import timezone
 
@@ -45,10 +46,9 @@ WEIGHTS: dict[str, float] = {
 MATCH_WINDOW = 50  # finished tasks per agent considered
 MATCH_WINDOW_DAYS = 7
 ONLINE_WINDOW = 300.0  # seconds since last_seen_at that count as online
-# Success and latency history change slowly: each process reuses it this long, so a burst
-# of task creations does not re-read the same history for every task.
+# Success and latency history change slowly: it is cached this long (Django's cache), so
+# a burst of task creations does not re-read the same history for every task.
 HISTORY_CACHE_SECONDS = 5.0
-_history_cache: dict[tuple[str, ...], tuple[float, dict[str, list[tuple[str, float]]]]] = {}
 
 # The gateway plugs its presence in here (``gateway.presence.online_agent_ids``); until
 # then ``last_seen_at`` decides.
@@ -90,15 +90,12 @@ def _history(agent_ids: list[str]) -> tuple[dict[str, int], dict[str, list[tuple
         .annotate(n=Count("id"))
         .values_list("agent_id", "n")
     )
-    key = tuple(agent_ids)
-    cached = _history_cache.get(key)
-    now = time.monotonic()
-    if cached is not None and now - cached[0] < HISTORY_CACHE_SECONDS:
-        return active, cached[1]
-    recent = _recent(agent_ids)
-    if len(_history_cache) > 1000:
-        _history_cache.clear()
-    _history_cache[key] = (now, recent)
+    digest = hashlib.sha256("\0".join(agent_ids).encode()).hexdigest()[:32]
+    key = f"match-history:{digest}"
+    recent = cache.get(key)
+    if recent is None:
+        recent = _recent(agent_ids)
+        cache.set(key, recent, HISTORY_CACHE_SECONDS)
     return active, recent
 
 

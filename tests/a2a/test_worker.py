@@ -86,3 +86,9 @@ def test_a_task_the_gateway_carries_is_left_to_it(task: Task) -> None:
     task.refresh_from_db()
     assert task.state == TaskState.SUBMITTED
     assert (task.next_action, task.lease_until, task.attempts) == (NextAction.NONE, None, 0)
+
+
+def test_a_lease_outlasts_one_agent_call(settings: Any) -> None:
+    settings.A2A_LEASE_SECONDS, settings.A2A_HTTP_TIMEOUT = 5.0, 20.0
+    settings.A2A_CONNECT_TIMEOUT = 3.0
+    assert worker.lease_seconds() == 25.0
