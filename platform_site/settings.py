@@ -253,8 +253,9 @@ A2A_SWEEP_INTERVAL = envfloat("A2A_SWEEP_INTERVAL", 1.0)
 # every poll waits for the sweep, which claims and polls due tasks in batches.
 A2A_POLL_MESSAGES = envbool("A2A_POLL_MESSAGES", False)
 # Threads serving token calls to /api/tasks (each keeps its database connection); 0 runs
-# them on the one shared sync thread.
-TASKS_API_THREADS = envint("TASKS_API_THREADS", 4)
+# them on the one shared sync thread. One in the embedded mode (SQLite and the in-process
+# worker share one interpreter: more threads only contend), four on PostgreSQL.
+TASKS_API_THREADS = envint("TASKS_API_THREADS", 1 if EMBEDDED else 4)
 
 # --- A2A server face ------------------------------------------------------------------
 A2A_DEFAULT_SKILL = envstr("A2A_DEFAULT_SKILL")
