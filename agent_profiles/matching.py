@@ -49,6 +49,8 @@ ONLINE_WINDOW = 300.0  # seconds since last_seen_at that count as online
 # Success and latency history change slowly: it is cached this long (Django's cache), so
 # a burst of task creations does not re-read the same history for every task.
 HISTORY_CACHE_SECONDS = 5.0
+# Gateway presence is read at most this often per process (a hint, not a guarantee).
+PRESENCE_CACHE_SECONDS = 2.0
 
 # The gateway plugs its presence in here (``gateway.presence.online_agent_ids``); until
 # then ``last_seen_at`` decides.
@@ -56,12 +58,24 @@ online_agent_ids: Callable[[], set[str]] | None = None
 
 
 def _online_ids() -> set[str] | None:
+    """Agents connected to the gateway (cached PRESENCE_CACHE_SECONDS), or None."""
     provider = online_agent_ids
-    if provider is None:
-        try:
-            from gateway.presence import online_agent_ids as provider  # type: ignore[no-redef]
-        except ImportError:
-            return None
+    if provider is not None:  # plugged in explicitly (tests, other presence sources)
+        return _call(provider)
+    cached = cache.get("match-online-ids")
+    if cached is not None:
+        return set(cached)
+    try:
+        from gateway.presence import online_agent_ids as gateway_provider
+    except ImportError:
+        return None
+    ids = _call(gateway_provider)
+    if ids is not None:
+        cache.set("match-online-ids", sorted(ids), PRESENCE_CACHE_SECONDS)
+    return ids
+
+
+def _call(provider: Callable[[], set[str]]) -> set[str] | None:
     try:
         return set(provider())
     except Exception:  # presence is a hint; never let it break matching

@@ -48,6 +48,44 @@ class TaskSerializer(serializers.ModelSerializer):
         metadata.setdefault("match", None)
         return metadata
 
+    def to_representation(self, instance: Task) -> dict[str, Any]:
+        # The fields above document the shape (OpenAPI); building them per task costs
+        # more than the rest of a request, so the JSON is built directly.
+        return task_json(instance)
+
+
+def task_json(task: Task) -> dict[str, Any]:
+    """The Task JSON, built directly: the same shape as :class:`TaskSerializer` (which
+    documents it in the OpenAPI schema) at a fraction of the cost per task."""
+    metadata = dict(task.metadata or {})
+    metadata.setdefault("fallbacks", [])
+    metadata.setdefault("match", None)
+    return {
+        "id": str(task.id),
+        "skillId": task.skill_id,
+        "agentId": task.agent_id,
+        "state": task.state,
+        "remoteTaskId": task.remote_task_id,
+        "contextId": task.context_id,
+        "input": task.input,
+        "output": task.output,
+        "artifacts": task.artifacts,
+        "question": task.question,
+        "error": task.error,
+        "attempts": task.attempts,
+        "transport": task.transport,
+        "metadata": metadata,
+        "createdAt": _iso(task.created_at),
+        "updatedAt": _iso(task.updated_at),
+    }
+
+
+_DATETIME = serializers.DateTimeField()
+
+
+def _iso(value: Any) -> str | None:
+    return _DATETIME.to_representation(value) if value else None
+
 
 class CreateTaskSerializer(serializers.Serializer):
     """``POST /api/tasks`` body."""
