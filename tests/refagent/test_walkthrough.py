@@ -182,3 +182,20 @@ def test_the_walkthrough_works_as_written(transactional_db: None, tmp_path: Path
         created = json.loads(shell.run(rest).stdout)
         assert created["skillId"] == "ce-certification-review-v1"
         wait_state(platform.url, shell.var("TOKEN"), created["id"], "TASK_STATE_COMPLETED")
+
+
+def test_the_walkthrough_fallback_works_as_written(transactional_db: None, tmp_path: Path) -> None:
+    platform_step, _agent, create, *_, http_off, fallback = doc_steps()
+    assert http_off.kind == "agent-http-off"
+    with (
+        platform_as_make_run(platform_step) as platform,
+        doc_agent(http_off, platform.url, tmp_path) as agent,
+    ):
+        shell = Shell(platform.url, tmp_path)
+        shell.run(create)  # the token (and a first task, which falls back too)
+        result = shell.run(fallback)
+        assert "TASK_STATE_COMPLETED" in result.stderr
+        transport, fallbacks = result.stdout.split(maxsplit=1)
+        assert transport == "websocket"
+        assert [(f["from"], f["to"]) for f in json.loads(fallbacks)] == [("a2a", "websocket")]
+        assert "assigned over the WebSocket" in agent.log_text()
