@@ -382,21 +382,26 @@ platform does not poll a task that has ended (aim: at most 2.5). Latency from cr
 COMPLETED is a few tens of milliseconds when creation does not queue up.
 
 **Why the platform is below half of the ceiling.** The ceiling is bounded by the agent's
-CPU (about 3-4 ms per task, one process). Per task the platform spends the CPU in the
-*platform* column: an authenticated HTTP request through daphne and Django REST framework
-(about 12 ms alone on SQLite, 16 ms on PostgreSQL, measured with the worker off) plus the
-worker's claim, send, output validation, transition and its signal receivers (about 5 ms).
-On a 2-CPU machine that also runs the agent, the benchmark client and (distributed)
-PostgreSQL and Redis, throughput follows CPU per task, so the ratio is roughly the agent's
-CPU share: well under 50%. What was done: a lean ASGI path for Bearer calls to
-`/api/tasks` (no middleware chain, no per-request thread and connection; `TASKS_API_THREADS`
-pooled threads on PostgreSQL), matching history cached for 5 s, validators compiled once,
-polls batched by the sweep (`A2A_POLL_MESSAGES=false`, measured faster). What would close
-the gap: more CPUs (the distributed mode scales out: several daphne and worker processes
-on other cores, the database as the only shared part), a batch creation endpoint (one
-request, one transaction for many tasks), and a create path without DRF serializers and
-with fewer queries (skill and candidates cached, the creation event and first message
-written in one statement).
+CPU (3-4 ms per task, one process). Per task the platform spends the CPU in the
+*platform* column, measured piece by piece on SQLite: the authenticated
+`POST /api/tasks` through daphne and Django REST framework about 10 ms (worker off), the
+worker's own work (claim, send, output validation, transition, the signal receivers of
+the gateway and the face) about 5 ms, and Celery's handling of the `a2a.process` message
+about 5 ms more. In the embedded mode all of it shares one interpreter (one CPU at a
+time); on a 2-CPU machine that also runs the agent, the benchmark client and
+(distributed) PostgreSQL and Redis, throughput follows CPU per task, so the ratio is
+roughly agent CPU / platform CPU: well under 50%, whatever the tuning. What was done:
+a lean ASGI path for Bearer calls to `/api/tasks` (no middleware chain, no per-request
+thread and connection; `TASKS_API_THREADS` pooled threads on PostgreSQL), the Task JSON
+built without DRF field machinery, matching history (5 s) and gateway presence (2 s)
+cached, validators compiled once, polls batched by the sweep (`A2A_POLL_MESSAGES=false`,
+measured faster). What would close the gap: more CPUs (the distributed mode scales
+out: several daphne and worker processes on other cores, the database as the only shared
+part); a batch creation endpoint (one request, one transaction, one Celery message for
+many tasks); handing new tasks to the sweep's thread pool in batches instead of one Celery
+message each (saves Celery's ~5 ms per task at the price of up to one sweep interval of
+latency); fewer queries on creation (skill and candidates cached; the gateway's and the
+face's `task_changed` receivers each read the task again).
 """
 
 
