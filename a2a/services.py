@@ -464,8 +464,11 @@ def retry_task(task: Task, *, by: Any = None) -> Task:
     outbound = user_message(
         skill_id=task.skill_id, data=task.input, context_id=task.remote_context_id
     )
-    if task.outbound_message and task.origin != "api":
-        outbound = relay_message(task.outbound_message, context_id=task.remote_context_id)
+    first = task.messages.filter(direction=Direction.TO_AGENT).order_by("created_at", "id")
+    original = first.values_list("message", flat=True).first()
+    if task.origin != "api" and isinstance(original, dict):
+        # A caller's own message (the A2A face): the same content, as a new message.
+        outbound = relay_message(original, context_id=task.remote_context_id)
         outbound["messageId"] = str(uuid.uuid4())
     metadata = dict(task.metadata or {})
     metadata["retries"] = [

@@ -439,3 +439,18 @@ def test_a_retry_past_the_deadline_falls_back_to_the_gateway(task: Task, setting
     task.refresh_from_db()
     assert (task.state, task.transport) == (TaskState.SUBMITTED, "offline")
     assert "agent_timeout" in task.metadata["fallbacks"][0]["reason"]
+
+
+def test_retry_of_a_relayed_task_resends_the_callers_first_message(skill: Any, agent: Any) -> None:
+    message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "review my lamp"}]}
+    task = services.create_task(
+        skill_id=skill.id, input=None, message=message, origin="a2a", validate_input=False
+    )
+    _ask(task)
+    services.reply_to_task(task, message={"messageId": "m2", "parts": [{"text": "EU"}]})
+    services.apply_agent_update(task, status={"state": "failed"}, via="a2a")
+    services.retry_task(task)
+    task.refresh_from_db()
+    assert task.outbound_message["parts"] == [{"text": "review my lamp"}]
+    assert task.outbound_message["messageId"] not in {"m1", "m2"}
+    assert "taskId" not in task.outbound_message
