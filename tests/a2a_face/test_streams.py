@@ -5,11 +5,12 @@ layer (pass 1) and the Redis layer (pass 2)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from channels.layers import channel_layers
 from django.db import connections
 
 from a2a.face import sse
@@ -18,16 +19,31 @@ from a2a.models import Task
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_channel_layer() -> Iterator[None]:
+    """A new channel layer per test: the Redis layer keeps its receive state per event
+    loop, and every test here runs its own loop (daphne keeps one for its lifetime)."""
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
 def run(coro: Any) -> Any:
-    """Run a scenario, then close the connections its worker thread opened."""
-
-    async def main() -> Any:
-        try:
-            return await coro
-        finally:
-            await sync_to_async(connections.close_all)()
-
-    return asyncio.run(main())
+    """Run a scenario in a fresh loop; then close the streams it left open, give their
+    cancelled readers a bounded time to finish, and close the thread's connections."""
+    loop = asyncio.new_event_loop()
+    try:
+        result = loop.run_until_complete(coro)
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.wait(pending, timeout=6))
+        loop.run_until_complete(sync_to_async(connections.close_all)())
+        return result
+    finally:
+        loop.close()
 
 
 async def _next(stream: Any) -> Any:
