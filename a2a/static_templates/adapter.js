@@ -424,7 +424,7 @@ class Gateway {
     ws.addEventListener("open", () => {
       // The browser-style WebSocket cannot set headers: authenticate with the first frame.
       ws.send(JSON.stringify({ type: "auth", apiKey: this.agent.apiKey }));
-      this.delay = 500;
+      this.openedAt = Date.now();
       this.connected = true;
       log(`gateway connected: ${url}`);
       for (const frame of this.outbox.splice(0)) this.send(frame);
@@ -436,6 +436,9 @@ class Gateway {
       this.connected = false;
       this.ws = null;
       if (this.stopped) return;
+      // Only a connection that lasted resets the backoff: a refusal (4401/4403) backs off.
+      if (this.openedAt && Date.now() - this.openedAt > 10000) this.delay = 500;
+      this.openedAt = null;
       const wait = Math.min(this.delay, this.agent.config.reconnectMax);
       this.delay *= 2;
       log(`gateway closed (code ${event.code}); reconnecting in ${wait} ms`);

@@ -54,14 +54,18 @@ class Gateway:
         self._outbox: list[dict[str, Any]] = []
 
     async def run_forever(self) -> None:
+        """Connect, serve, and reconnect with exponential backoff (a refusal such as 4403,
+        "not approved yet", also backs off: only a connection that lasted resets it)."""
         delay = 0.5
+        loop = asyncio.get_running_loop()
         while True:
+            opened = None
             try:
                 headers = {"Authorization": f"Bearer {self.agent.api_key}"}
                 async with websockets.connect(
                     self.agent.config.gateway_url, additional_headers=headers, open_timeout=10
                 ) as ws:
-                    delay = 0.5
+                    opened = loop.time()
                     await self._serve(ws)
             except asyncio.CancelledError:
                 raise
@@ -72,6 +76,8 @@ class Gateway:
                 log.warning("gateway unreachable: %s", exc)
             finally:
                 self.connected, self._ws = False, None
+            if opened is not None and loop.time() - opened > 10:
+                delay = 0.5  # it was a good connection: reconnect quickly
             wait = min(delay, self.agent.config.reconnect_max) * random.uniform(0.8, 1.2)
             log.info("reconnecting to the gateway in %.1fs", wait)
             await asyncio.sleep(wait)
