@@ -1,4 +1,4 @@
-"""docs/walkthrough.md, run as written: its shell blocks against a real embedded platform
+"""README.md's walk-through, run as written: its shell blocks against a real embedded platform
 (seeded like ``make run``) and the reference agent started by the documented command.
 
 Blocks are marked ``<!-- walkthrough: KIND -->``: ``platform`` (``make run``; here the same
@@ -26,7 +26,7 @@ from tests.support.processes import BASE_DIR, Proc, embedded_platform, platform_
 
 pytestmark = pytest.mark.slow
 
-DOC = BASE_DIR / "docs" / "walkthrough.md"
+DOC = BASE_DIR / "README.md"
 DOC_URL = "http://127.0.0.1:8000"
 BLOCK = re.compile(r"<!-- walkthrough: ([a-z-]+) -->\s*```sh\n(.*?)```", re.S)
 
@@ -44,7 +44,7 @@ def doc_steps() -> list[Step]:
 def readme_short_version() -> tuple[list[str], Step]:
     """README's "In short" block: the two long-running commands, and the rest."""
     readme = (BASE_DIR / "README.md").read_text()
-    code = re.search(r"In short:\s*```sh\n(.*?)```", readme, re.S)
+    code = re.search(r"In short[^\n]*:\s*```sh\n(.*?)```", readme, re.S)
     assert code, "README.md lost its short walk-through"
     lines = code.group(1).splitlines()
     return [line.split("#")[0].strip() for line in lines[:2]], Step("shell", "\n".join(lines[2:]))
