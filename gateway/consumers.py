@@ -167,10 +167,9 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         # read is found by it, and one committed after finds the connection in the group.
         await self.channel_layer.group_add(presence.agent_group(agent.id), self.channel_name)
         client = self.scope.get("client") or ("", 0)
-        await db(presence.register)(agent.id, self.channel_name, str(client[0] or ""))
-        await db(agent.touch)()
+        owed = await db(services.start_session)(agent, self.channel_name, str(client[0] or ""))
         local.add(self)
-        for delivery_id in await db(services.outbox)(agent.id):
+        for delivery_id in owed:
             await self._deliver(str(delivery_id), resend=True)
 
     async def rejoin_group(self) -> None:

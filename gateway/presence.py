@@ -60,19 +60,14 @@ def is_online(agent_id: str) -> bool:
 
 
 def register(agent_id: str, channel_name: str, remote_addr: str = "") -> Presence:
-    """Record a new connection of ``agent_id`` held by this process."""
-    now = timezone.now()
-    presence, _ = Presence.objects.update_or_create(
+    """Record a new connection of ``agent_id`` held by this process (one INSERT: channel
+    names are new for every connection)."""
+    return Presence.objects.create(
+        agent_id=agent_id,
         channel_name=channel_name,
-        defaults={
-            "agent_id": agent_id,
-            "server_id": SERVER_ID,
-            "remote_addr": remote_addr[:100],
-            "connected_at": now,
-            "last_heartbeat_at": now,
-        },
+        server_id=SERVER_ID,
+        remote_addr=remote_addr[:100],
     )
-    return presence
 
 
 def unregister(channel_name: str) -> None:

@@ -206,11 +206,24 @@ def send_followup(task: Task, kind: str, message: dict[str, Any] | None = None) 
 
 def outbox(agent_id: str) -> list[uuid.UUID]:
     """The agent's open deliveries in sending order: unacked ones first, then pending ones,
-    each oldest first."""
-    open_rows = Delivery.objects.filter(agent_id=agent_id, status__in=OPEN_STATUSES)
-    sent = open_rows.filter(status=DeliveryStatus.SENT).order_by("created_at", "id")
-    pending = open_rows.filter(status=DeliveryStatus.PENDING).order_by("created_at", "id")
-    return [*sent.values_list("id", flat=True), *pending.values_list("id", flat=True)]
+    each oldest first (one query)."""
+    rows = Delivery.objects.filter(agent_id=agent_id, status__in=OPEN_STATUSES)
+    ordered = sorted(rows.values_list("status", "created_at", "id"), key=_outbox_order)
+    return [delivery_id for _status, _created, delivery_id in ordered]
+
+
+def _outbox_order(row: tuple[str, Any, uuid.UUID]) -> tuple[int, Any, str]:
+    status, created_at, delivery_id = row
+    return (0 if status == DeliveryStatus.SENT else 1, created_at, str(delivery_id))
+
+
+def start_session(agent: AgentProfile, channel_name: str, remote_addr: str) -> list[uuid.UUID]:
+    """A connection joined: record its presence, note the agent as seen, return its outbox."""
+    presence.register(agent.id, channel_name, remote_addr)
+    seen = agent.last_seen_at
+    if seen is None or (timezone.now() - seen).total_seconds() > 60:
+        agent.touch()
+    return outbox(agent.id)
 
 
 def claim_pending(
