@@ -369,7 +369,7 @@ def table(results: list[dict[str, Any]], total: int, concurrency: int) -> str:
         )
         lines.append(
             f"- {result['mode']}: platform at **{ratio:.0%}** of the ceiling; "
-            f"`POST /api/tasks` alone answered {result['platform']['create_rps']:.0f}/s "
+            f"creations were accepted at {result['platform']['create_rps']:.0f}/s "
             f"({states})."
         )
     return "\n".join(lines)
@@ -387,8 +387,9 @@ CPU (3-4 ms per task, one process). Per task the platform spends the CPU in the
 `POST /api/tasks` through daphne and Django REST framework about 10 ms (worker off), the
 worker's own work (claim, send, output validation, transition, the signal receivers of
 the gateway and the face) about 5 ms, and Celery's handling of the `a2a.process` message
-about 5 ms more. In the embedded mode all of it shares one interpreter (one CPU at a
-time); on a 2-CPU machine that also runs the agent, the benchmark client and
+about 5 ms more; in place the total is higher still (the *platform* column), as daphne,
+the API thread, the worker's threads and beat contend for one interpreter (one CPU at a
+time) in the embedded mode; on a 2-CPU machine that also runs the agent, the benchmark client and
 (distributed) PostgreSQL and Redis, throughput follows CPU per task, so the ratio is
 roughly agent CPU / platform CPU: well under 50%, whatever the tuning. What was done:
 a lean ASGI path for Bearer calls to `/api/tasks` (no middleware chain, no per-request
