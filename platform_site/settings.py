@@ -359,3 +359,15 @@ LOGGING = {
         "django.channels.server": {"level": "WARNING"},
     },
 }
+if EMBEDDED:
+    # `make run` shares one terminal with a newcomer: the sweeps run every second, and
+    # Celery's per-message lines (received, succeeded) would bury everything else.
+    # Failures still show (WARNING and above).
+    LOGGING["loggers"].update(  # type: ignore[attr-defined]
+        {
+            "celery.worker.strategy": {"level": "WARNING"},
+            "celery.app.trace": {"level": "WARNING"},
+        }
+    )
+    LOGGING["filters"] = {"no_periodic_sends": {"()": "platform_site.logs.SkipPeriodicSends"}}
+    LOGGING["loggers"]["celery.beat"] = {"filters": ["no_periodic_sends"]}  # type: ignore[index]
