@@ -117,6 +117,11 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
             await self._handle(frame)
         except FrameError as exc:
             await self._bad_frame(exc)
+        except Exception:
+            # A platform fault (database down, a bug) must not drop the agent's socket: it
+            # hears about it and may resend; nothing was acknowledged on its behalf.
+            log.exception("gateway: %s frame from %s failed", frame.type, self.agent)
+            await self._send(frames.error("internal_error", "The platform could not apply it."))
 
     # --- frames ----------------------------------------------------------------------
 

@@ -436,3 +436,17 @@ async def test_an_unknown_state_gets_an_error_frame(
     assert (reply["type"], reply["code"]) == ("error", "not_a2a")
     await ping_pong(client)
     await client.close()
+
+
+async def test_a_platform_fault_answers_internal_error_and_keeps_the_socket(
+    agent: AgentProfile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any) -> None:
+        raise RuntimeError("database is gone")
+
+    monkeypatch.setattr(services, "ack", broken)
+    client = await open_client(agent.raw_key)
+    await client.send({"type": "task.ack", "deliveryId": "6f1c6f1c-6f1c-4f1c-8f1c-6f1c6f1c6f1c"})
+    assert (await client.recv())["code"] == "internal_error"
+    await ping_pong(client)
+    await client.close()
