@@ -13,13 +13,22 @@ import asyncio
 import logging
 import os
 import threading
+from datetime import datetime, timedelta
 from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
 
+from gateway import presence
 from gateway.connections import local
+from gateway.models import Delivery
 
 log = logging.getLogger(__name__)
+
+# The channel-layer event that tells a connection to look at its outbox now.
+DELIVER_EVENT = "gateway.deliver"
 
 
 class _LoopThread:
@@ -65,3 +74,31 @@ def group_send(group: str, event: dict[str, Any], timeout: float = 5.0) -> bool:
         log.warning("gateway: group_send to %s failed", group, exc_info=True)
         return False
     return True
+
+
+def group_send_to_agent(agent_id: str, event: dict[str, Any]) -> None:
+    """Tell the agent's connections (in any process) to look at the outbox now.
+
+    Best effort: a lost hint only delays the delivery until the agent's next connection
+    (or the sweep's requeue).
+    """
+    if not group_send(presence.agent_group(agent_id), event):
+        log.info("gateway: agent %s not notified; the delivery waits in the outbox", agent_id)
+
+
+def notify_on_commit(delivery: Delivery, *, was_offline: bool = False) -> None:
+    """After commit, hint the agent's connections; the frame rides along so the receiving
+    connection claims with one UPDATE and sends without reading the row."""
+    event = {
+        "type": DELIVER_EVENT,
+        "delivery_id": str(delivery.id),
+        "task_id": str(delivery.task_id),
+        "frame": delivery.payload,
+        "was_offline": was_offline,
+    }
+    transaction.on_commit(lambda: group_send_to_agent(delivery.agent_id, event))
+
+
+def expiry() -> datetime:
+    """When a delivery queued now expires (``OFFLINE_TASK_TTL``)."""
+    return timezone.now() + timedelta(seconds=settings.OFFLINE_TASK_TTL)

@@ -1,0 +1,131 @@
+"""Offline tasks and the periodic repairs: expiry, requeue, cancel, orphaned and pending
+deliveries, stale presence (``gateway.tasks.sweep`` and the admin call these)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from a2a.models import Task
+from a2a.states import TERMINAL_STATES
+from gateway import presence
+from gateway.models import OPEN_STATUSES, Delivery, DeliveryKind, DeliveryStatus, Presence
+from gateway.notify import DELIVER_EVENT, expiry, group_send_to_agent, notify_on_commit
+
+log = logging.getLogger(__name__)
+
+
+def close_open_deliveries(task_id: Any, reason: str) -> int:
+    """Withdraw what a finished task still owes its agent (cancels excepted)."""
+    return (
+        Delivery.objects.filter(task_id=task_id, status__in=OPEN_STATUSES)
+        .exclude(kind=DeliveryKind.CANCEL)
+        .update(status=DeliveryStatus.CANCELED, closed_reason=reason[:500])
+    )
+
+
+def expire_offline_tasks(limit: int = 500) -> int:
+    """Fail tasks whose assignment waited past ``OFFLINE_TASK_TTL``; returns how many."""
+    now = timezone.now()
+    due = Delivery.objects.filter(
+        kind=DeliveryKind.ASSIGN, status__in=OPEN_STATUSES, expires_at__lt=now
+    ).select_related("task")[:limit]
+    expired = 0
+    for delivery in due:
+        if not Delivery.objects.filter(pk=delivery.pk, status=delivery.status).update(
+            status=DeliveryStatus.EXPIRED, closed_reason="offline TTL passed"
+        ):
+            continue  # delivered or withdrawn meanwhile
+        expired += 1
+        task = delivery.task
+        if task.state in TERMINAL_STATES:
+            continue
+        hours = settings.OFFLINE_TASK_TTL / 3600
+        if delivery.status == DeliveryStatus.PENDING:
+            message = (
+                f"Agent {task.agent_id} did not connect to the gateway within "
+                f"{hours:g} h; the task was never delivered."
+            )
+        else:
+            message = (
+                f"Agent {task.agent_id} received the task over the gateway but did not "
+                f"acknowledge it within {hours:g} h."
+            )
+        task.fail("offline_expired", message)
+    return expired
+
+
+def requeue_orphaned(limit: int = 500) -> int:
+    """Put back deliveries sent on a connection that died without a clean close.
+
+    A daphne crash leaves them ``sent`` to a channel nobody holds; once that connection's
+    presence is gone (stale or deleted), they become ``pending`` again and the agent's live
+    connections, in any process, are told to take them.
+    """
+    live = Presence.objects.values("channel_name")
+    grace = timezone.now() - timedelta(seconds=settings.GATEWAY_HEARTBEAT_TIMEOUT)
+    orphaned = list(
+        Delivery.objects.filter(status=DeliveryStatus.SENT, sent_at__lt=grace)
+        .exclude(channel_name__in=live)
+        .values_list("id", "agent_id", "channel_name")[:limit]
+    )
+    requeued = 0
+    for delivery_id, agent_id, channel_name in orphaned:
+        if Delivery.objects.filter(
+            pk=delivery_id, status=DeliveryStatus.SENT, channel_name=channel_name
+        ).update(status=DeliveryStatus.PENDING, channel_name=""):
+            requeued += 1
+            group_send_to_agent(agent_id, {"type": DELIVER_EVENT, "delivery_id": str(delivery_id)})
+    return requeued
+
+
+def renotify_pending(limit: int = 1000) -> int:
+    """Hint again about pending deliveries of online agents (a lost hint only delays)."""
+    grace = timezone.now() - timedelta(seconds=min(settings.GATEWAY_SWEEP_INTERVAL, 10.0))
+    rows = (
+        Delivery.objects.filter(
+            status=DeliveryStatus.PENDING,
+            created_at__lt=grace,
+            agent_id__in=presence.fresh_presence().values("agent_id"),
+        )
+        .order_by("created_at")
+        .values_list("id", "agent_id")[:limit]
+    )
+    count = 0
+    for delivery_id, agent_id in rows:
+        group_send_to_agent(agent_id, {"type": DELIVER_EVENT, "delivery_id": str(delivery_id)})
+        count += 1
+    return count
+
+
+def requeue_offline(delivery: Delivery) -> bool:
+    """Admin: restart an offline task's expiry clock and push it again now."""
+    now = timezone.now()
+    with transaction.atomic():
+        changed = Delivery.objects.filter(pk=delivery.pk, status__in=OPEN_STATUSES).update(
+            status=DeliveryStatus.PENDING, channel_name="", queued_at=now, expires_at=expiry()
+        )
+        if changed:
+            notify_on_commit(delivery)
+    return bool(changed)
+
+
+def cancel_offline(delivery: Delivery, *, by: Any = None) -> bool:
+    """Admin: cancel the task of an offline delivery (the unsent assignment is withdrawn)."""
+    from a2a.services import cancel_task
+
+    task = Task.objects.get(pk=delivery.task_id)
+    if task.state in TERMINAL_STATES:
+        close_open_deliveries(task.pk, f"task {task.state}")
+        return False
+    cancel_task(task, by=by, reason="canceled by an operator while waiting offline")
+    return True
+
+
+def drop_stale_presence() -> int:
+    return presence.drop_stale()
