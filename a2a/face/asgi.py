@@ -5,43 +5,47 @@ The face's views authenticate, parse and render themselves; Django's middleware 
 per synchronous middleware per request. This handler serves ``/v1/a2a/...`` and
 ``/.well-known/agent-card.json`` with the same URLconf and views, without the middleware
 and the request signals (the face tidies database connections itself, see
-:mod:`a2a.face.db`). Everything else goes to the normal Django application.
+:mod:`a2a.face.db`). Everything else goes to the normal Django application. What it shares
+with the tasks API's lean path lives in :mod:`platform_site.lean_asgi`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, RequestAborted
-from django.core.handlers.asgi import ASGIHandler, get_script_prefix
-from django.core.handlers.exception import convert_exception_to_response
+from django.core.handlers.asgi import get_script_prefix
 from django.http import HttpRequest, HttpResponse
 from django.urls import set_script_prefix, set_urlconf
 from django.utils.log import log_response
 
 from a2a.face.errors import InvalidRequest
+from platform_site.lean_asgi import ASGIApp, LeanASGIHandler, route_to
 
-ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 FACE_PREFIXES = ("/v1/a2a/", "/.well-known/agent-card.json")
-SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin"}
 
 
 def is_face_path(path: str) -> bool:
     return path == "/v1/a2a" or path.startswith(FACE_PREFIXES)
 
 
-class FaceASGIHandler(ASGIHandler):
-    """Django's ASGI handler with an empty middleware chain and no request signals."""
+class FaceASGIHandler(LeanASGIHandler):
+    """The lean handler for the face's async views, without request signals.
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        # No ThreadSensitiveContext: Django's creates a fresh sync thread (and so a fresh
-        # database connection) per request; the face's ORM calls use a2a.face.db's pool.
-        await self.handle(scope, receive, send)
+    The views await their ORM work on a2a.face.db's pool; a client that goes away cancels
+    the view, and a bad Host gets the face's A2A error shape.
+    """
+
+    async_views = True
+
+    def bad_host_response(self, request: HttpRequest, exc: DisallowedHost) -> HttpResponse:
+        from a2a.face.rest import error_response  # lazily: it pulls in the views and models
+
+        return error_response(InvalidRequest("Invalid Host header."))
 
     async def get_response_async(self, request: HttpRequest) -> HttpResponse:
         """Django's, minus the log line (and thread hop) for every 4xx: client errors such
@@ -55,12 +59,6 @@ class FaceASGIHandler(ASGIHandler):
             )
         return response
 
-    def load_middleware(self, is_async: bool = False) -> None:
-        self._view_middleware = []
-        self._template_response_middleware = []
-        self._exception_middleware = []
-        self._middleware_chain = convert_exception_to_response(self._get_response_async)
-
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         try:
             body_file = await self.read_body(receive)
@@ -68,13 +66,8 @@ class FaceASGIHandler(ASGIHandler):
             return
         set_script_prefix(get_script_prefix(scope))
         request, response = self.create_request(scope, body_file)
-        if request is not None:
-            try:
-                request.get_host()  # ALLOWED_HOSTS, as CommonMiddleware would check
-            except DisallowedHost:
-                from a2a.face.rest import error_response
-
-                request, response = None, error_response(InvalidRequest("Invalid Host header."))
+        if request is not None and (refused := self.check_host(request)) is not None:
+            request, response = None, refused
         if request is None:
             await self.send_response(response, send)
             body_file.close()
@@ -84,9 +77,7 @@ class FaceASGIHandler(ASGIHandler):
         request.urlconf = "a2a.face.urls"
 
         async def respond() -> HttpResponse:
-            response = await self.get_response_async(request)
-            for name, value in SECURITY_HEADERS.items():
-                response.headers.setdefault(name, value)
+            response = self.add_security_headers(await self.get_response_async(request))
             with contextlib.suppress(asyncio.CancelledError):
                 await self.send_response(response, send)
             return response
@@ -123,12 +114,4 @@ def with_face(app: ASGIApp) -> ASGIApp:
     """``app`` for everything but the A2A face's paths, which take the lean handler."""
     if not getattr(settings, "A2A_FACE_LEAN_HANDLER", True):
         return app
-    face = FaceASGIHandler()
-
-    async def router(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and is_face_path(scope.get("path", "")):
-            await face(scope, receive, send)
-        else:
-            await app(scope, receive, send)
-
-    return router
+    return route_to(FaceASGIHandler(), lambda scope: is_face_path(scope.get("path", "")), app)

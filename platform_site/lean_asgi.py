@@ -1,0 +1,84 @@
+"""Lean ASGI handlers: Django's URLconf and views without the middleware stack.
+
+Under ASGI, Django runs each synchronous middleware with two thread hops and gives every
+request a fresh sync thread (hence a fresh database connection). Some paths need none of
+the middleware (no session, no CSRF: they authenticate a token themselves), so they take a
+:class:`LeanASGIHandler` through :func:`route_to`. What those paths still get from the
+stack is kept here: the ``ALLOWED_HOSTS`` check (CommonMiddleware) and the default
+security headers (SecurityMiddleware, XFrameOptionsMiddleware).
+
+Subclasses: :class:`a2a.face.asgi.FaceASGIHandler` (async views, disconnect handling) and
+:class:`a2a.api.asgi.BearerAPIHandler` (sync views on a database thread pool).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from django.core.exceptions import DisallowedHost
+from django.core.handlers.asgi import ASGIHandler
+from django.core.handlers.exception import convert_exception_to_response, response_for_exception
+from django.http import HttpRequest, HttpResponse
+
+Scope = dict[str, Any]
+ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
+
+# What SecurityMiddleware and XFrameOptionsMiddleware would add to an answer.
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+}
+
+
+class LeanASGIHandler(ASGIHandler):
+    """Django's ASGI handler with an empty middleware chain and no per-request thread."""
+
+    #: Whether the views are awaited on the event loop (else run by a sync chain).
+    async_views: bool = False
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        # No ThreadSensitiveContext: Django's creates a fresh sync thread (and so a fresh
+        # database connection) per request; the subclasses run ORM work on their pools.
+        await self.handle(scope, receive, send)
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        self._view_middleware = []
+        self._template_response_middleware = []
+        self._exception_middleware = []
+        inner = self._get_response_async if self.async_views else self._get_response
+        self._middleware_chain = convert_exception_to_response(inner)
+
+    def check_host(self, request: HttpRequest) -> HttpResponse | None:
+        """An error response if the Host is not in ``ALLOWED_HOSTS`` (as CommonMiddleware
+        checks it), else ``None``."""
+        try:
+            request.get_host()
+        except DisallowedHost as exc:
+            return self.bad_host_response(request, exc)
+        return None
+
+    def bad_host_response(self, request: HttpRequest, exc: DisallowedHost) -> HttpResponse:
+        """Django's 400, logged as Django does; subclasses may answer in their API's shape."""
+        return response_for_exception(request, exc)
+
+    @staticmethod
+    def add_security_headers(response: HttpResponse) -> HttpResponse:
+        """Set the default security headers the view did not set itself."""
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+
+def route_to(handler: ASGIApp, predicate: Callable[[Scope], bool], app: ASGIApp) -> ASGIApp:
+    """``app``, except HTTP requests whose scope matches ``predicate``, which ``handler``
+    serves."""
+
+    async def router(scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and predicate(scope):
+            await handler(scope, receive, send)
+        else:
+            await app(scope, receive, send)
+
+    return router
