@@ -1,18 +1,14 @@
 """Channel-layer sends from synchronous code (Celery workers, request threads).
 
-``async_to_sync(layer.group_send)`` from many threads at once makes a new event loop (and
-a new Redis pool) per call and, with channels_redis, serialises badly under concurrency.
-Instead every process keeps ONE background event loop for its outgoing hints; threads hand
-their sends to it. In the embedded mode the in-memory layer's queues belong to the loop the
-consumers run on, so sends go to that loop instead.
+Sends go through the process's one background loop (:mod:`platform_site.layer_loop`). In
+the embedded mode the in-memory layer's queues belong to the loop the consumers run on, so
+sends go to that loop instead.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import threading
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,36 +20,12 @@ from django.utils import timezone
 from gateway import presence
 from gateway.connections import local
 from gateway.models import Delivery
+from platform_site.layer_loop import sender
 
 log = logging.getLogger(__name__)
 
 # The channel-layer event that tells a connection to look at its outbox now.
 DELIVER_EVENT = "gateway.deliver"
-
-
-class _LoopThread:
-    """A daemon thread running an event loop, restarted after a fork."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._pid = 0
-
-    def loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None or self._pid != os.getpid() or not self._loop.is_running():
-                loop = asyncio.new_event_loop()
-                started = threading.Event()
-                loop.call_soon(started.set)
-                threading.Thread(
-                    target=loop.run_forever, name="gateway-notify", daemon=True
-                ).start()
-                started.wait(5)
-                self._loop, self._pid = loop, os.getpid()
-            return self._loop
-
-
-_notifier = _LoopThread()
 
 
 def group_send(group: str, event: dict[str, Any], timeout: float = 5.0) -> bool:
@@ -67,7 +39,7 @@ def group_send(group: str, event: dict[str, Any], timeout: float = 5.0) -> bool:
             return False  # no consumer in this process: nobody could receive it
         loop = consumers_loop
     else:
-        loop = _notifier.loop()
+        loop = sender.loop()
     try:
         asyncio.run_coroutine_threadsafe(layer.group_send(group, event), loop).result(timeout)
     except Exception:

@@ -30,6 +30,7 @@ from a2a.face.db import db_call
 from a2a.face.serializers import task_json
 from a2a.models import Task, TaskMessage
 from a2a.states import INTERRUPTED_STATES, TERMINAL_STATES
+from platform_site.layer_loop import sender
 
 log = logging.getLogger(__name__)
 
@@ -128,41 +129,9 @@ def has_listeners(task_id: uuid.UUID | str) -> bool:
     return not _is_local(get_channel_layer()) or local_bus.has(group_name(task_id))
 
 
-class _Publisher:
-    """One event loop thread per process that sends to the shared channel layer.
-
-    Receivers run in sync code (Celery worker threads, request DB threads). Without this,
-    each send would need ``async_to_sync``: a new event loop and Redis connection per
-    message in a worker. One loop keeps the layer's connection pool, and sends leave in
-    the order they were published. Sending does not block the caller.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None or self._loop.is_closed():
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="a2a-face-publisher", daemon=True
-                )
-                thread.start()
-                self._loop = loop
-            return self._loop
-
-    def send(self, layer: Any, group: str, message: dict[str, Any]) -> None:
-        future = asyncio.run_coroutine_threadsafe(layer.group_send(group, message), self.loop())
-        future.add_done_callback(_log_failure)
-
-
 def _log_failure(future: Any) -> None:
     if not future.cancelled() and future.exception() is not None:
         log.warning("could not publish a task event: %s", future.exception())
-
-
-publisher = _Publisher()
 
 
 def publish_snapshot(task_id: uuid.UUID | str, snap: dict[str, Any]) -> None:
@@ -173,7 +142,9 @@ def publish_snapshot(task_id: uuid.UUID | str, snap: dict[str, Any]) -> None:
     if _is_local(layer):
         local_bus.fan_out(group, message)
     else:
-        publisher.send(layer, group, message)
+        # The process's one sender loop keeps the layer's connection pool, and sends leave
+        # in the order they were published; the caller does not wait.
+        sender.submit(layer.group_send(group, message)).add_done_callback(_log_failure)
 
 
 def publish(task_id: uuid.UUID | str) -> None:
