@@ -4,6 +4,9 @@ Both bindings (``rest.py`` for HTTP+JSON, ``jsonrpc.py`` for JSON-RPC) parse a r
 into the operation's JSON params and a :class:`CallContext`, call one method here and
 render what it returns (a JSON dict, or an async iterator of ``StreamResponse`` dicts).
 Methods raise :mod:`a2a.face.errors` exceptions only.
+
+The message-sending operations live in :mod:`a2a.face.sending` (composed in as
+:class:`~a2a.face.sending.SendingMixin`); param parsing lives in :mod:`a2a.face.params`.
 """
 
 from __future__ import annotations
@@ -17,100 +20,33 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
-from django.utils import timezone
-from google.protobuf.json_format import ParseDict, ParseError
 
-from a2a.exceptions import UnknownSkill
 from a2a.face import queries, sse
 from a2a.face.context import CallContext
 from a2a.face.db import db_call
 from a2a.face.errors import (
     AgentNotFound,
     ExtendedAgentCardNotConfigured,
-    FaceError,
     InvalidParams,
     TaskNotCancelable,
     TaskNotFound,
     Unauthenticated,
     UnsupportedOperation,
 )
+from a2a.face.params import _opt_bool, _opt_int, _opt_timestamp, _proto_check, _task_id
+from a2a.face.sending import SendingMixin
 from a2a.face.serializers import task_json
-from a2a.models import Direction, PushNotificationConfig, Task, TaskEvent, TaskMessage
+from a2a.models import PushNotificationConfig, Task, TaskMessage
 from a2a.states import TaskState
-from agent_profiles.models import AgentProfile, AgentStatus, Skill
-from platform_site.errors import Conflict, NotFound, PlatformError
+from agent_profiles.models import AgentProfile
+from platform_site.errors import Conflict
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
 STATES_BY_NAME = {s.value: s.value for s in TaskState}
 
 
-# --- parameter helpers ----------------------------------------------------------------
-
-
-def _proto_check(params: dict[str, Any], proto_cls: type, label: str) -> None:
-    """Validate ``params`` against the A2A proto message shape (unknown fields ignored)."""
-    try:
-        ParseDict(params, proto_cls(), ignore_unknown_fields=True)
-    except (ParseError, TypeError, ValueError) as exc:
-        raise InvalidParams(f"Invalid {label}: {exc}") from None
-
-
-def _opt_int(params: dict[str, Any], name: str, *, low: int, high: int | None = None) -> int | None:
-    raw = params.get(name)
-    if raw is None or raw == "":
-        return None
-    try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        raise InvalidParams(
-            f"{name} must be an integer, got {raw!r}", violations=[(name, "not an integer")]
-        ) from None
-    if value < low or (high is not None and value > high):
-        bound = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise InvalidParams(
-            f"{name} must be {bound}, got {value}", violations=[(name, f"must be {bound}")]
-        )
-    return value
-
-
-def _opt_bool(params: dict[str, Any], name: str) -> bool | None:
-    raw = params.get(name)
-    if raw is None or raw == "":
-        return None
-    if isinstance(raw, bool):
-        return raw
-    if str(raw).lower() in {"true", "1"}:
-        return True
-    if str(raw).lower() in {"false", "0"}:
-        return False
-    raise InvalidParams(f"{name} must be true or false, got {raw!r}", violations=[(name, "bool")])
-
-
-def _opt_timestamp(params: dict[str, Any], name: str) -> datetime | None:
-    raw = params.get(name)
-    if raw is None or raw == "":
-        return None
-    text = str(raw).strip()
-    try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise InvalidParams(
-            f"{name} must be an ISO 8601 timestamp, got {raw!r}",
-            violations=[(name, "not an ISO 8601 timestamp")],
-        ) from None
-    if timezone.is_naive(value):
-        value = timezone.make_aware(value, timezone.UTC)
-    return value
-
-
-def _task_id(raw: Any) -> uuid.UUID:
-    try:
-        return uuid.UUID(str(raw))
-    except (TypeError, ValueError):
-        raise TaskNotFound(
-            f"Task {str(raw)[:100]!r} not found.", metadata={"taskId": str(raw)[:100]}
-        ) from None
+# --- list cursors ---------------------------------------------------------------------
 
 
 def _encode_cursor(task: Task) -> str:
@@ -129,21 +65,10 @@ def _decode_cursor(token: str) -> tuple[datetime, uuid.UUID]:
         ) from None
 
 
-def _service_error(exc: PlatformError) -> FaceError:
-    """The A2A error for a domain error raised by the dispatcher's services."""
-    if isinstance(exc, Conflict):
-        return UnsupportedOperation(exc.message, metadata={"code": exc.code})
-    details = exc.details if isinstance(exc.details, dict) else {}
-    violations = [(str(k), str(v)) for k, v in details.items()] if details else None
-    if isinstance(exc, NotFound):
-        return InvalidParams(exc.message, metadata={"code": exc.code}, violations=violations)
-    return InvalidParams(exc.message, metadata={"code": exc.code}, violations=violations)
-
-
 # --- the handler ----------------------------------------------------------------------
 
 
-class FaceHandler:
+class FaceHandler(SendingMixin):
     """The A2A operations of the platform, one coroutine each."""
 
     # ---- tasks: reading ----
@@ -270,204 +195,7 @@ class FaceHandler:
 
         return await db_call(run)()
 
-    # ---- messages ----
-
-    def _choose_skill(self, ctx: CallContext, request: dict[str, Any]) -> tuple[str, str | None]:
-        """The skill id (and the agent id on a tenant route) for a new task."""
-        message = request["message"]
-        skill_id = (request.get("metadata") or {}).get("skillId") or (
-            message.get("metadata") or {}
-        ).get("skillId")
-        if ctx.tenant:
-            ids = list(
-                Skill.objects.filter(
-                    agents__id=ctx.tenant, agents__status=AgentStatus.ACTIVE, is_active=True
-                )
-                .order_by("id")
-                .values_list("id", flat=True)
-            )
-            if (
-                not ids
-                and not AgentProfile.objects.filter(
-                    pk=ctx.tenant, status=AgentStatus.ACTIVE
-                ).exists()
-            ):
-                raise AgentNotFound(
-                    f"No active agent {ctx.tenant!r}.", metadata={"agentId": ctx.tenant}
-                )
-            if skill_id:
-                if skill_id not in ids:
-                    raise InvalidParams(
-                        f"Agent {ctx.tenant!r} does not offer skill {skill_id!r}; it offers {ids}.",
-                        metadata={"skillId": str(skill_id), "skills": ids},
-                    )
-                return str(skill_id), ctx.tenant
-            if settings.A2A_DEFAULT_SKILL in ids:
-                return settings.A2A_DEFAULT_SKILL, ctx.tenant
-            if len(ids) == 1:
-                return ids[0], ctx.tenant
-            raise InvalidParams(
-                f"Say which skill: set metadata.skillId to one of {ids}.",
-                metadata={"skills": ids},
-            )
-        # The default routes: create_task checks the skill (see _unknown_skill).
-        if skill_id or settings.A2A_DEFAULT_SKILL:
-            return str(skill_id or settings.A2A_DEFAULT_SKILL), None
-        ids = list(
-            Skill.objects.filter(is_active=True).order_by("id").values_list("id", flat=True)[:51]
-        )
-        if len(ids) == 1:
-            return ids[0], None
-        raise InvalidParams(
-            f"Say which skill: set metadata.skillId to one of {ids}." if ids else "No skills.",
-            metadata={"skills": ids},
-        )
-
-    @staticmethod
-    def _unknown_skill(skill_id: str) -> InvalidParams:
-        ids = list(Skill.objects.filter(is_active=True).order_by("id").values_list("id", flat=True))
-        return InvalidParams(
-            f"Unknown skill {skill_id!r}; active skills: {ids}.",
-            metadata={"skillId": skill_id, "skills": ids},
-        )
-
-    @staticmethod
-    def _input_of(message: dict[str, Any]) -> dict[str, Any]:
-        """What the platform records as the task's input: the first data part, else text."""
-        texts = []
-        for part in message.get("parts") or []:
-            if isinstance(part, dict) and isinstance(part.get("data"), dict):
-                return part["data"]
-            if isinstance(part, dict) and isinstance(part.get("text"), str):
-                texts.append(part["text"])
-        return {"text": "\n".join(texts)} if texts else {}
-
-    def _validate_send(self, params: dict[str, Any]) -> dict[str, Any]:
-        from a2a.types import a2a_pb2
-
-        message = params.get("message")
-        if not isinstance(message, dict):
-            raise InvalidParams("message is required.", violations=[("message", "required")])
-        _proto_check(params, a2a_pb2.SendMessageRequest, "SendMessageRequest")
-        if not message.get("messageId"):
-            raise InvalidParams(
-                "message.messageId is required.", violations=[("message.messageId", "required")]
-            )
-        if not message.get("parts"):
-            raise InvalidParams(
-                "message.parts must hold at least one part.",
-                violations=[("message.parts", "at least one part")],
-            )
-        if message.get("role") not in ("ROLE_USER", 1):
-            raise InvalidParams(
-                "message.role must be ROLE_USER.", violations=[("message.role", "ROLE_USER")]
-            )
-        return message
-
-    def _send_sync(self, ctx: CallContext, params: dict[str, Any]) -> tuple[Task, int | None]:
-        """Create the task (or answer an existing one); returns it and, for a follow-up,
-        the event sequence number the answer must move past."""
-        from a2a import services
-
-        message = params["message"]
-        if message.get("taskId"):
-            task = self._get_visible(ctx, message["taskId"])
-            if message.get("contextId") and message["contextId"] != task.context_id:
-                raise InvalidParams(
-                    f"contextId {message['contextId']!r} does not match task {task.id}'s "
-                    f"context {task.context_id!r}.",
-                    metadata={"taskId": str(task.id), "contextId": task.context_id},
-                    violations=[("message.contextId", "does not match the task's context")],
-                )
-            if task.is_terminal:
-                raise UnsupportedOperation(
-                    f"Task {task.id} is {task.state}, a final state: it accepts no messages.",
-                    metadata={"taskId": str(task.id), "state": task.state},
-                )
-            # Counted before the reply: an interruption the agent reports quickly (even
-            # within reply_to_task) is then still newer than the reply's own transition.
-            before = TaskEvent.objects.filter(task=task).count()
-            try:
-                task = services.reply_to_task(task, message=message, by=ctx.user)
-            except PlatformError as exc:
-                raise _service_error(exc) from None
-            task.refresh_from_db()
-            return task, before + 1
-        skill_id, agent_id = self._choose_skill(ctx, params)
-        try:
-            task = services.create_task(
-                skill_id=skill_id,
-                input=self._input_of(message),
-                agent_id=agent_id,
-                user=ctx.user,
-                agent_caller=ctx.agent_caller,
-                message=message,
-                context_id=message.get("contextId") or None,
-                origin="a2a",
-                validate_input=False,
-            )
-        except PlatformError as exc:
-            if isinstance(exc, UnknownSkill):
-                raise self._unknown_skill(skill_id) from None
-            raise _service_error(exc) from None
-        return task, None
-
-    def _load_payload(self, task_id: uuid.UUID, history_length: int | None) -> dict[str, Any]:
-        task = Task.objects.get(pk=task_id)
-        return self._task_payload(task, history_length=history_length)
-
-    def _send_and_attach(
-        self, ctx: CallContext, params: dict[str, Any]
-    ) -> tuple[Task, int | None, dict[str, Any]]:
-        """One database hop: authenticate, validate everything, then create the task (or
-        answer one) and attach the push config that came with it."""
-        from a2a.face import push as push_service
-
-        ctx.require_caller()
-        self._validate_send(params)
-        config = params.get("configuration") or {}
-        if not isinstance(config, dict):
-            raise InvalidParams("configuration must be an object.")
-        _opt_int(config, "historyLength", low=0)
-        _opt_bool(config, "returnImmediately")
-        push = config.get("taskPushNotificationConfig") or config.get("pushNotificationConfig")
-        if push is not None:
-            if not isinstance(push, dict):
-                raise InvalidParams("taskPushNotificationConfig must be an object.")
-            push_service.clean_config(push)
-        task, since_seq = self._send_sync(ctx, params)
-        if push is not None:
-            push_service.create_config(task, {**push, "taskId": str(task.id)})
-        return task, since_seq, config
-
-    async def send_message(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        def start() -> tuple[Task, int | None, int | None, dict[str, Any] | None]:
-            task, since_seq, config = self._send_and_attach(ctx, params)
-            history_length = _opt_int(config, "historyLength", low=0)
-            if not _opt_bool(config, "returnImmediately"):
-                return task, since_seq, history_length, None
-            if since_seq is None and task.outbound_message:
-                # A new task: its history is the message just relayed (no query needed).
-                relayed = TaskMessage(direction=Direction.TO_AGENT, message=task.outbound_message)
-                payload = task_json(task, history=[relayed], history_length=history_length)
-            else:
-                payload = self._task_payload(task, history_length=history_length)
-            return task, since_seq, history_length, payload
-
-        task, since_seq, history_length, payload = await db_call(start)()
-        if payload is None:
-            await sse.wait_until_settled(
-                task.id, since_seq=since_seq, seconds=settings.A2A_BLOCKING_TIMEOUT
-            )
-            payload = await db_call(self._load_payload)(task.id, history_length)
-        return {"task": payload}
-
-    async def stream_message(
-        self, params: dict[str, Any], ctx: CallContext
-    ) -> AsyncIterator[dict[str, Any] | None]:
-        """Send, then stream: the Task first, then status/artifact updates to the end."""
-        task, _since, _config = await db_call(self._send_and_attach)(ctx, params)
-        return sse.task_stream(task.id)
+    # ---- tasks: subscribe ----
 
     async def subscribe(
         self, params: dict[str, Any], ctx: CallContext
