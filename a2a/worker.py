@@ -21,7 +21,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from a2a.agent_client import A2AClientService, AgentReply
-from a2a.exceptions import A2ACallError
+from a2a.exceptions import A2ACallError, A2APermanentError
 from a2a.models import Direction, Task
 from a2a.services import (
     apply_agent_update,
@@ -30,6 +30,7 @@ from a2a.services import (
     record_message,
 )
 from a2a.states import ACTIVE_STATES, NextAction, TaskState, Transport
+from agent_profiles.urlguard import UnsafeURL, check_outbound_url
 
 log = logging.getLogger(__name__)
 
@@ -267,21 +268,12 @@ def _send(task: Task) -> None:
 
 
 def _check_url(url: str) -> None:
-    """The registry's outbound URL guard (private/loopback targets), when present."""
-    try:
-        from agent_profiles.urlguard import check_outbound_url
-    except ImportError:
-        return
+    """The outbound URL guard, again at send time: DNS may have changed since registration."""
     try:
         check_outbound_url(url)
-    except A2ACallError:
-        raise
-    except Exception as exc:
-        from a2a.exceptions import A2APermanentError
-
+    except UnsafeURL as exc:
         raise A2APermanentError(
-            f"The agent's endpoint is not allowed: {getattr(exc, 'message', exc)}",
-            code="endpoint_refused",
+            f"The agent's endpoint is not allowed: {exc.message}", code="endpoint_refused"
         ) from None
 
 

@@ -92,3 +92,15 @@ def test_a_lease_outlasts_one_agent_call(settings: Any) -> None:
     settings.A2A_LEASE_SECONDS, settings.A2A_HTTP_TIMEOUT = 5.0, 20.0
     settings.A2A_CONNECT_TIMEOUT = 3.0
     assert worker.lease_seconds() == 25.0
+
+
+def test_an_endpoint_now_private_is_not_called(task: Task) -> None:
+    # Registered while it resolved elsewhere; at send time the guard refuses it, and the
+    # task goes to the gateway instead of the private address.
+    task.agent.a2a_endpoint = "http://10.1.2.3:9/"
+    task.agent.save()
+    worker.process_task(task.pk)
+    task.refresh_from_db()
+    fallback = task.metadata["fallbacks"][0]
+    assert (task.transport, fallback["from"], fallback["to"]) == ("offline", "a2a", "offline")
+    assert "not allowed" in fallback["reason"]
