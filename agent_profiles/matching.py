@@ -52,24 +52,17 @@ HISTORY_CACHE_SECONDS = 5.0
 # Gateway presence is read at most this often per process (a hint, not a guarantee).
 PRESENCE_CACHE_SECONDS = 2.0
 
-# The gateway plugs its presence in here (``gateway.presence.online_agent_ids``); until
-# then ``last_seen_at`` decides.
-online_agent_ids: Callable[[], set[str]] | None = None
-
 
 def _online_ids() -> set[str] | None:
-    """Agents connected to the gateway (cached PRESENCE_CACHE_SECONDS), or None."""
-    provider = online_agent_ids
-    if provider is not None:  # plugged in explicitly (tests, other presence sources)
-        return _call(provider)
+    """Agents connected to the gateway (cached PRESENCE_CACHE_SECONDS), or None when
+    presence cannot be read (then ``last_seen_at`` decides)."""
     cached = cache.get("match-online-ids")
     if cached is not None:
         return set(cached)
-    try:
-        from gateway.presence import online_agent_ids as gateway_provider
-    except ImportError:
-        return None
-    ids = _call(gateway_provider)
+    # Imported here, not at the top: the gateway app builds on this one.
+    from gateway import presence
+
+    ids = _call(presence.online_agent_ids)
     if ids is not None:
         cache.set("match-online-ids", sorted(ids), PRESENCE_CACHE_SECONDS)
     return ids

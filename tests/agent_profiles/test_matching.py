@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from a2a.exceptions import NoAgentAvailable
 from a2a.models import Task
-from agent_profiles import matching
 from agent_profiles.matching import WEIGHTS, match_agent
+from gateway import presence
 
 pytestmark = pytest.mark.django_db
 
@@ -69,7 +69,7 @@ def test_a_failing_agent_loses_to_a_reliable_one(make_agent: Any, skill: Any) ->
 def test_online_presence_counts(make_agent: Any, skill: Any, monkeypatch: Any) -> None:
     make_agent(id="a-agent", skills=[skill])
     make_agent(id="b-agent", skills=[skill])
-    monkeypatch.setattr(matching, "online_agent_ids", lambda: {"b-agent"})
+    monkeypatch.setattr(presence, "online_agent_ids", lambda: {"b-agent"})
     agent, breakdown = match_agent(skill)
     assert agent.id == "b-agent"
     assert breakdown["terms"]["online"] == 1.0
