@@ -1,0 +1,153 @@
+"""Applying an agent's A2A status to a task: the one mapping onto our state machine.
+
+Part of :mod:`a2a.services` (import from there): :func:`apply_agent_update` (with the
+output extraction and ``output_schema`` check on completion) and :func:`record_message`,
+which keeps each message of the conversation once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from django.utils import timezone
+
+from a2a.exceptions import A2AProtocolError
+from a2a.models import Direction, Task, TaskMessage
+from a2a.states import ACTIVE_STATES, INTERRUPTED_STATES, TaskState, normalize_state
+from a2a.wire import collect_output, message_text, schema_errors
+
+
+def record_message(task: Task, direction: str, message: dict[str, Any]) -> TaskMessage | None:
+    """Add ``message`` to the task's conversation once (keyed by its messageId)."""
+    message_id = message.get("messageId")
+    if not isinstance(message_id, str) or not message_id:
+        digest = hashlib.sha256(json.dumps(message, sort_keys=True).encode()).hexdigest()
+        message_id = f"sha256:{digest[:40]}"
+    message_id = message_id[:200]
+    if TaskMessage.objects.filter(task=task, direction=direction, message_id=message_id).exists():
+        return None
+    return TaskMessage.objects.create(
+        task=task, direction=direction, message_id=message_id, message=message
+    )
+
+
+# --- the one mapping from an agent's status to our state machine ---------------------
+
+
+def _remote_fields(task: Task, remote: dict[str, Any] | None) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    if not isinstance(remote, dict):
+        return fields
+    rid, rctx = remote.get("id"), remote.get("contextId")
+    if isinstance(rid, str) and rid and rid != task.remote_task_id:
+        fields["remote_task_id"] = rid[:200]
+    if isinstance(rctx, str) and rctx and rctx != task.remote_context_id:
+        fields["remote_context_id"] = rctx[:200]
+    return fields
+
+
+def apply_agent_update(
+    task: Task,
+    *,
+    status: dict[str, Any],
+    artifacts: list[Any] | None = None,
+    remote: dict[str, Any] | None = None,
+    via: str,
+) -> Task:
+    """Apply an agent's A2A TaskStatus (+ artifacts) to ``task``.
+
+    WORKING/SUBMITTED → keep following; INPUT_REQUIRED/AUTH_REQUIRED → the question is
+    stored and polling pauses; COMPLETED → the artifacts' data is validated against the
+    skill's ``output_schema`` (valid → COMPLETED with ``output``; invalid → FAILED
+    ``output_invalid`` with the errors); FAILED/REJECTED/CANCELED → the matching verb.
+    News about a task that already ended is recorded (conversation, remote ids) and
+    otherwise ignored. Raises :class:`A2AProtocolError` for a status we cannot read.
+    """
+    if not isinstance(status, dict):
+        raise A2AProtocolError("The agent's task status is not an object.")
+    state = normalize_state(status.get("state"))
+    if state is None:
+        raise A2AProtocolError(f"The agent sent an unknown task state {status.get('state')!r}.")
+    message = status.get("message") if isinstance(status.get("message"), dict) else None
+    fields = _remote_fields(task, remote)
+    if message is not None:
+        record_message(task, Direction.FROM_AGENT, message)
+        fields["status_message"] = message
+    if isinstance(artifacts, list) and artifacts:
+        fields["artifacts"] = artifacts
+    if task.is_terminal:
+        _update(task, fields)
+        return task
+    if not _move(task, state, message, artifacts, fields, f"via {via}"):
+        # Someone moved the task first (a person's cancel, say): the state stays theirs,
+        # but what the agent told us (its task id above all) is kept.
+        _update(task, fields)
+    return task
+
+
+def _move(
+    task: Task,
+    state: str,
+    message: dict[str, Any] | None,
+    artifacts: list[Any] | None,
+    fields: dict[str, Any],
+    via_text: str,
+) -> bool:
+    """The transition for the agent's ``state``; False when a concurrent change won."""
+    if state in ACTIVE_STATES:
+        if (state == TaskState.WORKING and task.state != TaskState.WORKING) or (
+            task.state in INTERRUPTED_STATES
+        ):
+            return task.start_work(f"agent reports {state} {via_text}", **fields)
+    elif state in INTERRUPTED_STATES:
+        if task.state != state:
+            auth = state == TaskState.AUTH_REQUIRED
+            return task.require_input(message, auth=auth, **fields)
+    elif state == TaskState.COMPLETED:
+        return _complete(task, artifacts or [], fields, via_text)
+    elif state == TaskState.FAILED:
+        text = message_text(message) or "The agent reported the task as failed."
+        return task.fail("agent_failed", f"Agent '{task.agent_id}': {text}", **fields)
+    elif state == TaskState.REJECTED:
+        text = message_text(message) or "The agent rejected the task."
+        return task.reject(f"Agent '{task.agent_id}': {text}", **fields)
+    elif state == TaskState.CANCELED:
+        return task.cancel(f"the agent canceled the task {via_text}", **fields)
+    _update(task, fields)  # same state as ours: only news
+    return True
+
+
+def _update(task: Task, fields: dict[str, Any]) -> None:
+    """Store non-state fields (remote ids, latest status message) without a transition."""
+    if not fields:
+        return
+    Task.objects.filter(pk=task.pk).update(updated_at=timezone.now(), **fields)
+    for name, value in fields.items():
+        setattr(task, name, value)
+
+
+def _complete(task: Task, artifacts: list[Any], fields: dict[str, Any], via_text: str) -> bool:
+    output = collect_output(artifacts)
+    errors = schema_errors(task.skill.output_schema or {}, output)
+    fields = {**fields, "artifacts": artifacts}
+    if errors:
+        first = errors[0]
+        return task.fail(
+            "output_invalid",
+            f"Agent '{task.agent_id}' completed, but its output does not match the "
+            f"output_schema of skill '{task.skill_id}': {first['path']}: {first['message']}",
+            {"errors": errors, "output": output},
+            **fields,
+        )
+    fields.pop("artifacts")
+    return task.transition(
+        TaskState.COMPLETED,
+        f"agent completed {via_text}; output valid",
+        output=output,
+        artifacts=artifacts,
+        question=None,
+        error=None,
+        **fields,
+    )

@@ -1,0 +1,214 @@
+"""People acting on tasks (reply, cancel, retry) and the seams to the agent.
+
+Part of :mod:`a2a.services` (import from there): :func:`deliver_followup` sends a reply
+or a cancel to the agent, :func:`handle_send_failure` decides what a failed send means.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from a2a.agent_updates import record_message
+from a2a.creation import _deadline, queue_processing
+from a2a.exceptions import A2ACallError
+from a2a.models import Direction, InvalidTransition, Task
+from a2a.states import INTERRUPTED_STATES, NextAction, TaskState, Transport
+from a2a.wire import relay_message, user_message
+from platform_site.errors import ValidationFailed
+
+# --- people acting on tasks -----------------------------------------------------------
+
+
+def reply_to_task(
+    task: Task,
+    *,
+    text: str | None = None,
+    data: dict[str, Any] | None = None,
+    message: dict[str, Any] | None = None,
+    by: Any = None,
+) -> Task:
+    """Answer the agent's question: a new message on the same task and context.
+
+    Only for a task in INPUT_REQUIRED / AUTH_REQUIRED (else 409). The task goes back to
+    WORKING and the answer is delivered by :func:`deliver_followup`; polling resumes.
+    """
+    if task.state not in INTERRUPTED_STATES:
+        raise InvalidTransition(
+            f"Task {task.id} is {task.state}; only a task waiting for input "
+            "(TASK_STATE_INPUT_REQUIRED or TASK_STATE_AUTH_REQUIRED) takes a reply."
+        )
+    if message is None and not text and data is None:
+        raise ValidationFailed("A reply needs text or data.", {"fields": ["text", "data"]})
+    if message is not None:
+        outbound = relay_message(
+            message, task_id=task.remote_task_id, context_id=task.remote_context_id
+        )
+    else:
+        outbound = user_message(
+            skill_id=task.skill_id,
+            data=data,
+            text=text,
+            task_id=task.remote_task_id,
+            context_id=task.remote_context_id,
+        )
+    who = getattr(by, "username", None) or str(by or "a person")
+    with transaction.atomic():
+        moved = task.transition(
+            TaskState.WORKING,
+            f"{who} replied",
+            question=None,
+            deadline_at=_deadline(),
+            poll_interval=0.0,
+        )
+        if not moved:
+            raise InvalidTransition(f"Task {task.id} changed meanwhile; it is now {task.state}.")
+        record_message(task, Direction.TO_AGENT, outbound)
+        deliver_followup(task, "reply", outbound)
+    return task
+
+
+def cancel_task(task: Task, *, by: Any = None, reason: str = "") -> Task:
+    """Cancel a task that has not finished (else 409) and tell the agent."""
+    if task.is_terminal:
+        raise InvalidTransition(
+            f"Task {task.id} is {task.state}, a final state; it cannot be canceled."
+        )
+    who = getattr(by, "username", None) or str(by or "a person")
+    with transaction.atomic():
+        if not task.cancel(reason or f"canceled by {who}"):
+            raise InvalidTransition(f"Task {task.id} changed meanwhile; it is now {task.state}.")
+        if task.remote_task_id or task.transport != Transport.A2A:
+            deliver_followup(task, "cancel", None)
+    return task
+
+
+def retry_task(task: Task, *, by: Any = None) -> Task:
+    """A person's retry of a FAILED or REJECTED task (else 409): a fresh attempt.
+
+    Same agent, a new message (new messageId) without the agent's old task id; output,
+    artifacts, error and question are cleared and the deadline starts again.
+    """
+    who = getattr(by, "username", None) or str(by or "a person")
+    outbound = user_message(
+        skill_id=task.skill_id, data=task.input, context_id=task.remote_context_id
+    )
+    first = task.messages.filter(direction=Direction.TO_AGENT).order_by("created_at", "id")
+    original = first.values_list("message", flat=True).first()
+    if task.origin != "api" and isinstance(original, dict):
+        # A caller's own message (the A2A face): the same content, as a new message.
+        outbound = relay_message(original, context_id=task.remote_context_id)
+        outbound["messageId"] = str(uuid.uuid4())
+    metadata = dict(task.metadata or {})
+    metadata["retries"] = [
+        *metadata.get("retries", []),
+        {"at": timezone.now().isoformat(), "by": who, "previousError": task.error},
+    ]
+    metadata["sendFailures"] = 0
+    with transaction.atomic():
+        moved = task.resubmit(
+            f"retried by {who}",
+            outbound_message=outbound,
+            remote_task_id="",
+            output=None,
+            artifacts=[],
+            error=None,
+            question=None,
+            status_message=None,
+            transport=Transport.A2A,
+            metadata=metadata,
+            next_action=NextAction.SEND,
+            next_poll_at=timezone.now(),
+            lease_until=None,
+            poll_interval=0.0,
+            deadline_at=_deadline(),
+        )
+        if not moved:
+            raise InvalidTransition(f"Task {task.id} changed meanwhile; it is now {task.state}.")
+        record_message(task, Direction.TO_AGENT, outbound)
+        queue_processing(task.pk)
+    return task
+
+
+def max_attempts(task: Task) -> int:
+    """Sends allowed per message for transient errors (the skill's, else the setting)."""
+    return int(task.skill.max_attempts or settings.A2A_MAX_ATTEMPTS)
+
+
+# --- seams ------------------------------------------------------------------------------
+
+
+def deliver_followup(task: Task, kind: str, message: dict[str, Any] | None) -> None:
+    """Send a follow-up (``kind`` "reply" with ``message``, or "cancel") to the agent.
+
+    Over A2A the worker does it: the row gets next action SEND (the message becomes the
+    outbound message) or CANCEL, and a worker is asked to act now.
+    """
+    if task.transport != Transport.A2A:
+        from gateway.services import send_followup
+
+        send_followup(task, "message" if kind == "reply" else kind, message)
+        return
+    fields: dict[str, Any] = {}
+    if kind == "reply":
+        fields["outbound_message"] = message
+        action = NextAction.SEND
+    elif kind == "cancel":
+        if not task.remote_task_id:
+            return  # the agent never got it; nothing to cancel there
+        action = NextAction.CANCEL
+    else:
+        raise ValueError(f"unknown follow-up kind {kind!r}")
+    task.schedule(action, 0.0, **fields)
+    queue_processing(task.pk)
+
+
+def handle_send_failure(task: Task, error: A2ACallError) -> Task:
+    """A send to the agent failed: retry over HTTP, fall back to the gateway, or fail.
+
+    Transient errors (connection, timeout, 5xx, 429) are retried after
+    ``A2A_RETRY_BACKOFF * 2^(n-1)`` seconds (or the agent's ``Retry-After`` when longer)
+    while fewer than ``max_attempts`` sends of this message failed and the deadline
+    allows; then the task goes to the gateway (``gateway.fallback``), as it does at once
+    for 4xx, for agents without an endpoint and for agents online on the socket. A 2xx
+    answer that is not A2A fails the task (the agent may have acted on it).
+    """
+    from gateway import fallback
+
+    if fallback.now(task, error):
+        return fallback.fall_back(task, error)
+    metadata = dict(task.metadata or {})
+    failures = int(metadata.get("sendFailures", 0)) + 1
+    metadata["sendFailures"] = failures
+    limit = max_attempts(task)
+    err = error.as_error()
+    if error.transient and failures < limit:
+        delay = max(error.retry_after or 0.0, settings.A2A_RETRY_BACKOFF * 2 ** (failures - 1))
+        due = timezone.now() + timedelta(seconds=delay)
+        if task.deadline_at is None or due < task.deadline_at:
+            updated = Task.objects.filter(pk=task.pk, state=task.state).update(
+                error=err,
+                metadata=metadata,
+                next_action=NextAction.SEND,
+                next_poll_at=due,
+                lease_until=None,
+                updated_at=timezone.now(),
+            )
+            if updated:
+                task.error, task.metadata, task.next_poll_at = err, metadata, due
+                if delay < settings.A2A_SWEEP_INTERVAL:
+                    queue_processing(task.pk, countdown=delay)
+            return task
+    if fallback.applies(error):
+        # HTTP retries are used up (or the deadline is near): the gateway takes over.
+        Task.objects.filter(pk=task.pk).update(metadata=metadata, error=None)
+        task.metadata, task.error = metadata, None
+        return fallback.fall_back(task, error)
+    message = f"Agent '{task.agent_id}' did not accept the task: {error.message}"
+    task.fail(error.code, message, err["details"], metadata=metadata)
+    return task
