@@ -26,11 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from report import write_section
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
-DOCS = BASE_DIR / "docs" / "benchmarks.md"
-MARK_START, MARK_END = "<!-- bench:a2a_server -->", "<!-- /bench:a2a_server -->"
 
 
 def free_port() -> int:
@@ -321,18 +320,6 @@ def table(rows: list[dict[str, Any]], total: int, concurrency: int, rounds: int)
     return "\n".join(lines)
 
 
-def write_docs(section: str) -> None:
-    text = DOCS.read_text() if DOCS.exists() else "# Benchmarks\n"
-    block = f"{MARK_START}\n## A2A server face\n\n{section}\n{MARK_END}"
-    if MARK_START in text and MARK_END in text:
-        head, rest = text.split(MARK_START, 1)
-        _, tail = rest.split(MARK_END, 1)
-        text = head + block + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    DOCS.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000)
@@ -344,7 +331,7 @@ def main() -> None:
     section = table(rows, args.requests, args.concurrency, args.rounds)
     print(section)
     if args.write:
-        write_docs(section)
+        write_section("a2a_server", f"## A2A server face\n\n{section}")
 
 
 if __name__ == "__main__":

@@ -35,11 +35,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from report import write_section
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
-DOCS = BASE_DIR / "docs" / "benchmarks.md"
-MARK_START, MARK_END = "<!-- bench:dispatch -->", "<!-- /bench:dispatch -->"
 BENCH_DATABASE_URL = os.environ.get(
     "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:54329/platform_bench"
 )
@@ -406,18 +405,6 @@ face's `task_changed` receivers each read the task again).
 """
 
 
-def write_docs(section: str) -> None:
-    text = DOCS.read_text() if DOCS.exists() else "# Benchmarks\n"
-    block = f"{MARK_START}\n## Dispatch (platform tasks end to end)\n\n{section}\n{MARK_END}"
-    if MARK_START in text and MARK_END in text:
-        head, rest = text.split(MARK_START, 1)
-        _, tail = rest.split(MARK_END, 1)
-        text = head + block + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    DOCS.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=500)
@@ -438,7 +425,7 @@ def main() -> None:
     for result in results:
         print(f"({result['mode']} process log: {result['log']})")
     if args.write:
-        write_docs(section)
+        write_section("dispatch", f"## Dispatch (platform tasks end to end)\n\n{section}")
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ django.setup()
 import websockets  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.db import connection, connections  # noqa: E402
+from report import write_section  # noqa: E402
 
 from a2a.models import Task  # noqa: E402
 from agent_profiles import keys  # noqa: E402
@@ -51,9 +52,6 @@ from agent_profiles.models import AgentProfile, ApiKey, Skill  # noqa: E402
 from gateway.models import Presence  # noqa: E402
 from gateway.services import push_task  # noqa: E402
 from tests.support.processes import daphne_process  # noqa: E402
-
-DOC = BASE_DIR / "docs" / "benchmarks.md"
-START, END = "<!-- bench:gateway -->", "<!-- /bench:gateway -->"
 
 
 def raise_fd_limit(wanted: int) -> int:
@@ -252,7 +250,6 @@ def reset_database() -> None:
 
 def write_doc(results: list[dict[str, Any]], pushers: int) -> str:
     lines = [
-        START,
         "## Agent gateway (`bench/gateway.py`)",
         "",
         f"One daphne process, PostgreSQL + Redis channel layer, loopback, {os.cpu_count()} CPUs; "
@@ -288,17 +285,9 @@ def write_doc(results: list[dict[str, Any]], pushers: int) -> str:
         "(cost grows with the sockets per process). Run more daphne processes per host (the "
         "gateway is correct across processes), or replace that receive path with one reader "
         "per process (an attempt is described in docs/gateway.md).",
-        END,
     ]
     section = "\n".join(lines)
-    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    DOC.parent.mkdir(exist_ok=True)
-    DOC.write_text(text)
+    write_section("gateway", section)
     return section
 
 
