@@ -45,3 +45,16 @@ def embedded_workers(sweep_interval: float = 0.3) -> Iterator[EmbeddedWorkers]:
     finally:
         workers.stop()
         app.conf.beat_schedule = schedule
+
+
+def working(task: Task) -> Task:
+    """The agent answered WORKING with its own task and context ids."""
+    from a2a import services
+
+    services.apply_agent_update(
+        task,
+        status={"state": "TASK_STATE_WORKING"},
+        remote={"id": "r-1", "contextId": "c-1"},
+        via="a2a",
+    )
+    return task

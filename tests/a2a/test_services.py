@@ -1,59 +1,26 @@
-"""Dispatcher business rules without a network: creation, the status mapping, people's
-actions and the send-failure policy."""
+"""Dispatcher business rules without a network: creation and the status mapping
+(people's actions and the send-failure policy: test_task_actions.py)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.utils import timezone
 
 from a2a import services
 from a2a.exceptions import (
-    A2APermanentError,
     A2AProtocolError,
-    A2ATransientError,
     InputInvalid,
     NoAgentAvailable,
     UnknownAgent,
     UnknownSkill,
 )
-from a2a.models import Direction, InvalidTransition, Task, TaskEvent, TaskMessage
+from a2a.models import Direction, Task, TaskEvent, TaskMessage
 from a2a.states import NextAction, TaskState
-from platform_site.errors import Conflict, ValidationFailed
+from platform_site.errors import Conflict
+from tests.a2a.helpers import working
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def skill(make_skill: Any) -> Any:
-    return make_skill()
-
-
-@pytest.fixture
-def agent(make_agent: Any, skill: Any) -> Any:
-    return make_agent(skills=[skill])
-
-
-@pytest.fixture
-def user(make_user: Any) -> Any:
-    return make_user()
-
-
-@pytest.fixture
-def task(skill: Any, agent: Any, user: Any) -> Task:
-    return services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=user)
-
-
-def _working(task: Task) -> Task:
-    services.apply_agent_update(
-        task,
-        status={"state": "TASK_STATE_WORKING"},
-        remote={"id": "r-1", "contextId": "c-1"},
-        via="a2a",
-    )
-    return task
 
 
 # --- creation -----------------------------------------------------------------------
@@ -178,7 +145,7 @@ def test_a_relayed_message_goes_out_unchanged(skill: Any, agent: Any) -> None:
 
 
 def test_working_keeps_following_and_records_remote_ids(task: Task) -> None:
-    _working(task)
+    working(task)
     task.refresh_from_db()
     assert task.state == TaskState.WORKING
     assert (task.remote_task_id, task.remote_context_id) == ("r-1", "c-1")
@@ -233,7 +200,7 @@ def test_several_data_artifacts_are_merged(task: Task) -> None:
 
 def test_input_required_stores_the_question_and_pauses(task: Task) -> None:
     question = {"messageId": "q1", "role": "ROLE_AGENT", "parts": [{"text": "EU or UK?"}]}
-    _working(task)
+    working(task)
     services.apply_agent_update(
         task, status={"state": "TASK_STATE_INPUT_REQUIRED", "message": question}, via="a2a"
     )
@@ -292,165 +259,3 @@ def test_news_after_the_end_changes_nothing(task: Task) -> None:
     task.refresh_from_db()
     assert task.state == TaskState.CANCELED
     assert task.output is None
-
-
-# --- people's actions ---------------------------------------------------------------
-
-
-def _ask(task: Task) -> Task:
-    _working(task)
-    question = {"messageId": "q1", "role": "ROLE_AGENT", "parts": [{"text": "EU or UK?"}]}
-    services.apply_agent_update(
-        task, status={"state": "input-required", "message": question}, via="a2a"
-    )
-    task.refresh_from_db()
-    return task
-
-
-def test_a_reply_goes_out_on_the_same_task_and_context(task: Task) -> None:
-    _ask(task)
-    services.reply_to_task(task, text="EU", data={"market": "EU"})
-    task.refresh_from_db()
-    assert task.state == TaskState.WORKING
-    assert task.question is None
-    assert task.next_action == NextAction.SEND
-    out = task.outbound_message
-    assert (out["taskId"], out["contextId"]) == ("r-1", "c-1")
-    assert out["parts"] == [{"text": "EU"}, {"data": {"market": "EU"}}]
-
-
-def test_a_reply_to_a_task_not_waiting_is_refused(task: Task) -> None:
-    with pytest.raises(InvalidTransition):
-        services.reply_to_task(task, text="hello")
-    task.refresh_from_db()
-    assert task.state == TaskState.SUBMITTED
-
-
-def test_an_empty_reply_is_refused(task: Task) -> None:
-    _ask(task)
-    with pytest.raises(ValidationFailed):
-        services.reply_to_task(task)
-    task.refresh_from_db()
-    assert task.state == TaskState.INPUT_REQUIRED
-
-
-def test_cancel_schedules_the_remote_cancel(task: Task) -> None:
-    _working(task)
-    services.cancel_task(task)
-    task.refresh_from_db()
-    assert task.state == TaskState.CANCELED
-    assert task.next_action == NextAction.CANCEL
-
-
-def test_cancel_before_the_agent_has_it_needs_no_remote_cancel(task: Task) -> None:
-    services.cancel_task(task)
-    task.refresh_from_db()
-    assert (task.state, task.next_action) == (TaskState.CANCELED, NextAction.NONE)
-
-
-def test_cancel_of_a_finished_task_is_refused(task: Task) -> None:
-    task.fail("x", "boom")
-    with pytest.raises(InvalidTransition):
-        services.cancel_task(task)
-    task.refresh_from_db()
-    assert task.state == TaskState.FAILED
-
-
-def test_retry_of_a_running_task_is_refused(task: Task) -> None:
-    _working(task)
-    with pytest.raises(InvalidTransition):
-        services.retry_task(task)
-    task.refresh_from_db()
-    assert task.state == TaskState.WORKING
-
-
-def test_retry_sends_a_new_message_to_a_new_agent_task(task: Task) -> None:
-    _working(task)
-    first_id = task.outbound_message["messageId"]
-    services.apply_agent_update(task, status={"state": "failed"}, via="a2a")
-    services.retry_task(task)
-    task.refresh_from_db()
-    assert task.state == TaskState.SUBMITTED
-    assert task.error is None
-    assert task.remote_task_id == ""
-    assert task.next_action == NextAction.SEND
-    assert task.outbound_message["messageId"] != first_id
-    assert "taskId" not in task.outbound_message
-    assert len(task.metadata["retries"]) == 1
-
-
-# --- send failures --------------------------------------------------------------------
-
-
-def test_a_transient_send_failure_is_retried_with_backoff(task: Task, settings: Any) -> None:
-    settings.A2A_RETRY_BACKOFF = 2.0
-    before = timezone.now()
-    services.handle_send_failure(task, A2ATransientError("down", code="agent_unreachable"))
-    task.refresh_from_db()
-    assert task.state == TaskState.SUBMITTED
-    assert task.next_action == NextAction.SEND
-    assert task.next_poll_at >= before + timedelta(seconds=2)
-    assert task.error["code"] == "agent_unreachable"
-    assert task.metadata["sendFailures"] == 1
-
-
-def test_retry_after_wins_when_longer(task: Task, settings: Any) -> None:
-    settings.A2A_RETRY_BACKOFF = 0.1
-    before = timezone.now()
-    services.handle_send_failure(task, A2ATransientError("busy", status=429, retry_after=30))
-    task.refresh_from_db()
-    assert task.next_poll_at >= before + timedelta(seconds=30)
-
-
-def test_transient_failures_fall_back_to_the_gateway_when_attempts_run_out(
-    task: Task, skill: Any, settings: Any
-) -> None:
-    skill.max_attempts = 2
-    skill.save()
-    task.skill.max_attempts = 2
-    services.handle_send_failure(task, A2ATransientError("down"))
-    services.handle_send_failure(task, A2ATransientError("still down"))
-    task.refresh_from_db()
-    assert (task.state, task.transport) == (TaskState.SUBMITTED, "offline")
-    assert task.next_action == NextAction.NONE
-    (fallback,) = task.metadata["fallbacks"]
-    assert (fallback["from"], fallback["to"]) == ("a2a", "offline")
-    assert "still down" in fallback["reason"]
-
-
-def test_a_permanent_failure_falls_back_to_the_gateway_at_once(task: Task) -> None:
-    services.handle_send_failure(task, A2APermanentError("nope", status=400))
-    task.refresh_from_db()
-    assert (task.state, task.transport) == (TaskState.SUBMITTED, "offline")
-    assert "HTTP 400" in task.metadata["fallbacks"][0]["reason"]
-    assert "agent_refused" in task.metadata["fallbacks"][0]["reason"]
-
-
-def test_an_answer_that_is_not_a2a_fails_at_once(task: Task) -> None:
-    services.handle_send_failure(task, A2AProtocolError("html"))
-    task.refresh_from_db()
-    assert (task.state, task.error["code"]) == (TaskState.FAILED, "not_a2a")
-    assert task.transport == "a2a"
-
-
-def test_a_retry_past_the_deadline_falls_back_to_the_gateway(task: Task, settings: Any) -> None:
-    settings.A2A_RETRY_BACKOFF = 600
-    services.handle_send_failure(task, A2ATransientError("slow", code="agent_timeout"))
-    task.refresh_from_db()
-    assert (task.state, task.transport) == (TaskState.SUBMITTED, "offline")
-    assert "agent_timeout" in task.metadata["fallbacks"][0]["reason"]
-
-
-def test_retry_of_a_relayed_task_resends_the_callers_first_message(skill: Any, agent: Any) -> None:
-    message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "review my lamp"}]}
-    task = services.create_task(
-        skill_id=skill.id, input=None, message=message, origin="a2a", validate_input=False
-    )
-    _ask(task)
-    services.reply_to_task(task, message={"messageId": "m2", "parts": [{"text": "EU"}]})
-    services.apply_agent_update(task, status={"state": "failed"}, via="a2a")
-    services.retry_task(task)
-    task.refresh_from_db()
-    assert task.outbound_message["parts"] == [{"text": "review my lamp"}]
-    assert task.outbound_message["messageId"] not in {"m1", "m2"}
-    assert "taskId" not in task.outbound_message
