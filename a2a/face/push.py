@@ -6,7 +6,9 @@ with ``Authorization: <scheme> <credentials>`` and ``X-A2A-Notification-Token``.
 attempt is retried with exponential backoff (``next_attempt_at``; a beat sweep re-queues
 anything overdue, so a lost message only delays); a config is disabled after
 ``A2A_PUSH_DISABLE_AFTER`` consecutive failed attempts. Webhook URLs pass the outbound
-URL guard when the config is stored and again before every POST.
+URL guard when the config is stored (without DNS: creating a config never touches the
+network) and at every POST (the name is resolved, every address checked, and the POST goes
+to the checked address, redirects off).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from django.utils import timezone
 
 from a2a.face.errors import InvalidParams
 from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
-from platform_site.errors import PlatformError
+from agent_profiles.urlguard import UnsafeURL, check_url, guarded_client
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +44,11 @@ def _check_header_value(name: str, value: str) -> None:
 
 
 def _check_url(url: str) -> None:
-    from agent_profiles.urlguard import check_outbound_url
-
     if not url:
         raise InvalidParams("url is required.", violations=[("url", "required")])
     try:
-        check_outbound_url(url)
-    except PlatformError as exc:
+        check_url(url)
+    except UnsafeURL as exc:
         raise InvalidParams(
             f"Webhook URL refused: {exc.message}", violations=[("url", exc.message)]
         ) from None
@@ -215,18 +215,12 @@ def attempt(delivery_id: int) -> str:
         return DeliveryStatus.FAILED
     status_code: int | None = None
     try:
-        _check_url(config.url)
-        response = httpx.post(
-            config.url,
-            json=delivery.payload,
-            headers=_headers(config),
-            timeout=float(settings.A2A_PUSH_TIMEOUT),
-            follow_redirects=False,
-        )
+        with guarded_client(timeout=float(settings.A2A_PUSH_TIMEOUT)) as client:
+            response = client.post(config.url, json=delivery.payload, headers=_headers(config))
         status_code = response.status_code
         error = "" if response.is_success else f"HTTP {response.status_code}"
-    except InvalidParams as exc:
-        error = exc.message
+    except UnsafeURL as exc:
+        error = f"Webhook URL refused: {exc.message}"
     except httpx.HTTPError as exc:
         error = f"{type(exc).__name__}: {exc}"[:1000]
     now = timezone.now()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -13,6 +14,7 @@ import pytest
 
 from a2a.face import push
 from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
+from agent_profiles.urlguard import use_resolver
 from tests.a2a_face.conftest import FaceClient, error_reason
 
 pytestmark = pytest.mark.django_db
@@ -283,3 +285,51 @@ def test_disabled_configs_get_no_new_deliveries(
     with django_capture_on_commit_callbacks(execute=True):
         task.start_work()
     assert PushDelivery.objects.count() == 0
+
+
+def _no_dns(host: str, port: int) -> list[str]:
+    raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+
+def test_creating_a_config_needs_no_dns(as_alice: FaceClient, task: Task, settings: Any) -> None:
+    settings.ALLOW_LOOPBACK_URLS = False
+    base = f"/v1/a2a/tasks/{task.id}/pushNotificationConfigs"
+    with use_resolver(_no_dns):
+        created = as_alice.post(base, {"url": "https://example.com/a2a/hook"})
+        refused = as_alice.post(base, {"url": "http://[::ffff:127.0.0.1]/hook"})
+    assert created.status_code == 200, created.content
+    assert created.json()["url"] == "https://example.com/a2a/hook"
+    assert error_reason(refused) == "INVALID_PARAMS"
+    assert PushNotificationConfig.objects.count() == 1
+
+
+def test_delivery_refuses_a_name_that_resolves_to_loopback(
+    task: Task, webhook: Webhook, settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    settings.ALLOW_LOOPBACK_URLS = False
+    port = webhook.server.server_address[1]
+    with use_resolver(_no_dns):
+        _configure(task, f"http://hooks.example:{port}/hook")  # looks public: stored
+    with django_capture_on_commit_callbacks(execute=True):
+        task.start_work()
+    delivery = PushDelivery.objects.get()
+    with use_resolver(lambda host, p: ["127.0.0.1"]):
+        assert push.attempt(delivery.pk) == DeliveryStatus.PENDING
+    delivery.refresh_from_db()
+    assert "loopback" in delivery.last_error
+    assert delivery.last_status is None
+    assert webhook.received == []
+
+
+def test_delivery_goes_to_the_address_that_was_checked(
+    task: Task, webhook: Webhook, django_capture_on_commit_callbacks: Any
+) -> None:
+    port = webhook.server.server_address[1]
+    _configure(task, f"http://hooks.example:{port}/hook")
+    with django_capture_on_commit_callbacks(execute=True):
+        task.start_work()
+    delivery = PushDelivery.objects.get()
+    with use_resolver(lambda host, p: ["127.0.0.1"]):
+        assert push.attempt(delivery.pk) == DeliveryStatus.DELIVERED
+    headers, _body = webhook.received[0]
+    assert headers["Host"] == f"hooks.example:{port}"
