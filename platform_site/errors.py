@@ -6,13 +6,17 @@ them (and DRF's own errors) as ``{"error": {"code", "message", "details"}}``.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404
+from kombu.exceptions import OperationalError as BrokerError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
-from rest_framework.views import exception_handler as drf_exception_handler
 
 
 class PlatformError(Exception):
@@ -53,6 +57,39 @@ class PayloadTooLarge(PlatformError):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
 
 
+class ServiceUnavailable(PlatformError):
+    """A dependency (database, broker) is down: the caller should try again later."""
+
+    code = "unavailable"
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+
+
+# Errors that mean "a dependency is unreachable right now", not "this request is wrong":
+# answered 503 with Retry-After instead of a 500. DataError and IntegrityError are not here:
+# they are bugs or bad input that must be refused earlier (platform_site.text).
+OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
+    OperationalError,
+    InterfaceError,
+    BrokerError,
+    RedisConnectionError,
+    RedisTimeoutError,
+)
+RETRY_AFTER_SECONDS = 5
+
+log = logging.getLogger(__name__)
+
+
+def outage_error(exc: BaseException) -> ServiceUnavailable | None:
+    """The 503 for ``exc`` if it is a dependency outage (the database or the broker)."""
+    if not isinstance(exc, OUTAGE_ERRORS):
+        return None
+    what = "database" if isinstance(exc, OperationalError | InterfaceError) else "message broker"
+    return ServiceUnavailable(
+        f"The platform's {what} is unavailable; try again shortly.",
+        {"retryAfter": RETRY_AFTER_SECONDS},
+    )
+
+
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
     """The platform error shape."""
     return {"error": {"code": code, "message": message, "details": details}}
@@ -74,13 +111,24 @@ _DRF_CODES: dict[type[exceptions.APIException], str] = {
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF exception handler producing the platform error shape for every API error."""
+    outage = outage_error(exc)
+    if outage is not None:
+        log.warning("answering 503: %s: %s", type(exc).__name__, exc)
+        exc = outage
     if isinstance(exc, PlatformError):
-        return Response(error_body(exc.code, exc.message, exc.details), status=exc.status_code)
+        response = Response(error_body(exc.code, exc.message, exc.details), status=exc.status_code)
+        if isinstance(exc, ServiceUnavailable):
+            response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
     if isinstance(exc, RequestDataTooBig):
         err = PayloadTooLarge("Request body is too large.")
         return Response(error_body(err.code, err.message), status=err.status_code)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or "Not found.")
+    # Imported here: rest_framework.views reads the parser setting at import, and the
+    # parser (platform_site.parsers) imports this module.
+    from rest_framework.views import exception_handler as drf_exception_handler
+
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

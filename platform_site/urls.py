@@ -17,3 +17,9 @@ urlpatterns = [
     path("", include("a2a.urls")),
     path("", include("gateway.urls")),
 ]
+
+# Errors outside DRF's views: JSON under /api/, Django's pages elsewhere.
+handler400 = "platform_site.views.bad_request"
+handler403 = "platform_site.views.permission_denied"
+handler404 = "platform_site.views.not_found"
+handler500 = "platform_site.views.server_error"
