@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 PREFIX_LEN = 8
+_HEX = frozenset("0123456789abcdef")
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,10 @@ def parse_prefix(raw: str, kind: str) -> str | None:
     """The prefix of a presented key, or None if it is not shaped like a key of ``kind``."""
     parts = raw.split("_", 2)
     if len(parts) != 3 or parts[0] != kind or len(parts[1]) != PREFIX_LEN:
+        return None
+    # Prefixes are lowercase hex: anything else (a NUL, which PostgreSQL would refuse in
+    # the lookup with a DataError) cannot name a key.
+    if not all(c in _HEX for c in parts[1]):
         return None
     return parts[1]
 

@@ -109,6 +109,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: refuse oversize /api/ bodies before anything reads them.
     "platform_site.middleware.BodyLimitMiddleware",
+    # Then: refuse NUL / lone surrogates in /api/ paths and query strings (platform_site.text).
+    "platform_site.middleware.TextRuleMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves the admin's and the API docs' static files from the app itself: `make run`
     # needs no web server and no collectstatic.
@@ -196,7 +198,8 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # JSON with a nesting limit and no NUL / lone surrogates (platform_site.text).
+    "DEFAULT_PARSER_CLASSES": ["platform_site.parsers.BoundedJSONParser"],
     "EXCEPTION_HANDLER": "platform_site.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",

@@ -19,6 +19,7 @@ from django.http import HttpRequest, HttpResponse
 
 from platform_site.dbthreads import ConnectionPool
 from platform_site.lean_asgi import ASGIApp, LeanASGIHandler, route_to
+from platform_site.middleware import bad_text_response
 
 PREFIX = "/api/tasks"
 
@@ -30,7 +31,10 @@ class BearerAPIHandler(LeanASGIHandler):
     """The lean handler running each (synchronous) view wholly on one pool thread."""
 
     def _respond(self, request: HttpRequest) -> HttpResponse:
-        response = self.check_host(request) or self.get_response(request)
+        # What the skipped middleware would refuse: a bad Host, a NUL in the path or query.
+        response = (
+            self.check_host(request) or bad_text_response(request) or self.get_response(request)
+        )
         # DRF's responses render lazily; render on the pool thread, not the event loop.
         if hasattr(response, "render") and not getattr(response, "is_rendered", True):
             response.render()
