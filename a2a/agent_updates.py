@@ -17,6 +17,7 @@ from a2a.exceptions import A2AProtocolError
 from a2a.models import Direction, Task, TaskMessage
 from a2a.states import ACTIVE_STATES, INTERRUPTED_STATES, TaskState, normalize_state
 from a2a.wire import collect_output, message_text, schema_errors
+from platform_site.text import find_bad_text
 
 
 def record_message(task: Task, direction: str, message: dict[str, Any]) -> TaskMessage | None:
@@ -67,6 +68,8 @@ def apply_agent_update(
     """
     if not isinstance(status, dict):
         raise A2AProtocolError("The agent's task status is not an object.")
+    if _refuse_bad_text(task, status, artifacts, remote):
+        return task
     state = normalize_state(status.get("state"))
     if state is None:
         raise A2AProtocolError(f"The agent sent an unknown task state {status.get('state')!r}.")
@@ -85,6 +88,25 @@ def apply_agent_update(
         # but what the agent told us (its task id above all) is kept.
         _update(task, fields)
     return task
+
+
+def _refuse_bad_text(
+    task: Task, status: dict[str, Any], artifacts: Any, remote: dict[str, Any] | None
+) -> bool:
+    """Fail the task (``output_invalid``, once) if the agent's answer holds a NUL or a lone
+    surrogate, which cannot be stored (PostgreSQL) or passed on. Nothing of the answer is
+    stored; a re-send would only bring the same answer back. True when it was refused."""
+    bad = find_bad_text({"status": status, "artifacts": artifacts or [], "task": remote or {}})
+    if bad is None:
+        return False
+    if not task.is_terminal:
+        task.fail(
+            "output_invalid",
+            f"Agent '{task.agent_id}' answered with {bad.what} in {bad.where}, which the "
+            "platform cannot store or pass on; the answer was discarded.",
+            {"field": bad.where, "problem": bad.what},
+        )
+    return True
 
 
 def _move(

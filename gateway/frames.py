@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 
 from a2a.models import Task
+from platform_site.text import MAX_JSON_DEPTH, find_bad_text, json_depth_exceeds
 
 
 class FrameError(Exception):
@@ -71,6 +72,10 @@ _CHECKS = {
 }
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
 def parse(raw: str | bytes | None) -> Frame:
     """Parse and shape-check one frame; raises :class:`FrameError` with a code."""
     if raw is None:
@@ -81,12 +86,27 @@ def parse(raw: str | bytes | None) -> Frame:
             "frame_too_large",
             f"Frame of {size} bytes exceeds the limit of {settings.GATEWAY_MAX_FRAME_BYTES}.",
         )
+    # Bounded: a frame nested 100,000 levels deep must not crash the handler.
+    if json_depth_exceeds(raw):
+        message = f"JSON nested deeper than {MAX_JSON_DEPTH} levels is not accepted."
+        raise FrameError("json_too_deep", message)
     try:
-        data = json.loads(raw)
+        # NaN and Infinity are not JSON; PostgreSQL's jsonb would refuse them later.
+        data = json.loads(raw, parse_constant=_not_json)
     except (ValueError, UnicodeDecodeError):
         raise FrameError("invalid_json", "The frame is not valid JSON.") from None
     if not isinstance(data, dict):
         raise FrameError("invalid_frame", "A frame must be a JSON object with a 'type'.")
+    # One text rule at every boundary: NUL and lone surrogates cannot be stored
+    # (PostgreSQL) or sent on; the error names the field. The answer inside a task.update
+    # (status, artifacts) is the agent's work: it fails the task as ``output_invalid``
+    # instead (a2a.agent_updates), as the same answer would over HTTP.
+    envelope = data
+    if data.get("type") == "task.update":
+        envelope = {k: v for k, v in data.items() if k not in ("status", "artifacts")}
+    bad = find_bad_text(envelope)
+    if bad is not None:
+        raise FrameError("invalid_text", str(bad))
     frame_type = data.get("type")
     check = _CHECKS.get(frame_type) if isinstance(frame_type, str) else None
     if check is None:

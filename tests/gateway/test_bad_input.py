@@ -1,0 +1,119 @@
+"""Bad frames on the gateway: an ``error`` frame naming the field and the socket stays;
+an agent's answer holding a NUL or a lone surrogate fails its task once as
+``output_invalid``. SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from a2a.models import Task
+from agent_profiles.models import AgentProfile
+from gateway import services
+from gateway.models import Delivery, DeliveryStatus
+from tests.gateway.conftest import db_async, open_client
+from tests.gateway.test_consumer import ping_pong
+
+pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        ('{"type": "ping", "x": "a\\u0000b"}', "invalid_text"),
+        ('{"type": "task.ack", "deliveryId": "\\ud800"}', "invalid_text"),
+        ('{"type": "task.update", "taskId": "a\\u0000", "status": {"state": "x"}}', "invalid_text"),
+        ('{"type": "ping", "x": ' + DEEP + "}", "json_too_deep"),
+        (DEEP, "json_too_deep"),
+        ('{"type": "ping", "x": NaN}', "invalid_json"),
+        ('{"type": "p\\u0000ing"}', "invalid_text"),
+    ],
+)
+async def test_a_bad_frame_gets_an_error_frame_and_the_socket_stays(
+    agent: AgentProfile, raw: str, code: str
+) -> None:
+    client = await open_client(agent.raw_key)
+    await ping_pong(client)
+    await client.send(raw)
+    error = await client.recv()
+    assert (error["type"], error["code"]) == ("error", code), error
+    await ping_pong(client)
+    await client.close()
+
+
+async def test_the_error_frame_names_the_field(agent: AgentProfile) -> None:
+    client = await open_client(agent.raw_key)
+    await client.send('{"type": "ping", "meta": {"k": ["ok", "a\\u0000"]}}')
+    error = await client.recv()
+    assert "meta.k[1]" in error["message"]
+    await client.close()
+
+
+async def test_a_bad_auth_frame_closes_4401_without_a_crash(agent: AgentProfile) -> None:
+    client = await open_client(auth_frame=True)
+    await client.send('{"type": "auth", "apiKey": "a2a_\\u0000\\u0000\\u0000\\u0000_x"}')
+    assert await client.closed_with() == 4401
+
+
+async def test_a_nul_key_in_the_header_closes_4401(agent: AgentProfile) -> None:
+    client = await open_client("a2a_0000000\x00_secret")
+    assert await client.closed_with() == 4401
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"artifacts": [{"artifactId": "a", "parts": [{"data": {"verdict": "pa\u0000ss"}}]}]},
+        {"artifacts": [{"artifactId": "a", "parts": [{"text": "x\udcffy"}]}]},
+    ],
+)
+async def test_an_answer_with_bad_text_fails_the_task_once(
+    agent: AgentProfile, make_task: Callable[..., Task], answer: dict[str, Any]
+) -> None:
+    import json
+
+    task = await db_async(make_task)()
+    client = await open_client(agent.raw_key)
+    await ping_pong(client)
+    await db_async(services.push_task)(task)
+    assign = await client.recv()
+    frame = {
+        "type": "task.update",
+        "taskId": str(task.id),
+        "status": {"state": "TASK_STATE_COMPLETED"},
+    }
+    await client.send(json.dumps({**frame, **answer}))
+    await ping_pong(client)
+    failed = await db_async(Task.objects.get)(pk=task.pk)
+    assert failed.state == "TASK_STATE_FAILED"
+    assert failed.error["code"] == "output_invalid"
+    assert failed.error["details"]["field"].startswith("artifacts[0].parts[0]")
+    assert failed.artifacts in (None, [])
+    assert failed.attempts <= 1
+    delivery = await db_async(Delivery.objects.get)(pk=assign["deliveryId"])
+    assert delivery.status != DeliveryStatus.PENDING
+    # Nothing is sent again: the socket stays quiet.
+    assert await client.silent(0.3)
+    await client.close()
+
+
+async def test_a_status_message_with_a_nul_fails_the_task(
+    agent: AgentProfile, make_task: Callable[..., Task]
+) -> None:
+    task = await db_async(make_task)()
+    client = await open_client(agent.raw_key)
+    await ping_pong(client)
+    await db_async(services.push_task)(task)
+    await client.recv()
+    message = {"role": "ROLE_AGENT", "messageId": "m1", "parts": [{"text": "a\u0000"}]}
+    status = {"state": "TASK_STATE_INPUT_REQUIRED", "message": message}
+    await client.send({"type": "task.update", "taskId": str(task.id), "status": status})
+    await ping_pong(client)
+    failed = await db_async(Task.objects.get)(pk=task.pk)
+    assert (failed.state, failed.error["code"]) == ("TASK_STATE_FAILED", "output_invalid")
+    assert failed.error["details"]["field"] == "status.message.parts[0].text"
+    await client.close()
