@@ -73,8 +73,9 @@ class Skill(models.Model):
     domain = models.CharField(max_length=100, blank=True)
     subdomain = models.CharField(max_length=100, blank=True)
     version = models.CharField(max_length=50, blank=True, default="1.0.0")
-    input_schema = models.JSONField(default=dict)
-    output_schema = models.JSONField(default=dict)
+    # blank=True: ``{}`` is a valid JSON Schema (anything goes); clean() checks validity.
+    input_schema = models.JSONField(default=dict, blank=True)
+    output_schema = models.JSONField(default=dict, blank=True)
     # Sends per task for transient errors; None means settings.A2A_MAX_ATTEMPTS.
     max_attempts = models.PositiveSmallIntegerField(null=True, blank=True)
     is_active = models.BooleanField(default=True)

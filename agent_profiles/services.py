@@ -18,6 +18,7 @@ from django.db import IntegrityError, transaction
 from agent_profiles.models import RESERVED_AGENT_IDS, AgentProfile, AgentStatus, Skill
 from agent_profiles.urlguard import check_outbound_url
 from platform_site.errors import Conflict, Forbidden, PlatformError, ValidationFailed
+from platform_site.text import find_bad_text
 
 
 class UnknownSkills(ValidationFailed):
@@ -238,6 +239,9 @@ def _parse_skill(item: Any, index: int) -> dict[str, Any]:
         raise ValidationFailed(f"{label}: must be an object, got {type(item).__name__}.")
     if isinstance(item.get("id"), str):
         label = f"skill '{item['id']}' (#{index + 1})"
+    bad = find_bad_text(item)
+    if bad is not None:
+        raise ValidationFailed(f"{label}: {bad}", {"skill": label, "field": bad.where})
     unknown = sorted(k for k in item if k not in SKILL_KEYS)
     if unknown:
         raise ValidationFailed(f"{label}: unknown fields {', '.join(unknown)}.", {"skill": label})

@@ -147,3 +147,22 @@ def test_the_example_file_loads_and_its_example_fits_the_schema() -> None:
     assert {"verdict", "applicable_directives", "missing_documents"} <= set(
         ce.output_schema["required"]
     )
+
+
+def test_it_accepts_the_empty_schema_which_allows_anything(tmp_path: Path) -> None:
+    call_command("loadskills", write(tmp_path, [skill(input_schema={}, output_schema={})]))
+    stored = Skill.objects.get(pk="s-one")
+    assert stored.input_schema == {}
+    assert stored.output_schema == {}
+
+
+def test_it_still_refuses_a_schema_that_is_not_an_object(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="input_schema"):
+        call_command("loadskills", write(tmp_path, [skill(input_schema=[])]))
+    assert not Skill.objects.exists()
+
+
+def test_it_refuses_a_nul_in_a_skill_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match=r"s-one.*description"):
+        call_command("loadskills", write(tmp_path, [skill(description="a\x00b")]))
+    assert not Skill.objects.exists()
