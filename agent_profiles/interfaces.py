@@ -49,9 +49,48 @@ class CallTarget:
 
 
 def call_target(profile: AgentProfile) -> CallTarget:
-    """The interface to call ``profile`` on (default: HTTP+JSON 1.0 at ``a2a_endpoint``)."""
+    """The interface to call ``profile`` on.
+
+    From its card when one was read (``profile.interface``); else the registration's
+    ``protocolBinding`` / ``protocolVersion`` at ``a2aEndpoint``; else HTTP+JSON 1.0 there.
+    ``target`` (the remote tenant) overrides the card interface's ``tenant``. Call
+    :func:`agent_profiles.cards.ensure_card` first so a card not read yet is read.
+    """
+    from agent_profiles.credentials import read_credentials
+
+    chosen = interface_of(profile)
     return CallTarget(
         agent_id=profile.id,
-        url=profile.a2a_endpoint,
+        binding=chosen["binding"],
+        url=chosen["url"],
+        version=chosen["version"],
+        tenant=chosen["tenant"],
+        auth=read_credentials(profile),
+        streaming=profile.streaming,
+        push_notifications=profile.push_notifications,
+        polling=profile.polling,
+        timeout_seconds=profile.timeout,
         poll_interval_seconds=profile.poll_interval,
     )
+
+
+def interface_of(profile: AgentProfile) -> dict[str, str]:
+    """The interface :func:`call_target` uses: ``binding``, ``version``, ``url``, ``tenant``
+    and ``source`` (``card``, ``registration`` or ``default``)."""
+    card = profile.interface or {}
+    if card.get("url"):
+        return {
+            "binding": card["binding"],
+            "version": card["version"],
+            "url": card["url"],
+            "tenant": profile.target or card.get("tenant", ""),
+            "source": "card",
+        }
+    stated = bool(profile.protocol_binding or profile.protocol_version)
+    return {
+        "binding": profile.protocol_binding or HTTP_JSON,
+        "version": profile.protocol_version or V1_0,
+        "url": profile.a2a_endpoint,
+        "tenant": profile.target,
+        "source": "registration" if stated else "default",
+    }

@@ -109,6 +109,12 @@ class AgentStatus(models.TextChoices):
     DISABLED = "disabled", "Disabled"
 
 
+class HealthStatus(models.TextChoices):
+    HEALTHY = "healthy", "Healthy"
+    UNHEALTHY = "unhealthy", "Unhealthy"
+    UNKNOWN = "unknown", "Unknown"
+
+
 class AgentProfile(models.Model):
     """An external agent: its identity, the skills it offers and how to reach it.
 
@@ -128,11 +134,51 @@ class AgentProfile(models.Model):
     status = models.CharField(
         max_length=16, choices=AgentStatus.choices, default=AgentStatus.ACTIVE, db_index=True
     )
-    # Seconds before the first poll of this agent's tasks; None means the global setting.
+    # Seconds before the first poll of this agent's tasks; None means the global setting
+    # (registration's ``pollIntervalMs``).
     poll_interval = models.FloatField(null=True, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    # --- How to call it: the registration's statement (the card, once read, decides) ---
+    agent_card_url = models.URLField(max_length=500, blank=True)
+    protocol_binding = models.CharField(max_length=16, blank=True)  # HTTP+JSON | JSONRPC
+    protocol_version = models.CharField(max_length=8, blank=True)  # 1.0 | 0.3
+    target = models.CharField(max_length=200, blank=True)  # the remote tenant
+    # Overall seconds per task (``timeoutMs``); None means A2A_TASK_TIMEOUT.
+    timeout = models.FloatField(null=True, blank=True)
+
+    # --- What its card said (agent_profiles.cards); the document is in AgentCard ---
+    # The chosen interface: {"binding", "version", "url", "tenant"}; {} until a card is read.
+    interface = models.JSONField(default=dict, blank=True)
+    streaming = models.BooleanField(default=False)
+    push_notifications = models.BooleanField(default=False)
+    security_schemes = models.JSONField(default=dict, blank=True)
+    security_requirements = models.JSONField(default=list, blank=True)
+    card_read_at = models.DateTimeField(null=True, blank=True)
+    card_error = models.TextField(blank=True)  # why the last read failed ("" after a read)
+    # ensure_card does not try again before this (after a failed read before a call).
+    card_retry_after = models.DateTimeField(null=True, blank=True)
+
+    # --- Credentials (agent_profiles.credentials): a Fernet token, never the secret ---
+    auth_encrypted = models.TextField(blank=True)
+    auth_type = models.CharField(max_length=16, blank=True)  # bearer | apiKey | oauth2
+
+    # --- Learned by dispatch (agent_profiles.health) ---
+    polling = models.BooleanField(default=True)  # False: GetTask is not answered
+    no_polling_reason = models.TextField(blank=True)
+    no_polling_at = models.DateTimeField(null=True, blank=True)
+    health_status = models.CharField(
+        max_length=16, choices=HealthStatus.choices, default=HealthStatus.UNKNOWN
+    )
+    health_latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    health_error = models.TextField(blank=True)
+    health_checked_at = models.DateTimeField(null=True, blank=True)
+    last_call_ok = models.BooleanField(null=True, blank=True)
+    last_call_code = models.CharField(max_length=64, blank=True)
+    last_call_error = models.TextField(blank=True)
+    last_call_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["id"]
@@ -169,6 +215,21 @@ class AgentProfile(models.Model):
     def key_prefix(self) -> str:
         key = self.api_keys.filter(revoked_at__isnull=True).order_by("-created_at").first()
         return key.prefix if key else ""
+
+
+class AgentCard(models.Model):
+    """The last agent card read from an agent, kept apart from the profile so that the
+    profile (loaded on every authenticated request) stays small."""
+
+    agent = models.OneToOneField(
+        AgentProfile, on_delete=models.CASCADE, primary_key=True, related_name="card"
+    )
+    document = models.JSONField()
+    source_url = models.URLField(max_length=500)
+    read_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"card of {self.agent_id}"
 
 
 # ``last_used_at`` is refreshed at most this often, so busy callers do not write per request.

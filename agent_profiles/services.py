@@ -14,8 +14,24 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
-from agent_profiles.models import RESERVED_AGENT_IDS, AgentProfile, AgentStatus, Skill
+from agent_profiles.cards import (
+    CARD_NOT_READ,
+    CardRead,
+    CardUnreachable,
+    apply_card,
+    fetch_card,
+    store_document,
+)
+from agent_profiles.credentials import set_credentials
+from agent_profiles.models import (
+    RESERVED_AGENT_IDS,
+    AgentProfile,
+    AgentStatus,
+    HealthStatus,
+    Skill,
+)
 from agent_profiles.urlguard import check_outbound_url
 from platform_site.errors import Conflict, Forbidden, PlatformError, ValidationFailed
 from platform_site.text import find_bad_text
@@ -46,7 +62,31 @@ PROFILE_FIELDS = (
     "subdomain",
     "version",
     "metadata",
+    "agent_card_url",
+    "protocol_binding",
+    "protocol_version",
+    "target",
+    "timeout",
+    "poll_interval",
 )
+# Cleared by ``null`` to None rather than "".
+NULLABLE_FIELDS = ("timeout", "poll_interval")
+# What a card read sets; forgotten when the card's location changes and it cannot be read.
+CARD_FIELDS = {
+    "interface": dict,
+    "streaming": bool,
+    "push_notifications": bool,
+    "security_schemes": dict,
+    "security_requirements": list,
+}
+
+
+@dataclass(frozen=True)
+class CardAttempt:
+    """The card read at registration, or why none was."""
+
+    read: CardRead | None = None
+    unreachable: str = ""
 
 
 def register_agent(
@@ -64,14 +104,61 @@ def register_agent(
     agent_id: str = data["agent_id"]
     check_agent_id(agent_id)
     skills = resolve_skills(data["skill_ids"])
-    if data.get("a2a_endpoint"):
-        check_outbound_url(data["a2a_endpoint"])
+    for field in ("a2a_endpoint", "agent_card_url"):
+        if data.get(field):
+            check_outbound_url(data[field])
+    known = AgentProfile.objects.filter(pk=agent_id).first()
+    if known is not None:
+        _check_owner(known, caller_agent)  # before the platform fetches anything for them
+    else:
+        check_registration_token(registration_token)
+    # The card is read before the transaction: no lock is held while an agent answers.
+    card = read_card_for(data, known)
     with transaction.atomic():
         existing = AgentProfile.objects.select_for_update().filter(pk=agent_id).first()
         if existing is not None:
-            return Registration(_update(existing, data, skills, caller_agent), created=False)
+            agent = _update(existing, data, skills, caller_agent, card)
+            return Registration(agent, created=False)
         check_registration_token(registration_token)
-        return _create(agent_id, data, skills)
+        return _create(agent_id, data, skills, card)
+
+
+def read_card_for(data: dict[str, Any], known: AgentProfile | None) -> CardAttempt:
+    """Read the card a registration points to. A served card that is not usable raises
+    ``ValidationFailed`` (400, nothing saved); an unreachable one is no error."""
+
+    def current(field: str) -> str:
+        if field in data:
+            return data[field] or ""
+        return getattr(known, field) if known is not None else ""
+
+    card_url, endpoint = current("agent_card_url"), current("a2a_endpoint")
+    if not (card_url or endpoint):
+        return CardAttempt()
+    try:
+        return CardAttempt(read=fetch_card(card_url, endpoint))
+    except CardUnreachable as exc:
+        return CardAttempt(unreachable=str(exc))
+
+
+def _apply_card_attempt(agent: AgentProfile, card: CardAttempt, moved: bool) -> None:
+    if card.read is not None:
+        apply_card(agent, card.read)
+        return
+    if moved:
+        # The old card described another location: the registration's statement rules
+        # until the new card is read (ensure_card, before the first call).
+        for name, kind in CARD_FIELDS.items():
+            setattr(agent, name, kind())
+        agent.card_read_at = None
+        agent.card_retry_after = None
+        agent.card_error = ""
+    if card.unreachable:
+        agent.card_error = f"unreachable: {card.unreachable}"[:2000]
+        if agent.card_read_at is None:
+            agent.health_status = HealthStatus.UNHEALTHY
+            agent.health_error = f"{CARD_NOT_READ}: {agent.card_error}"
+            agent.health_checked_at = timezone.now()
 
 
 def check_agent_id(agent_id: str) -> None:
@@ -109,10 +196,15 @@ def check_registration_token(presented: str | None) -> None:
         )
 
 
-def _create(agent_id: str, data: dict[str, Any], skills: list[Skill]) -> Registration:
+def _create(
+    agent_id: str, data: dict[str, Any], skills: list[Skill], card: CardAttempt
+) -> Registration:
     status = AgentStatus.PENDING if settings.REGISTRATION_MODE == "approval" else AgentStatus.ACTIVE
     fields = {f: data[f] for f in PROFILE_FIELDS if data.get(f) is not None}
     agent = AgentProfile(id=agent_id, status=status, **fields)
+    _apply_card_attempt(agent, card, moved=False)
+    if data.get("auth") is not None:
+        set_credentials(agent, data["auth"])
     _validate(agent)
     try:
         with transaction.atomic():
@@ -120,15 +212,15 @@ def _create(agent_id: str, data: dict[str, Any], skills: list[Skill]) -> Registr
     except IntegrityError:
         # Another registration of the same id won the race.
         raise _taken(agent_id) from None
+    if card.read is not None:
+        store_document(agent, card.read)
     agent.skills.set(skills)
     key = agent.issue_key()
     agent.touch()
     return Registration(agent, created=True, api_key=key)
 
 
-def _update(
-    agent: AgentProfile, data: dict[str, Any], skills: list[Skill], caller: AgentProfile | None
-) -> AgentProfile:
+def _check_owner(agent: AgentProfile, caller: AgentProfile | None) -> None:
     if caller is None or caller.pk != agent.pk:
         raise _taken(agent.pk)
     if agent.status == AgentStatus.DISABLED:
@@ -136,11 +228,27 @@ def _update(
             f"Agent '{agent.pk}' is disabled; ask the platform operator to enable it.",
             code="agent_disabled",
         )
+
+
+def _update(
+    agent: AgentProfile,
+    data: dict[str, Any],
+    skills: list[Skill],
+    caller: AgentProfile | None,
+    card: CardAttempt,
+) -> AgentProfile:
+    _check_owner(agent, caller)
+    where = (agent.agent_card_url, agent.a2a_endpoint)
     for field in PROFILE_FIELDS:
         if field in data:
             setattr(agent, field, data[field] if data[field] is not None else _blank(field))
+    _apply_card_attempt(agent, card, moved=where != (agent.agent_card_url, agent.a2a_endpoint))
+    if "auth" in data:
+        set_credentials(agent, data["auth"])  # rotation; null clears
     _validate(agent)
     agent.save()
+    if card.read is not None:
+        store_document(agent, card.read)
     agent.skills.set(skills)
     agent.touch()
     return agent
@@ -156,6 +264,8 @@ def _taken(agent_id: str) -> PlatformError:
 
 
 def _blank(field: str) -> Any:
+    if field in NULLABLE_FIELDS:
+        return None
     return {} if field == "metadata" else ""
 
 

@@ -238,6 +238,16 @@ EXAMPLE_SKILLS_FILE = BASE_DIR / "agent_profiles" / "fixtures" / "example_skills
 # reference agent works on one laptop.
 ALLOW_PRIVATE_URLS = envbool("ALLOW_PRIVATE_URLS", False)
 ALLOW_LOOPBACK_URLS = envbool("ALLOW_LOOPBACK_URLS", EMBEDDED)
+# Agents' cards, credentials and health (docs/registry.md).
+# Fernet key(s) for agents' credentials at rest, comma-separated (the first encrypts, all
+# decrypt: rotation). Unset: derived from SECRET_KEY.
+CREDENTIALS_KEY = envstr("CREDENTIALS_KEY")
+AGENT_CARD_TIMEOUT = envfloat("AGENT_CARD_TIMEOUT", 5.0)  # seconds per card request
+AGENT_CARD_MAX_BYTES = envint("AGENT_CARD_MAX_BYTES", 512_000)
+AGENT_CARD_RETRY_SECONDS = envfloat("AGENT_CARD_RETRY_SECONDS", 30.0)
+AGENT_CARD_REFRESH_INTERVAL = envfloat("AGENT_CARD_REFRESH_INTERVAL", 3600.0)  # 0: never
+AGENT_HEALTH_INTERVAL = envfloat("AGENT_HEALTH_INTERVAL", 60.0)  # 0: no health checks
+AGENT_HEALTH_TIMEOUT = envfloat("AGENT_HEALTH_TIMEOUT", 5.0)
 
 # --- Dispatch -------------------------------------------------------------------------
 A2A_POLL_INTERVAL = envfloat("A2A_POLL_INTERVAL", 0.5)  # seconds, first poll
@@ -350,6 +360,14 @@ CELERY_BEAT_SCHEDULE["a2a-sweep"] = {
     "schedule": A2A_SWEEP_INTERVAL,
     "options": {"expires": max(A2A_SWEEP_INTERVAL * 5, 5.0)},
 }
+
+# Registry: agents' health checks and due card re-reads (agent_profiles.tasks).
+if AGENT_HEALTH_INTERVAL > 0 or AGENT_CARD_REFRESH_INTERVAL > 0:
+    CELERY_BEAT_SCHEDULE["agent-profiles-check"] = {
+        "task": "agent_profiles.check_agents",
+        "schedule": AGENT_HEALTH_INTERVAL if AGENT_HEALTH_INTERVAL > 0 else 300.0,
+        "options": {"expires": 60.0},
+    }
 
 LOGGING = {
     "version": 1,

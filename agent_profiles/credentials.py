@@ -1,0 +1,200 @@
+"""Agents' credentials: the shapes the platform accepts, and encryption at rest.
+
+A credential is what the platform presents when it calls an agent (DESIGN.md, Registry):
+
+* ``{"type": "bearer", "token"}``
+* ``{"type": "apiKey", "in": "header", "name", "value"}``
+* ``{"type": "oauth2", "tokenUrl", "clientId", "clientSecret", "scopes": [...]}``
+  (client credentials; dispatch fetches and caches the access token)
+
+It is write-only: stored as a Fernet token (``AgentProfile.auth_encrypted``) under a key
+from ``CREDENTIALS_KEY`` (or derived from ``SECRET_KEY``), decrypted only for a call
+(:func:`read_credentials`), and never returned, shown or logged. Error messages name the
+field at fault, never its value.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import re
+from functools import lru_cache
+from typing import Any
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone
+
+from agent_profiles.models import AgentProfile
+from agent_profiles.urlguard import check_outbound_url
+from platform_site.errors import ValidationFailed
+from platform_site.text import find_bad_text
+
+logger = logging.getLogger(__name__)
+
+AUTH_TYPES = ("bearer", "apiKey", "oauth2")
+MAX_SECRET_CHARS = 8192
+# RFC 9110 token characters: a header name the platform can send.
+HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
+# Headers the platform sets itself; an apiKey may not replace them.
+RESERVED_HEADERS = frozenset(
+    {"host", "content-length", "content-type", "transfer-encoding", "connection", "a2a-version"}
+)
+FIELDS: dict[str, tuple[str, ...]] = {
+    "bearer": ("type", "token"),
+    "apiKey": ("type", "in", "name", "value"),
+    "oauth2": ("type", "tokenUrl", "clientId", "clientSecret", "scopes"),
+}
+
+
+class InvalidCredentials(ValidationFailed):
+    code = "invalid_auth"
+
+
+def _fail(field: str, problem: str) -> InvalidCredentials:
+    return InvalidCredentials(f"auth.{field}: {problem}", {f"auth.{field}": problem})
+
+
+def _secret(auth: dict[str, Any], field: str) -> str:
+    value = auth.get(field)
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(field, "must be a non-empty string")
+    if len(value) > MAX_SECRET_CHARS:
+        raise _fail(field, f"must be at most {MAX_SECRET_CHARS} characters")
+    if any(c in value for c in "\r\n") or find_bad_text(value) is not None:
+        raise _fail(field, "must not contain line breaks, NUL or lone surrogates")
+    return value
+
+
+def validate_credentials(auth: Any) -> dict[str, Any]:
+    """The credential in its canonical shape, or :class:`InvalidCredentials` naming the
+    field at fault (never echoing a value)."""
+    if not isinstance(auth, dict):
+        raise InvalidCredentials(
+            "auth must be a JSON object with a 'type' of bearer, apiKey or oauth2.",
+            {"auth": "must be an object"},
+        )
+    kind = auth.get("type")
+    if kind not in AUTH_TYPES:
+        raise _fail("type", "must be one of bearer, apiKey, oauth2")
+    unknown = sorted(str(k) for k in auth if k not in FIELDS[kind])
+    if unknown:
+        raise _fail(unknown[0], f"is not a field of a {kind} credential")
+    if kind == "bearer":
+        return {"type": "bearer", "token": _secret(auth, "token")}
+    if kind == "apiKey":
+        if auth.get("in") != "header":
+            raise _fail("in", "must be 'header' (the only place the platform sends a key)")
+        name = auth.get("name")
+        if not isinstance(name, str) or not HEADER_NAME_RE.match(name):
+            raise _fail("name", "must be an HTTP header name")
+        if name.lower() in RESERVED_HEADERS:
+            raise _fail("name", "is a header the platform sets itself")
+        return {"type": "apiKey", "in": "header", "name": name, "value": _secret(auth, "value")}
+    token_url = auth.get("tokenUrl")
+    if not isinstance(token_url, str) or not token_url:
+        raise _fail("tokenUrl", "must be the token endpoint's http(s) URL")
+    try:
+        check_outbound_url(token_url)
+    except ValidationFailed as exc:
+        raise _fail("tokenUrl", exc.message) from None
+    scopes = auth.get("scopes", [])
+    if not isinstance(scopes, list) or not all(
+        isinstance(s, str) and s and " " not in s and find_bad_text(s) is None for s in scopes
+    ):
+        raise _fail("scopes", "must be a list of scope names (strings without spaces)")
+    return {
+        "type": "oauth2",
+        "tokenUrl": token_url,
+        "clientId": _secret(auth, "clientId"),
+        "clientSecret": _secret(auth, "clientSecret"),
+        "scopes": scopes,
+    }
+
+
+# --- Encryption ------------------------------------------------------------------------
+
+
+def _derived_key(secret: str) -> bytes:
+    """A Fernet key derived from ``SECRET_KEY`` (HKDF-SHA256, its own context string)."""
+    raw = HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=None, info=b"agent-platform credentials v1"
+    ).derive(secret.encode())
+    return base64.urlsafe_b64encode(raw)
+
+
+@lru_cache(maxsize=4)
+def _fernet(configured: str, secret: str) -> MultiFernet:
+    if not configured:
+        return MultiFernet([Fernet(_derived_key(secret))])
+    try:
+        keys = [Fernet(k.strip().encode()) for k in configured.split(",") if k.strip()]
+    except ValueError:
+        raise ImproperlyConfigured(
+            "CREDENTIALS_KEY must be one or more comma-separated Fernet keys "
+            "(32 url-safe base64-encoded bytes each)"
+        ) from None
+    return MultiFernet(keys)
+
+
+def cipher() -> MultiFernet:
+    """The current cipher: the first ``CREDENTIALS_KEY`` encrypts, all of them decrypt."""
+    return _fernet(settings.CREDENTIALS_KEY, settings.SECRET_KEY)
+
+
+def encrypt(auth: dict[str, Any]) -> str:
+    return cipher().encrypt(json.dumps(auth, separators=(",", ":")).encode()).decode()
+
+
+class CredentialsUnreadable(Exception):
+    """The stored credential cannot be decrypted (the key changed)."""
+
+
+def decrypt(token: str) -> dict[str, Any]:
+    try:
+        return json.loads(cipher().decrypt(token.encode()))
+    except (InvalidToken, ValueError):
+        raise CredentialsUnreadable from None
+
+
+# --- The profile's credential -------------------------------------------------------------
+
+
+def set_credentials(agent: AgentProfile, auth: dict[str, Any] | None) -> None:
+    """Store (or with None clear) ``agent``'s credential on the instance; the caller saves.
+
+    ``auth`` must come from :func:`validate_credentials`. A new credential forgets an
+    ``agent_auth_failed`` outcome of the old one.
+    """
+    if auth is None:
+        agent.auth_encrypted, agent.auth_type = "", ""
+    else:
+        agent.auth_encrypted, agent.auth_type = encrypt(auth), auth["type"]
+    if agent.last_call_code == "agent_auth_failed":
+        agent.last_call_ok, agent.last_call_code, agent.last_call_error = None, "", ""
+        agent.last_call_at = timezone.now()
+
+
+def read_credentials(agent: AgentProfile) -> dict[str, Any] | None:
+    """The decrypted credential for a call to ``agent``, or None (none, or unreadable:
+    logged without the secret)."""
+    if not agent.auth_encrypted:
+        return None
+    try:
+        return decrypt(agent.auth_encrypted)
+    except CredentialsUnreadable:
+        logger.error(
+            "The credential of agent %s cannot be decrypted: was CREDENTIALS_KEY (or "
+            "SECRET_KEY) changed? Set it again in the admin or by re-registration.",
+            agent.pk,
+            extra={"agent_id": agent.pk},
+        )
+        return None
+
+
+def has_credentials(agent: AgentProfile) -> bool:
+    return bool(agent.auth_encrypted)

@@ -1,0 +1,178 @@
+"""Agents' health: periodic checks, what dispatch learns from calls, and the verdict matching
+uses.
+
+Two sources feed it:
+
+* **checks** (:func:`check_agents`, a beat task): ``GET {a2aEndpoint}/health`` when the agent
+  answers one, else its card; healthy on a 2xx, unhealthy on a connection error, a timeout
+  or a 5xx; latency and the last error are stored;
+* **calls** (:func:`record_call_outcome`, from dispatch): a failed call is recorded with its
+  code and message (e.g. ``agent_auth_failed``), a successful one clears it.
+
+The verdict (:func:`health_of`) is unhealthy when the last check failed or the last call
+failed; a passing check clears a failed call, except ``agent_auth_failed`` (a health
+endpoint cannot show that credentials work): that stays until a call succeeds or the
+credential is changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from django.conf import settings
+from django.utils import timezone
+
+from agent_profiles.models import AgentProfile, AgentStatus, HealthStatus
+from agent_profiles.urlguard import check_outbound_url
+from platform_site.errors import ValidationFailed
+
+logger = logging.getLogger(__name__)
+
+AUTH_FAILED = "agent_auth_failed"
+CHECK_CONCURRENCY = 8
+
+
+def mark_no_polling(agent: AgentProfile, reason: str) -> None:
+    """Record that ``agent`` does not answer ``GetTask`` (dispatch follows its tasks another
+    way from now on). Shown in the admin and the profile JSON."""
+    if not agent.polling and agent.no_polling_reason == reason:
+        return
+    agent.polling = False
+    agent.no_polling_reason = reason[:2000]
+    agent.no_polling_at = timezone.now()
+    AgentProfile.objects.filter(pk=agent.pk).update(
+        polling=False,
+        no_polling_reason=agent.no_polling_reason,
+        no_polling_at=agent.no_polling_at,
+    )
+    logger.info(
+        "Agent %s marked no-polling: %s",
+        agent.pk,
+        agent.no_polling_reason,
+        extra={"agent_id": agent.pk},
+    )
+
+
+def record_call_outcome(
+    agent: AgentProfile, *, ok: bool, code: str = "", message: str = ""
+) -> None:
+    """Feed one call's outcome to ``agent``'s health (cheap when nothing changes).
+
+    ``message`` must not hold a secret: it is stored and shown.
+    """
+    if ok and agent.last_call_ok is not False and agent.health_status == HealthStatus.HEALTHY:
+        return  # the common case writes nothing
+    now = timezone.now()
+    changes: dict[str, Any] = {
+        "last_call_ok": ok,
+        "last_call_code": "" if ok else code[:64],
+        "last_call_error": "" if ok else message[:2000],
+        "last_call_at": now,
+    }
+    if ok:
+        # A call that worked proves the agent reachable.
+        changes.update(health_status=HealthStatus.HEALTHY, health_error="")
+    for name, value in changes.items():
+        setattr(agent, name, value)
+    AgentProfile.objects.filter(pk=agent.pk).update(**changes)
+
+
+@dataclass(frozen=True)
+class Health:
+    """The verdict shown and used by matching."""
+
+    status: str
+    error: str
+
+
+def health_of(agent: AgentProfile) -> Health:
+    """``healthy`` / ``unhealthy`` / ``unknown`` and the error to show."""
+    if agent.last_call_ok is False:
+        return Health(HealthStatus.UNHEALTHY, f"{agent.last_call_code}: {agent.last_call_error}")
+    return Health(agent.health_status, agent.health_error)
+
+
+def is_known_unreachable(agent: AgentProfile) -> bool:
+    return health_of(agent).status == HealthStatus.UNHEALTHY
+
+
+# --- Checks ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    ok: bool
+    latency_ms: int | None
+    error: str
+
+
+def _probe_urls(agent: AgentProfile) -> tuple[str, list[str]]:
+    """The health URL and the card URLs to try when there is no health endpoint."""
+    from agent_profiles.cards import card_locations
+
+    base = agent.a2a_endpoint.rstrip("/")
+    return f"{base}/health", card_locations(agent.agent_card_url, agent.a2a_endpoint)
+
+
+def check_one(health_url: str, card_urls: list[str]) -> CheckResult:
+    """One check: the health endpoint, else the card (only HTTP; no database)."""
+    timeout = httpx.Timeout(settings.AGENT_HEALTH_TIMEOUT)
+    last = CheckResult(False, None, "nothing to check")
+    with httpx.Client(follow_redirects=False, timeout=timeout, trust_env=False) as client:
+        for url in [health_url, *card_urls]:
+            try:
+                check_outbound_url(url)
+                started = time.monotonic()
+                response = client.get(url)
+                latency = int((time.monotonic() - started) * 1000)
+            except ValidationFailed as exc:
+                return CheckResult(False, None, exc.message)
+            except httpx.HTTPError as exc:
+                return CheckResult(False, None, f"{url}: {type(exc).__name__} {exc}".strip())
+            if response.status_code >= 500:
+                return CheckResult(False, latency, f"{url}: HTTP {response.status_code}")
+            if 200 <= response.status_code < 300:
+                return CheckResult(True, latency, "")
+            # 404 and friends: no health endpoint / no card here; try the next one. The
+            # agent answered, which is worth something if nothing else does.
+            last = CheckResult(True, latency, f"{url}: HTTP {response.status_code}")
+    return last
+
+
+def store_check(agent: AgentProfile, result: CheckResult) -> None:
+    """Store a check's result; a passing check clears a failed call (not an auth one)."""
+    changes: dict[str, Any] = {
+        "health_status": HealthStatus.HEALTHY if result.ok else HealthStatus.UNHEALTHY,
+        "health_latency_ms": result.latency_ms,
+        "health_error": "" if result.ok else result.error[:2000],
+        "health_checked_at": timezone.now(),
+    }
+    if result.ok and agent.last_call_ok is False and agent.last_call_code != AUTH_FAILED:
+        changes.update(last_call_ok=None, last_call_code="", last_call_error="")
+    for name, value in changes.items():
+        setattr(agent, name, value)
+    AgentProfile.objects.filter(pk=agent.pk).update(**changes)
+
+
+def check_agents(agents: list[AgentProfile] | None = None) -> dict[str, str]:
+    """Check every agent with an endpoint (active or pending); their new status by id."""
+    if agents is None:
+        agents = list(
+            AgentProfile.objects.exclude(a2a_endpoint="").exclude(status=AgentStatus.DISABLED)
+        )
+    agents = [a for a in agents if a.a2a_endpoint and urlsplit(a.a2a_endpoint).scheme]
+    if not agents:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(CHECK_CONCURRENCY, len(agents))) as pool:
+        results = list(pool.map(lambda a: check_one(*_probe_urls(a)), agents))
+    statuses: dict[str, str] = {}
+    for agent, result in zip(agents, results, strict=True):
+        store_check(agent, result)
+        statuses[agent.pk] = agent.health_status
+    return statuses

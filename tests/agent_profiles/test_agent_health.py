@@ -1,0 +1,175 @@
+"""Agents' health (checks and call outcomes), no-polling marks and the call target."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent_profiles.health import (
+    check_agents,
+    health_of,
+    mark_no_polling,
+    record_call_outcome,
+)
+from agent_profiles.interfaces import call_target
+from agent_profiles.models import AgentProfile
+from tests.support.agents import run_agent
+from tests.support.cardserver import card_v1, json_response, serve
+
+
+def profile_json(client: Any, agent: AgentProfile) -> dict[str, Any]:
+    from agent_profiles.api.serializers import AgentProfileSerializer
+
+    agent.refresh_from_db()
+    return AgentProfileSerializer(agent).data
+
+
+def test_an_agent_that_goes_down_and_comes_back(make_agent: Any, client: Any) -> None:
+    with run_agent() as peer:
+        agent = make_agent(a2a_endpoint=peer.url)
+        assert check_agents() == {agent.pk: "healthy"}
+        assert peer.counts["/health"] == 1
+    health = profile_json(client, agent)["health"]
+    assert health["status"] == "healthy" and health["latencyMs"] is not None
+    assert check_agents() == {agent.pk: "unhealthy"}
+    health = profile_json(client, agent)["health"]
+    assert health["status"] == "unhealthy" and "ConnectError" in health["error"]
+    assert health["checkedAt"]
+    with run_agent(port=peer.port):
+        assert check_agents() == {agent.pk: "healthy"}
+    assert profile_json(client, agent)["health"]["error"] == ""
+
+
+def test_without_a_health_endpoint_the_card_is_checked(make_agent: Any) -> None:
+    with serve() as server:
+        server.routes["/.well-known/agent-card.json"] = json_response(
+            card_v1(server.url, ("HTTP+JSON", "1.0"))
+        )
+        agent = make_agent(a2a_endpoint=server.url)
+        assert check_agents() == {agent.pk: "healthy"}
+        assert server.hits["/health"] == 1
+        assert server.hits["/.well-known/agent-card.json"] == 1
+        server.routes["/health"] = (503, {}, b"down for maintenance")
+        assert check_agents() == {agent.pk: "unhealthy"}
+    agent.refresh_from_db()
+    assert agent.health_error.endswith("HTTP 503")
+
+
+def test_disabled_agents_and_socket_only_agents_are_not_checked(make_agent: Any) -> None:
+    make_agent(id="socket-only", a2a_endpoint="")
+    make_agent(id="off", status="disabled")
+    assert check_agents() == {}
+
+
+def test_an_auth_failure_shows_in_health_until_a_call_succeeds(
+    make_agent: Any, client: Any
+) -> None:
+    with run_agent() as peer:
+        agent = make_agent(a2a_endpoint=peer.url)
+        message = "agent agent-one answered HTTP 401 to scheme bearer"
+        record_call_outcome(agent, ok=False, code="agent_auth_failed", message=message)
+        health = profile_json(client, agent)["health"]
+        assert health["status"] == "unhealthy"
+        assert health["error"] == f"agent_auth_failed: {message}"
+        assert health["lastCall"]["code"] == "agent_auth_failed"
+        check_agents()  # a passing health check cannot show that credentials work
+        assert health_of(AgentProfile.objects.get()).status == "unhealthy"
+        record_call_outcome(agent, ok=True)
+    assert profile_json(client, agent)["health"]["status"] == "healthy"
+
+
+def test_a_passing_check_clears_another_failed_call(make_agent: Any) -> None:
+    with run_agent() as peer:
+        agent = make_agent(a2a_endpoint=peer.url)
+        record_call_outcome(agent, ok=False, code="agent_unreachable", message="refused")
+        assert health_of(AgentProfile.objects.get()).status == "unhealthy"
+        check_agents()
+    assert health_of(AgentProfile.objects.get()).status == "healthy"
+
+
+def test_a_new_credential_forgets_the_auth_failure(make_agent: Any) -> None:
+    from agent_profiles.credentials import set_credentials
+
+    agent = make_agent()
+    record_call_outcome(agent, ok=False, code="agent_auth_failed", message="401")
+    set_credentials(agent, {"type": "bearer", "token": "new"})
+    agent.save()
+    assert health_of(AgentProfile.objects.get()).status == "unknown"
+
+
+def test_a_successful_call_writes_nothing_when_already_healthy(
+    make_agent: Any, django_assert_num_queries: Any
+) -> None:
+    agent = make_agent()
+    record_call_outcome(agent, ok=True)
+    assert agent.health_status == "healthy"
+    with django_assert_num_queries(0):
+        record_call_outcome(agent, ok=True)
+
+
+def test_mark_no_polling_is_stored_and_shown(make_agent: Any, client: Any) -> None:
+    agent = make_agent()
+    assert call_target(agent).polling is True
+    mark_no_polling(agent, "GET /tasks/{id} answered HTTP 404")
+    polling = profile_json(client, agent)["polling"]
+    assert polling["supported"] is False
+    assert polling["reason"] == "GET /tasks/{id} answered HTTP 404"
+    assert polling["since"]
+    assert call_target(AgentProfile.objects.get()).polling is False
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({}, ("HTTP+JSON", "1.0", "http://127.0.0.1:9/", "")),
+        (
+            {"protocol_binding": "JSONRPC", "protocol_version": "0.3", "target": "t1"},
+            ("JSONRPC", "0.3", "http://127.0.0.1:9/", "t1"),
+        ),
+        (
+            {
+                "interface": {
+                    "binding": "JSONRPC",
+                    "version": "1.0",
+                    "url": "http://127.0.0.1:9/rpc",
+                    "tenant": "from-card",
+                },
+                "protocol_binding": "HTTP+JSON",
+            },
+            ("JSONRPC", "1.0", "http://127.0.0.1:9/rpc", "from-card"),
+        ),
+        (
+            {
+                "interface": {
+                    "binding": "JSONRPC",
+                    "version": "1.0",
+                    "url": "http://127.0.0.1:9/rpc",
+                    "tenant": "from-card",
+                },
+                "target": "mine",
+            },
+            ("JSONRPC", "1.0", "http://127.0.0.1:9/rpc", "mine"),
+        ),
+    ],
+)
+def test_call_target_uses_the_card_then_the_statement_then_the_default(
+    make_agent: Any, fields: dict[str, Any], expected: tuple[str, ...]
+) -> None:
+    target = call_target(make_agent(**fields))
+    assert (target.binding, target.version, target.url, target.tenant) == expected
+
+
+def test_call_target_carries_timeouts_and_capabilities(make_agent: Any) -> None:
+    agent = make_agent(timeout=90.0, poll_interval=0.25, streaming=True, push_notifications=True)
+    target = call_target(agent)
+    assert (target.timeout_seconds, target.poll_interval_seconds) == (90.0, 0.25)
+    assert target.streaming and target.push_notifications
+
+    from agent_profiles.credentials import set_credentials
+
+    set_credentials(agent, {"type": "bearer", "token": "tok-never-printed"})
+    agent.save()
+    target = call_target(agent)
+    assert target.auth == {"type": "bearer", "token": "tok-never-printed"}
+    assert "tok-never-printed" not in repr(target)

@@ -1,0 +1,357 @@
+"""Registration reads the agent's card and chooses how to call it (real HTTP servers)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent_profiles.cards import ensure_card
+from agent_profiles.interfaces import call_target
+from agent_profiles.models import AgentCard, AgentProfile, ApiKey
+from tests.agent_profiles.test_registration import assert_error, body
+from tests.support.agents import agent_card, run_agent
+from tests.support.cardserver import (
+    card_v1,
+    card_v03,
+    html_response,
+    json_response,
+    redirect_response,
+    serve,
+)
+
+WELL_KNOWN = "/.well-known/agent-card.json"
+
+
+@pytest.fixture(autouse=True)
+def _defaults(settings: Any) -> None:
+    settings.REGISTRATION_MODE = "open"
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.ALLOW_PRIVATE_URLS = False
+
+
+@pytest.fixture
+def skill(make_skill: Any) -> Any:
+    return make_skill()
+
+
+def assert_nothing_written() -> None:
+    assert not AgentProfile.objects.exists()
+    assert not ApiKey.objects.exists()
+    assert not AgentCard.objects.exists()
+
+
+def test_it_reads_a_real_sdk_agents_card_at_registration(register: Any, skill: Any) -> None:
+    with run_agent() as peer:
+        response = register(body(a2aEndpoint=peer.url))
+    assert response.status_code == 201, response.content
+    profile = response.json()["profile"]
+    assert profile["interface"] == {
+        "binding": "HTTP+JSON",
+        "version": "1.0",
+        "url": peer.url,
+        "tenant": "",
+        "source": "card",
+    }
+    assert profile["card"]["streaming"] is True
+    assert profile["card"]["readAt"]
+    assert profile["card"]["error"] == ""
+    stored = AgentCard.objects.get(agent_id="acme-ce")
+    assert stored.document["name"] == agent_card(peer.url).name
+    assert stored.source_url == peer.url + WELL_KNOWN
+
+
+def test_a_card_that_is_html_is_refused_and_nothing_saved(register: Any, skill: Any) -> None:
+    with run_agent() as peer:
+        response = register(body(a2aEndpoint=peer.url_for("html")))
+    error = assert_error(response, 400, "invalid_agent_card")
+    assert "not an agent card" in error["message"] and "text/html" in error["message"]
+    assert_nothing_written()
+
+
+def test_a_card_offering_only_grpc_is_refused(register: Any, skill: Any) -> None:
+    with serve() as server:
+        server.routes[WELL_KNOWN] = json_response(card_v1(server.url + "/grpc", ("GRPC", "1.0")))
+        response = register(body(a2aEndpoint=server.url))
+    error = assert_error(response, 400, "unsupported_agent_card")
+    assert "GRPC 1.0" in error["message"]
+    assert_nothing_written()
+
+
+@pytest.mark.parametrize(
+    ("document", "expected"),
+    [
+        ({"status": "ok", "items": [1, 2]}, "not an agent card"),
+        ([1, 2, 3], "not an agent card"),
+        ({"name": "x", "supportedInterfaces": "HTTP+JSON"}, "must be a list"),
+        ({"name": "x", "supportedInterfaces": [{"protocolBinding": "JSONRPC"}]}, "has no url"),
+        ({"name": "x", "url": "ftp://agent.example/a2a"}, "not an http(s) URL"),
+        ({"name": "bad\u0000name", "url": "http://127.0.0.1:9/"}, "NUL"),
+    ],
+)
+def test_json_without_the_shape_of_a_card_is_refused(
+    register: Any, skill: Any, document: Any, expected: str
+) -> None:
+    with serve() as server:
+        server.routes[WELL_KNOWN] = json_response(document)
+        response = register(body(a2aEndpoint=server.url))
+    error = assert_error(response, 400, "invalid_agent_card")
+    assert expected in error["message"]
+    assert_nothing_written()
+
+
+def test_malformed_json_is_refused(register: Any, skill: Any) -> None:
+    with run_agent() as peer:
+        response = register(body(a2aEndpoint=peer.url_for("garbage")))
+    error = assert_error(response, 400, "invalid_agent_card")
+    assert "not JSON" in error["message"]
+    assert_nothing_written()
+
+
+def test_an_enormous_card_is_refused(register: Any, skill: Any, settings: Any) -> None:
+    settings.AGENT_CARD_MAX_BYTES = 10_000
+    with serve() as server:
+        card = card_v1(server.url, ("HTTP+JSON", "1.0"), padding="x" * 20_000)
+        server.routes[WELL_KNOWN] = json_response(card)
+        response = register(body(a2aEndpoint=server.url))
+    assert_error(response, 400, "agent_card_too_large")
+    assert_nothing_written()
+
+
+def test_a_redirect_is_refused_naming_its_target(register: Any, skill: Any) -> None:
+    with serve() as server:
+        server.routes[WELL_KNOWN] = redirect_response("http://127.0.0.1:9/elsewhere.json")
+        response = register(body(a2aEndpoint=server.url))
+    error = assert_error(response, 400, "agent_card_redirect")
+    assert "elsewhere.json" in error["message"]
+    assert_nothing_written()
+
+
+def test_a_card_not_reachable_yet_is_accepted_and_read_before_the_first_call(
+    register: Any, skill: Any
+) -> None:
+    with serve() as server:  # learn a free port, then close it
+        url = server.url
+    response = register(body(a2aEndpoint=url))
+    assert response.status_code == 201, response.content
+    profile = response.json()["profile"]
+    assert profile["card"]["readAt"] is None
+    assert profile["card"]["error"].startswith("unreachable:")
+    assert profile["health"]["status"] == "unhealthy"
+    assert "agent card not read" in profile["health"]["error"]
+    assert profile["interface"]["source"] == "default"
+    agent = AgentProfile.objects.get()
+    port = int(url.rsplit(":", 1)[1])
+    with run_agent(port=port) as peer:
+        ensure_card(agent)
+        assert peer.counts[WELL_KNOWN] == 1
+        ensure_card(agent)  # cheap once read: no second request
+        assert peer.counts[WELL_KNOWN] == 1
+    agent.refresh_from_db()
+    assert agent.card_read_at is not None
+    assert agent.health_status == "healthy"
+    target = call_target(agent)
+    assert (target.binding, target.version, target.url, target.streaming) == (
+        "HTTP+JSON",
+        "1.0",
+        peer.url,
+        True,
+    )
+
+
+def test_ensure_card_records_an_unreachable_card_and_waits_before_retrying(
+    make_agent: Any, settings: Any
+) -> None:
+    settings.AGENT_CARD_RETRY_SECONDS = 60
+    with serve() as server:
+        url = server.url
+    agent = make_agent(a2a_endpoint=url)
+    ensure_card(agent)  # never raises
+    agent.refresh_from_db()
+    assert agent.card_error.startswith("unreachable:")
+    assert agent.card_retry_after is not None
+    assert agent.health_status == "unhealthy"
+    with serve() as server:
+        server.routes[WELL_KNOWN] = json_response(card_v1(server.url, ("JSONRPC", "1.0")))
+        agent.a2a_endpoint = server.url
+        ensure_card(agent)
+        assert server.hits[WELL_KNOWN] == 0  # within the retry delay
+        settings.AGENT_CARD_RETRY_SECONDS = 0
+        agent.card_retry_after = None
+        ensure_card(agent)
+        assert server.hits[WELL_KNOWN] == 1
+    assert call_target(agent).binding == "JSONRPC"
+
+
+def test_ensure_card_records_a_served_non_card_and_calls_on_the_statement(
+    make_agent: Any,
+) -> None:
+    with run_agent() as peer:
+        agent = make_agent(a2a_endpoint=peer.url_for("html"), protocol_binding="JSONRPC")
+        ensure_card(agent)
+    agent.refresh_from_db()
+    assert "not an agent card" in agent.card_error
+    target = call_target(agent)
+    assert (target.binding, target.url) == ("JSONRPC", peer.url_for("html"))
+
+
+def test_a_03_card_is_read_as_such(register: Any, skill: Any) -> None:
+    with serve() as server:
+        card = card_v03(
+            server.url + "/rpc",
+            additionalInterfaces=[
+                {"url": server.url + "/rpc", "transport": "JSONRPC"},
+                {"url": server.url + "/rest", "transport": "HTTP+JSON"},
+                {"url": server.url + "/grpc", "transport": "GRPC"},
+            ],
+        )
+        server.routes[WELL_KNOWN] = json_response(card)
+        response = register(body(a2aEndpoint=server.url))
+    assert response.status_code == 201, response.content
+    interface = response.json()["profile"]["interface"]
+    assert (interface["binding"], interface["version"], interface["url"]) == (
+        "HTTP+JSON",
+        "0.3",
+        server.url + "/rest",
+    )
+
+
+def test_a_03_card_with_only_its_preferred_jsonrpc(register: Any, skill: Any) -> None:
+    with serve() as server:
+        server.routes[WELL_KNOWN] = json_response(card_v03(server.url + "/rpc"))
+        response = register(body(a2aEndpoint=server.url))
+    interface = response.json()["profile"]["interface"]
+    assert (interface["binding"], interface["version"]) == ("JSONRPC", "0.3")
+
+
+def test_a_jsonrpc_only_10_card(register: Any, skill: Any) -> None:
+    with serve() as server:
+        card = card_v1(server.url + "/jsonrpc", ("JSONRPC", "1.0"))
+        card["supportedInterfaces"][0]["tenant"] = "acme"
+        server.routes[WELL_KNOWN] = json_response(card)
+        response = register(body(a2aEndpoint=server.url))
+    interface = response.json()["profile"]["interface"]
+    assert interface == {
+        "binding": "JSONRPC",
+        "version": "1.0",
+        "url": server.url + "/jsonrpc",
+        "tenant": "acme",
+        "source": "card",
+    }
+
+
+def test_it_prefers_10_over_03_and_http_json_over_jsonrpc(register: Any, skill: Any) -> None:
+    with serve() as server:
+        card = card_v1(server.url + "/rpc", ("GRPC", "1.0"), ("JSONRPC", "1.0"))
+        card["url"] = server.url + "/legacy"  # and a 0.3 HTTP+JSON interface
+        card["preferredTransport"] = "HTTP+JSON"
+        card["protocolVersion"] = "0.3.0"
+        server.routes[WELL_KNOWN] = json_response(card)
+        first = register(body(a2aEndpoint=server.url)).json()["profile"]["interface"]
+        card["supportedInterfaces"].append(
+            {"url": server.url + "/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+        )
+        server.routes[WELL_KNOWN] = json_response(card)
+        second = register(body(agentId="second", a2aEndpoint=server.url)).json()["profile"]
+    assert (first["binding"], first["version"]) == ("JSONRPC", "1.0")
+    assert (second["interface"]["binding"], second["interface"]["url"]) == (
+        "HTTP+JSON",
+        server.url + "/rest",
+    )
+
+
+def test_the_origin_card_is_used_when_the_endpoint_has_none(register: Any, skill: Any) -> None:
+    with serve() as server:
+        server.routes[WELL_KNOWN] = json_response(card_v1(server.url + "/a2a", ("HTTP+JSON", "1.0")))
+        response = register(body(a2aEndpoint=server.url + "/a2a"))
+        assert server.hits["/a2a" + WELL_KNOWN] == 1
+    assert response.json()["profile"]["interface"]["url"] == server.url + "/a2a"
+    assert AgentCard.objects.get().source_url == server.url + WELL_KNOWN
+
+
+def test_agent_card_url_is_read_and_fills_a_missing_endpoint(register: Any, skill: Any) -> None:
+    with serve() as server:
+        server.routes["/cards/mine.json"] = json_response(
+            card_v1(server.url + "/rpc", ("JSONRPC", "0.3"))
+        )
+        data = body(agentCardUrl=server.url + "/cards/mine.json")
+        del data["a2aEndpoint"]
+        response = register(data)
+    profile = response.json()["profile"]
+    assert profile["agentCardUrl"] == server.url + "/cards/mine.json"
+    assert profile["a2aEndpoint"] == server.url + "/rpc"
+    assert profile["interface"]["binding"] == "JSONRPC"
+
+
+def test_without_a_card_the_registrations_statement_is_used(register: Any, skill: Any) -> None:
+    with serve() as server:  # answers 404 for the card
+        response = register(
+            body(a2aEndpoint=server.url, protocolBinding="JSONRPC", protocolVersion="0.3")
+        )
+    profile = response.json()["profile"]
+    assert profile["interface"] == {
+        "binding": "JSONRPC",
+        "version": "0.3",
+        "url": server.url,
+        "tenant": "",
+        "source": "registration",
+    }
+    assert "HTTP 404" in profile["card"]["error"]
+
+
+def test_a_private_card_url_is_refused_by_the_url_guard(
+    register: Any, skill: Any, settings: Any
+) -> None:
+    settings.ALLOW_LOOPBACK_URLS = False  # as in production
+    with serve() as server:
+        server.routes[WELL_KNOWN] = json_response(card_v1(server.url, ("HTTP+JSON", "1.0")))
+        data = body(agentCardUrl=server.url + WELL_KNOWN)
+        del data["a2aEndpoint"]
+        response = register(data)
+        assert server.hits[WELL_KNOWN] == 0
+    assert_error(response, 400, "invalid_url")
+    response = register(body(a2aEndpoint="http://10.1.2.3/a2a", agentCardUrl=None))
+    assert_error(response, 400, "invalid_url")
+    assert_nothing_written()
+
+
+def test_a_card_pointing_at_a_private_address_is_refused(register: Any, skill: Any) -> None:
+    with serve() as server:
+        server.routes[WELL_KNOWN] = json_response(card_v1("http://10.1.2.3/", ("HTTP+JSON", "1.0")))
+        response = register(body(a2aEndpoint=server.url))
+    error = assert_error(response, 400, "invalid_url")
+    assert "10.1.2.3" in error["message"]
+    assert_nothing_written()
+
+
+def test_re_registration_reads_the_card_again(register: Any, skill: Any) -> None:
+    with serve() as server:
+        server.routes[WELL_KNOWN] = json_response(card_v1(server.url, ("HTTP+JSON", "1.0")))
+        key = register(body(a2aEndpoint=server.url)).json()["apiKey"]
+        server.routes[WELL_KNOWN] = json_response(card_v1(server.url + "/rpc", ("JSONRPC", "1.0")))
+        response = register(body(a2aEndpoint=server.url), key=key)
+    assert response.status_code == 200, response.content
+    assert response.json()["profile"]["interface"]["binding"] == "JSONRPC"
+    assert AgentCard.objects.get().document["supportedInterfaces"][0]["url"].endswith("/rpc")
+
+
+def test_a_moved_endpoint_without_a_card_forgets_the_old_card(register: Any, skill: Any) -> None:
+    with serve() as server:
+        server.routes[WELL_KNOWN] = json_response(card_v1(server.url + "/rpc", ("JSONRPC", "1.0")))
+        key = register(body(a2aEndpoint=server.url)).json()["apiKey"]
+    with serve() as other:
+        response = register(body(a2aEndpoint=other.url), key=key)
+    interface = response.json()["profile"]["interface"]
+    assert (interface["source"], interface["url"]) == ("default", other.url)
+
+
+def test_a_card_refused_at_re_registration_changes_nothing(register: Any, skill: Any) -> None:
+    with serve() as server:
+        server.routes[WELL_KNOWN] = json_response(card_v1(server.url, ("HTTP+JSON", "1.0")))
+        key = register(body(a2aEndpoint=server.url)).json()["apiKey"]
+        server.routes[WELL_KNOWN] = html_response()
+        response = register(body(a2aEndpoint=server.url, name="New name"), key=key)
+    assert_error(response, 400, "invalid_agent_card")
+    agent = AgentProfile.objects.get()
+    assert agent.name == "ACME CE reviewer"
+    assert agent.interface["binding"] == "HTTP+JSON"
