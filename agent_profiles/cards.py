@@ -36,7 +36,7 @@ from agent_profiles.negotiation import (
     parse_card,
     spoken,
 )
-from agent_profiles.urlguard import check_outbound_url
+from agent_profiles.urlguard import UnsafeURL, check_url, guarded_client
 from platform_site.errors import ValidationFailed
 from platform_site.text import JSONTooDeep, find_bad_text, loads_bounded
 
@@ -76,7 +76,6 @@ def card_locations(card_url: str, endpoint: str) -> list[str]:
 
 def _get(client: httpx.Client, url: str) -> tuple[int, str, bytes]:
     """Status, content type and body (at most AGENT_CARD_MAX_BYTES) of ``GET url``."""
-    check_outbound_url(url)
     limit = settings.AGENT_CARD_MAX_BYTES
     with client.stream("GET", url, headers={"Accept": "application/json"}) as response:
         if response.is_redirect:
@@ -125,7 +124,7 @@ def _choose(parsed: ParsedCard, source_url: str) -> Interface:
     refused: ValidationFailed | None = None
     for candidate in candidates:
         try:
-            check_outbound_url(candidate.url)
+            check_url(candidate.url)  # dispatch's calls resolve and pin it
         except ValidationFailed as exc:
             refused = refused or exc
             continue
@@ -146,10 +145,16 @@ def fetch_card(card_url: str, endpoint: str) -> CardRead:
         raise CardUnreachable("no agentCardUrl and no a2aEndpoint to look for a card at")
     timeout = httpx.Timeout(settings.AGENT_CARD_TIMEOUT)
     misses: list[str] = []
-    with httpx.Client(follow_redirects=False, timeout=timeout, trust_env=False) as client:
+    # The guarded client resolves each name when the request leaves, refuses private
+    # targets and connects to the address it checked; it follows no redirects.
+    with guarded_client(timeout=timeout) as client:
         for url in locations:
             try:
                 status, content_type, body = _get(client, url)
+            except UnsafeURL as exc:
+                if isinstance(exc.details, dict) and "address" in exc.details:
+                    raise  # a refused target: 400 at registration
+                raise CardUnreachable(exc.message) from None  # DNS cannot answer (yet)
             except httpx.HTTPError as exc:
                 raise CardUnreachable(f"{url}: {type(exc).__name__} {exc}".strip()) from None
             if status in NOT_HERE:

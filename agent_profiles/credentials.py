@@ -30,7 +30,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
 from agent_profiles.models import AgentProfile
-from agent_profiles.urlguard import check_outbound_url
+from agent_profiles.urlguard import check_url
 from platform_site.errors import ValidationFailed
 from platform_site.text import find_bad_text
 
@@ -99,7 +99,7 @@ def validate_credentials(auth: Any) -> dict[str, Any]:
     if not isinstance(token_url, str) or not token_url:
         raise _fail("tokenUrl", "must be the token endpoint's http(s) URL")
     try:
-        check_outbound_url(token_url)
+        check_url(token_url)  # resolved and pinned when dispatch fetches a token
     except ValidationFailed as exc:
         raise _fail("tokenUrl", exc.message) from None
     scopes = auth.get("scopes", [])

@@ -29,7 +29,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from agent_profiles.models import AgentProfile, AgentStatus, HealthStatus
-from agent_profiles.urlguard import check_outbound_url
+from agent_profiles.urlguard import guarded_client
 from platform_site.errors import ValidationFailed
 
 logger = logging.getLogger(__name__)
@@ -124,10 +124,9 @@ def check_one(health_url: str, card_urls: list[str]) -> CheckResult:
     """One check: the health endpoint, else the card (only HTTP; no database)."""
     timeout = httpx.Timeout(settings.AGENT_HEALTH_TIMEOUT)
     last = CheckResult(False, None, "nothing to check")
-    with httpx.Client(follow_redirects=False, timeout=timeout, trust_env=False) as client:
+    with guarded_client(timeout=timeout) as client:
         for url in [health_url, *card_urls]:
             try:
-                check_outbound_url(url)
                 started = time.monotonic()
                 response = client.get(url)
                 latency = int((time.monotonic() - started) * 1000)

@@ -32,7 +32,7 @@ from agent_profiles.models import (
     HealthStatus,
     Skill,
 )
-from agent_profiles.urlguard import check_outbound_url
+from agent_profiles.urlguard import check_url
 from platform_site.errors import Conflict, Forbidden, PlatformError, ValidationFailed
 from platform_site.text import find_bad_text
 
@@ -106,7 +106,7 @@ def register_agent(
     skills = resolve_skills(data["skill_ids"])
     for field in ("a2a_endpoint", "agent_card_url"):
         if data.get(field):
-            check_outbound_url(data[field])
+            check_url(data[field])  # no DNS here: the card fetch resolves and pins
     known = AgentProfile.objects.filter(pk=agent_id).first()
     if known is not None:
         _check_owner(known, caller_agent)  # before the platform fetches anything for them

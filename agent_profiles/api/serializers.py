@@ -12,7 +12,6 @@ from agent_profiles.credentials import InvalidCredentials, validate_credentials
 from agent_profiles.health import health_of
 from agent_profiles.interfaces import BINDINGS, VERSIONS, interface_of
 from agent_profiles.models import SLUG_RE, AgentProfile, Skill
-from platform_site.text import find_bad_text
 
 SLUG_HELP = (
     "a slug: 1-100 lowercase letters, digits, '-' or '_', starting and ending with a letter "
@@ -167,11 +166,6 @@ class RegistrationSerializer(serializers.Serializer):
             )
         if "agentId" in data and not isinstance(data["agentId"], str):
             raise serializers.ValidationError({"agentId": ["Must be a string."]})
-        bad = find_bad_text(data)
-        if bad is not None:
-            # PostgreSQL refuses NUL; SQLite would store it: one rule for both.
-            field = bad.where.split(".")[0].split("[")[0] or "non_field_errors"
-            raise serializers.ValidationError({field: [f"{bad.where} contains {bad.what}."]})
         values = super().to_internal_value(data)
         for name in ("timeout", "poll_interval"):  # milliseconds on the wire, seconds stored
             if values.get(name) is not None:

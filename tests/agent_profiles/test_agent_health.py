@@ -18,6 +18,11 @@ from tests.support.agents import run_agent
 from tests.support.cardserver import card_v1, json_response, serve
 
 
+@pytest.fixture(autouse=True)
+def _loopback(settings: Any) -> None:
+    settings.ALLOW_LOOPBACK_URLS = True  # the test agents run on 127.0.0.1 (both passes)
+
+
 def profile_json(client: Any, agent: AgentProfile) -> dict[str, Any]:
     from agent_profiles.api.serializers import AgentProfileSerializer
 
@@ -31,10 +36,12 @@ def test_an_agent_that_goes_down_and_comes_back(make_agent: Any, client: Any) ->
         assert check_agents() == {agent.pk: "healthy"}
         assert peer.counts["/health"] == 1
     health = profile_json(client, agent)["health"]
-    assert health["status"] == "healthy" and health["latencyMs"] is not None
+    assert health["status"] == "healthy"
+    assert health["latencyMs"] is not None
     assert check_agents() == {agent.pk: "unhealthy"}
     health = profile_json(client, agent)["health"]
-    assert health["status"] == "unhealthy" and "ConnectError" in health["error"]
+    assert health["status"] == "unhealthy"
+    assert "ConnectError" in health["error"]
     assert health["checkedAt"]
     with run_agent(port=peer.port):
         assert check_agents() == {agent.pk: "healthy"}
@@ -164,7 +171,8 @@ def test_call_target_carries_timeouts_and_capabilities(make_agent: Any) -> None:
     agent = make_agent(timeout=90.0, poll_interval=0.25, streaming=True, push_notifications=True)
     target = call_target(agent)
     assert (target.timeout_seconds, target.poll_interval_seconds) == (90.0, 0.25)
-    assert target.streaming and target.push_notifications
+    assert target.streaming
+    assert target.push_notifications
 
     from agent_profiles.credentials import set_credentials
 

@@ -12,8 +12,8 @@ from agent_profiles.models import AgentCard, AgentProfile, ApiKey
 from tests.agent_profiles.test_registration import assert_error, body
 from tests.support.agents import agent_card, run_agent
 from tests.support.cardserver import (
-    card_v1,
     card_v03,
+    card_v1,
     html_response,
     json_response,
     redirect_response,
@@ -65,7 +65,8 @@ def test_a_card_that_is_html_is_refused_and_nothing_saved(register: Any, skill: 
     with run_agent() as peer:
         response = register(body(a2aEndpoint=peer.url_for("html")))
     error = assert_error(response, 400, "invalid_agent_card")
-    assert "not an agent card" in error["message"] and "text/html" in error["message"]
+    assert "not an agent card" in error["message"]
+    assert "text/html" in error["message"]
     assert_nothing_written()
 
 
@@ -262,7 +263,9 @@ def test_it_prefers_10_over_03_and_http_json_over_jsonrpc(register: Any, skill: 
 
 def test_the_origin_card_is_used_when_the_endpoint_has_none(register: Any, skill: Any) -> None:
     with serve() as server:
-        server.routes[WELL_KNOWN] = json_response(card_v1(server.url + "/a2a", ("HTTP+JSON", "1.0")))
+        server.routes[WELL_KNOWN] = json_response(
+            card_v1(server.url + "/a2a", ("HTTP+JSON", "1.0"))
+        )
         response = register(body(a2aEndpoint=server.url + "/a2a"))
         assert server.hits["/a2a" + WELL_KNOWN] == 1
     assert response.json()["profile"]["interface"]["url"] == server.url + "/a2a"

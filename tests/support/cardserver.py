@@ -91,7 +91,7 @@ def serve(routes: dict[str, Response] | None = None) -> Iterator[CardServer]:
     holder: dict[str, CardServer] = {}
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_GET(self) -> None:
             server = holder["server"]
             path = self.path.split("?")[0]
             server.hits[path] += 1
