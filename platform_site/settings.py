@@ -90,6 +90,9 @@ CSRF_TRUSTED_ORIGINS = [
 
 INSTALLED_APPS = [
     "daphne",
+    # Before the admin: its templates (admin/base_site.html, the dashboard) override the
+    # admin's own.
+    "platform_site",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -103,7 +106,6 @@ INSTALLED_APPS = [
     "agent_profiles",
     "a2a",
     "gateway",
-    "platform_site",
 ]
 
 MIDDLEWARE = [
@@ -175,6 +177,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# Times with seconds everywhere in the admin (platform_site/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["platform_site.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
@@ -330,7 +334,8 @@ if DISTRIBUTED:
         }
     }
 else:
-    CELERY_BROKER_URL = "memory://"
+    # With a host name: kombu warns "No hostname was supplied" for a bare memory://.
+    CELERY_BROKER_URL = "memory://localhost/"
     # kombu's virtual transports poll their queues, by default once a second: that second
     # would be added to every task's latency. Polling memory is cheap.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.02}

@@ -1,12 +1,21 @@
 """URL map. Each app owns its routes; this file only mounts them."""
 
+from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from platform_site import views
+from platform_site import pages, views
+
+# The admin names the platform (not "Django administration"); "View site" goes to `/`.
+admin.site.site_header = settings.PLATFORM_NAME
+admin.site.site_title = settings.PLATFORM_NAME
+admin.site.index_title = "Console"
+admin.site.site_url = "/"
 
 urlpatterns = [
+    path("", pages.home, name="home"),
+    path("favicon.ico", pages.favicon, name="favicon"),
     path("admin/", admin.site.urls),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),

@@ -57,7 +57,9 @@ class Shell:
         self.url, self.state = url, tmp / "session.sh"
         self.env = platform_env()
 
-    def run(self, step: Step, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, step: Step, timeout: float = 60, *, expect_failure: bool = False
+    ) -> subprocess.CompletedProcess[str]:
         code = step.code
         script = "\n".join(
             [
@@ -75,7 +77,8 @@ class Shell:
             text=True,
             timeout=timeout,
         )
-        assert result.returncode == 0, (
+        failed = result.returncode != 0
+        assert failed == expect_failure, (
             f"{code}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
         )
         return result
@@ -102,6 +105,14 @@ def platform_as_make_run(step: Step) -> Iterator[Any]:
     assert step.code.strip().splitlines()[-1] == "make run"
     with embedded_platform(seed=True) as platform:  # what `make run` runs, on a free port
         yield platform
+
+
+def registry_doc_register() -> Step:
+    """docs/registry.md's registration example (its one ``register`` curl block)."""
+    blocks = re.findall(r"```sh\n(.*?)```", (BASE_DIR / "docs" / "registry.md").read_text(), re.S)
+    register = [b for b in blocks if "/api/agent-profiles/register" in b and "curl" in b]
+    assert register, "docs/registry.md lost its registration example"
+    return Step("shell", register[0])
 
 
 def answer_in_the_admin(url: str, task_id: str, answer: str) -> None:
@@ -145,13 +156,14 @@ def test_the_doc_has_the_steps_this_test_runs() -> None:
         "shell",
         "shell",
         "shell",
+        "reply",
         "agent-http-off",
         "shell",
     ]
 
 
 def test_the_walkthrough_works_as_written(transactional_db: None, tmp_path: Path) -> None:
-    platform_step, agent_step, create, watch, admin, ask, *_ = doc_steps()
+    platform_step, agent_step, create, watch, admin, ask, reply, *_ = doc_steps()
     with (
         platform_as_make_run(platform_step) as platform,
         doc_agent(agent_step, platform.url, tmp_path),
@@ -176,6 +188,15 @@ def test_the_walkthrough_works_as_written(transactional_db: None, tmp_path: Path
         assert done["output"]["notes"] == "Users: no, from 8 years"
         assert done["output"]["verdict"] == "documents_missing"
 
+        # The same answer without a browser: step 6's curl, on a second question task.
+        shell.run(ask)
+        second = shell.var("QUESTION_TASK")
+        assert second != question_task
+        replied = json.loads(shell.run(reply).stdout)
+        assert replied["id"] == second
+        done = wait_state(platform.url, shell.var("TOKEN"), second, "TASK_STATE_COMPLETED")
+        assert done["output"]["notes"] == "Users: no, from 8 years"
+
         # README.md repeats the first steps in short: the same commands, and they work too.
         long_running, rest = readme_short_version()
         assert long_running == ["make run", agent_step.code.strip()]
@@ -183,15 +204,31 @@ def test_the_walkthrough_works_as_written(transactional_db: None, tmp_path: Path
         assert created["skillId"] == "ce-certification-review-v1"
         wait_state(platform.url, shell.var("TOKEN"), created["id"], "TASK_STATE_COMPLETED")
 
+        # docs/registry.md's registration curl works as written too (last: it adds an agent
+        # that matching could pick).
+        registered = json.loads(shell.run(registry_doc_register()).stdout)
+        assert registered["profile"]["agentId"] == "acme-ce"
+        assert registered["apiKey"]
+
 
 def test_the_walkthrough_fallback_works_as_written(transactional_db: None, tmp_path: Path) -> None:
-    platform_step, _agent, create, *_, http_off, fallback = doc_steps()
+    platform_step, _agent, create, watch, *_, http_off, fallback = doc_steps()
     assert http_off.kind == "agent-http-off"
     with (
         platform_as_make_run(platform_step) as platform,
         doc_agent(http_off, platform.url, tmp_path) as agent,
     ):
         shell = Shell(platform.url, tmp_path)
+        # A refused task: README's pipeline shows the platform's error (not a KeyError),
+        # and the watch step stops at once instead of polling a 404 forever.
+        bad = Step("shell", create.code.replace("ce-certification-review-v1", "no-such-skill"))
+        refused = shell.run(bad)
+        assert '"error"' in refused.stderr
+        assert "no-such-skill" in refused.stderr
+        assert "KeyError" not in refused.stderr
+        assert refused.stdout.strip() == "task"
+        assert "TASK: no task id" in shell.run(watch, expect_failure=True).stderr
+
         shell.run(create)  # the token (and a first task, which falls back too)
         result = shell.run(fallback)
         assert "TASK_STATE_COMPLETED" in result.stderr

@@ -7,11 +7,33 @@ a Celery worker and Celery beat. In the distributed mode it runs daphne only; st
 
 from __future__ import annotations
 
+import errno
+import socket
+import sys
 from typing import Any
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
+
+
+def port_problem(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on right now, or None when it can.
+
+    A trial bind with SO_REUSEADDR like daphne's own (so a port in TIME_WAIT is free), done
+    before migrations and workers start: a taken port must not leave a worker running
+    against the database for a moment and then exit 0.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return f"port {port} on {host} is already in use (set PORT=... to use another)"
+            return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+    return None
 
 
 class Command(BaseCommand):
@@ -25,6 +47,11 @@ class Command(BaseCommand):
         parser.add_argument("--no-seed", action="store_true", help="Skip the example skills.")
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        problem = port_problem(opts["host"], opts["port"])
+        if problem:
+            # One line, non-zero, before anything starts.
+            self.stderr.write(f"Cannot start the platform: {problem}")
+            sys.exit(1)
         if not opts["no_migrate"]:
             call_command("migrate", interactive=False, verbosity=0)
         if not opts["no_seed"]:
