@@ -2,12 +2,24 @@
 
 Part of :mod:`a2a.services` (import from there): :func:`create_task` stores a task in
 SUBMITTED with next action SEND, and :func:`queue_processing` asks a worker to act on it.
+:mod:`a2a.batch` creates many at once on the same building blocks.
+
+Creation is on the hot path of ``POST /api/tasks`` and of the A2A face's ``message:send``,
+so it reads little: the skill and its candidate agents come from :mod:`a2a.lookups`
+(cached), the rows go in with one INSERT per kind (task, event, message), and no
+``task_changed`` signal is sent for a new task (nobody can be listening to a task that
+did not exist; the face attaches push configs after creation). A task for an agent without
+an HTTP endpoint goes to the gateway in the same transaction (see
+:func:`register_gateway_hand_off`), so its ``task.assign`` frame leaves on commit instead
+of after a worker round trip.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -15,9 +27,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from a2a import lookups
 from a2a.exceptions import InputInvalid, UnknownAgent, UnknownSkill
 from a2a.models import Direction, Task, TaskEvent, TaskMessage
-from a2a.signals import task_changed
 from a2a.states import NextAction, Transport
 from a2a.wire import relay_message, schema_errors, user_message
 from agent_profiles.matching import match_agent
@@ -56,6 +68,43 @@ def queue_processing(task_id: Any, countdown: float | None = None) -> None:
     transaction.on_commit(send)
 
 
+def queue_processing_many(task_ids: list[Any]) -> None:
+    """After commit, ask a worker to start these tasks: one message for all of them."""
+    if len(task_ids) == 1:
+        queue_processing(task_ids[0])
+        return
+    if not task_ids:
+        return
+
+    def send() -> None:
+        from a2a.tasks import process_many
+
+        try:
+            process_many.delay([str(pk) for pk in task_ids])
+        except Exception:  # the rows are the source of truth; the sweep will pick them up
+            log.warning("could not queue a2a.process_many; the sweep will", exc_info=True)
+
+    transaction.on_commit(send)
+
+
+# Hands new tasks of agents without an HTTP endpoint to the gateway, inside the creation
+# transaction after their rows were inserted. The gateway registers it at app start
+# (``a2a`` does not import ``gateway``); without it such tasks go through the worker.
+GatewayHandOff = Callable[[list[Task]], None]
+_gateway_hand_off: GatewayHandOff | None = None
+
+
+def register_gateway_hand_off(func: GatewayHandOff | None) -> None:
+    """Set the function that assigns new socket-only tasks over the gateway.
+
+    It receives the just-inserted tasks (transport OFFLINE, no next action), must store
+    what it owes each agent in the same transaction, set ``task.transport`` to what it
+    used, and push to the agents' connections only after commit.
+    """
+    global _gateway_hand_off
+    _gateway_hand_off = func
+
+
 def _user_id(user: Any) -> Any:
     return user if user is not None and getattr(user, "is_authenticated", False) else None
 
@@ -63,7 +112,17 @@ def _user_id(user: Any) -> Any:
 # --- creation -----------------------------------------------------------------------
 
 
-def _check_input(skill: Skill, data: Any) -> None:
+def active_skill(skill_id: str) -> Skill:
+    """The active skill with this id (cached); 400 ``unknown_skill`` otherwise."""
+    skill = lookups.skill(skill_id)
+    if skill is None or not skill.is_active:
+        state = "inactive" if skill is not None else "unknown"
+        raise UnknownSkill(f"Skill '{skill_id}' is {state}.", {"skillId": skill_id})
+    return skill
+
+
+def check_input(skill: Skill, data: Any) -> None:
+    """400 ``input_invalid`` unless ``data`` is an object matching the skill's input_schema."""
     if not isinstance(data, dict):
         raise InputInvalid(
             "input must be a JSON object.",
@@ -79,36 +138,64 @@ def _check_input(skill: Skill, data: Any) -> None:
         )
 
 
-def _choose_agent(skill: Skill, agent_id: str | None) -> tuple[AgentProfile, dict[str, Any]]:
+def choose_agent(
+    skill: Skill, agent_id: str | None, active: dict[str, int] | None = None
+) -> tuple[AgentProfile, dict[str, Any]]:
+    """The caller's agent (checked), else the matcher's pick among the cached candidates.
+
+    ``active`` (active task counts per candidate) saves the matcher its count query; a
+    batch passes it and counts its own picks in.
+    """
+    candidates = lookups.candidates(skill)
     if agent_id is None or agent_id == "":
-        return match_agent(skill)
-    agent = AgentProfile.objects.filter(pk=agent_id).first()
+        return match_agent(skill, agents=candidates, active=active)
+    agent = next((a for a in candidates if a.id == agent_id), None)
     if agent is None:
-        raise UnknownAgent(f"Unknown agent '{agent_id}'.", {"agentId": agent_id})
-    if not agent.is_active:
-        raise UnknownAgent(
-            f"Agent '{agent_id}' is {agent.status}, not active.", {"agentId": agent_id}
-        )
-    if not agent.skills.filter(pk=skill.pk).exists():
-        raise UnknownAgent(
-            f"Agent '{agent_id}' does not offer the skill '{skill.id}'.",
-            {"agentId": agent_id, "skillId": skill.id},
-        )
+        raise _refusal(skill, agent_id)
     return agent, {"agentId": agent.id, "chosenBy": "caller", "at": timezone.now().isoformat()}
 
 
-def _existing(user: Any, agent_caller: Any, key: str) -> Task | None:
-    if not key:
-        return None
+def _refusal(skill: Skill, agent_id: str) -> UnknownAgent:
+    """Why ``agent_id`` may not take the skill: unknown, not active, or not offering it."""
+    agent = AgentProfile.objects.filter(pk=agent_id).first()
+    if agent is None:
+        return UnknownAgent(f"Unknown agent '{agent_id}'.", {"agentId": agent_id})
+    if not agent.is_active:
+        return UnknownAgent(
+            f"Agent '{agent_id}' is {agent.status}, not active.", {"agentId": agent_id}
+        )
+    return UnknownAgent(
+        f"Agent '{agent_id}' does not offer the skill '{skill.id}'.",
+        {"agentId": agent_id, "skillId": skill.id},
+    )
+
+
+def caller_tasks(user: Any, agent_caller: Any) -> Any:
+    """The tasks whose idempotency keys the caller owns (None for an anonymous caller)."""
     if agent_caller is not None:
-        return Task.objects.filter(created_by_agent=agent_caller, idempotency_key=key).first()
+        return Task.objects.filter(created_by_agent=agent_caller)
     if _user_id(user) is not None:
-        return Task.objects.filter(created_by=user, idempotency_key=key).first()
+        return Task.objects.filter(created_by=user)
     return None
 
 
-def _same_request(task: Task, skill_id: str, data: Any, agent_id: str | None) -> Task:
-    """An idempotent repeat must ask for the same thing; else 409 (the key was reused)."""
+def _existing(user: Any, agent_caller: Any, key: str) -> Task | None:
+    tasks = caller_tasks(user, agent_caller) if key else None
+    return tasks.filter(idempotency_key=key).first() if tasks is not None else None
+
+
+def same_request(task: Task, skill_id: str, data: Any, agent_id: str | None) -> Task:
+    """An idempotent repeat must ask for the same thing; else 409 (the key was reused).
+
+    Returns ``task`` marked ``created = False``.
+    """
+    check_same(task, skill_id, data, agent_id)
+    task.created = False  # type: ignore[attr-defined]
+    return task
+
+
+def check_same(task: Task, skill_id: str, data: Any, agent_id: str | None) -> None:
+    """409 ``idempotency_conflict`` unless the repeat asks for what ``task`` was made for."""
     if task.skill_id != skill_id or (data is not None and task.input != data):
         raise Conflict(
             "This idempotencyKey was already used for a different task "
@@ -122,8 +209,87 @@ def _same_request(task: Task, skill_id: str, data: Any, agent_id: str | None) ->
             {"taskId": str(task.id)},
             code="idempotency_conflict",
         )
-    task.created = False  # type: ignore[attr-defined]
-    return task
+
+
+@dataclass
+class NewTask:
+    """The rows of one task about to be created: the task, its first event and message."""
+
+    task: Task
+    event: TaskEvent
+    message: TaskMessage
+
+
+def build(
+    *,
+    skill: Skill,
+    agent: AgentProfile,
+    match: dict[str, Any],
+    data: dict[str, Any],
+    user: Any = None,
+    agent_caller: AgentProfile | None = None,
+    idempotency_key: str = "",
+    message: dict[str, Any] | None = None,
+    context_id: str | None = None,
+    origin: str = "api",
+) -> NewTask:
+    """The unsaved rows of a new task (SUBMITTED, next action SEND; for a socket-only
+    agent with a gateway hand-off registered: no next action, see :func:`insert`)."""
+    context = context_id or (message or {}).get("contextId") or str(uuid.uuid4())
+    if message is not None:
+        outbound = relay_message(message)
+    else:
+        outbound = user_message(skill_id=skill.id, data=data)
+    now = timezone.now()
+    task = Task(
+        skill=skill,
+        agent=agent,
+        context_id=str(context)[:200],
+        input=data,
+        transport=Transport.A2A,
+        outbound_message=outbound,
+        metadata={"match": match, "fallbacks": []},
+        created_by=_user_id(user),
+        created_by_agent=agent_caller,
+        origin=origin,
+        idempotency_key=idempotency_key,
+        next_action=NextAction.SEND,
+        next_poll_at=now,
+        deadline_at=_deadline(),
+        created_at=now,
+        state_changed_at=now,
+        updated_at=now,
+    )
+    if _gateway_hand_off is not None and not agent.a2a_endpoint:
+        task.transport, task.next_action, task.next_poll_at = Transport.OFFLINE, "", None
+    event = TaskEvent(
+        task=task, at=now, from_state="", to_state=task.state, reason=f"created ({origin})"
+    )
+    first = TaskMessage(
+        task=task,
+        direction=Direction.TO_AGENT,
+        message_id=str(outbound.get("messageId", ""))[:200],
+        message=outbound,
+        created_at=now,
+    )
+    return NewTask(task, event, first)
+
+
+def insert(new: list[NewTask]) -> None:
+    """Store the rows (one INSERT per kind), hand socket-only tasks to the gateway and,
+    after commit, ask a worker to start the others. Call inside a transaction."""
+    if not new:
+        return
+    tasks = [n.task for n in new]
+    Task.objects.bulk_create(tasks)
+    TaskEvent.objects.bulk_create([n.event for n in new])
+    TaskMessage.objects.bulk_create([n.message for n in new])
+    gateway = [t for t in tasks if t.next_action == ""]
+    if gateway and _gateway_hand_off is not None:
+        _gateway_hand_off(gateway)
+    queue_processing_many([t.pk for t in tasks if t.next_action == NextAction.SEND])
+    for task in tasks:
+        task.created = True  # type: ignore[attr-defined]
 
 
 def create_task(
@@ -146,61 +312,34 @@ def create_task(
     unknown/inactive skill or agent, input failing the skill's ``input_schema`` or no
     agent for the skill, and 409 when the key was used for a different request.
     """
-    skill = Skill.objects.filter(pk=skill_id).first()
-    if skill is None or not skill.is_active:
-        state = "inactive" if skill is not None else "unknown"
-        raise UnknownSkill(f"Skill '{skill_id}' is {state}.", {"skillId": skill_id})
+    skill = active_skill(skill_id)
     data = {} if input is None else input
     if validate_input:
-        _check_input(skill, data)
+        check_input(skill, data)
     key = (idempotency_key or "")[:200]
     existing = _existing(user, agent_caller, key)
     if existing is not None:
-        return _same_request(existing, skill.id, input, agent_id)
-    agent, match = _choose_agent(skill, agent_id)
-    context = context_id or (message or {}).get("contextId") or str(uuid.uuid4())
-    if message is not None:
-        outbound = relay_message(message)
-    else:
-        outbound = user_message(skill_id=skill.id, data=data)
-    now = timezone.now()
-    task = Task(
+        return same_request(existing, skill.id, input, agent_id)
+    agent, match = choose_agent(skill, agent_id)
+    new = build(
         skill=skill,
         agent=agent,
-        context_id=str(context)[:200],
-        input=data,
-        transport=Transport.A2A,
-        outbound_message=outbound,
-        metadata={"match": match, "fallbacks": []},
-        created_by=_user_id(user),
-        created_by_agent=agent_caller,
-        origin=origin,
+        match=match,
+        data=data,
+        user=user,
+        agent_caller=agent_caller,
         idempotency_key=key,
-        next_action=NextAction.SEND,
-        next_poll_at=now,
-        deadline_at=_deadline(),
-        created_at=now,
-        state_changed_at=now,
+        message=message,
+        context_id=context_id,
+        origin=origin,
     )
     try:
         with transaction.atomic():
-            task.save(force_insert=True)
-            TaskEvent.objects.create(
-                task=task, at=now, from_state="", to_state=task.state, reason=f"created ({origin})"
-            )
-            TaskMessage.objects.create(
-                task=task,
-                direction=Direction.TO_AGENT,
-                message_id=str(outbound.get("messageId", ""))[:200],
-                message=outbound,
-            )
-            queue_processing(task.pk)
-            transaction.on_commit(lambda: task_changed.send(Task, task_id=task.pk))
+            insert([new])
     except IntegrityError:
         # A concurrent request with the same idempotency key won the race.
         existing = _existing(user, agent_caller, key)
         if existing is None:
             raise
-        return _same_request(existing, skill.id, input, agent_id)
-    task.created = True  # type: ignore[attr-defined]
-    return task
+        return same_request(existing, skill.id, input, agent_id)
+    return new.task

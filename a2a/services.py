@@ -16,7 +16,7 @@ Seams other parts extend:
 Where the code lives (split by responsibility; always import from here):
 
 * :mod:`a2a.creation` — :func:`create_task` (validation, agent choice, idempotency keys)
-  and :func:`queue_processing`;
+  and :func:`queue_processing`; :mod:`a2a.batch` — :func:`create_tasks` (many at once);
 * :mod:`a2a.agent_updates` — :func:`apply_agent_update` (an agent's status and output)
   and :func:`record_message`;
 * :mod:`a2a.task_actions` — a person's reply, cancel and retry, :func:`deliver_followup`
@@ -26,6 +26,7 @@ Where the code lives (split by responsibility; always import from here):
 from __future__ import annotations
 
 from a2a.agent_updates import apply_agent_update, record_message
+from a2a.batch import Outcome, TaskRequest, create_tasks
 from a2a.creation import create_task, queue_processing
 from a2a.task_actions import (
     cancel_task,
@@ -37,9 +38,12 @@ from a2a.task_actions import (
 )
 
 __all__ = [
+    "Outcome",
+    "TaskRequest",
     "apply_agent_update",
     "cancel_task",
     "create_task",
+    "create_tasks",
     "deliver_followup",
     "handle_send_failure",
     "max_attempts",

@@ -2,15 +2,41 @@
 
 from __future__ import annotations
 
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
 from celery import shared_task
+from django.conf import settings
+from django.db import connection
 
 from a2a import worker
+
+log = logging.getLogger(__name__)
 
 
 @shared_task(name="a2a.process", ignore_result=True, soft_time_limit=90, time_limit=120)
 def process(task_id: str) -> None:
     """Do the task's due next action (send, poll, cancel) if it is due and free."""
     worker.process_task(task_id)
+
+
+def _process_on_pool_thread(task_id: str) -> None:
+    try:
+        worker.process_task(task_id)
+    except Exception:  # process_task records failures on the task; this is a bug guard
+        log.exception("task %s: could not process it", task_id)
+    finally:
+        connection.close()  # this pool thread's own connection
+
+
+@shared_task(name="a2a.process_many", ignore_result=True, soft_time_limit=90, time_limit=120)
+def process_many(task_ids: list[str]) -> None:
+    """Start the tasks of one batch creation, ``A2A_POLL_CONCURRENCY`` at a time (one
+    message for the whole batch; each task is claimed on its own, so a task another
+    worker took meanwhile is skipped)."""
+    width = max(1, min(len(task_ids), settings.A2A_POLL_CONCURRENCY))
+    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="a2a-batch") as pool:
+        list(pool.map(_process_on_pool_thread, task_ids))
 
 
 @shared_task(name="a2a.sweep", ignore_result=True, soft_time_limit=240, time_limit=300)

@@ -15,6 +15,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("api/a2a/agent-card/<str:agent_id>", registry.AgentCardView.as_view(), name="agent-card"),
     # Platform tasks (Django users): create, follow, answer, cancel, retry.
     path("api/tasks", views.TaskListView.as_view(), name="task-list"),
+    path("api/tasks:batch", views.TaskBatchView.as_view(), name="task-batch"),
     path("api/tasks/<uuid:pk>", views.TaskDetailView.as_view(), name="task-detail"),
     path("api/tasks/<uuid:pk>/reply", views.TaskReplyView.as_view(), name="task-reply"),
     path("api/tasks/<uuid:pk>/cancel", views.TaskCancelView.as_view(), name="task-cancel"),

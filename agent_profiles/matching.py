@@ -86,17 +86,26 @@ def _fit(agent: AgentProfile, domain: str, subdomain: str) -> float:
     return 0.6 * part(agent.domain, domain) + 0.4 * part(agent.subdomain, subdomain)
 
 
-def _history(agent_ids: list[str]) -> tuple[dict[str, int], dict[str, list[tuple[str, float]]]]:
-    """Active task counts (now) and recent (state, seconds) of finished tasks, per agent."""
+def active_counts(agent_ids: list[str]) -> dict[str, int]:
+    """Tasks each agent has in SUBMITTED or WORKING now (one query)."""
     from a2a.models import Task
     from a2a.states import ACTIVE_STATES
 
-    active = dict(
+    return dict(
         Task.objects.filter(agent_id__in=agent_ids, state__in=ACTIVE_STATES)
         .values_list("agent_id")
         .annotate(n=Count("id"))
         .values_list("agent_id", "n")
     )
+
+
+def _history(
+    agent_ids: list[str], active: dict[str, int] | None = None
+) -> tuple[dict[str, int], dict[str, list[tuple[str, float]]]]:
+    """Active task counts (now, unless given) and recent (state, seconds) of finished
+    tasks, per agent."""
+    if active is None:
+        active = active_counts(agent_ids)
     digest = hashlib.sha256("\0".join(agent_ids).encode()).hexdigest()[:32]
     key = f"match-history:{digest}"
     recent = cache.get(key)
@@ -128,17 +137,28 @@ def _recent(agent_ids: list[str]) -> dict[str, list[tuple[str, float]]]:
 
 
 def score_agents(
-    skill: Skill, *, domain: str | None = None, subdomain: str | None = None
+    skill: Skill,
+    *,
+    domain: str | None = None,
+    subdomain: str | None = None,
+    agents: list[AgentProfile] | None = None,
+    active: dict[str, int] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every candidate's score breakdown, best first (the tie-break applied)."""
+    """Every candidate's score breakdown, best first (the tie-break applied).
+
+    ``agents`` (the active agents offering the skill) and ``active`` (their active task
+    counts, see :func:`active_counts`) may come from the caller, which then saves their
+    queries (task creation caches the first and counts the second once per batch).
+    """
     from a2a.states import TaskState
 
-    agents = list(skill.agents.filter(status=AgentStatus.ACTIVE).order_by("id"))
+    if agents is None:
+        agents = list(skill.agents.filter(status=AgentStatus.ACTIVE).order_by("id"))
     if not agents:
         return []
     want_domain = skill.domain if domain is None else domain
     want_subdomain = skill.subdomain if subdomain is None else subdomain
-    active, recent = _history([a.id for a in agents])
+    active, recent = _history([a.id for a in agents], active)
     online = _online_ids()
     now = timezone.now()
     rows = []
@@ -172,15 +192,21 @@ def score_agents(
 
 
 def match_agent(
-    skill: Skill, *, domain: str | None = None, subdomain: str | None = None
+    skill: Skill,
+    *,
+    domain: str | None = None,
+    subdomain: str | None = None,
+    agents: list[AgentProfile] | None = None,
+    active: dict[str, int] | None = None,
 ) -> tuple[AgentProfile, dict[str, Any]]:
     """The best active agent for ``skill`` and the score breakdown for ``metadata.match``.
 
-    Raises :class:`a2a.exceptions.NoAgentAvailable` (400) when no active agent offers it.
+    ``agents`` and ``active`` as for :func:`score_agents`. Raises
+    :class:`a2a.exceptions.NoAgentAvailable` (400) when no active agent offers it.
     """
     from a2a.exceptions import NoAgentAvailable
 
-    rows = score_agents(skill, domain=domain, subdomain=subdomain)
+    rows = score_agents(skill, domain=domain, subdomain=subdomain, agents=agents, active=active)
     if not rows:
         raise NoAgentAvailable(
             f"No active agent offers the skill '{skill.id}'. Register an agent for it, "

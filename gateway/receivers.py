@@ -1,4 +1,6 @@
-"""Signal receivers keeping the gateway's rows in step with tasks and agents."""
+"""Signal receivers keeping the gateway's rows in step with tasks and agents, and the
+hand-off of new socket-only tasks (registered with ``a2a.creation`` when this module is
+imported at app start)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from typing import Any
 from django.db.models.signals import post_save
 from django.dispatch import receiver
 
+from a2a.creation import register_gateway_hand_off
 from a2a.signals import task_changed
 from a2a.states import TERMINAL_STATES
 from agent_profiles.models import AgentProfile
@@ -16,13 +19,21 @@ from gateway import services
 log = logging.getLogger(__name__)
 
 
+register_gateway_hand_off(services.assign_new_tasks)
+
+
 @receiver(task_changed, dispatch_uid="gateway.task_changed")
 def withdraw_deliveries_of_finished_task(sender: Any, task_id: Any, **kwargs: Any) -> None:
-    """A finished task owes its agent nothing more (a cancel already queued still goes)."""
+    """A finished task owes its agent nothing more (a cancel already queued still goes).
+
+    The signal carries the new ``state``; the row is read only when a sender omits it.
+    """
     from a2a.models import Task
 
     try:
-        state = Task.objects.filter(pk=task_id).values_list("state", flat=True).first()
+        state = kwargs.get("state")
+        if state is None:
+            state = Task.objects.filter(pk=task_id).values_list("state", flat=True).first()
         if state in TERMINAL_STATES:
             services.close_open_deliveries(task_id, f"task {state}")
     except Exception:  # receivers must not raise into the transition's caller

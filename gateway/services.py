@@ -114,6 +114,38 @@ def push_task(task: Task, *, reason: str = "") -> str:
     return str(transport)
 
 
+def assign_new_tasks(tasks: list[Task]) -> None:
+    """Assign just-created tasks of agents without an HTTP endpoint (the gateway is their
+    only transport), inside the creation transaction: ``a2a.creation`` calls this through
+    the hand-off the gateway registers at app start (see :mod:`gateway.receivers`).
+
+    One presence read, one INSERT of the ``task.assign`` deliveries, one UPDATE of the
+    tasks whose agent is online (they arrive as ``offline``); the agents' connections are
+    told after commit, with the frame, so it leaves within milliseconds of the commit.
+    """
+    agent_ids = {task.agent_id for task in tasks}
+    online = set(
+        presence.fresh_presence()
+        .filter(agent_id__in=agent_ids)
+        .values_list("agent_id", flat=True)
+        .distinct()
+    )
+    deliveries = []
+    for task in tasks:
+        delivery = Delivery(
+            task=task, agent_id=task.agent_id, kind=DeliveryKind.ASSIGN, expires_at=expiry()
+        )
+        delivery.payload = frames.assign(delivery.id, task, outbound_message(task))
+        deliveries.append(delivery)
+    Delivery.objects.bulk_create(deliveries)
+    live = [task.pk for task in tasks if task.agent_id in online]
+    if live:
+        Task.objects.filter(pk__in=live).update(transport=Transport.WEBSOCKET)
+    for task, delivery in zip(tasks, deliveries, strict=True):
+        task.transport = Transport.WEBSOCKET if task.agent_id in online else Transport.OFFLINE
+        notify_on_commit(delivery, was_offline=task.transport == Transport.OFFLINE)
+
+
 def switch_to_gateway(task: Task, *, reason: str) -> str:
     """Move a task the agent holds (over HTTP) to the gateway without a new assignment."""
     transport = Transport.WEBSOCKET if presence.is_online(task.agent_id) else Transport.OFFLINE
@@ -203,6 +235,7 @@ __all__ = [
     "DELIVER_EVENT",
     "ack",
     "apply_update",
+    "assign_new_tasks",
     "authenticate_key",
     "cancel_offline",
     "claim",

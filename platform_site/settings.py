@@ -273,6 +273,11 @@ A2A_POLL_MESSAGES = envbool("A2A_POLL_MESSAGES", False)
 # them on the one shared sync thread. One in the embedded mode (SQLite and the in-process
 # worker share one interpreter: more threads only contend), four on PostgreSQL.
 TASKS_API_THREADS = envint("TASKS_API_THREADS", 1 if EMBEDDED else 4)
+# Task creation caches skills and their candidate agents per process this long (a change
+# made in this process clears them at once; one made elsewhere shows within this); 0: off.
+A2A_REGISTRY_CACHE_SECONDS = envfloat("A2A_REGISTRY_CACHE_SECONDS", 2.0)
+# Most tasks one POST /api/tasks:batch may create.
+TASKS_BATCH_MAX = envint("TASKS_BATCH_MAX", 100)
 
 # --- A2A server face ------------------------------------------------------------------
 A2A_DEFAULT_SKILL = envstr("A2A_DEFAULT_SKILL")

@@ -66,10 +66,14 @@ SKILL_OUTPUT_SCHEMA: dict[str, Any] = {
 
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> None:
-    """Each test starts with an empty (local-memory) cache: no throttle counts carried over."""
+    """Each test starts with empty caches: no throttle counts carried over, and no skill or
+    agent of an earlier (rolled back) test remembered by task creation."""
     from django.core.cache import cache
 
+    from a2a import lookups
+
     cache.clear()
+    lookups.clear()
 
 
 @pytest.fixture

@@ -101,6 +101,28 @@ class CreateTaskSerializer(serializers.Serializer):
         return value
 
 
+class BatchCreateSerializer(serializers.Serializer):
+    """``POST /api/tasks:batch`` body (documentation; items are checked one by one, so a
+    bad item is refused on its own)."""
+
+    tasks = CreateTaskSerializer(many=True)
+
+
+class BatchResultSerializer(serializers.Serializer):
+    """One item's answer: the status ``POST /api/tasks`` would give, and the task or the
+    error (the platform error object ``{code, message, details}``)."""
+
+    status = serializers.IntegerField(help_text="201 created, 200 repeated key, or 4xx.")
+    task = TaskSerializer(required=False)
+    error = serializers.DictField(required=False)
+
+
+class BatchResponseSerializer(serializers.Serializer):
+    """``POST /api/tasks:batch`` answer: one result per item, in the order given."""
+
+    results = BatchResultSerializer(many=True)
+
+
 class ReplySerializer(serializers.Serializer):
     """``POST /api/tasks/{id}/reply`` body: text and/or data."""
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, status
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import exceptions, generics, status
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -18,6 +19,8 @@ from rest_framework.views import APIView
 
 from a2a import services
 from a2a.api.serializers import (
+    BatchCreateSerializer,
+    BatchResponseSerializer,
     CancelSerializer,
     CreateTaskSerializer,
     ReplySerializer,
@@ -26,7 +29,7 @@ from a2a.api.serializers import (
 from a2a.models import Task
 from a2a.states import normalize_state
 from agent_profiles.authentication import AgentPrincipal
-from platform_site.errors import ValidationFailed
+from platform_site.errors import PlatformError, ValidationFailed, exception_handler
 
 
 class IsPlatformUser(BasePermission):
@@ -97,6 +100,98 @@ class TaskListView(generics.ListAPIView):
         created = getattr(task, "created", True)
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         return Response(TaskSerializer(task).data, status=code)
+
+
+def _task_request(body: Any) -> services.TaskRequest:
+    """One batch item, checked like the body of ``POST /api/tasks``."""
+    if not isinstance(body, dict):
+        raise exceptions.ValidationError(
+            {"non_field_errors": ["An item must be a JSON object: the body of POST /api/tasks."]}
+        )
+    serializer = CreateTaskSerializer(data=body)
+    serializer.is_valid(raise_exception=True)
+    data = serializer.validated_data
+    return services.TaskRequest(
+        skill_id=data["skillId"],
+        input=data.get("input") or {},
+        agent_id=data.get("agentId") or None,
+        idempotency_key=data.get("idempotencyKey", ""),
+    )
+
+
+def _refusal(exc: Exception) -> dict[str, Any]:
+    """The result for a refused item: the status and error ``POST /api/tasks`` would give."""
+    response = exception_handler(exc, {})
+    if response is None:  # not an API error (a bug): let it surface
+        raise exc
+    return {"status": response.status_code, "error": response.data["error"]}
+
+
+class TaskBatchView(APIView):
+    """``POST /api/tasks:batch``: create many tasks in one request."""
+
+    permission_classes = [IsPlatformUser]
+
+    @extend_schema(
+        operation_id="tasks_batch_create",
+        tags=["tasks"],
+        request=BatchCreateSerializer,
+        responses={
+            200: BatchResponseSerializer,
+            400: OpenApiResponse(
+                description='Not `{"tasks": [...]}`, or more than `TASKS_BATCH_MAX` items: '
+                '`{"error": {"code", "message", "details"}}`, nothing created.'
+            ),
+        },
+        description="Each item is the body of `POST /api/tasks` and gets the answer that "
+        "request would get, in the order given: `201` with the new task, `200` with the "
+        "earlier task when its `idempotencyKey` repeats one of the caller's (or an earlier "
+        "item's of the same batch), or a 4xx with the error. A refused item writes nothing; "
+        "the others are created. At most `TASKS_BATCH_MAX` items (default 100).",
+        examples=[
+            OpenApiExample(
+                "Two tasks, one refused",
+                request_only=True,
+                value={
+                    "tasks": [
+                        {"skillId": "ce-review", "input": {"product": "lamp"}},
+                        {"skillId": "no-such-skill", "input": {}},
+                    ]
+                },
+            ),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        body = request.data
+        items = body.get("tasks") if isinstance(body, dict) else None
+        if not isinstance(items, list):
+            raise ValidationFailed(
+                'The body must be {"tasks": [...]}: a list of POST /api/tasks bodies.',
+                {"tasks": "a list is required"},
+            )
+        limit = settings.TASKS_BATCH_MAX
+        if len(items) > limit:
+            raise ValidationFailed(
+                f"A batch holds at most {limit} tasks (TASKS_BATCH_MAX); this one has "
+                f"{len(items)}. Split it.",
+                {"tasks": f"at most {limit} items", "count": len(items)},
+            )
+        results: list[dict[str, Any] | None] = [None] * len(items)
+        requests, positions = [], []
+        for index, item in enumerate(items):
+            try:
+                requests.append(_task_request(item))
+                positions.append(index)
+            except (PlatformError, exceptions.APIException) as exc:
+                results[index] = _refusal(exc)
+        outcomes = services.create_tasks(requests, user=request.user)
+        for index, outcome in zip(positions, outcomes, strict=True):
+            if outcome.error is not None:
+                results[index] = _refusal(outcome.error)
+            else:
+                code = status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK
+                results[index] = {"status": code, "task": TaskSerializer(outcome.task).data}
+        return Response({"results": results})
 
 
 class TaskDetailView(generics.RetrieveAPIView):

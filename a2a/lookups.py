@@ -1,0 +1,81 @@
+"""Cached registry reads for task creation: a skill by id, the active agents offering it.
+
+Every ``POST /api/tasks`` and every ``message:send`` of the A2A face needs the skill (its
+input schema) and the agents that may take it; both change rarely and are read on every
+creation. They are kept per process for ``A2A_REGISTRY_CACHE_SECONDS`` and dropped at once
+when this process saves or deletes a skill or an agent, or changes which skills an agent
+offers (Django signals). A change made in another process, or by a bulk ``update()``
+that sends no signal (the admin's approve/disable actions), is seen within that many
+seconds; the cached objects are shared between threads and must be treated as read-only.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from django.conf import settings
+from django.db.models.signals import m2m_changed, post_delete, post_save
+
+from agent_profiles.models import AgentProfile, AgentStatus, Skill
+
+_lock = threading.Lock()
+_skills: dict[str, tuple[float, Skill | None]] = {}
+_candidates: dict[str, tuple[float, list[AgentProfile]]] = {}
+_MISSING = object()
+
+
+def _ttl() -> float:
+    return float(getattr(settings, "A2A_REGISTRY_CACHE_SECONDS", 2.0))
+
+
+def _get(store: dict[str, tuple[float, Any]], key: str) -> Any:
+    entry = store.get(key)
+    if entry is None or entry[0] < time.monotonic():
+        return _MISSING
+    return entry[1]
+
+
+def _put(store: dict[str, tuple[float, Any]], key: str, value: Any) -> None:
+    ttl = _ttl()
+    if ttl > 0:
+        with _lock:
+            store[key] = (time.monotonic() + ttl, value)
+
+
+def skill(skill_id: str) -> Skill | None:
+    """The skill with this id (active or not), or None if there is none."""
+    found = _get(_skills, skill_id)
+    if found is _MISSING:
+        found = Skill.objects.filter(pk=skill_id).first()
+        _put(_skills, skill_id, found)
+    return found  # type: ignore[no-any-return]
+
+
+def candidates(skill: Skill) -> list[AgentProfile]:
+    """The active agents offering ``skill``, ordered by id."""
+    found = _get(_candidates, skill.pk)
+    if found is _MISSING:
+        found = list(skill.agents.filter(status=AgentStatus.ACTIVE).order_by("id"))
+        _put(_candidates, skill.pk, found)
+    return list(found)
+
+
+def clear() -> None:
+    """Forget everything cached (a change in this process; tests between cases)."""
+    with _lock:
+        _skills.clear()
+        _candidates.clear()
+
+
+def _changed(sender: Any, **kwargs: Any) -> None:
+    clear()
+
+
+for _model in (Skill, AgentProfile):
+    post_save.connect(_changed, sender=_model, dispatch_uid=f"a2a.lookups.save.{_model.__name__}")
+    post_delete.connect(
+        _changed, sender=_model, dispatch_uid=f"a2a.lookups.delete.{_model.__name__}"
+    )
+m2m_changed.connect(_changed, sender=AgentProfile.skills.through, dispatch_uid="a2a.lookups.m2m")
