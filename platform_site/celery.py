@@ -7,6 +7,11 @@ import os
 
 from celery import Celery
 
+from platform_site import kombu_fix
+
+# Workers must survive broker outages: see platform_site/kombu_fix.py.
+kombu_fix.install()
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
 
 app = Celery("platform_site")

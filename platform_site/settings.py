@@ -353,6 +353,14 @@ CELERY_TASK_SOFT_TIME_LIMIT = envint("CELERY_TASK_SOFT_TIME_LIMIT", 120)
 CELERY_TASK_TIME_LIMIT = envint("CELERY_TASK_TIME_LIMIT", 150)
 CELERY_TASK_DEFAULT_QUEUE = envstr("CELERY_QUEUE", "platform")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Keep retrying the broker forever after a loss (Celery's default gives up after 100
+# attempts, then the worker exits): an outage only delays work.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# A task running when the broker drops finishes (its agent call is not cut half-way); its
+# ack is lost, the message comes back after the visibility timeout and finds the task's
+# row already done (tasks re-read rows and are safe to run twice). Explicit: Celery 6 will
+# flip the default. The worker itself survives thanks to platform_site/kombu_fix.py.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # Periodic sweeps: the database is the source of truth, so these find whatever a lost
 # message or a killed worker left behind.
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}

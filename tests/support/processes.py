@@ -262,3 +262,42 @@ def live_platform_for_mode(**env: str | int | float | bool) -> Iterator[LivePlat
     else:
         with embedded_platform(**env) as proc:
             yield LivePlatform(proc.url, {"platform": proc})  # type: ignore[attr-defined]
+
+
+class RedisServer:
+    """A private ``redis-server`` (no persistence) that a fault test may kill and restart.
+
+    Children get its URL through ``REDIS_URL`` (pass ``REDIS_URL=server.url`` as an
+    override); the session's own Redis is never touched.
+    """
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: Proc | None = None
+
+    def start(self) -> None:
+        args = ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port)]
+        args += ["--save", "", "--appendonly", "no"]
+        self.proc = Proc(args, dict(os.environ), name=f"redis-{self.port}")
+        self.proc.wait_log(r"Ready to accept connections", timeout=15)
+
+    def kill(self) -> None:
+        """SIGKILL: every connection drops at once and the queued messages are gone."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.close()
+            self.proc = None
+
+    def close(self) -> None:
+        self.kill()
+
+
+@contextmanager
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
