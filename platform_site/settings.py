@@ -278,6 +278,14 @@ TASKS_API_THREADS = envint("TASKS_API_THREADS", 1 if EMBEDDED else 4)
 A2A_REGISTRY_CACHE_SECONDS = envfloat("A2A_REGISTRY_CACHE_SECONDS", 2.0)
 # Most tasks one POST /api/tasks:batch may create.
 TASKS_BATCH_MAX = envint("TASKS_BATCH_MAX", 100)
+# Agents whose card offers push notifications are asked to push each update of a task to
+# a per-task webhook (PUBLIC_URL must reach the platform from the agent); polling stays as
+# the safety net at AGENT_PUSH_POLL_INTERVAL seconds.
+AGENT_PUSH_ENABLED = envbool("AGENT_PUSH_ENABLED", True)
+AGENT_PUSH_POLL_INTERVAL = envfloat("AGENT_PUSH_POLL_INTERVAL", 60.0)
+AGENT_PUSH_MAX_BYTES = envint("AGENT_PUSH_MAX_BYTES", 1_000_000)  # one pushed body
+# Database threads applying pushes (each keeps its connection); 0: the shared sync thread.
+AGENT_PUSH_THREADS = envint("AGENT_PUSH_THREADS", 2)
 
 # --- A2A server face ------------------------------------------------------------------
 A2A_DEFAULT_SKILL = envstr("A2A_DEFAULT_SKILL")

@@ -1,0 +1,367 @@
+"""Agents pushing to the platform: per-task webhooks, tokens, and applying what arrives.
+
+When an agent's card offers push notifications, the send carries
+``configuration.taskPushNotificationConfig`` (:func:`push_config`): a webhook URL of its
+own per task and attempt, ``{PUBLIC_URL}/api/a2a/push/{taskId}/{attempt}``, and a token
+for it (in ``token`` and as ``authentication`` Bearer credentials, so an agent sends it in
+``X-A2A-Notification-Token`` or ``Authorization``). The token is an HMAC of the task id and
+attempt under the platform's key: nothing is stored, a forged one is refused before the
+database is read, and the comparison takes constant time.
+
+The webhook (:mod:`a2a.agent_push_asgi`) parses the body (:func:`parse`: an A2A
+``StreamResponse`` — ``task``, ``statusUpdate``, ``artifactUpdate`` or ``message`` — or
+the bare Task / ``kind``-tagged events of A2A 0.3) and :func:`apply` ties it to the
+platform task and the agent's task id, then goes through the one agent-update mapping
+polling uses (:func:`a2a.services.apply_agent_update`): a COMPLETED still has its output
+validated, and a COMPLETED that brings no artifacts (none pushed before either) makes the
+worker read the task once with ``GetTask``. It is idempotent and order-safe: a status
+whose timestamp is older than the latest one applied, a WORKING while the platform waits
+for a person's answer, and anything for a finished task are refused with ``409`` and
+change nothing. Polling stays as the safety net, at ``AGENT_PUSH_POLL_INTERVAL``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils.crypto import salted_hmac
+
+from a2a.creation import queue_processing
+from a2a.models import Direction, Task
+from a2a.states import ACTIVE_STATES, INTERRUPTED_STATES, NextAction, TaskState, normalize_state
+from platform_site.errors import Conflict, NotFound, PlatformError, ValidationFailed
+
+PATH_PREFIX = "/api/a2a/push/"
+_SALT = "a2a.agent_push"
+# Metadata key recording how the platform follows a task: "push", "stream" or "poll".
+FOLLOWED_BY = "followedBy"
+
+
+# --- tokens and the config sent to the agent ----------------------------------------
+
+
+def token_for(task_id: Any, attempt: int) -> str:
+    """The webhook token of one attempt of a task (an HMAC: nothing stored)."""
+    return salted_hmac(_SALT, f"{task_id}:{attempt}", algorithm="sha256").hexdigest()
+
+
+def token_matches(task_id: Any, attempt: int, presented: str) -> bool:
+    """Constant-time check of a presented token."""
+    return hmac.compare_digest(token_for(task_id, attempt).encode(), presented.encode())
+
+
+def webhook_url(task_id: Any, attempt: int) -> str:
+    return f"{settings.PUBLIC_URL}{PATH_PREFIX}{task_id}/{attempt}"
+
+
+def push_config(task: Task) -> dict[str, Any]:
+    """``configuration.taskPushNotificationConfig`` for the task's current attempt."""
+    attempt = max(1, int(task.attempts or 0))
+    token = token_for(task.pk, attempt)
+    return {
+        "id": f"platform-{task.pk}",
+        "url": webhook_url(task.pk, attempt),
+        "token": token,
+        "authentication": {"scheme": "Bearer", "credentials": token},
+    }
+
+
+# --- parsing a pushed body ---------------------------------------------------------------
+
+
+class NotA2A(ValidationFailed):
+    code = "not_a2a"
+
+
+class StaleUpdate(Conflict):
+    code = "stale_update"
+
+
+class TaskFinished(Conflict):
+    code = "task_finished"
+
+
+class WrongTask(Conflict):
+    code = "wrong_task"
+
+
+@dataclass
+class Push:
+    """What an agent pushed, in A2A 1.0 terms."""
+
+    kind: str  # "task" | "status" | "artifact" | "message"
+    remote_id: str = ""
+    remote_context: str = ""
+    status: dict[str, Any] | None = None
+    artifacts: list[Any] | None = None
+    artifact: dict[str, Any] | None = None
+    append: bool = False
+    message: dict[str, Any] | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def _obj(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise NotA2A(f"{what} must be an object.", {"field": what})
+    return value
+
+
+def _status(value: Any, what: str) -> dict[str, Any]:
+    status = _obj(value, what)
+    if normalize_state(status.get("state")) is None:
+        raise NotA2A(
+            f"{what}.state {status.get('state')!r} is not an A2A task state.",
+            {"field": f"{what}.state"},
+        )
+    return status
+
+
+def _text(value: Any, what: str, *, required: bool = True) -> str:
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value):
+        raise NotA2A(f"{what} must be a non-empty string.", {"field": what})
+    return value[:200]
+
+
+def parse(body: Any) -> Push:
+    """The push in ``body`` (a StreamResponse, or an A2A 0.3 Task / event); 400 otherwise."""
+    if not isinstance(body, dict):
+        raise NotA2A("A push must be a JSON object: an A2A StreamResponse.")
+    kind = body.get("kind")
+    if "task" in body or kind == "task" or ("status" in body and "id" in body):
+        task = _obj(body.get("task", body), "task")
+        artifacts = task.get("artifacts")
+        if artifacts is not None and not isinstance(artifacts, list):
+            raise NotA2A("task.artifacts must be a list.", {"field": "task.artifacts"})
+        return Push(
+            "task",
+            remote_id=_text(task.get("id"), "task.id"),
+            remote_context=_text(task.get("contextId"), "task.contextId", required=False),
+            status=_status(task.get("status"), "task.status"),
+            artifacts=artifacts,
+            raw=task,
+        )
+    if "statusUpdate" in body or kind == "status-update":
+        event = _obj(body.get("statusUpdate", body), "statusUpdate")
+        return Push(
+            "status",
+            remote_id=_text(event.get("taskId"), "statusUpdate.taskId"),
+            remote_context=_text(event.get("contextId"), "statusUpdate.contextId", required=False),
+            status=_status(event.get("status"), "statusUpdate.status"),
+            raw=event,
+        )
+    if "artifactUpdate" in body or kind == "artifact-update":
+        event = _obj(body.get("artifactUpdate", body), "artifactUpdate")
+        artifact = _obj(event.get("artifact"), "artifactUpdate.artifact")
+        if not isinstance(artifact.get("parts"), list):
+            raise NotA2A("artifact.parts must be a list.", {"field": "artifactUpdate.artifact"})
+        return Push(
+            "artifact",
+            remote_id=_text(event.get("taskId"), "artifactUpdate.taskId"),
+            remote_context=_text(
+                event.get("contextId"), "artifactUpdate.contextId", required=False
+            ),
+            artifact=artifact,
+            append=bool(event.get("append")),
+            raw=event,
+        )
+    if "message" in body or kind == "message":
+        message = _obj(body.get("message", body), "message")
+        if not isinstance(message.get("parts"), list):
+            raise NotA2A("message.parts must be a list.", {"field": "message.parts"})
+        return Push(
+            "message",
+            remote_id=_text(message.get("taskId"), "message.taskId", required=False),
+            message=message,
+            raw=message,
+        )
+    raise NotA2A(
+        "Not an A2A StreamResponse: expected one of task, statusUpdate, artifactUpdate, message.",
+        {"keys": sorted(str(k) for k in body)[:10]},
+    )
+
+
+# --- applying it ---------------------------------------------------------------------------
+
+
+@dataclass
+class Applied:
+    """The webhook's answer: the task's state now, and whether a GetTask was asked for."""
+
+    state: str
+    read_back: bool = False
+
+
+def _timestamp(status: dict[str, Any] | None) -> datetime | None:
+    raw = (status or {}).get("timestamp")
+    if not isinstance(raw, str):
+        return None
+    try:
+        stamp = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo is not None else None
+
+
+def _locked(task_id: uuid.UUID) -> Task:
+    rows = Task.objects.select_related("skill", "agent")
+    if connection.vendor == "postgresql":
+        rows = rows.select_for_update(of=("self",))
+    task = rows.filter(pk=task_id).first()
+    if task is None:
+        raise NotFound(f"No task {task_id}.", {"taskId": str(task_id)})
+    return task
+
+
+def _check_ties(task: Task, push: Push, attempt: int) -> None:
+    if attempt != max(1, int(task.attempts or 0)):
+        raise StaleUpdate(
+            f"This webhook belongs to attempt {attempt} of task {task.id}; it is at attempt "
+            f"{task.attempts} now.",
+            {"taskId": str(task.id), "attempt": attempt},
+        )
+    if task.is_terminal:
+        raise TaskFinished(
+            f"Task {task.id} is {task.state}, a final state: it takes no more updates.",
+            {"taskId": str(task.id), "state": task.state},
+        )
+    if push.remote_id and task.remote_task_id and push.remote_id != task.remote_task_id:
+        raise WrongTask(
+            f"This webhook follows the agent's task {task.remote_task_id!r}, not "
+            f"{push.remote_id!r}.",
+            {"taskId": str(task.id)},
+        )
+
+
+def _check_order(task: Task, push: Push) -> datetime | None:
+    """The push's status time; 409 when it is older than what was applied, or resumes
+    work the platform has not answered yet."""
+    stamp = _timestamp(push.status)
+    seen = _timestamp({"timestamp": (task.metadata or {}).get("agentStatusAt")})
+    if stamp is not None and seen is not None and stamp < seen:
+        raise StaleUpdate(
+            f"The pushed status ({stamp.isoformat()}) is older than the one applied "
+            f"({seen.isoformat()}).",
+            {"taskId": str(task.id)},
+        )
+    state = normalize_state((push.status or {}).get("state"))
+    if task.state in INTERRUPTED_STATES and state in ACTIVE_STATES:
+        raise StaleUpdate(
+            f"Task {task.id} waits for a person's answer ({task.state}); a pushed {state} "
+            "is older than the question.",
+            {"taskId": str(task.id), "state": task.state},
+        )
+    return stamp
+
+
+def apply(task_id: uuid.UUID, attempt: int, push: Push) -> Applied:
+    """Apply one push to the platform task (the webhook's database side)."""
+    from a2a.services import apply_agent_update, record_message
+
+    with transaction.atomic():
+        task = _locked(task_id)
+        _check_ties(task, push, attempt)
+        remote = {"id": push.remote_id, "contextId": push.remote_context}
+        if push.kind == "message":
+            if push.message is not None:
+                record_message(task, Direction.FROM_AGENT, push.message)
+            return Applied(task.state)
+        if push.kind == "artifact":
+            _merge_artifact(task, push)
+            return Applied(task.state)
+        stamp = _check_order(task, push)
+        status = push.status or {}
+        state = normalize_state(status.get("state"))
+        artifacts = push.artifacts if push.kind == "task" else None
+        if state == TaskState.COMPLETED and not artifacts:
+            artifacts = list(task.artifacts or [])
+        if stamp is not None:
+            metadata = {**(task.metadata or {}), "agentStatusAt": stamp.isoformat()}
+            Task.objects.filter(pk=task.pk).update(metadata=metadata)
+            task.metadata = metadata
+        if state == TaskState.COMPLETED and not artifacts:
+            return _read_back(task, remote)
+        apply_agent_update(task, status=status, artifacts=artifacts, remote=remote, via="push")
+        return Applied(task.state)
+
+
+def _merge_artifact(task: Task, push: Push) -> None:
+    artifact = push.artifact or {}
+    artifacts = list(task.artifacts or [])
+    artifact_id = artifact.get("artifactId")
+    for index, known in enumerate(artifacts):
+        if isinstance(known, dict) and artifact_id and known.get("artifactId") == artifact_id:
+            if push.append:
+                parts = list(known.get("parts") or []) + list(artifact.get("parts") or [])
+                artifacts[index] = {**known, "parts": parts}
+            else:
+                artifacts[index] = artifact
+            break
+    else:
+        artifacts.append(artifact)
+    fields: dict[str, Any] = {"artifacts": artifacts}
+    if push.remote_id and not task.remote_task_id:
+        fields["remote_task_id"] = push.remote_id
+    Task.objects.filter(pk=task.pk, state=task.state).update(**fields)
+    task.artifacts = artifacts
+
+
+def _read_back(task: Task, remote: dict[str, Any]) -> Applied:
+    """A COMPLETED without artifacts: the worker reads the task once (GetTask) now."""
+    pushed_id = remote.get("id")
+    if pushed_id and not task.remote_task_id:
+        Task.objects.filter(pk=task.pk).update(remote_task_id=pushed_id)
+        task.remote_task_id = pushed_id
+    if task.remote_task_id:
+        Task.objects.filter(pk=task.pk, state=task.state).update(
+            next_action=NextAction.POLL, next_poll_at=_now()
+        )
+        queue_processing(task.pk)
+    return Applied(task.state, read_back=True)
+
+
+def _now() -> datetime:
+    from django.utils import timezone
+
+    return timezone.now()
+
+
+def is_push_path(path: str) -> bool:
+    return path.startswith(PATH_PREFIX)
+
+
+def parse_path(path: str) -> tuple[uuid.UUID, int]:
+    """``(task id, attempt)`` from ``/api/a2a/push/{taskId}/{attempt}``; 404 otherwise."""
+    tail = path[len(PATH_PREFIX) :].strip("/")
+    parts = tail.split("/")
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        return uuid.UUID(parts[0]), int(parts[1])
+    except ValueError:
+        raise NotFound("No such webhook.", {"path": path[:200]}) from None
+
+
+__all__ = [
+    "FOLLOWED_BY",
+    "Applied",
+    "NotA2A",
+    "PlatformError",
+    "Push",
+    "StaleUpdate",
+    "TaskFinished",
+    "WrongTask",
+    "apply",
+    "parse",
+    "push_config",
+    "token_for",
+    "token_matches",
+    "webhook_url",
+]

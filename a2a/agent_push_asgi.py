@@ -1,0 +1,130 @@
+"""The webhook agents push to: ``POST /api/a2a/push/{taskId}/{attempt}``, a lean ASGI app.
+
+It needs nothing of Django's request machinery: it reads a bounded body, checks the token
+(an HMAC, so a forged request costs no database read), parses the A2A body on the event
+loop and applies it on a small pool of database threads (``AGENT_PUSH_THREADS``,
+:mod:`platform_site.dbthreads`). Answers are JSON in the platform's error shape:
+
+* ``200`` ``{"state"}`` applied (or a harmless repeat); ``202`` ``{"state", "readBack":
+  true}`` a COMPLETED without artifacts, which the worker reads back with ``GetTask``;
+* ``400`` ``not_a2a`` / ``malformed_json`` / ``bad_text``; ``401`` a missing or wrong
+  token; ``404`` no such task; ``405`` not a POST; ``409`` ``task_finished``,
+  ``stale_update`` (older than what was applied, or an old attempt's webhook),
+  ``wrong_task`` (another agent task than the one followed); ``413`` too large
+  (``AGENT_PUSH_MAX_BYTES``). None of them changes anything.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from django.conf import settings
+
+from a2a import agent_push
+from platform_site.dbthreads import ConnectionPool
+from platform_site.errors import PlatformError, error_body
+from platform_site.lean_asgi import SECURITY_HEADERS, ASGIApp, route_to
+from platform_site.text import BadText, JSONTooDeep, find_bad_text, loads_bounded
+
+log = logging.getLogger(__name__)
+
+pool = ConnectionPool("agent-push", "AGENT_PUSH_THREADS")
+close_pool = pool.close
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _read_body(receive: Any, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ConnectionError("client went away")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+async def _answer(send: Any, status: int, body: dict[str, Any]) -> None:
+    payload = json.dumps(body, separators=(",", ":")).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload))]
+    headers += [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
+def _presented_token(scope: dict[str, Any]) -> str:
+    token = ""
+    for name, value in scope.get("headers") or []:
+        if name == b"x-a2a-notification-token":
+            return value.decode("latin-1").strip()
+        if name == b"authorization" and value[:7].lower() == b"bearer ":
+            token = value[7:].decode("latin-1").strip()
+    return token
+
+
+def _error(status: int, code: str, message: str, details: Any = None) -> tuple[int, dict]:
+    return status, error_body(code, message, details)
+
+
+async def _handle(scope: dict[str, Any], receive: Any) -> tuple[int, dict[str, Any]]:
+    if scope.get("method") != "POST":
+        return _error(405, "method_not_allowed", "Push with POST.")
+    try:
+        task_id, attempt = agent_push.parse_path(scope.get("path", ""))
+    except PlatformError as exc:
+        return _error(exc.status_code, exc.code, exc.message)
+    presented = _presented_token(scope)
+    if not presented or not agent_push.token_matches(task_id, attempt, presented):
+        return _error(
+            401,
+            "unauthorized",
+            "Missing or wrong push token: send the token of this webhook's "
+            "taskPushNotificationConfig in X-A2A-Notification-Token or as a Bearer token.",
+        )
+    try:
+        raw = await _read_body(receive, settings.AGENT_PUSH_MAX_BYTES)
+    except _TooLarge:
+        limit = settings.AGENT_PUSH_MAX_BYTES
+        return _error(413, "payload_too_large", f"A push is at most {limit} bytes.")
+    try:
+        body = loads_bounded(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, JSONTooDeep, RecursionError) as exc:
+        return _error(400, "malformed_json", f"The body is not JSON: {exc}")
+    bad: BadText | None = find_bad_text(body, "body")
+    if bad is not None:
+        return _error(400, "bad_text", str(bad), {"field": bad.where})
+    try:
+        push = agent_push.parse(body)
+        applied = await pool.call(agent_push.apply)(task_id, attempt, push)
+    except PlatformError as exc:
+        return exc.status_code, error_body(exc.code, exc.message, exc.details)
+    if applied.read_back:
+        return 202, {"state": applied.state, "readBack": True}
+    return 200, {"state": applied.state}
+
+
+async def push_webhook(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The ASGI app of the webhook."""
+    try:
+        status, body = await _handle(scope, receive)
+    except ConnectionError:
+        return
+    except Exception:
+        log.exception("push webhook: could not handle %s", scope.get("path"))
+        status, body = _error(500, "internal_error", "The platform could not apply the push.")
+    await _answer(send, status, body)
+
+
+def with_agent_push(app: ASGIApp) -> ASGIApp:
+    """``app``, except the push webhook's paths, which :func:`push_webhook` serves."""
+    return route_to(push_webhook, lambda scope: agent_push.is_push_path(scope.get("path", "")), app)

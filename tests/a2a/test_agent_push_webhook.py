@@ -1,0 +1,275 @@
+"""The webhook agents push to, through the real ASGI application: tokens, ties to the
+platform task and the agent's task, order safety, and bad bodies that change nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
+
+from a2a import agent_push
+from a2a.agent_push_asgi import close_pool
+from a2a.models import Task, TaskEvent
+from a2a.states import NextAction, TaskState
+from platform_site.asgi import application
+
+T1, T2, T3 = "2026-12-01T10:00:01Z", "2026-12-01T10:00:02Z", "2026-12-01T10:00:03Z"
+
+
+def post(path: str, body: Any, token: str | None, **kwargs: Any) -> httpx.Response:
+    headers = {"X-A2A-Notification-Token": token} if token else {}
+    headers.update(kwargs.pop("headers", {}))
+    content = body if isinstance(body, (bytes, str)) else json.dumps(body)
+
+    async def run() -> httpx.Response:
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            return await c.post(path, content=content, headers=headers, **kwargs)
+
+    return asyncio.run(run())
+
+
+@pytest.fixture
+def task(
+    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any
+) -> Iterator[Task]:
+    from a2a import services
+
+    skill = make_skill()
+    make_agent(skills=[skill])
+    created = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
+    Task.objects.filter(pk=created.pk).update(attempts=1, remote_task_id="agent-task-1")
+    created.refresh_from_db()
+    yield created
+    close_pool()
+    asyncio.run(sync_to_async(connections.close_all, thread_sensitive=True)())
+
+
+def push(task: Task, body: Any, *, token: str | None = "", attempt: int = 1) -> httpx.Response:
+    if token == "":
+        token = agent_push.token_for(task.pk, attempt)
+    return post(f"/api/a2a/push/{task.pk}/{attempt}", body, token)
+
+
+def status(state: str, timestamp: str | None = None, **extra: Any) -> dict[str, Any]:
+    update: dict[str, Any] = {
+        "taskId": "agent-task-1",
+        "contextId": "c",
+        "status": {"state": state},
+    }
+    if timestamp:
+        update["status"]["timestamp"] = timestamp
+    update["status"].update(extra)
+    return {"statusUpdate": update}
+
+
+def done(output: Any, timestamp: str = T3) -> dict[str, Any]:
+    return {
+        "task": {
+            "id": "agent-task-1",
+            "contextId": "c",
+            "status": {"state": "TASK_STATE_COMPLETED", "timestamp": timestamp},
+            "artifacts": [{"artifactId": "a1", "parts": [{"data": output}]}],
+        }
+    }
+
+
+def fresh(task: Task) -> Task:
+    task.refresh_from_db()
+    return task
+
+
+def test_the_push_config_names_a_webhook_and_token_per_task(task: Task, settings: Any) -> None:
+    settings.PUBLIC_URL = "https://platform.example"
+    config = agent_push.push_config(task)
+    assert config["url"] == f"https://platform.example/api/a2a/push/{task.pk}/1"
+    assert config["token"] == config["authentication"]["credentials"]
+    assert config["authentication"]["scheme"] == "Bearer"
+    assert config["token"] != agent_push.token_for(task.pk, 2)
+
+
+def test_a_status_push_moves_the_task(task: Task) -> None:
+    response = push(task, status("TASK_STATE_WORKING", T1))
+    assert response.status_code == 200, response.text
+    assert response.json() == {"state": TaskState.WORKING}
+    assert fresh(task).state == TaskState.WORKING
+
+
+def test_the_token_may_come_as_a_bearer_header(task: Task) -> None:
+    token = agent_push.token_for(task.pk, 1)
+    response = post(
+        f"/api/a2a/push/{task.pk}/1",
+        status("TASK_STATE_WORKING"),
+        None,
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert response.status_code == 200
+
+
+def test_a_completed_push_has_its_output_validated(task: Task) -> None:
+    assert push(task, done({"verdict": "pass"})).status_code == 200
+    task = fresh(task)
+    assert task.state == TaskState.COMPLETED
+    assert task.output == {"verdict": "pass"}
+
+
+def test_an_invalid_output_fails_the_task(task: Task) -> None:
+    assert push(task, done({"verdict": "maybe"})).status_code == 200
+    task = fresh(task)
+    assert task.state == TaskState.FAILED
+    assert task.error["code"] == "output_invalid"
+
+
+def test_pushed_artifacts_complete_a_later_bare_status(task: Task) -> None:
+    chunk = {"artifactId": "a1", "parts": [{"data": {"verdict": "pass"}}]}
+    artifact = {"artifactUpdate": {"taskId": "agent-task-1", "artifact": chunk}}
+    assert push(task, artifact).status_code == 200
+    assert push(task, status("TASK_STATE_COMPLETED", T2)).status_code == 200
+    task = fresh(task)
+    assert task.state == TaskState.COMPLETED
+    assert task.output == {"verdict": "pass"}
+
+
+def test_a_completed_without_artifacts_is_read_back_once(task: Task) -> None:
+    response = push(task, status("TASK_STATE_COMPLETED", T2))
+    assert response.status_code == 202
+    assert response.json() == {"state": TaskState.SUBMITTED, "readBack": True}
+    task = fresh(task)
+    assert task.state == TaskState.SUBMITTED  # until the GetTask says what it made
+    assert task.next_action == NextAction.POLL
+
+
+def test_a_push_before_the_send_answered_ties_the_agents_task(task: Task) -> None:
+    Task.objects.filter(pk=task.pk).update(remote_task_id="")
+    assert push(task, status("TASK_STATE_WORKING", T1)).status_code == 200
+    assert fresh(task).remote_task_id == "agent-task-1"
+
+
+def test_a_push_for_another_agent_task_is_refused(task: Task) -> None:
+    body = status("TASK_STATE_WORKING")
+    body["statusUpdate"]["taskId"] = "someone-elses"
+    response = push(task, body)
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "wrong_task"
+    assert fresh(task).state == TaskState.SUBMITTED
+
+
+def test_duplicated_pushes_change_the_task_once(task: Task) -> None:
+    for _ in range(3):
+        assert push(task, status("TASK_STATE_WORKING", T1)).status_code == 200
+    assert TaskEvent.objects.filter(task=task, to_state=TaskState.WORKING).count() == 1
+
+
+def test_an_older_status_never_overwrites_a_newer_one(task: Task) -> None:
+    question = {"messageId": "q", "role": "ROLE_AGENT", "parts": [{"text": "Which market?"}]}
+    assert push(task, status("TASK_STATE_INPUT_REQUIRED", T2, message=question)).status_code == 200
+    late = push(task, status("TASK_STATE_WORKING", T1))
+    assert late.status_code == 409
+    assert late.json()["error"]["code"] == "stale_update"
+    assert fresh(task).state == TaskState.INPUT_REQUIRED
+
+
+def test_a_working_push_without_a_time_does_not_undo_a_question(task: Task) -> None:
+    push(task, status("TASK_STATE_INPUT_REQUIRED"))
+    assert push(task, status("TASK_STATE_WORKING")).status_code == 409
+    assert fresh(task).state == TaskState.INPUT_REQUIRED
+
+
+def test_a_finished_task_takes_no_push(task: Task) -> None:
+    push(task, done({"verdict": "pass"}))
+    again = push(task, status("TASK_STATE_FAILED", T3))
+    assert again.status_code == 409
+    assert again.json()["error"]["code"] == "task_finished"
+    assert fresh(task).state == TaskState.COMPLETED
+
+
+@pytest.mark.parametrize("token", [None, "nope", "x" * 64])
+def test_a_missing_or_forged_token_is_refused(task: Task, token: str | None) -> None:
+    response = push(task, status("TASK_STATE_WORKING"), token=token)
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "unauthorized"
+    assert fresh(task).state == TaskState.SUBMITTED
+
+
+def test_another_tasks_token_is_refused(task: Task) -> None:
+    other = Task.objects.create(skill=task.skill, agent=task.agent, attempts=1)
+    response = push(task, status("TASK_STATE_WORKING"), token=agent_push.token_for(other.pk, 1))
+    assert response.status_code == 401
+    assert fresh(task).state == TaskState.SUBMITTED
+
+
+def test_an_unknown_task_is_a_404(task: Task) -> None:
+    import uuid
+
+    ghost = uuid.uuid4()
+    token = agent_push.token_for(ghost, 1)
+    response = post(f"/api/a2a/push/{ghost}/1", status("TASK_STATE_WORKING"), token)
+    assert response.status_code == 404
+
+
+def test_an_earlier_attempts_webhook_is_stale(task: Task) -> None:
+    Task.objects.filter(pk=task.pk).update(attempts=2)
+    response = push(task, status("TASK_STATE_WORKING"), attempt=1)
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "stale_update"
+
+
+@pytest.mark.parametrize(
+    ("body", "status_code", "code"),
+    [
+        ({"hello": "world"}, 400, "not_a2a"),
+        ([1, 2], 400, "not_a2a"),
+        (
+            {"statusUpdate": {"taskId": "agent-task-1", "status": {"state": "napping"}}},
+            400,
+            "not_a2a",
+        ),
+        ({"statusUpdate": {"status": {"state": "TASK_STATE_WORKING"}}}, 400, "not_a2a"),
+        ({"artifactUpdate": {"taskId": "agent-task-1", "artifact": {"parts": 3}}}, 400, "not_a2a"),
+        (b"{not json", 400, "malformed_json"),
+        ("[" * 500 + "]" * 500, 400, "malformed_json"),
+        ({"statusUpdate": {"taskId": "a\u0000b", "status": {"state": "working"}}}, 400, "bad_text"),
+    ],
+)
+def test_bad_bodies_are_refused_and_change_nothing(
+    task: Task, body: Any, status_code: int, code: str
+) -> None:
+    response = push(task, body)
+    assert response.status_code == status_code, response.text
+    assert response.json()["error"]["code"] == code
+    assert fresh(task).state == TaskState.SUBMITTED
+
+
+def test_a_huge_body_is_a_413(task: Task, settings: Any) -> None:
+    settings.AGENT_PUSH_MAX_BYTES = 1000
+    response = push(task, {"statusUpdate": {"taskId": "x" * 2000}})
+    assert response.status_code == 413
+
+
+def test_only_post_is_served(task: Task) -> None:
+    async def run() -> httpx.Response:
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            return await c.get(f"/api/a2a/push/{task.pk}/1")
+
+    assert asyncio.run(run()).status_code == 405
+
+
+def test_a_03_style_task_push_is_understood(task: Task) -> None:
+    body = {
+        "kind": "task",
+        "id": "agent-task-1",
+        "contextId": "c",
+        "status": {"state": "completed", "timestamp": T3},
+        "artifacts": [
+            {"artifactId": "a", "parts": [{"kind": "data", "data": {"verdict": "pass"}}]}
+        ],
+    }
+    assert push(task, body).status_code == 200
+    assert fresh(task).state == TaskState.COMPLETED
