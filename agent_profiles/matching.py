@@ -13,13 +13,18 @@ success    0.30    (completed + 1) / (finished + 2) over its last MATCH_WINDOW f
 load       0.20    1 / (1 + tasks it has in SUBMITTED or WORKING)
 latency    0.10    1 / (1 + mean seconds creation→COMPLETED / 10) over the same window
                    (0.5 without data)
-online     0.15    1 when connected to the gateway or seen in the last ONLINE_WINDOW
-                   seconds; 0.5 when it has an A2A endpoint (reachable, not seen);
-                   0 otherwise (a socket-only agent that is offline)
+online     0.15    1 when connected to the gateway, healthy (agent_profiles.health) or
+                   seen in the last ONLINE_WINDOW seconds; 0 when known unreachable
+                   (unhealthy and not connected); 0.5 when it has an A2A endpoint of
+                   unknown health; 0 otherwise (a socket-only agent that is offline)
 =========  ======  ===================================================================
 
-Ties go to the agent with fewer active tasks, then to the smaller agent id. The winner's
-breakdown (and the runner-ups' scores) is saved in ``task.metadata["match"]``.
+An agent known unreachable (its health is unhealthy: a failed check, an unreadable card,
+a failed call such as ``agent_auth_failed``) and not connected to the gateway is never
+chosen while another candidate can take the task; it stays a candidate when every agent of
+the skill is in that state. Ties go to the agent with fewer active tasks, then to the
+smaller agent id. The winner's breakdown (and the runner-ups' scores) is saved in
+``task.metadata["match"]``.
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ from django.core.cache import cache
 from django.db.models import Count
 from django.utils import timezone
 
-from agent_profiles.models import AgentProfile, AgentStatus, Skill
+from agent_profiles.health import is_known_unreachable
+from agent_profiles.models import AgentProfile, AgentStatus, HealthStatus, Skill
 
 WEIGHTS: dict[str, float] = {
     "fit": 0.25,
@@ -169,12 +175,19 @@ def score_agents(
             (now - agent.last_seen_at).total_seconds() <= ONLINE_WINDOW
         )
         is_online = agent.id in online if online is not None else False
+        unreachable = not is_online and is_known_unreachable(agent)
+        if is_online or (not unreachable and (seen or agent.health_status == HealthStatus.HEALTHY)):
+            reachability = 1.0
+        elif unreachable:
+            reachability = 0.0
+        else:
+            reachability = 0.5 if agent.a2a_endpoint else 0.0
         terms = {
             "fit": _fit(agent, want_domain, want_subdomain),
             "success": (len(completed) + 1) / (len(finished) + 2),
             "load": 1 / (1 + active.get(agent.id, 0)),
             "latency": (1 / (1 + (sum(completed) / len(completed)) / 10)) if completed else 0.5,
-            "online": 1.0 if (is_online or seen) else (0.5 if agent.a2a_endpoint else 0.0),
+            "online": reachability,
         }
         score = sum(WEIGHTS[k] * v for k, v in terms.items())
         rows.append(
@@ -185,8 +198,11 @@ def score_agents(
                 "terms": {k: round(v, 4) for k, v in terms.items()},
                 "activeTasks": active.get(agent.id, 0),
                 "finishedTasks": len(finished),
+                "unreachable": unreachable,
             }
         )
+    if any(not r["unreachable"] for r in rows):
+        rows = [r for r in rows if not r["unreachable"]]
     rows.sort(key=lambda r: (-r["score"], r["activeTasks"], r["agentId"]))
     return rows
 

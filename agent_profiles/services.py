@@ -22,6 +22,7 @@ from agent_profiles.cards import (
     CardUnreachable,
     apply_card,
     fetch_card,
+    refresh_card,
     store_document,
 )
 from agent_profiles.credentials import set_credentials
@@ -251,6 +252,32 @@ def _update(
         store_document(agent, card.read)
     agent.skills.set(skills)
     agent.touch()
+    return agent
+
+
+def refresh_agent_card(agent_id: str, *, caller: Any) -> AgentProfile:
+    """Read the agent's card again now (the agent itself with its key, or a staff user).
+
+    A served card that is not usable raises ``ValidationFailed`` (400) and the previous
+    card stays; an unreachable one is recorded (``card.error`` in the profile).
+    """
+    agent = AgentProfile.objects.filter(pk=agent_id).first()
+    own = getattr(caller, "agent", None)
+    allowed = getattr(caller, "is_staff", False) or (own is not None and own.pk == agent_id)
+    if agent is None or not allowed:
+        # The same answer for "not yours" and "no such agent": ids are not probed.
+        raise Forbidden(
+            f"Only agent '{agent_id}' itself (its API key) or an operator may refresh its card.",
+            {"agentId": agent_id},
+        )
+    if not (agent.agent_card_url or agent.a2a_endpoint):
+        raise ValidationFailed(
+            f"Agent '{agent_id}' has neither agentCardUrl nor a2aEndpoint: no card to read.",
+            {"agentId": agent_id},
+            code="no_agent_card",
+        )
+    refresh_card(agent, strict=True)
+    agent.refresh_from_db()
     return agent
 
 

@@ -82,3 +82,29 @@ class RegisterAgentView(APIView):
         if result.api_key:
             payload["apiKey"] = result.api_key
         return Response(payload, status=status.HTTP_201_CREATED if result.created else 200)
+
+
+class RefreshCardView(APIView):
+    """Read the agent's card again (the agent with its own key, or an operator)."""
+
+    @extend_schema(
+        operation_id="refresh_agent_card",
+        description=(
+            "Read the agent's card again now and choose the interface to call it on. "
+            "Authenticate with the agent's own key (`Authorization: Bearer <apiKey>`) or a "
+            "staff user's token. A served card that is not an agent card, or offers no "
+            "interface the platform speaks, answers 400 and the previous card stays in use; "
+            "a card that cannot be reached is recorded in the profile's `card.error`."
+        ),
+        request=None,
+        responses={
+            200: RegistrationResultSerializer,
+            400: ERROR_RESPONSE,
+            401: ERROR_RESPONSE,
+            403: ERROR_RESPONSE,
+        },
+        tags=["registry"],
+    )
+    def post(self, request: Request, agent_id: str) -> Response:
+        agent = services.refresh_agent_card(agent_id, caller=request.user)
+        return Response({"profile": AgentProfileSerializer(agent).data})

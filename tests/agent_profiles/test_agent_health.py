@@ -181,3 +181,24 @@ def test_call_target_carries_timeouts_and_capabilities(make_agent: Any) -> None:
     target = call_target(agent)
     assert target.auth == {"type": "bearer", "token": "tok-never-printed"}
     assert "tok-never-printed" not in repr(target)
+
+
+def test_the_periodic_check_reads_due_cards_and_checks_health(
+    make_agent: Any, settings: Any
+) -> None:
+    from agent_profiles import tasks
+
+    assert settings.CELERY_BEAT_SCHEDULE["agent-profiles-check"]["task"] == (
+        "agent_profiles.check_agents"
+    )
+    with run_agent() as peer:
+        agent = make_agent(a2a_endpoint=peer.url)
+        make_agent(id="socket-only", a2a_endpoint="")
+        assert tasks.check_agents() == {"cards_refreshed": 1, "checked": 1, "unhealthy": 0}
+        agent.refresh_from_db()
+        assert agent.card_read_at is not None
+        assert agent.health_status == "healthy"
+        # Read recently: not due again until AGENT_CARD_REFRESH_INTERVAL has passed.
+        assert tasks.check_agents()["cards_refreshed"] == 0
+        settings.AGENT_CARD_REFRESH_INTERVAL = 0.001
+        assert tasks.check_agents()["cards_refreshed"] == 1

@@ -358,3 +358,49 @@ def test_a_card_refused_at_re_registration_changes_nothing(register: Any, skill:
     agent = AgentProfile.objects.get()
     assert agent.name == "ACME CE reviewer"
     assert agent.interface["binding"] == "HTTP+JSON"
+
+
+def refresh(client: Any, agent_id: str, token: str | None) -> Any:
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
+    return client.post(f"/api/agent-profiles/{agent_id}/refresh", **headers)
+
+
+def test_the_agent_refreshes_its_card_with_its_key(
+    register: Any, skill: Any, client: Any, make_user: Any
+) -> None:
+    with serve() as server:
+        server.routes[WELL_KNOWN] = json_response(card_v1(server.url, ("HTTP+JSON", "1.0")))
+        key = register(body(a2aEndpoint=server.url)).json()["apiKey"]
+        server.routes[WELL_KNOWN] = json_response(
+            card_v1(server.url + "/rpc", ("JSONRPC", "1.0"), streaming=True)
+        )
+        response = refresh(client, "acme-ce", key)
+        assert response.status_code == 200, response.content
+        profile = response.json()["profile"]
+        assert profile["interface"]["binding"] == "JSONRPC"
+        assert profile["card"]["streaming"] is True
+        server.routes[WELL_KNOWN] = html_response()
+        error = assert_error(refresh(client, "acme-ce", key), 400, "invalid_agent_card")
+        assert "not an agent card" in error["message"]
+        assert AgentProfile.objects.get().interface["binding"] == "JSONRPC"  # kept
+        staff = make_user("ops", is_staff=True)
+        server.routes[WELL_KNOWN] = json_response(card_v1(server.url, ("HTTP+JSON", "1.0")))
+        response = refresh(client, "acme-ce", staff.raw_token)
+        assert response.json()["profile"]["interface"]["binding"] == "HTTP+JSON"
+    response = refresh(client, "acme-ce", key)  # the server is gone now
+    assert response.status_code == 200
+    assert response.json()["profile"]["card"]["error"].startswith("unreachable:")
+    assert response.json()["profile"]["interface"]["binding"] == "HTTP+JSON"
+
+
+def test_only_the_agent_or_an_operator_may_refresh(
+    register: Any, skill: Any, client: Any, make_agent: Any, make_user: Any
+) -> None:
+    other = make_agent(id="other")
+    make_agent(id="target-agent")
+    assert_error(refresh(client, "target-agent", None), 401)
+    assert_error(refresh(client, "target-agent", other.raw_key), 403, "forbidden")
+    assert_error(refresh(client, "no-such-agent", other.raw_key), 403, "forbidden")
+    assert_error(refresh(client, "target-agent", make_user().raw_token), 403, "forbidden")
+    socket_only = make_agent(id="socket-only", a2a_endpoint="")
+    assert_error(refresh(client, "socket-only", socket_only.raw_key), 400, "no_agent_card")

@@ -79,3 +79,56 @@ def test_inactive_agents_are_not_candidates(make_agent: Any, skill: Any) -> None
     make_agent(id="a-agent", skills=[skill], status="disabled")
     with pytest.raises(NoAgentAvailable):
         match_agent(skill)
+
+
+def test_a_healthy_agent_is_preferred(make_agent: Any, skill: Any) -> None:
+    make_agent(id="a-agent", skills=[skill])
+    make_agent(id="b-agent", skills=[skill], health_status="healthy")
+    agent, breakdown = match_agent(skill)
+    assert agent.id == "b-agent"
+    assert breakdown["terms"]["online"] == 1.0
+
+
+def test_an_agent_known_unreachable_is_not_picked_while_another_can_take_the_task(
+    make_agent: Any, skill: Any
+) -> None:
+    make_agent(
+        id="a-down",
+        skills=[skill],
+        domain="compliance",
+        subdomain="ce_certification",
+        health_status="unhealthy",
+        health_error="ConnectError",
+    )
+    make_agent(id="b-fresh", skills=[skill], domain="finance")
+    agent, breakdown = match_agent(skill)
+    assert agent.id == "b-fresh"
+    assert [c["agentId"] for c in breakdown["candidates"]] == ["b-fresh"]
+
+
+def test_an_agent_whose_calls_fail_auth_is_avoided(make_agent: Any, skill: Any) -> None:
+    from agent_profiles.health import record_call_outcome
+
+    bad = make_agent(id="a-bad-creds", skills=[skill], health_status="healthy")
+    make_agent(id="b-agent", skills=[skill])
+    record_call_outcome(bad, ok=False, code="agent_auth_failed", message="HTTP 401")
+    assert match_agent(skill)[0].id == "b-agent"
+
+
+def test_gateway_presence_counts_as_reachable(
+    make_agent: Any, skill: Any, monkeypatch: Any
+) -> None:
+    make_agent(id="a-socket", skills=[skill], health_status="unhealthy")
+    make_agent(id="b-agent", skills=[skill])
+    monkeypatch.setattr(presence, "online_agent_ids", lambda: {"a-socket"})
+    agent, breakdown = match_agent(skill)
+    assert agent.id == "a-socket"
+    assert breakdown["terms"]["online"] == 1.0
+
+
+def test_when_every_agent_is_unreachable_one_is_still_picked(make_agent: Any, skill: Any) -> None:
+    make_agent(id="a-down", skills=[skill], health_status="unhealthy")
+    make_agent(id="b-down", skills=[skill], health_status="unhealthy")
+    agent, breakdown = match_agent(skill)
+    assert agent.id == "a-down"
+    assert breakdown["terms"]["online"] == 0.0
