@@ -13,8 +13,10 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html
 
+from agent_profiles import admin_calls
+from agent_profiles.cards import refresh_card
 from agent_profiles.models import AgentProfile, AgentStatus, ApiKey, Skill, UserToken
-from agent_profiles.urlguard import check_outbound_url
+from agent_profiles.urlguard import check_url
 from platform_site.errors import PlatformError
 
 
@@ -100,7 +102,7 @@ class ApiKeyInline(admin.TabularInline):
         return False
 
 
-class AgentProfileForm(forms.ModelForm):
+class AgentProfileForm(admin_calls.CallSettingsForm):
     """The agent editor applies the same outbound URL guard as registration."""
 
     a2a_endpoint = forms.URLField(
@@ -123,15 +125,21 @@ class AgentProfileForm(forms.ModelForm):
             "subdomain",
             "version",
             "metadata",
-            "poll_interval",
+            *admin_calls.CALL_FIELDS,
         ]
         widgets = {"metadata": PrettyJSONWidget(rows=6)}
 
     def clean_a2a_endpoint(self) -> str:
-        url: str = self.cleaned_data.get("a2a_endpoint") or ""
+        return self._checked_url("a2a_endpoint")
+
+    def clean_agent_card_url(self) -> str:
+        return self._checked_url("agent_card_url")
+
+    def _checked_url(self, field: str) -> str:
+        url: str = self.cleaned_data.get(field) or ""
         if url:
             try:
-                check_outbound_url(url)
+                check_url(url)
             except PlatformError as exc:
                 raise forms.ValidationError(exc.message) from None
         return url
@@ -140,13 +148,40 @@ class AgentProfileForm(forms.ModelForm):
 @admin.register(AgentProfile)
 class AgentProfileAdmin(admin.ModelAdmin):
     form = AgentProfileForm
-    list_display = ("id", "name", "status_badge", "skill_list", "last_seen_at", "key_prefix_col")
+    list_display = (
+        "id",
+        "name",
+        "status_badge",
+        "skill_list",
+        admin_calls.health,
+        "last_seen_at",
+        "key_prefix_col",
+    )
     list_filter = ("status", "skills", "domain")
     search_fields = ("id", "name", "description", "a2a_endpoint")
     filter_horizontal = ("skills",)
-    readonly_fields = ("last_seen_at", "created_at", "updated_at", "key_prefix_col")
+    readonly_fields = (
+        "last_seen_at",
+        "created_at",
+        "updated_at",
+        "key_prefix_col",
+        admin_calls.calling,
+        admin_calls.card_status,
+        admin_calls.security,
+        admin_calls.polling_status,
+        admin_calls.health,
+        admin_calls.health_checked,
+    )
     inlines = [ApiKeyInline]
-    actions = ["approve", "disable", "rotate_key"]
+    actions = ["approve", "disable", "rotate_key", admin_calls.refresh_cards]
+
+    def save_model(self, request: HttpRequest, obj: AgentProfile, form: Any, change: bool) -> None:
+        moved = change and admin_calls.location_changed(form)
+        if moved:
+            admin_calls.forget_card(obj)
+        super().save_model(request, obj, form, change)
+        if (moved or not change) and (obj.a2a_endpoint or obj.agent_card_url):
+            refresh_card(obj, strict=False)  # a problem shows under "agent card"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AgentProfile]:
         return super().get_queryset(request).prefetch_related("skills", "api_keys")

@@ -1,0 +1,219 @@
+"""Admin pieces for how the platform calls an agent: the write-only credential field, the
+card, security and health read-outs, and the "refresh card" action.
+
+Kept apart from ``admin.py`` (page layout) so either can change without the other.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+
+from agent_profiles.cards import refresh_card
+from agent_profiles.credentials import InvalidCredentials, set_credentials, validate_credentials
+from agent_profiles.health import health_of
+from agent_profiles.interfaces import interface_of
+from agent_profiles.models import AgentProfile
+from platform_site.errors import ValidationFailed
+from platform_site.text import JSONTooDeep, loads_bounded
+
+CALL_FIELDS = [
+    "agent_card_url",
+    "protocol_binding",
+    "protocol_version",
+    "target",
+    "timeout",
+    "poll_interval",
+]
+BINDING_CHOICES = [
+    ("", "— from the card (else HTTP+JSON) —"),
+    ("HTTP+JSON", "HTTP+JSON"),
+    ("JSONRPC", "JSONRPC"),
+]
+VERSION_CHOICES = [("", "— from the card (else 1.0) —"), ("1.0", "1.0"), ("0.3", "0.3")]
+AUTH_HELP = (
+    'Write-only: never shown again. One of {"type": "bearer", "token": "…"}, '
+    '{"type": "apiKey", "in": "header", "name": "X-Api-Key", "value": "…"}, '
+    '{"type": "oauth2", "tokenUrl": "https://…", "clientId": "…", "clientSecret": "…", '
+    '"scopes": ["…"]}. Leave empty to keep the current credential.'
+)
+
+
+class WriteOnlyTextarea(forms.Textarea):
+    """A textarea that never renders a value (not even after a form error)."""
+
+    def format_value(self, value: Any) -> str:
+        return ""
+
+
+class CallSettingsForm(forms.ModelForm):
+    """The credential (write-only) and "clear" fields of the agent editor."""
+
+    agent_card_url = forms.URLField(
+        required=False,
+        max_length=500,
+        assume_scheme="https",
+        help_text="Where the agent's card is; empty: {endpoint}/.well-known/agent-card.json, "
+        "then the endpoint's origin.",
+    )
+    protocol_binding = forms.ChoiceField(choices=BINDING_CHOICES, required=False)
+    protocol_version = forms.ChoiceField(choices=VERSION_CHOICES, required=False)
+    new_auth = forms.CharField(
+        label="New credential",
+        required=False,
+        strip=False,
+        widget=WriteOnlyTextarea(
+            attrs={"rows": 3, "cols": 100, "autocomplete": "off", "spellcheck": "false"}
+        ),
+        help_text=AUTH_HELP,
+    )
+    clear_auth = forms.BooleanField(label="Clear the stored credential", required=False)
+
+    def clean_new_auth(self) -> dict[str, Any] | None:
+        raw: str = self.cleaned_data.get("new_auth") or ""
+        if not raw.strip():
+            return None
+        try:
+            document = loads_bounded(raw)
+        except (ValueError, JSONTooDeep):
+            raise forms.ValidationError("The credential must be a JSON object.") from None
+        try:
+            return validate_credentials(document)
+        except InvalidCredentials as exc:
+            raise forms.ValidationError(exc.message) from None
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if cleaned.get("new_auth") and cleaned.get("clear_auth"):
+            raise forms.ValidationError("Either set a new credential or clear it, not both.")
+        return cleaned
+
+    def save(self, commit: bool = True) -> Any:
+        if self.cleaned_data.get("new_auth"):
+            set_credentials(self.instance, self.cleaned_data["new_auth"])
+        elif self.cleaned_data.get("clear_auth"):
+            set_credentials(self.instance, None)
+        return super().save(commit)
+
+
+@admin.display(description="calls go to")
+def calling(agent: AgentProfile) -> str:
+    chosen = interface_of(agent)
+    if not chosen["url"]:
+        return "WebSocket gateway only (no endpoint)"
+    tenant = f", tenant {chosen['tenant']}" if chosen["tenant"] else ""
+    where = f"{chosen['binding']} {chosen['version']} at {chosen['url']}{tenant}"
+    return f"{where} (from the {chosen['source']})"
+
+
+@admin.display(description="agent card")
+def card_status(agent: AgentProfile) -> str:
+    if agent.card_read_at is not None:
+        text = f"read {agent.card_read_at:%Y-%m-%d %H:%M:%S} UTC"
+        caps = [
+            c
+            for c, on in (("streaming", agent.streaming), ("push", agent.push_notifications))
+            if on
+        ]
+        text += f"; capabilities: {', '.join(caps) or 'none'}"
+    else:
+        text = "not read yet"
+    if agent.card_error:
+        return format_html(
+            '{}<br><span style="color:#c62828">last read: {}</span>', text, agent.card_error
+        )
+    return text
+
+
+@admin.display(description="security: the card asks / configured")
+def security(agent: AgentProfile) -> str:
+    """The card's securitySchemes and requirements next to whether a credential is set."""
+    configured = f"yes ({agent.auth_type})" if agent.auth_encrypted else "no"
+    schemes = agent.security_schemes or {}
+    if not schemes and not agent.security_requirements:
+        asks = "nothing (no securitySchemes in the card)"
+        return format_html(
+            "<b>card asks:</b> {}<br><b>credential configured:</b> {}", asks, configured
+        )
+    rows = format_html_join(
+        "", "<li>{}: {}</li>", ((name, json.dumps(s)) for name, s in sorted(schemes.items()))
+    )
+    return format_html(
+        "<b>card schemes:</b><ul>{}</ul><b>required:</b> {}<br><b>credential configured:</b> {}",
+        rows,
+        json.dumps(agent.security_requirements),
+        configured,
+    )
+
+
+@admin.display(description="polling")
+def polling_status(agent: AgentProfile) -> str:
+    if agent.polling:
+        return "GetTask answered (polling)"
+    return f"no polling since {agent.no_polling_at:%Y-%m-%d %H:%M} UTC: {agent.no_polling_reason}"
+
+
+@admin.display(description="health", ordering="health_status")
+def health(agent: AgentProfile) -> str:
+    verdict = health_of(agent)
+    colour = {"healthy": "#2e7d32", "unhealthy": "#c62828"}.get(verdict.status, "#757575")
+    latency = f" {agent.health_latency_ms} ms" if agent.health_latency_ms is not None else ""
+    return format_html(
+        '<b style="color:{}">{}</b>{}<br><small>{}</small>',
+        colour,
+        verdict.status,
+        latency,
+        verdict.error,
+    )
+
+
+@admin.display(description="health checked")
+def health_checked(agent: AgentProfile) -> str:
+    return (
+        f"{agent.health_checked_at:%Y-%m-%d %H:%M:%S} UTC" if agent.health_checked_at else "never"
+    )
+
+
+@admin.action(description="Refresh the agent card of selected agents")
+def refresh_cards(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[AgentProfile]
+) -> None:
+    for agent in queryset:
+        if not (agent.agent_card_url or agent.a2a_endpoint):
+            modeladmin.message_user(request, f"{agent.pk}: no endpoint, no card.", messages.INFO)
+            continue
+        try:
+            read = refresh_card(agent, strict=True)
+        except ValidationFailed as exc:
+            modeladmin.message_user(
+                request, f"{agent.pk}: card refused: {exc.message}", messages.ERROR
+            )
+            continue
+        if read is None:
+            modeladmin.message_user(
+                request, f"{agent.pk}: card {agent.card_error}", messages.WARNING
+            )
+        else:
+            modeladmin.message_user(
+                request,
+                f"{agent.pk}: card read; calls go to {read.chosen.describe()}",
+                messages.SUCCESS,
+            )
+
+
+def location_changed(form: forms.ModelForm) -> bool:
+    return bool({"a2a_endpoint", "agent_card_url"} & set(form.changed_data))
+
+
+def forget_card(agent: AgentProfile) -> None:
+    """The card described the old location: read the new one before the next call."""
+    agent.interface = {}
+    agent.card_read_at = None
+    agent.card_retry_after = None
+    agent.card_error = ""
