@@ -1,82 +1,39 @@
-"""Admin for platform tasks: follow them, read the conversation, answer, cancel, retry."""
+"""Admin for platform tasks: a list to find them, a page that reads top-down (see
+:mod:`a2a.task_page`), and a person's actions: answer, cancel, retry."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.timesince import timesince
 
+from a2a import console as task_console
 from a2a import services
-from a2a.models import Task, TaskEvent, TaskMessage
-from a2a.states import INTERRUPTED_STATES
+from a2a.models import Task
+from a2a.states import INTERRUPTED_STATES, TERMINAL_STATES
+from a2a.task_page import page_context
 from a2a.wire import message_text
+from platform_site import console
 from platform_site.errors import PlatformError
-
-
-def pretty(value: Any) -> str:
-    """JSON in a <pre> block (escaped)."""
-    if value in (None, "", [], {}):
-        return "—"
-    return format_html(
-        '<pre style="white-space: pre-wrap; margin: 0">{}</pre>',
-        json.dumps(value, indent=2, ensure_ascii=False, default=str),
-    )
-
-
-class TaskEventInline(admin.TabularInline):
-    """The transition history: when, from, to, why."""
-
-    model = TaskEvent
-    extra = 0
-    can_delete = False
-    fields = ["at", "from_state", "to_state", "reason"]
-    readonly_fields = fields
-    verbose_name_plural = "Transition history"
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-class TaskMessageInline(admin.TabularInline):
-    """The conversation with the agent, both ways."""
-
-    model = TaskMessage
-    extra = 0
-    can_delete = False
-    fields = ["created_at", "direction", "text", "content"]
-    readonly_fields = fields
-    verbose_name_plural = "Conversation"
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    @admin.display(description="text")
-    def text(self, obj: TaskMessage) -> str:
-        return message_text(obj.message) or "—"
-
-    @admin.display(description="message")
-    def content(self, obj: TaskMessage) -> str:
-        return pretty(obj.message)
+from platform_site.templatetags.console import badge, human_duration
 
 
 class ReplyForm(forms.Form):
     """The answer to an agent's question: text, JSON data, or both."""
 
-    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 4, "cols": 80}), required=False)
+    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 80}), required=False)
     data = forms.JSONField(
         required=False,
         help_text='Optional JSON object sent as a data part, e.g. {"market": "EU"}.',
-        widget=forms.Textarea(attrs={"rows": 4, "cols": 80}),
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 80}),
     )
 
     def clean(self) -> dict[str, Any]:
@@ -88,87 +45,45 @@ class ReplyForm(forms.Form):
         return cleaned
 
 
+class WaitingFilter(admin.SimpleListFilter):
+    """The inbox: tasks waiting for a person (INPUT_REQUIRED / AUTH_REQUIRED)."""
+
+    title = "needs"
+    parameter_name = "waiting"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "a person's answer"), ("running", "nothing (running)")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Task]) -> QuerySet[Task]:
+        if self.value() == "yes":
+            return queryset.filter(state__in=INTERRUPTED_STATES).order_by("state_changed_at")
+        if self.value() == "running":
+            return queryset.exclude(state__in=INTERRUPTED_STATES).exclude(state__in=TERMINAL_STATES)
+        return queryset
+
+
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
-    """Tasks: list by state/skill/agent; detail with conversation, history, errors."""
+    """Tasks: list by state/skill/agent; a read-only page per task with its actions."""
 
     list_display = [
         "short_id",
         "state_badge",
         "skill",
         "agent",
-        "age",
+        "created_at",
+        "duration",
         "attempts",
         "transport",
-        "origin",
+        "question_col",
     ]
-    list_filter = ["state", "transport", "origin", "skill", "agent"]
+    list_filter = [WaitingFilter, "state", "transport", "origin", "skill", "agent"]
     search_fields = ["id", "remote_task_id", "context_id", "idempotency_key"]
     list_select_related = ["skill", "agent"]
     date_hierarchy = "created_at"
     ordering = ["-created_at"]
     actions = ["cancel_selected", "retry_selected"]
-    inlines = [TaskMessageInline, TaskEventInline]
-    fieldsets = [
-        (None, {"fields": ["id", "state", "skill", "agent", "reply_link", "created_by"]}),
-        ("Agent question", {"fields": ["question_text", "question_json"]}),
-        ("Input and output", {"fields": ["input_json", "output_json", "artifacts_json"]}),
-        ("Errors", {"fields": ["error_json", "validation_errors"]}),
-        (
-            "Dispatch",
-            {
-                "fields": [
-                    "transport",
-                    "attempts",
-                    "remote_task_id",
-                    "remote_context_id",
-                    "context_id",
-                    "next_action",
-                    "next_poll_at",
-                    "poll_interval",
-                    "lease_until",
-                    "deadline_at",
-                    "idempotency_key",
-                    "origin",
-                ]
-            },
-        ),
-        ("Matching and fallbacks", {"fields": ["match_json", "fallbacks_json", "metadata_json"]}),
-        ("Times", {"fields": ["created_at", "state_changed_at", "updated_at"]}),
-    ]
-    readonly_fields = [
-        "id",
-        "state",
-        "skill",
-        "agent",
-        "reply_link",
-        "created_by",
-        "question_text",
-        "question_json",
-        "input_json",
-        "output_json",
-        "artifacts_json",
-        "error_json",
-        "validation_errors",
-        "transport",
-        "attempts",
-        "remote_task_id",
-        "remote_context_id",
-        "context_id",
-        "next_action",
-        "next_poll_at",
-        "poll_interval",
-        "lease_until",
-        "deadline_at",
-        "idempotency_key",
-        "origin",
-        "match_json",
-        "fallbacks_json",
-        "metadata_json",
-        "created_at",
-        "state_changed_at",
-        "updated_at",
-    ]
+    list_per_page = 50
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # tasks are created through the API, with validation and matching
@@ -181,63 +96,50 @@ class TaskAdmin(admin.ModelAdmin):
 
     @admin.display(description="state", ordering="state")
     def state_badge(self, task: Task) -> str:
-        return task.state.removeprefix("TASK_STATE_")
+        return badge(task.state)
 
-    @admin.display(description="age", ordering="created_at")
-    def age(self, task: Task) -> str:
-        return timesince(task.created_at, timezone.now())
-
-    # --- detail fields --------------------------------------------------------------
-
-    @admin.display(description="reply")
-    def reply_link(self, task: Task) -> str:
-        if task.state not in INTERRUPTED_STATES:
-            return "—"
-        url = reverse("admin:a2a_task_reply", args=[task.pk])
-        return format_html('<a class="button" href="{}">Answer the agent</a>', url)
+    @admin.display(description="took / running")
+    def duration(self, task: Task) -> str:
+        end = task.state_changed_at if task.state in TERMINAL_STATES else timezone.now()
+        return human_duration(end - task.created_at)
 
     @admin.display(description="question")
-    def question_text(self, task: Task) -> str:
-        return message_text(task.question) or "—"
+    def question_col(self, task: Task) -> str:
+        if task.state not in INTERRUPTED_STATES:
+            return ""
+        text = message_text(task.question) or "(data)"
+        return format_html('<span title="{}">{}</span>', text, text[:60])
 
-    @admin.display(description="question (A2A message)")
-    def question_json(self, task: Task) -> str:
-        return pretty(task.question)
+    # --- the task page ---------------------------------------------------------------
 
-    @admin.display(description="input")
-    def input_json(self, task: Task) -> str:
-        return pretty(task.input)
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """A read-only page that reads top-down; nothing to save (actions post elsewhere)."""
+        task = get_object_or_404(
+            Task.objects.select_related("skill", "agent", "created_by"), pk=object_id
+        )
+        if not self.has_view_or_change_permission(request, task):
+            return HttpResponse(status=403)
+        context = {
+            **self.admin_site.each_context(request),
+            **page_context(task),
+            **self.reassign_context(task),
+            "title": f"Task {task.pk}",
+            "subtitle": None,
+            "opts": self.model._meta,
+            "reply_form": ReplyForm(),
+            **(extra_context or {}),
+        }
+        return TemplateResponse(request, "admin/a2a/task/detail.html", context)
 
-    @admin.display(description="output (validated)")
-    def output_json(self, task: Task) -> str:
-        return pretty(task.output)
-
-    @admin.display(description="artifacts")
-    def artifacts_json(self, task: Task) -> str:
-        return pretty(task.artifacts)
-
-    @admin.display(description="error")
-    def error_json(self, task: Task) -> str:
-        return pretty(task.error)
-
-    @admin.display(description="output validation errors")
-    def validation_errors(self, task: Task) -> str:
-        error = task.error or {}
-        if error.get("code") != "output_invalid":
-            return "—"
-        return pretty((error.get("details") or {}).get("errors"))
-
-    @admin.display(description="match")
-    def match_json(self, task: Task) -> str:
-        return pretty((task.metadata or {}).get("match"))
-
-    @admin.display(description="fallbacks")
-    def fallbacks_json(self, task: Task) -> str:
-        return pretty((task.metadata or {}).get("fallbacks"))
-
-    @admin.display(description="metadata (all)")
-    def metadata_json(self, task: Task) -> str:
-        return pretty(task.metadata)
+    def reassign_context(self, task: Task) -> dict[str, Any]:
+        """The reassign form's target and choices, once dispatch offers reassigning."""
+        return {"reassign_url": None, "reassign_agents": []}
 
     # --- actions --------------------------------------------------------------------
 
@@ -262,21 +164,53 @@ class TaskAdmin(admin.ModelAdmin):
     def retry_selected(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
         self._each(request, queryset, "Retried", lambda t: services.retry_task(t, by=request.user))
 
-    # --- the reply form -----------------------------------------------------------
+    # --- the task page's forms ------------------------------------------------------
 
     def get_urls(self) -> list[URLPattern]:
-        reply = path(
-            "<uuid:pk>/reply/",
-            self.admin_site.admin_view(self.reply_view),
-            name="a2a_task_reply",
-        )
-        return [reply, *super().get_urls()]
+        def route(suffix: str, view: Any, name: str) -> URLPattern:
+            return path(f"<uuid:pk>/{suffix}/", self.admin_site.admin_view(view), name=name)
 
-    def reply_view(self, request: HttpRequest, pk: Any) -> HttpResponse:
-        """A form answering the agent's question (INPUT_REQUIRED / AUTH_REQUIRED)."""
+        return [
+            route("reply", self.reply_view, "a2a_task_reply"),
+            route("cancel", self.cancel_view, "a2a_task_cancel"),
+            route("retry", self.retry_view, "a2a_task_retry"),
+            *super().get_urls(),
+        ]
+
+    def _task_for(self, request: HttpRequest, pk: Any) -> Task | HttpResponse:
         task = get_object_or_404(Task.objects.select_related("skill", "agent"), pk=pk)
         if not self.has_change_permission(request, task):
             return HttpResponse(status=403)
+        return task
+
+    def _act(self, request: HttpRequest, pk: Any, verb: str, fn: Any) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        task = self._task_for(request, pk)
+        if isinstance(task, HttpResponse):
+            return task
+        try:
+            fn(task)
+        except PlatformError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+        else:
+            self.message_user(request, f"Task {verb}.", messages.SUCCESS)
+        return HttpResponseRedirect(reverse("admin:a2a_task_change", args=[task.pk]))
+
+    def cancel_view(self, request: HttpRequest, pk: Any) -> HttpResponse:
+        return self._act(
+            request, pk, "canceled", lambda t: services.cancel_task(t, by=request.user)
+        )
+
+    def retry_view(self, request: HttpRequest, pk: Any) -> HttpResponse:
+        return self._act(request, pk, "retried", lambda t: services.retry_task(t, by=request.user))
+
+    def reply_view(self, request: HttpRequest, pk: Any) -> HttpResponse:
+        """Answer the agent's question (INPUT_REQUIRED / AUTH_REQUIRED). The form is on the
+        task page; a GET here shows it alone."""
+        task = self._task_for(request, pk)
+        if isinstance(task, HttpResponse):
+            return task
         change_url = reverse("admin:a2a_task_change", args=[task.pk])
         form = ReplyForm(request.POST or None)
         if request.method == "POST" and form.is_valid():
@@ -297,7 +231,7 @@ class TaskAdmin(admin.ModelAdmin):
             **self.admin_site.each_context(request),
             "title": f"Answer the agent on task {task.id}",
             "task": task,
-            "question": message_text(task.question) or pretty(task.question),
+            "question": message_text(task.question) or "(a data question: see the task)",
             "waiting": task.state in INTERRUPTED_STATES,
             "form": form,
             "opts": self.model._meta,
@@ -305,6 +239,9 @@ class TaskAdmin(admin.ModelAdmin):
         }
         return TemplateResponse(request, "admin/a2a/task/reply.html", context)
 
+
+console.add_dashboard_panel("tasks", task_console.dashboard_panel, order=10)
+console.add_agent_panel("tasks", task_console.agent_panel, order=20)
 
 # The A2A face's push notification configs and deliveries.
 from a2a.face import admin as face_admin  # noqa: E402, F401

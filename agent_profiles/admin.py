@@ -9,14 +9,18 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
 from agent_profiles import admin_calls
+from agent_profiles import console as agent_console
 from agent_profiles.cards import refresh_card
 from agent_profiles.models import AgentProfile, AgentStatus, ApiKey, Skill, UserToken
 from agent_profiles.urlguard import check_url
+from platform_site import console
 from platform_site.errors import PlatformError
 
 
@@ -148,6 +152,7 @@ class AgentProfileForm(admin_calls.CallSettingsForm):
 @admin.register(AgentProfile)
 class AgentProfileAdmin(admin.ModelAdmin):
     form = AgentProfileForm
+    change_form_template = "admin/agent_profiles/agentprofile/change_form.html"
     list_display = (
         "id",
         "name",
@@ -157,7 +162,7 @@ class AgentProfileAdmin(admin.ModelAdmin):
         "last_seen_at",
         "key_prefix_col",
     )
-    list_filter = ("status", "skills", "domain")
+    list_filter = ("status", "health_status", "skills", "domain")
     search_fields = ("id", "name", "description", "a2a_endpoint")
     filter_horizontal = ("skills",)
     readonly_fields = (
@@ -188,8 +193,29 @@ class AgentProfileAdmin(admin.ModelAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, agent: AgentProfile) -> str:
-        colour = {"active": "#2e7d32", "pending": "#ef6c00", "disabled": "#c62828"}[agent.status]
-        return format_html('<b style="color:{}">{}</b>', colour, agent.get_status_display())
+        return format_html(
+            '<span class="badge {}">{}</span>', agent.status, agent.get_status_display()
+        )
+
+    def get_urls(self) -> list[URLPattern]:
+        rotate = path(
+            "<path:object_id>/rotate-key/",
+            self.admin_site.admin_view(self.rotate_key_view),
+            name="agent_profiles_agentprofile_rotate",
+        )
+        return [rotate, *super().get_urls()]
+
+    def rotate_key_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The agent page's "Rotate the key" button: the new key is shown once."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        agent = get_object_or_404(AgentProfile, pk=object_id)
+        if not self.has_change_permission(request, agent):
+            return HttpResponse(status=403)
+        self.rotate_key(request, AgentProfile.objects.filter(pk=agent.pk))
+        return HttpResponseRedirect(
+            reverse("admin:agent_profiles_agentprofile_change", args=[agent.pk])
+        )
 
     @admin.display(description="skills")
     def skill_list(self, agent: AgentProfile) -> str:
@@ -224,6 +250,9 @@ class AgentProfileAdmin(admin.ModelAdmin):
                 f"New API key for {agent.pk} (copy it now, it is not shown again): {key}",
                 messages.WARNING,
             )
+
+
+console.add_agent_panel("registry", agent_console.agent_panel, order=10)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -12,8 +12,10 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from agent_profiles.models import AgentProfile
+from gateway import console as gateway_console
 from gateway import presence, services
 from gateway.models import Delivery, OfflineTask, Presence
+from platform_site import console
 
 _online_cache: tuple[float, set[str]] = (0.0, set())
 
@@ -41,6 +43,8 @@ def _add_online_column() -> None:
 
 
 _add_online_column()
+console.add_dashboard_panel("gateway", gateway_console.dashboard_panel, order=30)
+console.add_agent_panel("gateway", gateway_console.agent_panel, order=30)
 
 
 def _age(since: Any) -> str:

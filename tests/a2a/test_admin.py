@@ -35,12 +35,43 @@ def test_the_list_shows_tasks(admin_client: Any, task: Task) -> None:
     assert str(task.pk)[:8] in response.content.decode()
 
 
-def test_the_detail_shows_question_conversation_and_history(admin_client: Any, task: Task) -> None:
+def test_the_detail_reads_top_down_with_the_question_and_reply_form_first(
+    admin_client: Any, task: Task
+) -> None:
     page = admin_client.get(reverse("admin:a2a_task_change", args=[task.pk])).content.decode()
-    assert "EU or UK?" in page
-    assert "Transition history" in page
-    assert "TASK_STATE_INPUT_REQUIRED" in page
-    assert "Answer the agent" in page
+    assert "input required" in page  # the state badge
+    question, thread = page.index('id="question"'), page.index('id="task-thread"')
+    history, raw = page.index("Transition history"), page.index('id="task-raw"')
+    assert question < thread < history < raw
+    assert "EU or UK?" in page[question:thread]
+    assert "Send the answer" in page[question:thread]
+    assert page.count("TASK_STATE_INPUT_REQUIRED") >= 1
+    # read-only: no Save buttons; the raw JSON only collapsed at the end
+    assert 'name="_save"' not in page
+    assert "<details><summary>The task as the API returns it" in page[raw:]
+    assert '"remoteTaskId"' not in page[:raw]
+
+
+def test_the_detail_shows_times_with_seconds(admin_client: Any, task: Task) -> None:
+    page = admin_client.get(reverse("admin:a2a_task_change", args=[task.pk])).content.decode()
+    assert f"{task.created_at:%Y-%m-%d %H:%M:%S}" in page
+
+
+def test_a_completed_task_shows_its_output_once_and_no_actions_but_none(
+    admin_client: Any, task: Task
+) -> None:
+    services.reply_to_task(task, text="EU")
+    artifacts = [{"parts": [{"data": {"verdict": "pass", "note": "unique-note-42"}}]}]
+    services.apply_agent_update(task, status={"state": "completed"}, artifacts=artifacts, via="x")
+    page = admin_client.get(reverse("admin:a2a_task_change", args=[task.pk])).content.decode()
+    raw = page.index('id="task-raw"')
+    # the output once (the artifact is not repeated; data parts stay collapsed)
+    assert page[:raw].count("unique-note-42") == 1
+    assert "completed" in page
+    assert "took" in page
+    assert 'id="cancel-task"' not in page
+    assert 'id="retry-task"' not in page
+    assert 'id="question"' not in page
 
 
 def test_the_detail_shows_output_validation_errors(admin_client: Any, task: Task) -> None:
@@ -91,3 +122,54 @@ def test_cancel_and_retry_actions(admin_client: Any, task: Task) -> None:
     admin_client.post(changelist, {"action": "retry_selected", "_selected_action": [task.pk]})
     task.refresh_from_db()
     assert task.state == TaskState.SUBMITTED
+
+
+def test_the_page_buttons_cancel_and_retry(admin_client: Any, task: Task) -> None:
+    page = admin_client.get(reverse("admin:a2a_task_change", args=[task.pk])).content.decode()
+    assert 'id="cancel-task"' in page
+    assert 'id="retry-task"' not in page
+    assert admin_client.get(reverse("admin:a2a_task_cancel", args=[task.pk])).status_code == 405
+    response = admin_client.post(reverse("admin:a2a_task_cancel", args=[task.pk]))
+    assert response.status_code == 302
+    task.refresh_from_db()
+    assert task.state == TaskState.CANCELED
+    # retry of a canceled task: refused with the platform's message, nothing changes
+    page = admin_client.post(reverse("admin:a2a_task_retry", args=[task.pk]), follow=True)
+    assert "retried" in page.content.decode().lower()
+    task.refresh_from_db()
+    assert task.state == TaskState.CANCELED
+    Task.objects.filter(pk=task.pk).update(state=TaskState.FAILED)
+    page = admin_client.get(reverse("admin:a2a_task_change", args=[task.pk])).content.decode()
+    assert 'id="retry-task"' in page
+    admin_client.post(reverse("admin:a2a_task_retry", args=[task.pk]))
+    task.refresh_from_db()
+    assert task.state == TaskState.SUBMITTED
+
+
+def test_the_waiting_filter_is_the_inbox(admin_client: Any, task: Task, make_user: Any) -> None:
+    other = services.create_task(
+        skill_id=task.skill_id, input={"product": "x"}, user=task.created_by
+    )
+    url = reverse("admin:a2a_task_changelist") + "?waiting=yes"
+    page = admin_client.get(url).content.decode()
+    assert str(task.pk)[:8] in page
+    assert str(other.pk)[:8] not in page
+    assert "EU or UK?" in page  # the question column
+
+
+def test_the_dashboard_counts_states_waiting_tasks_failures_and_agents(
+    admin_client: Any, task: Task
+) -> None:
+    failed = services.create_task(
+        skill_id=task.skill_id, input={"product": "x"}, user=task.created_by
+    )
+    failed.fail("agent_unreachable", "Could not reach the agent")
+    page = admin_client.get(reverse("admin:index")).content.decode()
+    waiting = page[page.index('id="waiting-card"') : page.index('id="tasks-card"')]
+    assert "1 task<" in waiting
+    assert "?waiting=yes" in waiting
+    assert reverse("admin:a2a_task_change", args=[task.pk]) in waiting  # the oldest
+    failures = page[page.index('id="failures-card"') :]
+    assert "agent_unreachable" in failures
+    assert 'id="agents-card"' in page
+    assert 'id="offline-card"' in page

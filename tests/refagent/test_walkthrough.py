@@ -124,10 +124,9 @@ def answer_in_the_admin(url: str, task_id: str, answer: str) -> None:
         form = {"username": "admin", "password": "walkthrough", "next": "/admin/"}
         browser.post("/admin/login/", data={**form, "csrfmiddlewaretoken": token.group(1)})
         page = browser.get(f"/admin/a2a/task/{task_id}/change/")
-        assert "Answer the agent" in page.text
-        reply = browser.get(f"/admin/a2a/task/{task_id}/reply/")
-        assert "Is it for children under 3?" in reply.text
-        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', reply.text)
+        assert "Is it for children under 3?" in page.text  # on top, with the reply form
+        assert "Send the answer" in page.text
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
         assert token
         sent = browser.post(
             f"/admin/a2a/task/{task_id}/reply/",
