@@ -4,6 +4,12 @@ Cards are built with the official a2a-sdk's ``AgentCard`` protobuf and rendered 
 ``MessageToDict``, so field names and nesting are exactly what A2A clients parse.
 An agent's card points at the platform's tenant routes ``/v1/a2a/{agentId}``: clients
 reach the agent through the platform, with the platform's capabilities.
+
+The JSON-RPC URL also serves A2A 0.3 (see :mod:`a2a.face.legacy`), listed as a third
+interface with protocol version 0.3. Like the official SDK's servers, the card also carries
+the top-level fields a 0.3 client reads (``url``, ``preferredTransport``,
+``protocolVersion``, ``additionalInterfaces``), pointing at that interface; 1.0 clients
+ignore them.
 """
 
 from __future__ import annotations
@@ -15,10 +21,14 @@ from typing import Any
 from django.conf import settings
 from google.protobuf.json_format import MessageToDict
 
+from a2a.compat.v0_3.conversions import to_compat_agent_card
 from a2a.types import a2a_pb2 as pb
 from agent_profiles.models import AgentProfile, AgentStatus, Skill
 
 PROTOCOL_VERSION = "1.0"
+LEGACY_PROTOCOL_VERSION = "0.3"
+# The 0.3 card fields added beside the 1.0 ones (a 0.3 client reads nothing else).
+LEGACY_CARD_FIELDS = ("url", "preferredTransport", "protocolVersion", "additionalInterfaces")
 PLATFORM_VERSION = "1.0.0"
 DEFAULT_MODES = ["application/json", "text/plain"]
 BEARER_SCHEME = "bearer"
@@ -77,6 +87,11 @@ def _card(
                 protocol_binding="JSONRPC",
                 protocol_version=PROTOCOL_VERSION,
             ),
+            pb.AgentInterface(
+                url=f"{base_url}/jsonrpc",
+                protocol_binding="JSONRPC",
+                protocol_version=LEGACY_PROTOCOL_VERSION,
+            ),
         ],
         capabilities=pb.AgentCapabilities(
             streaming=True,
@@ -132,4 +147,8 @@ def _to_dict(card: pb.AgentCard) -> dict[str, Any]:
         "pushNotifications": card.capabilities.push_notifications,
         "extendedAgentCard": card.capabilities.extended_agent_card,
     }
+    legacy = to_compat_agent_card(card).model_dump(mode="json", by_alias=True, exclude_none=True)
+    for key in LEGACY_CARD_FIELDS:
+        if key in legacy:
+            data[key] = legacy[key]
     return data

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -23,9 +24,8 @@ from django.http import HttpRequest
 from a2a.face.errors import Unauthenticated, VersionNotSupported
 from agent_profiles.authentication import AgentPrincipal, authenticate_bearer, bearer_token
 
-SUPPORTED_MAJOR = 1
 PROTOCOL_VERSION = "1.0"
-JSON_CONTENT_TYPES = ("application/json", "application/a2a+json")
+LEGACY_VERSION = "0.3"
 
 
 @dataclass
@@ -124,24 +124,45 @@ class PrincipalCache:
 principal_cache = PrincipalCache()
 
 
-def check_version(request: HttpRequest) -> None:
-    """Accept A2A 1.x; a missing or empty header is read as this server's 1.0."""
-    raw = (request.headers.get("A2A-Version") or "").strip()
-    if not raw:
-        return
-    major = raw.split(".", 1)[0]
-    if major.isdigit() and int(major) == SUPPORTED_MAJOR:
-        return
-    raise VersionNotSupported(
-        f"A2A version {raw!r} is not supported; this server speaks {PROTOCOL_VERSION}.",
-        metadata={"requestedVersion": raw[:50], "supportedVersions": PROTOCOL_VERSION},
-    )
+_VERSION_RE = re.compile(r"^(\d{1,4})(?:\.(\d{1,4}))?(?:\.\d{1,4})?$")
 
 
-def is_json_content_type(value: str | None) -> bool:
-    media = (value or "").split(";", 1)[0].strip().lower()
-    return media in JSON_CONTENT_TYPES or (
-        media.startswith("application/") and media.endswith("+json")
+def requested_version(request: HttpRequest) -> str | None:
+    """The ``Major.Minor`` the client asks for (header, else the ``A2A-Version`` query
+    parameter), or None when absent or empty. Anything that is not a version is refused."""
+    raw = request.headers.get("A2A-Version")
+    if raw is None:
+        raw = request.GET.get("A2A-Version")
+    text = (raw or "").strip()
+    if not text:
+        return None
+    match = _VERSION_RE.match(text)
+    if match is None:
+        raise _unsupported(text)
+    return f"{int(match[1])}.{int(match[2] or 0)}"
+
+
+def check_version(request: HttpRequest, speaks: str = PROTOCOL_VERSION) -> None:
+    """Refuse a requested version this operation does not speak: 1.0 operations accept any
+    1.x, 0.3 ones 0.3. A missing or empty version is accepted: the spec reads it as 0.3
+    "where the method or path does not tell", and on the face they always tell."""
+    version = requested_version(request)
+    if version is None:
+        return
+    wanted_major = speaks.split(".", 1)[0]
+    if speaks == "0.3" and version == "0.3":
+        return
+    if speaks != "0.3" and version.split(".", 1)[0] == wanted_major:
+        return
+    raise _unsupported(version, speaks)
+
+
+def _unsupported(requested: str, speaks: str | None = None) -> VersionNotSupported:
+    shown = requested if len(requested) <= 20 else requested[:20] + "…"
+    supported = speaks or f"{PROTOCOL_VERSION}, {LEGACY_VERSION}"
+    return VersionNotSupported(
+        f"A2A version {shown!r} is not supported here; this operation speaks {supported}.",
+        metadata={"requestedVersion": shown, "supportedVersions": supported},
     )
 
 

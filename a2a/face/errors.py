@@ -1,16 +1,29 @@
-"""The A2A face's errors: one exception hierarchy, mapped in one table to both bindings.
+"""The A2A face's errors: what a client sees for every failure, in two tables.
 
-HTTP+JSON renders ``google.rpc.Status`` (``{"error": {"code", "status", "message",
-"details": [ErrorInfo]}}``); JSON-RPC renders ``{"code", "message", "data": [ErrorInfo]}``
-with the A2A codes -32001…-32009 and the JSON-RPC 2.0 standard codes. The reasons are the
-ones the official ``a2a-sdk`` client maps back to its own exception classes.
+:data:`DOMAIN_ERRORS` turns the domain errors the handler lets through (the dispatcher's
+``PlatformError`` subclasses, the URL guard's refusals) into the face's protocol errors;
+:data:`ERROR_TABLE` renders each protocol error on both bindings. HTTP+JSON renders
+``google.rpc.Status`` (``{"error": {"code", "status", "message", "details":
+[ErrorInfo]}}``); JSON-RPC renders ``{"code", "message", "data": [ErrorInfo]}`` with the
+A2A codes -32001…-32009 and the JSON-RPC 2.0 standard codes. The reasons are the ones the
+official ``a2a-sdk`` client maps back to its own exception classes.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+
+from a2a.exceptions import UnknownAgent, UnknownSkill
+from agent_profiles.urlguard import UnsafeURL
+from platform_site.errors import Conflict, PlatformError
+
+log = logging.getLogger(__name__)
 
 ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
 BAD_REQUEST_TYPE = "type.googleapis.com/google.rpc.BadRequest"
@@ -156,6 +169,65 @@ ERROR_TABLE: dict[type[FaceError], Mapping] = {
     Unauthenticated: Mapping(401, "UNAUTHENTICATED", "UNAUTHENTICATED", -32000, PLATFORM_DOMAIN),
     InternalError: Mapping(500, "INTERNAL", "INTERNAL_ERROR", -32603),
 }
+
+
+# --- domain errors → protocol errors (the one place the face translates) --------------
+
+
+def _details(exc: PlatformError) -> dict[str, Any]:
+    return {"code": exc.code}
+
+
+def _violations(exc: PlatformError) -> list[tuple[str, str]] | None:
+    details = exc.details if isinstance(exc.details, dict) else {}
+    return [(str(k), str(v)) for k, v in details.items()] or None
+
+
+def _unknown_skill(exc: PlatformError) -> FaceError:
+    details = exc.details if isinstance(exc.details, dict) else {}
+    return InvalidParams(
+        exc.message,
+        metadata={"skillId": str(details.get("skillId", "")), "code": exc.code},
+        violations=[("metadata.skillId", "unknown or inactive skill")],
+    )
+
+
+def _unsafe_url(exc: PlatformError) -> FaceError:
+    return InvalidParams(f"Webhook URL refused: {exc.message}", violations=[("url", exc.message)])
+
+
+# First match wins: more specific classes first.
+DOMAIN_ERRORS: list[tuple[type[Exception], Callable[[Any], FaceError]]] = [
+    (UnknownSkill, _unknown_skill),
+    (UnsafeURL, _unsafe_url),
+    (UnknownAgent, lambda e: InvalidParams(e.message, metadata=_details(e))),
+    (Conflict, lambda e: UnsupportedOperation(e.message, metadata=_details(e))),
+    (
+        PlatformError,
+        lambda e: InvalidParams(e.message, metadata=_details(e), violations=_violations(e)),
+    ),
+    (RequestDataTooBig, lambda e: PayloadTooLarge()),
+]
+
+
+# Where one operation gives a domain error its own meaning.
+OPERATION_ERRORS: dict[tuple[str, type[Exception]], Callable[[Any], FaceError]] = {
+    ("cancel_task", Conflict): lambda e: TaskNotCancelable(e.message, metadata=_details(e)),
+}
+
+
+def as_face_error(exc: BaseException, operation: str = "") -> FaceError:
+    """Any exception as the protocol error a client sees (unexpected ones are logged)."""
+    if isinstance(exc, FaceError):
+        return exc
+    for (op, cls), convert in OPERATION_ERRORS.items():
+        if op == operation and isinstance(exc, cls):
+            return convert(exc)
+    for cls, convert in DOMAIN_ERRORS:
+        if isinstance(exc, cls):
+            return convert(exc)
+    log.error("unexpected error in the A2A face", exc_info=exc)
+    return InternalError()
 
 
 def mapping_for(error: FaceError) -> Mapping:

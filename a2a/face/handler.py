@@ -1,12 +1,11 @@
-"""The A2A face's request handler: one method per A2A operation, no wire knowledge.
+"""The A2A face's request handler: one coroutine per A2A operation, no wire knowledge.
 
-Both bindings (``rest.py`` for HTTP+JSON, ``jsonrpc.py`` for JSON-RPC) parse a request
-into the operation's JSON params and a :class:`CallContext`, call one method here and
-render what it returns (a JSON dict, or an async iterator of ``StreamResponse`` dicts).
-Methods raise :mod:`a2a.face.errors` exceptions only.
-
-The message-sending operations live in :mod:`a2a.face.sending` (composed in as
-:class:`~a2a.face.sending.SendingMixin`); param parsing lives in :mod:`a2a.face.params`.
+Both bindings (``rest.py`` for HTTP+JSON, ``jsonrpc.py`` for JSON-RPC 1.0 and 0.3) read a
+request into the operation's canonical params (:mod:`a2a.face.protojson`) and a
+:class:`CallContext`, call one operation here and render what it returns (a JSON dict, or
+an async iterator of ``StreamResponse`` dicts). Operations raise the face's protocol errors
+or let the services' domain errors through; :mod:`a2a.face.errors` maps both. Sending lives
+in :mod:`a2a.face.sending`.
 """
 
 from __future__ import annotations
@@ -21,7 +20,8 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Q
 
-from a2a.face import queries, sse
+from a2a import services
+from a2a.face import push, sending, sse
 from a2a.face.context import CallContext
 from a2a.face.db import db_call
 from a2a.face.errors import (
@@ -33,13 +33,13 @@ from a2a.face.errors import (
     Unauthenticated,
     UnsupportedOperation,
 )
-from a2a.face.params import _opt_bool, _opt_int, _opt_timestamp, _proto_check, _task_id
-from a2a.face.sending import SendingMixin
+from a2a.face.ids import caller_tag, toward_agent
+from a2a.face.params import opt_bool, opt_int, opt_str, opt_timestamp
 from a2a.face.serializers import task_json
+from a2a.face.visibility import task_payload, visible_task, visible_tasks
 from a2a.models import PushNotificationConfig, Task, TaskMessage
 from a2a.states import TaskState
 from agent_profiles.models import AgentProfile
-from platform_site.errors import Conflict
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
@@ -65,73 +65,58 @@ def _decode_cursor(token: str) -> tuple[datetime, uuid.UUID]:
         ) from None
 
 
+def _list_status(params: dict[str, Any]) -> str | None:
+    status = opt_str(params, "status") or None
+    if status is None or status == "TASK_STATE_UNSPECIFIED":
+        return None
+    if status not in STATES_BY_NAME:
+        raise InvalidParams(
+            f"status must be one of {sorted(STATES_BY_NAME)}.",
+            violations=[("status", "unknown task state")],
+        )
+    return status
+
+
 # --- the handler ----------------------------------------------------------------------
 
 
-class FaceHandler(SendingMixin):
+class FaceHandler:
     """The A2A operations of the platform, one coroutine each."""
 
+    send_message = staticmethod(sending.send_message)
+    stream_message = staticmethod(sending.stream_message)
+
     # ---- tasks: reading ----
-
-    def _visible(self, ctx: CallContext) -> Any:
-        qs = Task.objects.filter(ctx.owner_q())
-        if ctx.tenant:
-            qs = qs.filter(agent_id=ctx.tenant)
-        return qs
-
-    def _get_visible(self, ctx: CallContext, raw_id: Any) -> Task:
-        task_id = _task_id(raw_id)
-        task = queries.visible_task(ctx, task_id)
-        if task is None:
-            raise TaskNotFound(f"Task {task_id} not found.", metadata={"taskId": str(task_id)})
-        return task
-
-    def _task_payload(
-        self, task: Task, *, history_length: int | None, include_artifacts: bool = True
-    ) -> dict[str, Any]:
-        history = None
-        if history_length != 0:
-            history = queries.history(task)
-        return task_json(
-            task,
-            history=history,
-            history_length=history_length,
-            include_artifacts=include_artifacts,
-        )
 
     async def get_task(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         def run() -> dict[str, Any]:
             ctx.require_caller()
-            history_length = _opt_int(params, "historyLength", low=0)
-            task = self._get_visible(ctx, params.get("id"))
-            return self._task_payload(task, history_length=history_length)
+            history_length = opt_int(params, "historyLength", low=0)
+            task = visible_task(ctx, params.get("id"))
+            return task_payload(task, history_length=history_length)
 
         return await db_call(run)()
 
     async def list_tasks(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         def run() -> dict[str, Any]:
             ctx.require_caller()
-            page_size = _opt_int(params, "pageSize", low=1, high=MAX_PAGE_SIZE) or DEFAULT_PAGE_SIZE
-            history_length = _opt_int(params, "historyLength", low=0)
-            include_artifacts = bool(_opt_bool(params, "includeArtifacts"))
-            after = _opt_timestamp(params, "statusTimestampAfter")
-            status = params.get("status") or None
-            if status is not None and status not in STATES_BY_NAME:
-                if status != "TASK_STATE_UNSPECIFIED":
-                    raise InvalidParams(
-                        f"status must be one of {sorted(STATES_BY_NAME)}, got {status!r}",
-                        violations=[("status", "unknown task state")],
-                    )
-                status = None
-            context_id = params.get("contextId") or None
-            token = params.get("pageToken") or None
-            cursor = _decode_cursor(str(token)) if token else None
-            qs = self._visible(ctx)
+            page_size = opt_int(params, "pageSize", low=1, high=MAX_PAGE_SIZE) or DEFAULT_PAGE_SIZE
+            history_length = opt_int(params, "historyLength", low=0)
+            include_artifacts = bool(opt_bool(params, "includeArtifacts"))
+            after = opt_timestamp(params, "statusTimestampAfter")
+            status = _list_status(params)
+            context_id = opt_str(params, "contextId")
+            token = opt_str(params, "pageToken")
+            cursor = _decode_cursor(token) if token else None
+            qs = visible_tasks(ctx)
             if ctx.is_anonymous and not context_id:
                 # Anonymous callers share ownerless tasks: listing needs a context id.
                 qs = qs.none()
             if context_id:
-                qs = qs.filter(context_id=context_id)
+                # The caller's context id, as stored (in the caller's namespace) or as
+                # given (tasks created on the REST API).
+                stored = toward_agent(caller_tag(ctx), context_id)
+                qs = qs.filter(context_id__in=[stored, context_id])
             if status:
                 qs = qs.filter(state=status)
             if after is not None:
@@ -178,20 +163,15 @@ class FaceHandler(SendingMixin):
     async def cancel_task(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         def run() -> dict[str, Any]:
             ctx.require_caller()
-            task = self._get_visible(ctx, params.get("id"))
+            task = visible_task(ctx, params.get("id"))
             if task.is_terminal:
                 raise TaskNotCancelable(
                     f"Task {task.id} is {task.state}, a final state.",
                     metadata={"taskId": str(task.id), "state": task.state},
                 )
-            from a2a import services
-
-            try:
-                task = services.cancel_task(task, by=ctx.user, reason="canceled by the A2A client")
-            except Conflict as exc:
-                raise TaskNotCancelable(exc.message, metadata={"taskId": str(task.id)}) from None
+            task = services.cancel_task(task, by=ctx.user, reason="canceled by the A2A client")
             task.refresh_from_db()
-            return self._task_payload(task, history_length=None)
+            return task_payload(task, history_length=None)
 
         return await db_call(run)()
 
@@ -199,10 +179,10 @@ class FaceHandler(SendingMixin):
 
     async def subscribe(
         self, params: dict[str, Any], ctx: CallContext
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncIterator[dict[str, Any] | None]:
         def run() -> Task:
             ctx.require_caller()
-            task = self._get_visible(ctx, params.get("id"))
+            task = visible_task(ctx, params.get("id"))
             if task.is_terminal:
                 raise UnsupportedOperation(
                     f"Task {task.id} is {task.state}, a final state: nothing to subscribe to.",
@@ -215,58 +195,51 @@ class FaceHandler(SendingMixin):
 
     # ---- push notification configs ----
 
-    def _push_task(self, ctx: CallContext, raw_id: Any) -> Task:
-        return self._get_visible(ctx, raw_id)
-
     async def create_push_config(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        from a2a.face import push as push_service
-        from a2a.types import a2a_pb2
-
         def run() -> dict[str, Any]:
             ctx.require_caller()
-            _proto_check(params, a2a_pb2.TaskPushNotificationConfig, "TaskPushNotificationConfig")
-            task = self._push_task(ctx, params.get("taskId"))
-            config = push_service.create_config(task, params)
-            return push_service.config_json(config)
+            task = visible_task(ctx, params.get("taskId"))
+            return push.config_json(push.create_config(task, params))
 
         return await db_call(run)()
 
     async def get_push_config(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        from a2a.face import push as push_service
-
         def run() -> dict[str, Any]:
             ctx.require_caller()
-            task = self._push_task(ctx, params.get("taskId"))
-            config = PushNotificationConfig.objects.filter(
-                task=task, config_id=str(params.get("id") or "")
+            task = visible_task(ctx, params.get("taskId"))
+            config_id = opt_str(params, "id")
+            configs = PushNotificationConfig.objects.filter(task=task)
+            # 0.3 clients may omit the config id: then the task's first config.
+            config = (
+                configs.filter(config_id=config_id)
+                if config_id
+                else configs.order_by("created_at", "id")
             ).first()
             if config is None:
                 raise TaskNotFound(
-                    f"Push notification config {params.get('id')!r} not found on task {task.id}.",
-                    metadata={"taskId": str(task.id), "configId": str(params.get("id"))},
+                    f"Push notification config {config_id!r} not found on task {task.id}.",
+                    metadata={"taskId": str(task.id), "configId": config_id[:100]},
                 )
-            return push_service.config_json(config)
+            return push.config_json(config)
 
         return await db_call(run)()
 
     async def list_push_configs(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        from a2a.face import push as push_service
-
         def run() -> dict[str, Any]:
             ctx.require_caller()
-            task = self._push_task(ctx, params.get("taskId"))
+            task = visible_task(ctx, params.get("taskId"))
             configs = PushNotificationConfig.objects.filter(task=task).order_by("created_at", "id")
-            return {"configs": [push_service.config_json(c) for c in configs], "nextPageToken": ""}
+            return {"configs": [push.config_json(c) for c in configs], "nextPageToken": ""}
 
         return await db_call(run)()
 
     async def delete_push_config(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         def run() -> None:
             ctx.require_caller()
-            task = self._push_task(ctx, params.get("taskId"))
+            task = visible_task(ctx, params.get("taskId"))
             # Idempotent: deleting twice has the same effect.
             PushNotificationConfig.objects.filter(
-                task=task, config_id=str(params.get("id") or "")
+                task=task, config_id=opt_str(params, "id")
             ).delete()
 
         await db_call(run)()

@@ -1,8 +1,12 @@
-"""The JSON-RPC 2.0 binding of the A2A face: parse, route to the shared handler, render.
+"""The JSON-RPC 2.0 binding of the A2A face, A2A 1.0 and 0.3: parse, route, render.
 
-``POST /v1/a2a/jsonrpc`` (and ``/v1/a2a/{agentId}/jsonrpc``, or a ``tenant`` param naming
-the agent). Errors are JSON-RPC error objects with the A2A codes; HTTP status 200, except
-401 (authentication), 405 and 415 (checked before the body is parsed).
+``POST /v1/a2a/jsonrpc`` (with or without a trailing slash; also
+``/v1/a2a/{agentId}/jsonrpc``, or a ``tenant`` param naming the agent). The method name
+tells the version: 1.0 methods (``SendMessage``, ...) and 0.3 methods (``message/send``,
+..., see :mod:`a2a.face.legacy`) share the URL. Everything under this URL answers a
+JSON-RPC envelope: ``{"jsonrpc": "2.0", "id", "result"}`` or ``{"jsonrpc": "2.0", "id",
+"error": {"code", "message", "data"}}``; HTTP status 200, except 401 (authentication), 404
+(no endpoint at that path), 405, 413 and 415 (checked before the body is parsed).
 """
 
 from __future__ import annotations
@@ -12,20 +16,23 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from a2a.face.context import build_context, check_version
+from a2a.face import legacy
+from a2a.face.context import LEGACY_VERSION, PROTOCOL_VERSION, build_context, check_version
 from a2a.face.errors import (
-    FaceError,
     InvalidParams,
     InvalidRequest,
     MethodNotAllowed,
     MethodNotFound,
-    Unauthenticated,
+    as_face_error,
     jsonrpc_error_body,
+    mapping_for,
 )
 from a2a.face.handler import handler
-from a2a.face.responses import as_face_error, json_response, read_json_body, sse_response
+from a2a.face.protojson import check_text, read_body, read_params
+from a2a.face.responses import json_response, sse_response
+from platform_site.text import find_bad_text
 
-# Method name → (handler operation, streams?).
+# 1.0 method name → (handler operation, streams?).
 METHODS: dict[str, tuple[str, bool]] = {
     "SendMessage": ("send_message", False),
     "SendStreamingMessage": ("stream_message", True),
@@ -43,68 +50,103 @@ METHODS: dict[str, tuple[str, bool]] = {
 _TRANSPORT_STATUSES = {401, 405, 413, 415}
 
 
-def error_response(exc: BaseException, request_id: Any = None) -> HttpResponse:
-    error = as_face_error(exc)
-    from a2a.face.errors import mapping_for
-
-    status = mapping_for(error).http_status
+def error_response(
+    exc: BaseException, request_id: Any = None, operation: str = "", *, status: int = 0
+) -> HttpResponse:
+    error = as_face_error(exc, operation)
+    if not status:
+        status = mapping_for(error).http_status
+        status = status if status in _TRANSPORT_STATUSES else 200
     return json_response(
-        jsonrpc_error_body(error, request_id),
-        status=status if status in _TRANSPORT_STATUSES else 200,
-        headers=error.headers if isinstance(error, Unauthenticated | MethodNotAllowed) else None,
+        jsonrpc_error_body(error, request_id), status=status, headers=error.headers
     )
 
 
-def _request_id(body: dict[str, Any]) -> str | int | None:
-    rid = body.get("id")
-    if isinstance(rid, bool) or not isinstance(rid, str | int | type(None)):
-        return None
-    return rid
-
-
-def _parse_call(body: dict[str, Any]) -> tuple[str, dict[str, Any], bool]:
-    if body.get("jsonrpc") != "2.0":
-        raise InvalidRequest("'jsonrpc' must be exactly \"2.0\".")
+def _envelope(body: dict[str, Any]) -> tuple[Any, str, Any]:
+    """``(id, method, params)`` of a request; the id is returned even when the rest is
+    invalid (InvalidRequest carries it as ``request_id``)."""
     rid = body.get("id")
     if isinstance(rid, bool) or not isinstance(rid, str | int | type(None)):
         raise InvalidRequest("'id' must be a string, an integer or null.")
+    if isinstance(rid, str) and (find_bad_text(rid) is not None or len(rid) > 1000):
+        raise InvalidRequest("'id' holds a NUL character or a lone surrogate, or is too long.")
+    if isinstance(rid, int) and abs(rid) > 2**63:
+        raise InvalidRequest("'id' is out of range.")
+    return rid, body.get("method"), body.get("params")
+
+
+def _method(body: dict[str, Any], rid: Any) -> str:
+    if body.get("jsonrpc") != "2.0":
+        raise InvalidRequest("'jsonrpc' must be exactly \"2.0\".")
     method = body.get("method")
     if not isinstance(method, str) or not method:
         raise InvalidRequest("'method' is required.")
-    if method not in METHODS:
-        raise MethodNotFound(f"Method {method!r} not found.", metadata={"method": method[:100]})
-    params = body.get("params", {})
-    if params is None:
-        params = {}
-    if not isinstance(params, dict):
-        raise InvalidParams("'params' must be an object.")
-    operation, streams = METHODS[method]
-    return operation, params, streams
+    if find_bad_text(method) is not None or len(method) > 200:
+        raise InvalidRequest("'method' holds a NUL character or a lone surrogate, or is too long.")
+    if method not in METHODS and method not in legacy.METHODS:
+        raise MethodNotFound(f"Method {method!r} not found.", metadata={"method": method})
+    return method
+
+
+class _Call:
+    """One parsed call: which operation, in which version, with which params."""
+
+    def __init__(self, method: str, raw_params: Any) -> None:
+        if raw_params is None:
+            raw_params = {}
+        if not isinstance(raw_params, dict):
+            raise InvalidParams("'params' must be an object.")
+        self.legacy = method in legacy.METHODS
+        if self.legacy:
+            self.operation, self.streams, _model = legacy.METHODS[method]
+            self.version = LEGACY_VERSION
+            check_text(raw_params, "params")
+            self.params = read_params(self.operation, legacy.params_in(method, raw_params))
+        else:
+            self.operation, self.streams = METHODS[method]
+            self.version = PROTOCOL_VERSION
+            self.params = read_params(self.operation, raw_params)
+
+    def result(self, result: Any) -> Any:
+        return legacy.result_out(self.operation, result) if self.legacy else result
+
+    def event(self, event: dict[str, Any]) -> Any:
+        return legacy.event_out(event) if self.legacy else event
 
 
 @csrf_exempt
 async def endpoint(request: HttpRequest, tenant: str | None = None) -> HttpResponse:
     request_id: Any = None
+    operation = ""
     try:
         if request.method != "POST":
             raise MethodNotAllowed("JSON-RPC takes POST.", headers={"Allow": "POST"})
-        body = read_json_body(request, required=True)
-        request_id = _request_id(body)
-        operation, params, streams = _parse_call(body)
-        check_version(request)
-        ctx = build_context(request, tenant or params.get("tenant") or None)
-        result = await getattr(handler, operation)(params, ctx)
-    except FaceError as exc:
-        return error_response(exc, request_id)
-    except Exception as exc:
-        return error_response(exc, request_id)
-    if not streams:
-        return json_response({"jsonrpc": "2.0", "id": request_id, "result": result})
-    try:
+        body = read_body(request, required=True)
+        request_id, _method_name, raw_params = _envelope(body)
+        call = _Call(_method(body, request_id), raw_params)
+        operation = call.operation
+        check_version(request, call.version)
+        ctx = build_context(request, tenant or call.params.get("tenant") or None)
+        result = await getattr(handler, operation)(call.params, ctx)
+        if not call.streams:
+            return json_response(
+                {"jsonrpc": "2.0", "id": request_id, "result": call.result(result)}
+            )
+        rid = request_id
         return await sse_response(
             result,
-            lambda event: {"jsonrpc": "2.0", "id": request_id, "result": event},
-            lambda error: jsonrpc_error_body(error, request_id),
+            lambda event: {"jsonrpc": "2.0", "id": rid, "result": call.event(event)},
+            lambda error: jsonrpc_error_body(error, rid),
+            last=(lambda e: legacy.ends_stream(e["result"])) if call.legacy else None,
         )
     except Exception as exc:
-        return error_response(exc, request_id)
+        return error_response(exc, request_id, operation)
+
+
+@csrf_exempt
+async def not_here(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    """Any path below the JSON-RPC URL: a JSON-RPC error envelope, never another shape."""
+    return error_response(
+        MethodNotFound("No JSON-RPC endpoint here: post to the JSON-RPC URL itself."),
+        status=404,
+    )

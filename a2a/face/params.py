@@ -1,31 +1,18 @@
-"""Parsing and checking of A2A operation params, shared by the face's operations.
-
-Each helper reads one param from the operation's JSON params and raises
-:class:`~a2a.face.errors.InvalidParams` (or :class:`~a2a.face.errors.TaskNotFound` for an
-id that cannot name a task) when it is malformed.
-"""
+"""Reading single params (already in canonical ProtoJSON names, see
+:mod:`a2a.face.protojson`); each raises :class:`~a2a.face.errors.InvalidParams` naming the
+field when it is out of range."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
-from google.protobuf.json_format import ParseDict, ParseError
 
-from a2a.face.errors import InvalidParams, TaskNotFound
-
-
-def _proto_check(params: dict[str, Any], proto_cls: type, label: str) -> None:
-    """Validate ``params`` against the A2A proto message shape (unknown fields ignored)."""
-    try:
-        ParseDict(params, proto_cls(), ignore_unknown_fields=True)
-    except (ParseError, TypeError, ValueError) as exc:
-        raise InvalidParams(f"Invalid {label}: {exc}") from None
+from a2a.face.errors import InvalidParams
 
 
-def _opt_int(params: dict[str, Any], name: str, *, low: int, high: int | None = None) -> int | None:
+def opt_int(params: dict[str, Any], name: str, *, low: int, high: int | None = None) -> int | None:
     raw = params.get(name)
     if raw is None or raw == "":
         return None
@@ -33,7 +20,7 @@ def _opt_int(params: dict[str, Any], name: str, *, low: int, high: int | None = 
         value = int(raw)
     except (TypeError, ValueError):
         raise InvalidParams(
-            f"{name} must be an integer, got {raw!r}", violations=[(name, "not an integer")]
+            f"{name} must be an integer.", violations=[(name, "not an integer")]
         ) from None
     if value < low or (high is not None and value > high):
         bound = f"between {low} and {high}" if high is not None else f">= {low}"
@@ -43,20 +30,16 @@ def _opt_int(params: dict[str, Any], name: str, *, low: int, high: int | None = 
     return value
 
 
-def _opt_bool(params: dict[str, Any], name: str) -> bool | None:
+def opt_bool(params: dict[str, Any], name: str) -> bool | None:
     raw = params.get(name)
     if raw is None or raw == "":
         return None
     if isinstance(raw, bool):
         return raw
-    if str(raw).lower() in {"true", "1"}:
-        return True
-    if str(raw).lower() in {"false", "0"}:
-        return False
-    raise InvalidParams(f"{name} must be true or false, got {raw!r}", violations=[(name, "bool")])
+    raise InvalidParams(f"{name} must be true or false.", violations=[(name, "bool")])
 
 
-def _opt_timestamp(params: dict[str, Any], name: str) -> datetime | None:
+def opt_timestamp(params: dict[str, Any], name: str) -> datetime | None:
     raw = params.get(name)
     if raw is None or raw == "":
         return None
@@ -65,18 +48,19 @@ def _opt_timestamp(params: dict[str, Any], name: str) -> datetime | None:
         value = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise InvalidParams(
-            f"{name} must be an ISO 8601 timestamp, got {raw!r}",
-            violations=[(name, "not an ISO 8601 timestamp")],
+            f"{name} must be an RFC 3339 timestamp.",
+            violations=[(name, "not an RFC 3339 timestamp")],
         ) from None
     if timezone.is_naive(value):
         value = timezone.make_aware(value, timezone.UTC)
     return value
 
 
-def _task_id(raw: Any) -> uuid.UUID:
-    try:
-        return uuid.UUID(str(raw))
-    except (TypeError, ValueError):
-        raise TaskNotFound(
-            f"Task {str(raw)[:100]!r} not found.", metadata={"taskId": str(raw)[:100]}
-        ) from None
+def opt_str(params: dict[str, Any], name: str) -> str:
+    """A string param ("" when absent); a non-string is refused."""
+    raw = params.get(name)
+    if raw is None:
+        return ""
+    if not isinstance(raw, str):
+        raise InvalidParams(f"{name} must be a string.", violations=[(name, "not a string")])
+    return raw

@@ -18,28 +18,32 @@ from django.views.decorators.csrf import csrf_exempt
 
 from a2a.face.context import build_context, check_version
 from a2a.face.db import db_call
-from a2a.face.errors import AgentNotFound, MethodNotAllowed, MethodNotFound, rest_error_body
+from a2a.face.errors import (
+    AgentNotFound,
+    MethodNotAllowed,
+    MethodNotFound,
+    as_face_error,
+    rest_error_body,
+)
 from a2a.face.handler import handler
-from a2a.face.responses import as_face_error, dumps, json_response, read_json_body, sse_response
+from a2a.face.protojson import check_text, query_params, read_body, read_params
+from a2a.face.responses import dumps, json_response, sse_response
 
 View = Callable[..., Awaitable[HttpResponse]]
 
 
-def error_response(exc: BaseException) -> HttpResponse:
-    error = as_face_error(exc)
+def error_response(exc: BaseException, operation: str = "") -> HttpResponse:
+    error = as_face_error(exc, operation)
     status, body = rest_error_body(error)
     return json_response(body, status=status, headers=error.headers)
-
-
-def _query(request: HttpRequest) -> dict[str, Any]:
-    return {key: request.GET.get(key) for key in request.GET}
 
 
 def operation(
     name: str, methods: tuple[str, ...], *, body: str = "none", stream: bool = False
 ) -> View:
-    """A view for one handler operation. ``body``: "required", "optional" or "none"
-    (then query parameters are the params). Path arguments override body fields."""
+    """A view for one handler operation. ``body``: "required" or "optional" for a JSON
+    body; GET and DELETE take their params from the query string. Path arguments
+    override body fields."""
 
     @csrf_exempt
     async def view(request: HttpRequest, tenant: str | None = None, **path: str) -> HttpResponse:
@@ -49,13 +53,12 @@ def operation(
                     f"{request.method} is not allowed here; use {', '.join(methods)}.",
                     headers={"Allow": ", ".join(methods)},
                 )
-            if request.method in ("GET", "DELETE") or body == "none":
-                params = _query(request)
-                if request.method not in ("GET", "DELETE"):
-                    params.update(read_json_body(request, required=False))
-            else:
-                params = read_json_body(request, required=body == "required")
             check_version(request)
+            if request.method in ("GET", "DELETE") or body == "none":
+                params = read_params(name, query_params(request), from_query=True)
+            else:
+                params = read_params(name, read_body(request, required=body == "required"))
+            check_text(path)
             params.update(path)
             ctx = build_context(request, tenant)
             result = await getattr(handler, name)(params, ctx)
@@ -63,7 +66,7 @@ def operation(
                 return await sse_response(result, lambda e: e, lambda err: rest_error_body(err)[1])
             return json_response(result)
         except Exception as exc:
-            return error_response(exc)
+            return error_response(exc, name)
 
     view.__name__ = f"a2a_{name}"
     return view

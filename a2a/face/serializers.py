@@ -1,7 +1,8 @@
 """Task rows as A2A 1.0 JSON (camelCase, enum names, UTC timestamps ending in ``Z``).
 
 Messages stored in a task's conversation may carry the remote agent's own ``taskId`` and
-``contextId``; the face's clients only ever see the platform's ids, so both are rewritten.
+``contextId``; the face's clients only ever see the platform's task id and their own
+context and message ids (see :mod:`a2a.face.ids`), so these are rewritten.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from a2a.face.ids import for_caller, task_tag
 from a2a.models import Direction, Task, TaskMessage
 from a2a.states import INTERRUPTED_STATES, TaskState
 
@@ -50,15 +52,24 @@ def _parts(parts: Any) -> Any:
     return [part_json(p) for p in parts] if isinstance(parts, list) else parts
 
 
+def caller_context(task: Task) -> str:
+    """The task's context id as its caller knows it."""
+    return str(for_caller(task_tag(task), task.context_id or ""))
+
+
 def _as_ours(message: dict[str, Any], task: Task, role: str) -> dict[str, Any]:
-    """A copy of ``message`` in 1.0 shape carrying our task and context ids (an agent's
-    own ids never reach the face's clients; a 0.3 agent's ``kind`` and roles are mapped)."""
+    """A copy of ``message`` in 1.0 shape carrying our task id and the caller's context and
+    message ids (an agent's own ids never reach the face's clients; a 0.3 agent's ``kind``
+    and roles are mapped)."""
     out = {k: v for k, v in message.items() if k not in ("kind", "final")}
     out["taskId"] = str(task.id)
-    if task.context_id:
-        out["contextId"] = task.context_id
+    context = caller_context(task)
+    if context:
+        out["contextId"] = context
     else:
         out.pop("contextId", None)
+    if "messageId" in out:
+        out["messageId"] = for_caller(task_tag(task), out["messageId"])
     out["role"] = _LEGACY_ROLES.get(out.get("role"), out.get("role") or role)
     if "parts" in out:
         out["parts"] = _parts(out["parts"])
@@ -113,6 +124,11 @@ def history_messages(task: Task, rows: Iterable[TaskMessage]) -> list[dict[str, 
     return out
 
 
+def agent_message(task: Task, message: dict[str, Any]) -> dict[str, Any]:
+    """An agent's bare Message answer as the caller sees it."""
+    return _as_ours(message, task, ROLE_AGENT)
+
+
 def task_metadata(task: Task) -> dict[str, Any]:
     """What a client may see of the task's metadata: which skill and agent serve it."""
     meta: dict[str, Any] = {"skillId": task.skill_id, "agentId": task.agent_id}
@@ -134,8 +150,9 @@ def task_json(
     ``history_length`` keeps the last N of them, and 0 omits the field.
     """
     out: dict[str, Any] = {"id": str(task.id)}
-    if task.context_id:
-        out["contextId"] = task.context_id
+    context = caller_context(task)
+    if context:
+        out["contextId"] = context
     out["status"] = task_status(task)
     if include_artifacts:
         artifacts = task_artifacts(task)
@@ -149,22 +166,3 @@ def task_json(
             out["history"] = messages
     out["metadata"] = task_metadata(task)
     return out
-
-
-def status_update_json(task: Task) -> dict[str, Any]:
-    """A ``TaskStatusUpdateEvent`` for the task's current status."""
-    event: dict[str, Any] = {"taskId": str(task.id)}
-    if task.context_id:
-        event["contextId"] = task.context_id
-    event["status"] = task_status(task)
-    return event
-
-
-def artifact_update_json(task: Task, artifact: dict[str, Any]) -> dict[str, Any]:
-    """A ``TaskArtifactUpdateEvent`` carrying one whole artifact."""
-    event: dict[str, Any] = {"taskId": str(task.id)}
-    if task.context_id:
-        event["contextId"] = task.context_id
-    event["artifact"] = artifact
-    event["lastChunk"] = True
-    return event

@@ -1,6 +1,7 @@
 """Task events for streams and blocking sends: one channel-layer group per task.
 
-After the commit of every transition, :func:`publish` reads the task once and sends the
+After the commit of every transition, the face's ``task_changed`` receiver
+(:mod:`a2a.face.signals`) reads the task once and sends the
 same snapshot, with the task's event sequence number (its count of transitions), to the
 group ``a2a-task-<uuid hex>``. Every subscriber therefore gets identical events in
 sequence order, whichever daphne process it runs on and whichever worker changed the task.
@@ -145,15 +146,6 @@ def publish_snapshot(task_id: uuid.UUID | str, snap: dict[str, Any]) -> None:
         # The process's one sender loop keeps the layer's connection pool, and sends leave
         # in the order they were published; the caller does not wait.
         sender.submit(layer.group_send(group, message)).add_done_callback(_log_failure)
-
-
-def publish(task_id: uuid.UUID | str) -> None:
-    """Read the task and send its snapshot to its group, if anyone may listen."""
-    if not has_listeners(task_id):
-        return
-    snap = snapshot(task_id)
-    if snap is not None:
-        publish_snapshot(task_id, snap)
 
 
 # --- subscribing ----------------------------------------------------------------------

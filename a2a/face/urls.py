@@ -1,5 +1,7 @@
 """Routes of the A2A face: the well-known card, HTTP+JSON under /v1/a2a (and the tenant
-prefix /v1/a2a/{agentId}), JSON-RPC at .../jsonrpc, and a JSON 404 for anything else."""
+prefix /v1/a2a/{agentId}), JSON-RPC at .../jsonrpc (with or without a trailing slash:
+clients built on httpx's ``base_url`` post to ``{url}/``), a JSON-RPC 404 envelope for any
+path below it, and the HTTP+JSON 404 for anything else."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ TASK = r"(?P<id>[^/:]+)"
 
 def _operations(prefix: str, name: str) -> list[URLPattern]:
     return [
-        re_path(rf"^{prefix}jsonrpc$", jsonrpc.endpoint, name=f"{name}-jsonrpc"),
+        re_path(rf"^{prefix}jsonrpc/?$", jsonrpc.endpoint, name=f"{name}-jsonrpc"),
+        re_path(rf"^{prefix}jsonrpc/.+$", jsonrpc.not_here, name=f"{name}-jsonrpc-below"),
         re_path(rf"^{prefix}message:send$", rest.send_message, name=f"{name}-send"),
         re_path(rf"^{prefix}message:stream$", rest.stream_message, name=f"{name}-stream"),
         re_path(rf"^{prefix}tasks$", rest.list_tasks, name=f"{name}-tasks"),

@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 
 from a2a.models import Direction, Task, TaskMessage
+from tests.a2a_face.schema import check_answer
 
 A2A_HEADERS = {"A2A-Version": "1.0"}
 
@@ -37,27 +38,39 @@ def bob(make_user: Callable[..., Any]) -> Any:
 class FaceClient:
     """Django's test client with the A2A headers and a caller's bearer token."""
 
-    def __init__(self, token: str | None) -> None:
+    def __init__(self, token: str | None, *, check: bool = True) -> None:
         self.client = Client()
+        self.check = check  # every answer is checked against the A2A 1.0 schema
         self.headers = dict(A2A_HEADERS)
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
 
     def get(self, path: str, params: dict[str, Any] | None = None, **headers: str) -> Any:
-        return self.client.get(path, params or {}, headers={**self.headers, **headers})
+        response = self.client.get(path, params or {}, headers={**self.headers, **headers})
+        if self.check:
+            check_answer("GET", path, response)
+        return response
 
     def post(
         self, path: str, body: Any = None, content_type: str = "application/json", **headers: str
     ) -> Any:
-        return self.client.post(
+        response = self.client.post(
             path,
             body if body is not None else {},
             content_type=content_type,
             headers={**self.headers, **headers},
         )
+        method = body.get("method") if isinstance(body, dict) else None
+        if self.check:
+            rpc_method = method if isinstance(method, str) else None
+            check_answer("POST", path, response, rpc_method=rpc_method)
+        return response
 
     def delete(self, path: str, **headers: str) -> Any:
-        return self.client.delete(path, headers={**self.headers, **headers})
+        response = self.client.delete(path, headers={**self.headers, **headers})
+        if self.check:
+            check_answer("DELETE", path, response)
+        return response
 
     def rpc(
         self,

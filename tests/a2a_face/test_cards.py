@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from a2a.cards import LEGACY_CARD_FIELDS
 from tests.a2a_face.conftest import FaceClient, error_reason
+from tests.a2a_face.schema import validate
 
 pytestmark = pytest.mark.django_db
 
@@ -89,14 +91,16 @@ def test_the_extended_card_needs_its_token(cards: Any, settings: Any, alice: Any
     settings.A2A_EXTENDED_CARD_BEARER_TOKEN = "s3cret-extended"
     assert FaceClient(None).get("/v1/a2a/extendedAgentCard").status_code == 401
     assert FaceClient(alice.raw_token).get("/v1/a2a/extendedAgentCard").status_code == 401
-    response = FaceClient("s3cret-extended").get("/v1/a2a/extendedAgentCard")
+    # (stand-in cards: no schema check)
+    response = FaceClient("s3cret-extended", check=False).get("/v1/a2a/extendedAgentCard")
     assert response.status_code == 200
     assert response.json() == {"name": "Platform", "version": "1", "extended": True}
 
 
 def test_the_extended_card_over_jsonrpc(cards: Any, settings: Any) -> None:
     settings.A2A_EXTENDED_CARD_BEARER_TOKEN = "s3cret-extended"
-    result = FaceClient("s3cret-extended").rpc("GetExtendedAgentCard").json()["result"]
+    client = FaceClient("s3cret-extended", check=False)  # stand-in cards: no schema check
+    result = client.rpc("GetExtendedAgentCard").json()["result"]
     assert result["extended"] is True
     settings.A2A_EXTENDED_CARD_BEARER_TOKEN = ""
     error = FaceClient("s3cret-extended").rpc("GetExtendedAgentCard").json()["error"]
@@ -105,11 +109,18 @@ def test_the_extended_card_over_jsonrpc(cards: Any, settings: Any) -> None:
 
 def test_the_real_card_advertises_both_bindings(skill: Any, settings: Any) -> None:
     body = Client().get("/.well-known/agent-card.json").json()
-    interfaces = {i["protocolBinding"]: i["url"] for i in body["supportedInterfaces"]}
-    assert interfaces == {
-        "HTTP+JSON": f"{settings.PUBLIC_URL}/v1/a2a",
-        "JSONRPC": f"{settings.PUBLIC_URL}/v1/a2a/jsonrpc",
-    }
+    interfaces = [
+        (i["protocolBinding"], i["url"], i["protocolVersion"]) for i in body["supportedInterfaces"]
+    ]
+    assert interfaces == [
+        ("HTTP+JSON", f"{settings.PUBLIC_URL}/v1/a2a", "1.0"),
+        ("JSONRPC", f"{settings.PUBLIC_URL}/v1/a2a/jsonrpc", "1.0"),
+        ("JSONRPC", f"{settings.PUBLIC_URL}/v1/a2a/jsonrpc", "0.3"),
+    ]
+    # What a 0.3 client reads: the 0.3 JSON-RPC interface.
+    assert body["url"] == f"{settings.PUBLIC_URL}/v1/a2a/jsonrpc"
+    assert (body["preferredTransport"], body["protocolVersion"]) == ("JSONRPC", "0.3")
+    validate("Agent Card", {k: v for k, v in body.items() if k not in LEGACY_CARD_FIELDS})
     assert body["capabilities"]["streaming"] is True
     assert body["capabilities"]["pushNotifications"] is True
     assert [s["id"] for s in body["skills"]] == ["ce-review"]

@@ -65,7 +65,9 @@ def test_subscribe_to_a_finished_task_is_minus_32004_before_any_stream(
 
 
 def test_unknown_method_is_minus_32601(as_alice: FaceClient) -> None:
-    assert _error(as_alice.rpc("tasks/get"))["code"] == -32601
+    response = as_alice.rpc("tasks/fetch")
+    assert response.status_code == 200
+    assert _error(response)["code"] == -32601
 
 
 def test_bad_json_is_minus_32700(as_alice: FaceClient) -> None:

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from a2a.face import ids
+from a2a.face.context import CallContext
 from a2a.models import PushNotificationConfig, Task, TaskMessage
 from a2a.states import TaskState
 from tests.a2a_face.conftest import FaceClient, error_reason
@@ -41,12 +43,16 @@ def test_send_creates_a_task_relaying_the_message_unchanged(
     assert set(body) == {"task"}
     task = Task.objects.get(pk=body["task"]["id"])
     assert body["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
-    assert body["task"]["contextId"] == "ctx-mine" == task.context_id
+    # The caller sees its own ids; the agent gets them in the caller's namespace.
+    assert body["task"]["contextId"] == "ctx-mine"
     assert body["task"]["history"][0]["messageId"] == msg["messageId"]
     assert (task.origin, task.created_by, task.agent_id) == ("a2a", alice, agent.id)
     relayed = task.outbound_message
-    for key in ("messageId", "parts", "metadata", "role"):
+    for key in ("parts", "metadata", "role"):
         assert relayed[key] == msg[key]
+    tag = ids.caller_tag(CallContext(principal=alice))
+    assert relayed["messageId"] == f"{tag}:{msg['messageId']}"
+    assert relayed["contextId"] == f"{tag}:ctx-mine" == task.context_id
     assert task.input == {"product": "lamp"}
 
 
@@ -205,10 +211,13 @@ def test_an_answer_to_the_agents_question_resumes_the_task(
     body = response.json()["task"]
     assert body["id"] == str(task.id)
     assert body["status"]["state"] == "TASK_STATE_WORKING"
-    relayed = TaskMessage.objects.filter(task=task, message_id=answer["messageId"]).get()
+    relayed = TaskMessage.objects.filter(task=task, message_id__endswith=answer["messageId"]).get()
     # The agent gets its own ids; the client keeps seeing ours.
     assert relayed.message["taskId"] == "remote-1"
+    assert relayed.message["contextId"] == "remote-ctx"
+    assert relayed.message["messageId"] != answer["messageId"]
     assert body["history"][-1]["taskId"] == str(task.id)
+    assert body["history"][-1]["messageId"] == answer["messageId"]
 
 
 def test_a_message_to_a_task_that_asked_nothing_is_unsupported(

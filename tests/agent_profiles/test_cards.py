@@ -30,6 +30,11 @@ def test_platform_card_advertises_both_bindings(
             "protocolBinding": "JSONRPC",
             "protocolVersion": "1.0",
         },
+        {  # the same URL also speaks A2A 0.3 (see docs/a2a-face.md)
+            "url": "https://platform.example/v1/a2a/jsonrpc",
+            "protocolBinding": "JSONRPC",
+            "protocolVersion": "0.3",
+        },
     ]
     assert card["capabilities"] == {
         "streaming": True,
@@ -79,6 +84,7 @@ def test_agent_card_points_at_the_tenant_routes(
     assert [i["url"] for i in card["supportedInterfaces"]] == [
         "https://platform.example/v1/a2a/acme",
         "https://platform.example/v1/a2a/acme/jsonrpc",
+        "https://platform.example/v1/a2a/acme/jsonrpc",  # A2A 0.3
     ]
     assert card["capabilities"]["streaming"] is True
     assert card["capabilities"]["pushNotifications"] is True

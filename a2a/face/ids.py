@@ -1,0 +1,65 @@
+"""Callers' ``contextId`` and ``messageId`` toward agents: the platform's own, per caller.
+
+Agents deduplicate on ``messageId`` and keep conversation state per ``contextId``. Two
+callers who pick the same ids (``"session-1"``) must never meet at an agent, while one
+caller's multi-turn conversation must stay one context. So every id a caller gives is
+put in that caller's namespace before it goes to the agent::
+
+    toward the agent:  <caller tag>:<caller's id>      e.g. 3f9c0a2b7d1e4c65:session-1
+    toward the caller: the caller's id                 (the prefix taken off again)
+
+The tag is an HMAC of the caller's identity (user, agent key or anonymous) under
+``SECRET_KEY``: stable, so the same caller and id always give the same agent-side id;
+opaque, so an agent learns nothing about who the caller is. The task row stores the
+agent-side context (``Task.context_id``, what dispatch and the WebSocket gateway send);
+everything the face renders goes through :func:`for_caller`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Any
+
+from django.conf import settings
+
+TAG_LENGTH = 16
+# Client ids longer than this are refused (the agent-side id must fit the 200-character
+# columns with its tag).
+MAX_CLIENT_ID = 180
+
+
+def tag_for(user_id: Any, agent_id: Any) -> str:
+    """The namespace tag of a caller: a user, an agent calling with its key, or anonymous."""
+    if agent_id is not None:
+        identity = f"agent:{agent_id}"
+    elif user_id is not None:
+        identity = f"user:{user_id}"
+    else:
+        identity = "anonymous"
+    digest = hmac.new(settings.SECRET_KEY.encode(), identity.encode(), hashlib.sha256)
+    return digest.hexdigest()[:TAG_LENGTH]
+
+
+def caller_tag(ctx: Any) -> str:
+    """The tag of the caller of a :class:`~a2a.face.context.CallContext`."""
+    user = ctx.user
+    agent = ctx.agent_caller
+    return tag_for(getattr(user, "pk", None), getattr(agent, "pk", None))
+
+
+def task_tag(task: Any) -> str:
+    """The tag of the caller who created ``task``."""
+    return tag_for(task.created_by_id, task.created_by_agent_id)
+
+
+def toward_agent(tag: str, client_id: str) -> str:
+    """The agent-side id of a caller's id."""
+    return f"{tag}:{client_id}"
+
+
+def for_caller(tag: str, value: Any) -> Any:
+    """A stored id as its caller sees it: without the caller's namespace."""
+    if isinstance(value, str) and value.startswith(f"{tag}:"):
+        return value[len(tag) + 1 :]
+    return value

@@ -1,0 +1,54 @@
+"""Which tasks a caller may see, and a task as the caller sees it.
+
+A caller sees only the tasks it created (a user, an agent calling with its key, or the
+anonymous callers together); a tenant route further restricts to that agent's tasks.
+Anything else is ``TASK_NOT_FOUND``, so ids of others' tasks are not revealed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db.models import QuerySet
+
+from a2a.face import queries
+from a2a.face.context import CallContext
+from a2a.face.errors import TaskNotFound
+from a2a.face.serializers import task_json
+from a2a.models import Task
+
+
+def task_id(raw: Any) -> uuid.UUID:
+    """``raw`` as a task id; anything that cannot name a task is TASK_NOT_FOUND."""
+    try:
+        return uuid.UUID(str(raw))
+    except (TypeError, ValueError):
+        shown = str(raw)[:100]
+        raise TaskNotFound(f"Task {shown!r} not found.", metadata={"taskId": shown}) from None
+
+
+def visible_tasks(ctx: CallContext) -> QuerySet[Task]:
+    qs = Task.objects.filter(ctx.owner_q())
+    if ctx.tenant:
+        qs = qs.filter(agent_id=ctx.tenant)
+    return qs
+
+
+def visible_task(ctx: CallContext, raw_id: Any) -> Task:
+    """The task ``raw_id`` if this caller may see it, else TASK_NOT_FOUND."""
+    wanted = task_id(raw_id)
+    task = queries.visible_task(ctx, wanted)
+    if task is None:
+        raise TaskNotFound(f"Task {wanted} not found.", metadata={"taskId": str(wanted)})
+    return task
+
+
+def task_payload(
+    task: Task, *, history_length: int | None, include_artifacts: bool = True
+) -> dict[str, Any]:
+    """The A2A Task of ``task`` with its history trimmed to ``history_length``."""
+    history = queries.history(task) if history_length != 0 else None
+    return task_json(
+        task, history=history, history_length=history_length, include_artifacts=include_artifacts
+    )

@@ -1,0 +1,139 @@
+"""A2A 0.3 JSON-RPC on the face, beside 1.0, on the same URL (told apart by method names):
+0.3 shapes in and out, the same tasks through both versions, version checks."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from a2a.models import PushNotificationConfig, Task
+from tests.a2a_face.conftest import FaceClient
+
+pytestmark = pytest.mark.django_db
+
+V03 = {"A2A-Version": ""}  # 0.3 clients send no version
+
+
+def _message(**overrides: Any) -> dict[str, Any]:
+    return {
+        "kind": "message",
+        "messageId": f"m-{uuid.uuid4().hex[:6]}",
+        "role": "user",
+        "parts": [
+            {"kind": "data", "data": {"product": "lamp", "n": 1}},
+            {"kind": "text", "text": "hi"},
+        ],
+    } | overrides
+
+
+def _rpc(client: FaceClient, method: str, params: Any, **headers: str) -> Any:
+    return client.rpc(method, params, **{**V03, **headers}).json()
+
+
+def test_message_send_answers_a_0_3_task(as_alice: FaceClient, agent: Any) -> None:
+    body = _rpc(
+        as_alice,
+        "message/send",
+        {"message": _message(contextId="ctx-03"), "configuration": {"blocking": False}},
+    )
+    result = body["result"]
+    assert result["kind"] == "task"
+    assert result["status"]["state"] == "submitted"
+    assert result["contextId"] == "ctx-03"
+    assert result["history"][0]["role"] == "user"
+    assert result["history"][0]["parts"][0] == {"kind": "data", "data": {"product": "lamp", "n": 1}}
+    task = Task.objects.get(pk=result["id"])
+    # The agent gets the message in 1.0 shape, values untouched.
+    assert task.outbound_message["role"] == "ROLE_USER"
+    assert task.outbound_message["parts"][0] == {"data": {"product": "lamp", "n": 1}}
+
+
+def test_the_same_task_is_visible_through_both_versions(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    task.require_input({"messageId": "q", "role": "ROLE_AGENT", "parts": [{"text": "Which?"}]})
+    legacy = _rpc(as_alice, "tasks/get", {"id": str(task.id), "historyLength": 1})["result"]
+    assert legacy["status"]["state"] == "input-required"
+    assert legacy["status"]["message"]["kind"] == "message"
+    assert legacy["status"]["message"]["role"] == "agent"
+    assert len(legacy["history"]) == 1
+    current = as_alice.rpc("GetTask", {"id": str(task.id)}).json()["result"]
+    assert current["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert current["id"] == legacy["id"]
+
+
+def test_cancel_and_its_errors_in_0_3(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    canceled = _rpc(as_alice, "tasks/cancel", {"id": str(task.id)})["result"]
+    assert canceled["status"]["state"] == "canceled"
+    again = _rpc(as_alice, "tasks/cancel", {"id": str(task.id)})
+    assert again["error"]["code"] == -32002
+    missing = _rpc(as_alice, "tasks/get", {"id": str(uuid.uuid4())})
+    assert missing["error"]["code"] == -32001
+    finished = _rpc(as_alice, "tasks/resubscribe", {"id": str(task.id)})
+    assert finished["error"]["code"] == -32004
+
+
+def test_push_configs_in_0_3_shapes(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task], settings: Any
+) -> None:
+    settings.ALLOW_LOOPBACK_URLS = True
+    task = make_task(alice)
+    config = {
+        "id": "hook-03",
+        "url": "http://127.0.0.1:9/hook",
+        "token": "t",
+        "authentication": {"schemes": ["Bearer"], "credentials": "c"},
+    }
+    stored = _rpc(
+        as_alice,
+        "tasks/pushNotificationConfig/set",
+        {"taskId": str(task.id), "pushNotificationConfig": config},
+    )["result"]
+    assert stored == {"taskId": str(task.id), "pushNotificationConfig": config}
+    got = _rpc(
+        as_alice,
+        "tasks/pushNotificationConfig/get",
+        {"id": str(task.id), "pushNotificationConfigId": "hook-03"},
+    )["result"]
+    assert got["pushNotificationConfig"]["url"] == config["url"]
+    first = _rpc(as_alice, "tasks/pushNotificationConfig/get", {"id": str(task.id)})["result"]
+    assert first["pushNotificationConfig"]["id"] == "hook-03"
+    listed = _rpc(as_alice, "tasks/pushNotificationConfig/list", {"id": str(task.id)})["result"]
+    assert [c["pushNotificationConfig"]["id"] for c in listed] == ["hook-03"]
+    deleted = _rpc(
+        as_alice,
+        "tasks/pushNotificationConfig/delete",
+        {"id": str(task.id), "pushNotificationConfigId": "hook-03"},
+    )
+    assert deleted["result"] is None
+    assert PushNotificationConfig.objects.count() == 0
+
+
+def test_0_3_params_are_validated(as_alice: FaceClient, agent: Any) -> None:
+    body = _rpc(as_alice, "message/send", {"message": {"role": "user"}})
+    assert body["error"]["code"] == -32602
+    assert Task.objects.count() == 0
+
+
+@pytest.mark.parametrize(("method", "version"), [("tasks/get", "1.0"), ("GetTask", "0.3")])
+def test_a_version_that_does_not_match_the_method_is_refused(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task], method: str, version: str
+) -> None:
+    task = make_task(alice)
+    body = _rpc(as_alice, method, {"id": str(task.id)}, **{"A2A-Version": version})
+    assert body["error"]["code"] == -32009
+
+
+def test_0_3_version_header_is_accepted_for_0_3_methods(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)
+    body = _rpc(as_alice, "tasks/get", {"id": str(task.id)}, **{"A2A-Version": "0.3"})
+    assert body["result"]["kind"] == "task"
