@@ -172,6 +172,7 @@ class AgentProfileAdmin(admin.ModelAdmin):
         "key_prefix_col",
         admin_calls.calling,
         admin_calls.card_status,
+        admin_calls.card_document,
         admin_calls.security,
         admin_calls.polling_status,
         admin_calls.health,

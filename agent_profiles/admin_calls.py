@@ -15,7 +15,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
-from agent_profiles.cards import refresh_card
+from agent_profiles.cards import card_json, refresh_card
 from agent_profiles.credentials import InvalidCredentials, set_credentials, validate_credentials
 from agent_profiles.health import health_of
 from agent_profiles.interfaces import interface_of
@@ -129,6 +129,18 @@ def card_status(agent: AgentProfile) -> str:
             '{}<br><span style="color:#c62828">last read: {}</span>', text, agent.card_error
         )
     return text
+
+
+@admin.display(description="card document")
+def card_document(agent: AgentProfile) -> str:
+    text = card_json(agent)
+    if not text:
+        return "—"
+    return format_html(
+        '<details><summary>show</summary><pre style="max-height:30em;overflow:auto">{}</pre>'
+        "</details>",
+        text,
+    )
 
 
 @admin.display(description="security: the card asks / configured")

@@ -46,6 +46,8 @@ class CallTarget:
     polling: bool = True
     timeout_seconds: float | None = None
     poll_interval_seconds: float | None = None
+    # Names of the card's securitySchemes (for messages such as agent_auth_failed).
+    security_schemes: tuple[str, ...] = ()
 
 
 def call_target(profile: AgentProfile) -> CallTarget:
@@ -71,6 +73,7 @@ def call_target(profile: AgentProfile) -> CallTarget:
         polling=profile.polling,
         timeout_seconds=profile.timeout,
         poll_interval_seconds=profile.poll_interval,
+        security_schemes=tuple(sorted(profile.security_schemes or {})),
     )
 
 

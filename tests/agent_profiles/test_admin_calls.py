@@ -99,6 +99,7 @@ def test_the_detail_shows_the_cards_schemes_next_to_the_credential(
     assert "httpAuthSecurityScheme" in page
     assert "credential configured:</b> no" in page
     assert f"JSONRPC 1.0 at {server.url}/rpc (from the card)" in page
+    assert "Card agent" in page  # the stored card document
 
 
 def test_the_list_and_detail_show_health_and_no_polling(staff_client: Any, make_agent: Any) -> None:

@@ -168,8 +168,15 @@ def test_call_target_uses_the_card_then_the_statement_then_the_default(
 
 
 def test_call_target_carries_timeouts_and_capabilities(make_agent: Any) -> None:
-    agent = make_agent(timeout=90.0, poll_interval=0.25, streaming=True, push_notifications=True)
+    agent = make_agent(
+        timeout=90.0,
+        poll_interval=0.25,
+        streaming=True,
+        push_notifications=True,
+        security_schemes={"oauth": {}, "bearer": {}},
+    )
     target = call_target(agent)
+    assert target.security_schemes == ("bearer", "oauth")
     assert (target.timeout_seconds, target.poll_interval_seconds) == (90.0, 0.25)
     assert target.streaming
     assert target.push_notifications

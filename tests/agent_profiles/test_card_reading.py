@@ -404,3 +404,56 @@ def test_only_the_agent_or_an_operator_may_refresh(
     assert_error(refresh(client, "target-agent", make_user().raw_token), 403, "forbidden")
     socket_only = make_agent(id="socket-only", a2a_endpoint="")
     assert_error(refresh(client, "socket-only", socket_only.raw_key), 400, "no_agent_card")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "code"),
+    [
+        ("protocolBinding", "GRPC", "validation_error"),
+        ("protocolBinding", 1, "validation_error"),
+        ("protocolVersion", 1.0, "validation_error"),
+        ("protocolVersion", "2.0", "validation_error"),
+        ("timeoutMs", "5000", "validation_error"),
+        ("timeoutMs", 0, "validation_error"),
+        ("timeoutMs", 1.5, "validation_error"),
+        ("pollIntervalMs", True, "validation_error"),
+        ("pollIntervalMs", 3_600_001, "validation_error"),
+        ("target", 5, "validation_error"),
+        ("target", "t" * 201, "validation_error"),
+        ("agentCardUrl", 5, "validation_error"),
+        ("agentCardUrl", "ftp://agent.example/card.json", "invalid_url"),
+        ("target", "ten\u0000ant", "invalid_text"),
+        ("agentCardUrl", "http://a\u0000b/", "invalid_text"),
+    ],
+)
+def test_new_fields_of_the_wrong_type_are_refused_naming_them(
+    register: Any, skill: Any, field: str, value: Any, code: str
+) -> None:
+    error = assert_error(register(body(**{field: value})), 400, code)
+    assert field in error["message"] or field in str(error["details"]) or code == "invalid_url"
+    assert_nothing_written()
+
+
+def test_new_fields_are_stored_and_shown(register: Any, skill: Any) -> None:
+    response = register(
+        body(
+            protocolBinding="JSONRPC",
+            protocolVersion="1.0",
+            target="acme-eu",
+            timeoutMs=90_000,
+            pollIntervalMs=250,
+        )
+    )
+    profile = response.json()["profile"]
+    assert (profile["timeoutMs"], profile["pollIntervalMs"], profile["target"]) == (
+        90_000,
+        250,
+        "acme-eu",
+    )
+    agent = AgentProfile.objects.get()
+    assert (agent.timeout, agent.poll_interval) == (90.0, 0.25)
+    target = call_target(agent)
+    assert (target.binding, target.tenant, target.timeout_seconds) == ("JSONRPC", "acme-eu", 90.0)
+    key = response.json()["apiKey"]
+    cleared = register(body(timeoutMs=None, target=None), key=key).json()["profile"]
+    assert (cleared["timeoutMs"], cleared["target"], cleared["pollIntervalMs"]) == (None, "", 250)
