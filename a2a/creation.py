@@ -116,6 +116,8 @@ def active_skill(skill_id: str) -> Skill:
     """The active skill with this id (cached); 400 ``unknown_skill`` otherwise."""
     skill = lookups.skill(skill_id)
     if skill is None or not skill.is_active:
+        skill = lookups.skill(skill_id, fresh=True)  # never refuse from the cache
+    if skill is None or not skill.is_active:
         state = "inactive" if skill is not None else "unknown"
         raise UnknownSkill(f"Skill '{skill_id}' is {state}.", {"skillId": skill_id})
     return skill
@@ -148,8 +150,13 @@ def choose_agent(
     """
     candidates = lookups.candidates(skill)
     if agent_id is None or agent_id == "":
+        if not candidates:  # never refuse from the cache
+            candidates = lookups.candidates(skill, fresh=True)
         return match_agent(skill, agents=candidates, active=active)
     agent = next((a for a in candidates if a.id == agent_id), None)
+    if agent is None:
+        candidates = lookups.candidates(skill, fresh=True)
+        agent = next((a for a in candidates if a.id == agent_id), None)
     if agent is None:
         raise _refusal(skill, agent_id)
     return agent, {"agentId": agent.id, "chosenBy": "caller", "at": timezone.now().isoformat()}

@@ -6,7 +6,10 @@ creation. They are kept per process for ``A2A_REGISTRY_CACHE_SECONDS`` and dropp
 when this process saves or deletes a skill or an agent, or changes which skills an agent
 offers (Django signals). A change made in another process, or by a bulk ``update()``
 that sends no signal (the admin's approve/disable actions), is seen within that many
-seconds; the cached objects are shared between threads and must be treated as read-only.
+seconds, except that a refusal is never taken from the cache: an unknown skill or agent
+is looked up again before the caller is told no (an agent registered on another daphne
+a moment ago can take a task at once). The cached objects are shared between threads
+and must be treated as read-only.
 """
 
 from __future__ import annotations
@@ -44,18 +47,22 @@ def _put(store: dict[str, tuple[float, Any]], key: str, value: Any) -> None:
             store[key] = (time.monotonic() + ttl, value)
 
 
-def skill(skill_id: str) -> Skill | None:
-    """The skill with this id (active or not), or None if there is none."""
-    found = _get(_skills, skill_id)
+def skill(skill_id: str, *, fresh: bool = False) -> Skill | None:
+    """The skill with this id (active or not), or None if there is none.
+
+    ``fresh`` reads the database whatever is cached: callers do so before refusing, so a
+    cache can make creation faster but never refuse what the database allows.
+    """
+    found = _MISSING if fresh else _get(_skills, skill_id)
     if found is _MISSING:
         found = Skill.objects.filter(pk=skill_id).first()
         _put(_skills, skill_id, found)
     return found  # type: ignore[no-any-return]
 
 
-def candidates(skill: Skill) -> list[AgentProfile]:
-    """The active agents offering ``skill``, ordered by id."""
-    found = _get(_candidates, skill.pk)
+def candidates(skill: Skill, *, fresh: bool = False) -> list[AgentProfile]:
+    """The active agents offering ``skill``, ordered by id (``fresh``: as :func:`skill`)."""
+    found = _MISSING if fresh else _get(_candidates, skill.pk)
     if found is _MISSING:
         found = list(skill.agents.filter(status=AgentStatus.ACTIVE).order_by("id"))
         _put(_candidates, skill.pk, found)

@@ -84,6 +84,26 @@ def test_a_new_agent_or_skill_offer_counts_at_once(
         create(user, agent_id="newcomer")
 
 
+def test_the_cache_never_refuses_what_another_process_just_registered(
+    user: Any, skill: Any, make_skill: Any, make_agent: Any
+) -> None:
+    """A change that sends no signal here (another daphne, a bulk update) is looked up
+    again before a refusal, so a freshly registered agent or skill works at once."""
+    with pytest.raises(NoAgentAvailable):
+        create(user)  # caches "no candidates" for ce-review
+    newcomer = make_agent(id="newcomer", skills=[])
+    newcomer.skills.through.objects.bulk_create(  # no m2m_changed signal
+        [newcomer.skills.through(agentprofile_id="newcomer", skill_id=skill.pk)]
+    )
+    assert create(user).agent_id == "newcomer"
+    assert create(user, agent_id="newcomer").agent_id == "newcomer"
+    with pytest.raises(UnknownSkill):
+        create(user, skill_id="fresh-skill")  # caches "unknown"
+    type(skill).objects.bulk_create([type(skill)(id="fresh-skill", name="Fresh")])
+    with pytest.raises(NoAgentAvailable):  # the skill is found; it has no agent yet
+        create(user, skill_id="fresh-skill")
+
+
 def test_a_deactivated_or_deleted_skill_is_refused_at_once(
     user: Any, skill: Any, agent: Any
 ) -> None:
