@@ -15,7 +15,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from agent_profiles import admin_calls
+from agent_profiles import access, admin_calls
 from agent_profiles import console as agent_console
 from agent_profiles.cards import refresh_card
 from agent_profiles.models import AgentProfile, AgentStatus, ApiKey, Skill, UserToken
@@ -229,22 +229,19 @@ class AgentProfileAdmin(admin.ModelAdmin):
 
     @admin.action(description="Approve (activate) selected agents")
     def approve(self, request: HttpRequest, queryset: QuerySet[AgentProfile]) -> None:
-        count = queryset.exclude(status=AgentStatus.ACTIVE).update(
-            status=AgentStatus.ACTIVE, updated_at=timezone.now()
-        )
+        count = access.set_status(queryset, AgentStatus.ACTIVE)
         self.message_user(request, f"{count} agent(s) approved.", messages.SUCCESS)
 
     @admin.action(description="Disable selected agents")
     def disable(self, request: HttpRequest, queryset: QuerySet[AgentProfile]) -> None:
-        count = queryset.exclude(status=AgentStatus.DISABLED).update(
-            status=AgentStatus.DISABLED, updated_at=timezone.now()
-        )
+        # Through the service, not queryset.update alone: open sockets close at once.
+        count = access.disable(queryset)
         self.message_user(request, f"{count} agent(s) disabled.", messages.SUCCESS)
 
     @admin.action(description="Rotate API key of selected agents (old keys stop working)")
     def rotate_key(self, request: HttpRequest, queryset: QuerySet[AgentProfile]) -> None:
         for agent in queryset:
-            key = agent.issue_key()
+            key = access.rotate_key(agent)  # also closes the agent's open sockets
             # Shown once, here; only its hash is stored.
             self.message_user(
                 request,
@@ -276,6 +273,11 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(ReadOnlyAdmin):
+    @admin.action(description="Revoke selected (they stop working at once)")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        count = access.revoke_keys(queryset)  # also closes the agents' open sockets
+        self.message_user(request, f"{count} revoked.", messages.SUCCESS)
+
     list_display = ("prefix", "agent", "created_at", "last_used_at", "revoked_at")
     list_filter = ("revoked_at",)
     search_fields = ("prefix", "agent__id")

@@ -4,8 +4,9 @@ It authenticates (header via :mod:`gateway.middleware`, or a first ``auth`` fram
 frames (:mod:`gateway.frames`) and calls :mod:`gateway.services`; one channel group per
 agent carries "deliver now" hints from any process.
 
-Close codes: 4401 bad or missing key, 4403 disabled agent, 4408 silent for a whole
-heartbeat timeout, 4429 too many bad frames.
+Close codes: 4401 bad or missing key (or the key was revoked meanwhile), 4403 disabled
+agent, 4408 silent for a whole heartbeat timeout, 4429 too many bad frames, 1013 a
+platform fault during authentication (try again later).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from agent_profiles.models import AgentProfile
 from gateway import frames, presence, services
 from gateway.connections import local
 from gateway.frames import FrameError
+from gateway.middleware import CLOSE_TRY_AGAIN
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,7 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
 
     agent: AgentProfile | None = None
     _auth_timer: asyncio.TimerHandle | None = None
+    _forgotten = False
 
     async def connect(self) -> None:
         await self.accept()
@@ -89,16 +92,36 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
                 settings.GATEWAY_AUTH_TIMEOUT, lambda: loop.create_task(self._auth_expired())
             )
 
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # However the handler ends (a clean close, or an exception or cancellation that
+            # skipped disconnect()), this process stops refreshing its presence: a dead
+            # handler must not keep an agent "online" until the heartbeat timeout.
+            await self._forget()
+
     async def disconnect(self, code: int) -> None:
+        await self._forget()
+
+    async def _forget(self) -> None:
+        """Leave the process's live set, the agent's group and the presence table (once)."""
         if self._auth_timer is not None:
             self._auth_timer.cancel()
-        if self.agent is None:
+        if self.agent is None or self._forgotten:
             return
+        self._forgotten = True
         local.discard(self)
-        await self.channel_layer.group_discard(
-            presence.agent_group(self.agent.id), self.channel_name
-        )
-        await db(presence.unregister)(self.channel_name)
+        try:
+            await self.channel_layer.group_discard(
+                presence.agent_group(self.agent.id), self.channel_name
+            )
+        except Exception:  # Redis down: the membership expires by itself
+            log.warning("gateway: group_discard failed for %s", self.agent, exc_info=True)
+        try:
+            await db(presence.unregister)(self.channel_name)
+        except Exception:  # database down: the row goes stale and the sweep drops it
+            log.warning("gateway: presence of %s not removed", self.agent, exc_info=True)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         self.last_frame_at = asyncio.get_running_loop().time()
@@ -111,7 +134,12 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
                 await self._bad_frame(exc)
             return
         if self.agent is None:
-            await self._authenticate(frame)
+            try:
+                await self._authenticate(frame)
+            except Exception:
+                # Database down, say: the agent should come back later, not see a crash.
+                log.exception("gateway: authentication failed on a platform fault")
+                await self._refuse(CLOSE_TRY_AGAIN)
             return
         try:
             await self._handle(frame)
@@ -188,8 +216,12 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
             await self._refuse(services.CLOSE_BAD_KEY, "no auth frame in time")
 
     async def _refuse(self, code: int, reason: str = "") -> None:
-        message = "invalid or missing API key" if code == services.CLOSE_BAD_KEY else "disabled"
-        await self._send(frames.error("unauthorized", reason or message))
+        if code == CLOSE_TRY_AGAIN:
+            error = frames.error("unavailable", reason or "The platform is unavailable; retry.")
+        else:
+            message = "invalid or missing API key" if code == services.CLOSE_BAD_KEY else "disabled"
+            error = frames.error("unauthorized", reason or message)
+        await self._send(error)
         await self.close(code=code)
 
     async def _deliver(self, delivery_id: str, *, resend: bool = False) -> None:

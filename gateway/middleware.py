@@ -8,6 +8,7 @@ but refused. No Origin check: agents are programs, not browsers.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -15,6 +16,10 @@ from channels.middleware import BaseMiddleware
 
 from agent_profiles.authentication import bearer_token
 from gateway.services import authenticate_key
+
+log = logging.getLogger(__name__)
+
+CLOSE_TRY_AGAIN = 1013  # RFC 6455 "Try Again Later"
 
 
 def _header(scope: dict[str, Any], name: bytes) -> str | None:
@@ -31,8 +36,13 @@ class AgentAuthMiddleware(BaseMiddleware):
         scope = dict(scope, agent=None, agent_close_code=None)
         header = _header(scope, b"authorization")
         if header is not None:
-            agent, close_code = await database_sync_to_async(
-                authenticate_key, thread_sensitive=False
-            )(bearer_token(header))
+            try:
+                agent, close_code = await database_sync_to_async(
+                    authenticate_key, thread_sensitive=False
+                )(bearer_token(header))
+            except Exception:
+                # A platform fault (database down): "try again later", not a crash.
+                log.exception("gateway: header authentication failed on a platform fault")
+                agent, close_code = None, CLOSE_TRY_AGAIN
             scope["agent"], scope["agent_close_code"] = agent, close_code
         return await super().__call__(scope, receive, send)

@@ -13,6 +13,7 @@ from django.dispatch import receiver
 from a2a.creation import register_gateway_hand_off
 from a2a.signals import task_changed
 from a2a.states import TERMINAL_STATES
+from agent_profiles.access import KEY_REVOKED, access_revoked
 from agent_profiles.models import AgentProfile
 from gateway import services
 
@@ -45,3 +46,13 @@ def disconnect_disabled_agent(sender: Any, instance: AgentProfile, **kwargs: Any
     """A disabled agent loses its open connections at once (close 4403)."""
     if not instance.is_active:
         services.disconnect_agent(instance.id)
+
+
+@receiver(access_revoked, dispatch_uid="gateway.access_revoked")
+def disconnect_agent_losing_access(sender: Any, agent_id: str, reason: str, **kwargs: Any) -> None:
+    """Disabled (4403) or its key revoked (4401): the agent's sockets close at once."""
+    code = services.CLOSE_BAD_KEY if reason == KEY_REVOKED else services.CLOSE_DISABLED
+    try:
+        services.disconnect_agent(agent_id, code)
+    except Exception:  # receivers must not raise into the admin's or the API's caller
+        log.exception("gateway: could not disconnect agent %s", agent_id)
