@@ -1,0 +1,284 @@
+"""Benchmark: many long tasks in flight, at an agent that pushes and at one that is polled.
+
+    .venv/bin/python bench/long_tasks.py --tasks 2000 --seconds 60 --agent push poll
+        [--mode embedded|distributed] [--write]
+
+N tasks are created through ``POST /api/tasks:batch`` (100 per request) for one
+``bench/long_agent.py`` agent whose tasks each take ``--seconds`` at the agent. Measured:
+
+* platform CPU (cores) and RSS while the tasks are in flight (the plateau: from the last
+  creation until the agent ends its first task), and CPU ms per task over the whole run;
+* agent requests per task (sends, polls) and pushes per task;
+* notice delay: the platform's COMPLETED (its ``TaskEvent``) minus the moment the agent
+  ended the task (both clocks of this machine), p50 / p95 / max.
+
+Embedded: ``manage.py runplatform`` (SQLite). Distributed: daphne + ``celery worker`` +
+``celery beat`` on PostgreSQL + Redis (``BENCH_DATABASE_URL`` recreated,
+``BENCH_REDIS_URL``). Loopback only; every process is stopped at the end, and a run
+gives up after ``--timeout`` seconds. ``--write`` replaces this benchmark's section of
+docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx
+from dispatch import (
+    BENCH_DATABASE_URL,
+    BENCH_REDIS_URL,
+    PYTHON,
+    Proc,
+    cpu_seconds,
+    django_script,
+    free_port,
+    percentile,
+    recreate_postgres,
+)
+from report import write_section
+
+SETUP = """
+import django; django.setup()
+from django.core.management import call_command
+call_command("migrate", interactive=False, verbosity=0)
+from django.contrib.auth import get_user_model
+from agent_profiles.models import AgentProfile, Skill, UserToken
+schema_out = {"type": "object", "properties": {"verdict": {"enum": ["pass", "fail"]}},
+              "required": ["verdict"]}
+skill = Skill.objects.create(id="ce-review", name="CE review", domain="compliance",
+                             input_schema={"type": "object"}, output_schema=schema_out)
+agent = AgentProfile.objects.create(id="long-agent", name="Long", a2a_endpoint=AGENT_URL)
+agent.skills.set([skill])
+user = get_user_model().objects.create_user(username="bench")
+print(UserToken.issue(user))
+"""
+
+REPORT = """
+import json, django; django.setup()
+from django.db.models import Count
+from a2a.models import Task, TaskEvent
+states = dict(Task.objects.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
+done = dict(TaskEvent.objects.filter(to_state="TASK_STATE_COMPLETED").values_list(
+    "task__remote_task_id", "at"))
+follow = dict(Task.objects.values_list("metadata__followedBy").annotate(n=Count("id"))
+              .values_list("metadata__followedBy", "n"))
+print(json.dumps({"states": states, "done": {k: v.timestamp() for k, v in done.items()},
+                  "followedBy": {str(k): v for k, v in follow.items()}}))
+"""
+
+FINAL = ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED")
+
+
+def rss_mib(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+async def create(url: str, token: str, total: int, seconds: float) -> float:
+    """Create the tasks in batches of 100; returns when the last was created."""
+    headers = {"Authorization": f"Bearer {token}"}
+    batches = [min(100, total - start) for start in range(0, total, 100)]
+    queue = iter(batches)
+
+    async def loop(client: httpx.AsyncClient) -> None:
+        for size in queue:
+            items = [{"skillId": "ce-review", "input": {"seconds": seconds}} for _ in range(size)]
+            response = await client.post(f"{url}/api/tasks:batch", json={"tasks": items})
+            statuses = {r["status"] for r in response.json()["results"]}
+            if response.status_code != 200 or statuses != {201}:
+                raise RuntimeError(f"batch: {response.status_code} {response.text[:300]}")
+
+    async with httpx.AsyncClient(headers=headers, timeout=120) as client:
+        await asyncio.gather(*(loop(client) for _ in range(4)))
+    return time.time()
+
+
+def count_final(url: str, token: str) -> int:
+    headers = {"Authorization": f"Bearer {token}"}
+    done = 0
+    with httpx.Client(headers=headers, timeout=30) as client:
+        for state in FINAL:
+            page = client.get(f"{url}/api/tasks", params={"state": state, "limit": 1})
+            done += page.json()["count"]
+    return done
+
+
+def run(mode: str, kind: str, total: int, seconds: float, timeout: float) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix=f"bench-long-{mode}-{kind}-"))
+    log = tmp / "processes.log"
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "platform_site.settings",
+            "LOG_LEVEL": "WARNING",
+            "PYTHONUNBUFFERED": "1",
+            "ALLOW_LOOPBACK_URLS": "true",
+            "A2A_TASK_TIMEOUT": str(max(300.0, seconds * 5)),
+        }
+    )
+    if mode == "distributed":
+        recreate_postgres(BENCH_DATABASE_URL)
+        env.update(
+            {
+                "DATABASE_URL": BENCH_DATABASE_URL,
+                "REDIS_URL": BENCH_REDIS_URL,
+                "CELERY_QUEUE": "long-bench",
+                "CHANNELS_PREFIX": "long-bench",
+            }
+        )
+    else:
+        env["SQLITE_PATH"] = str(tmp / "db.sqlite3")
+    with ExitStack() as stack:
+        agent_port = free_port()
+        agent_url = f"http://127.0.0.1:{agent_port}"
+        args = [PYTHON, "bench/long_agent.py", str(agent_port), "--seconds", str(seconds)]
+        agent = Proc(args + (["--push"] if kind == "push" else []), env, log, "agent")
+        stack.callback(agent.stop)
+        agent.wait_http(f"{agent_url}/health")
+        token = django_script(SETUP.replace("AGENT_URL", repr(agent_url)), env)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        env["PUBLIC_URL"] = url
+        serve = [PYTHON, "manage.py", "runplatform", "--no-migrate", "--no-seed"]
+        serve += ["--host", "127.0.0.1", "--port", str(port)]
+        procs = [Proc(serve, env, log, "platform")]
+        stack.callback(procs[0].stop)
+        if mode == "distributed":
+            procs[0].stop()
+            procs = []
+            daphne = [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
+            procs.append(Proc([*daphne, "platform_site.asgi:application"], env, log, "daphne"))
+            worker = [PYTHON, "-m", "celery", "-A", "platform_site", "worker", "-P", "threads"]
+            worker += ["-c", "8", "--without-heartbeat", "--without-mingle", "--without-gossip"]
+            procs.append(Proc(worker, env, log, "worker"))
+            beat = [PYTHON, "-m", "celery", "-A", "platform_site", "beat"]
+            procs.append(Proc([*beat, "-S", "celery.beat:Scheduler"], env, log, "beat"))
+            for proc in procs:
+                stack.callback(proc.stop)
+        procs[0].wait_http(f"{url}/healthz")
+        pids = [p.popen.pid for p in procs]
+        cpu0, t0 = cpu_seconds(pids), time.time()
+        created_at = asyncio.run(create(url, token, total, seconds))
+        samples: list[tuple[float, float, float]] = []  # (time, cpu, rss)
+        deadline = time.monotonic() + timeout
+        final = 0
+        while time.monotonic() < deadline:
+            samples.append((time.time(), cpu_seconds(pids), rss_mib(pids)))
+            final = count_final(url, token)
+            if final >= total:
+                break
+            time.sleep(1.0)
+        cpu1, t1 = cpu_seconds(pids), time.time()
+        stats = httpx.get(f"{agent_url}/_stats", timeout=30).json()
+        ended = httpx.get(f"{agent_url}/_ended", timeout=60).json()
+        report = json.loads(django_script(REPORT, env))
+    first_end = min(ended.values()) if ended else t1
+    plateau = [s for s in samples if created_at <= s[0] <= first_end]
+    cores = (
+        (plateau[-1][1] - plateau[0][1]) / (plateau[-1][0] - plateau[0][0])
+        if len(plateau) >= 2 and plateau[-1][0] > plateau[0][0]
+        else float("nan")
+    )
+    delays = [
+        max(0.0, report["done"][rid] - at) * 1000
+        for rid, at in ended.items()
+        if rid in report["done"]
+    ]
+    counts = stats["counts"]
+    return {
+        "mode": mode,
+        "agent": kind,
+        "tasks": total,
+        "seconds": seconds,
+        "final": final,
+        "states": report["states"],
+        "followedBy": report["followedBy"],
+        "create_secs": created_at - t0,
+        "plateau_secs": (plateau[-1][0] - plateau[0][0]) if len(plateau) >= 2 else 0.0,
+        "cores": cores,
+        "rss_mib": max((s[2] for s in plateau), default=rss_mib(pids)),
+        "cpu_ms_per_task": (cpu1 - cpu0) / total * 1000,
+        "sends": counts.get("send", 0) / total,
+        "polls": counts.get("get", 0) / total,
+        "requests": sum(counts.values()) / total,
+        "pushes": stats.get("pushes", 0) / total,
+        "push_failures": stats.get("pushFailures", 0),
+        "delay_p50": statistics.median(delays) if delays else float("nan"),
+        "delay_p95": percentile(delays, 0.95) if delays else float("nan"),
+        "delay_max": max(delays) if delays else float("nan"),
+        "noticed": len(delays),
+        "log": str(log),
+    }
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    load = os.getloadavg()[0]
+    lines = [
+        f"`bench/long_tasks.py` on this machine ({os.cpu_count()} CPUs, shared with other "
+        f"engineers' test runs: load average {load:.1f} at the end), "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. One `bench/long_agent.py` "
+        "agent (a2a-sdk) per run; every task works for the given seconds at the agent.",
+        "",
+        "| Mode | Agent | Tasks x s | Followed by | Platform cores (plateau) | RSS MiB "
+        "| CPU ms/task | Agent requests/task (sends + polls) | Pushes/task "
+        "| Notice delay p50 / p95 / max | Done |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results:
+        follow = ", ".join(f"{k} {v}" for k, v in r["followedBy"].items())
+        lines.append(
+            f"| {r['mode']} | {r['agent']} | {r['tasks']:,} x {r['seconds']:g} | {follow} "
+            f"| {r['cores']:.2f} | {r['rss_mib']:.0f} | {r['cpu_ms_per_task']:.1f} "
+            f"| {r['requests']:.2f} ({r['sends']:.2f} + {r['polls']:.2f}) "
+            f"| {r['pushes']:.2f} "
+            f"| {r['delay_p50'] / 1000:.2f} / {r['delay_p95'] / 1000:.2f} / "
+            f"{r['delay_max'] / 1000:.2f} s | {r['noticed']:,}/{r['tasks']:,} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, nargs="+", default=[2000])
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--agent", nargs="+", choices=["push", "poll"], default=["push", "poll"])
+    parser.add_argument(
+        "--mode", nargs="+", choices=["embedded", "distributed"], default=["embedded"]
+    )
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--write", action="store_true")
+    parser.add_argument("--analysis", default="", help="a file whose text follows the table")
+    args = parser.parse_args()
+    results = []
+    for mode in args.mode:
+        for kind in args.agent:
+            for total in args.tasks:
+                result = run(mode, kind, total, args.seconds, args.timeout)
+                print(json.dumps(result, indent=1), flush=True)
+                results.append(result)
+    section = table(results)
+    print(section)
+    if args.write:
+        analysis = Path(args.analysis).read_text() if args.analysis else ""
+        write_section("long_tasks", f"## Long tasks in flight\n\n{section}\n\n{analysis}".strip())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
