@@ -205,15 +205,38 @@ async def ceiling(agent_url: str, total: int, concurrency: int) -> dict[str, Any
 # --- the platform ---------------------------------------------------------------------
 
 
+# How tasks are created: one POST /api/tasks each ("single"), or POST /api/tasks:batch
+# with BATCH_SIZE bodies per request ("batch").
+VIA = {"how": "single"}
+BATCH_SIZE = 50
+
+
 async def create_tasks(url: str, token: str, total: int, concurrency: int) -> list[str]:
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     headers = {"Authorization": f"Bearer {token}"}
     ids: list[str] = []
+    body = {"skillId": "ce-review", "input": {"product": "lamp", **EXTRA_INPUT}}
+    if VIA["how"] == "batch":
+        sizes = [min(BATCH_SIZE, total - start) for start in range(0, total, BATCH_SIZE)]
+        batches = iter(sizes)
+
+        async def batch_loop(client: httpx.AsyncClient) -> None:
+            for size in batches:
+                response = await client.post(
+                    f"{url}/api/tasks:batch", json={"tasks": [body] * size}
+                )
+                results = response.json()["results"]
+                if response.status_code != 200 or {r["status"] for r in results} != {201}:
+                    raise RuntimeError(f"POST /api/tasks:batch: {response.text[:300]}")
+                ids.extend(r["task"]["id"] for r in results)
+
+        async with httpx.AsyncClient(headers=headers, timeout=60, limits=limits) as client:
+            await asyncio.gather(*(batch_loop(client) for _ in range(max(1, concurrency // 4))))
+        return ids
     counter = iter(range(total))
 
     async def loop(client: httpx.AsyncClient) -> None:
         for _ in counter:
-            body = {"skillId": "ce-review", "input": {"product": "lamp", **EXTRA_INPUT}}
             response = await client.post(f"{url}/api/tasks", json=body)
             if response.status_code != 201:
                 raise RuntimeError(f"POST /api/tasks: {response.status_code} {response.text}")
@@ -325,15 +348,22 @@ def run(
             "Task.objects.all().delete(); print('ok')",
             env,
         )
-        platform_pids = [p.popen.pid for p in procs if p.name != "agent"]
+        platform_procs = [p for p in procs if p.name != "agent"]
+        platform_pids = [p.popen.pid for p in platform_procs]
         agent_cpu = cpu_seconds([agent.popen.pid])
         bare = asyncio.run(ceiling(agent_url, total, concurrency))
         bare["agent_cpu_ms"] = (cpu_seconds([agent.popen.pid]) - agent_cpu) / total * 1000
         agent_cpu, platform_cpu = cpu_seconds([agent.popen.pid]), cpu_seconds(platform_pids)
+        by_process = {p.name: cpu_seconds([p.popen.pid]) for p in platform_procs}
         ours = platform(url, token, agent_url, env, total, concurrency)
         ours["agent_cpu_ms"] = (cpu_seconds([agent.popen.pid]) - agent_cpu) / total * 1000
         ours["platform_cpu_ms"] = (cpu_seconds(platform_pids) - platform_cpu) / total * 1000
-    return {"mode": mode, "platform": ours, "ceiling": bare, "log": str(log)}
+        # Distributed: daphne = the API (creation), worker = dispatch, beat = scheduling.
+        ours["stages"] = {
+            p.name: (cpu_seconds([p.popen.pid]) - by_process[p.name]) / total * 1000
+            for p in platform_procs
+        }
+    return {"mode": mode, "via": VIA["how"], "platform": ours, "ceiling": bare, "log": str(log)}
 
 
 def table(results: list[dict[str, Any]], total: int, concurrency: int) -> str:
@@ -349,8 +379,9 @@ def table(results: list[dict[str, Any]], total: int, concurrency: int) -> str:
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for result in results:
+        path = "`POST /api/tasks:batch`" if result.get("via") == "batch" else "`POST /api/tasks`"
         for label, key in (
-            ("platform (`POST /api/tasks`)", "platform"),
+            (f"platform ({path})", "platform"),
             ("bare httpx send+poll", "ceiling"),
         ):
             row = result[key]
@@ -371,6 +402,10 @@ def table(results: list[dict[str, Any]], total: int, concurrency: int) -> str:
             f"creations were accepted at {result['platform']['create_rps']:.0f}/s "
             f"({states})."
         )
+        stages = result["platform"].get("stages") or {}
+        if len(stages) > 1:
+            parts = ", ".join(f"{name} {ms:.1f}" for name, ms in stages.items())
+            lines.append(f"  CPU ms per task by process (stage): {parts}.")
     return "\n".join(lines)
 
 
@@ -415,12 +450,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.0, help="for --behaviour slow")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the platform")
     parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
+    parser.add_argument("--via", choices=["single", "batch"], default="single")
+    parser.add_argument("--analysis", default="", help="a file whose text replaces ANALYSIS")
     args = parser.parse_args()
+    VIA["how"] = args.via
     EXTRA_INPUT.update({"behaviour": args.behaviour, "seconds": args.seconds})
     extra_env = dict(item.split("=", 1) for item in args.env)
     modes = ["embedded", "distributed"] if args.mode == "both" else [args.mode]
     results = [run(m, args.tasks, args.concurrency, args.warmup, extra_env) for m in modes]
-    section = table(results, args.tasks, args.concurrency) + "\n" + ANALYSIS
+    analysis = Path(args.analysis).read_text() if args.analysis else ANALYSIS
+    section = table(results, args.tasks, args.concurrency) + "\n" + analysis
     print(section)
     for result in results:
         print(f"({result['mode']} process log: {result['log']})")
