@@ -113,6 +113,11 @@ class _Call:
     def event(self, event: dict[str, Any]) -> Any:
         return legacy.event_out(event) if self.legacy else event
 
+    def ends(self, event: dict[str, Any]) -> bool:
+        """Whether the stream ends after this (1.0) event: 0.3 streams end after their
+        ``final`` event; 1.0 streams end when the task stream does."""
+        return self.legacy and legacy.ends_stream(legacy.event_out(event))
+
 
 @csrf_exempt
 async def endpoint(request: HttpRequest, tenant: str | None = None) -> HttpResponse:
@@ -137,7 +142,7 @@ async def endpoint(request: HttpRequest, tenant: str | None = None) -> HttpRespo
             result,
             lambda event: {"jsonrpc": "2.0", "id": rid, "result": call.event(event)},
             lambda error: jsonrpc_error_body(error, rid),
-            last=(lambda e: legacy.ends_stream(e["result"])) if call.legacy else None,
+            last=call.ends,
         )
     except Exception as exc:
         return error_response(exc, request_id, operation)

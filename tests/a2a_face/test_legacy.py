@@ -3,14 +3,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 
+from a2a.face.jsonrpc import _Call
+from a2a.face.responses import sse_response
 from a2a.models import PushNotificationConfig, Task
 from tests.a2a_face.conftest import FaceClient
+from tests.a2a_face.schema import sse_events
 
 pytestmark = pytest.mark.django_db
 
@@ -137,3 +141,64 @@ def test_0_3_version_header_is_accepted_for_0_3_methods(
     task = make_task(alice)
     body = _rpc(as_alice, "tasks/get", {"id": str(task.id)}, **{"A2A-Version": "0.3"})
     assert body["result"]["kind"] == "task"
+
+
+def _stream_body(call: _Call, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def source() -> AsyncIterator[dict[str, Any]]:
+        for event in events:
+            yield event
+
+    async def render() -> bytes:
+        response = await sse_response(
+            source(),
+            lambda e: {"jsonrpc": "2.0", "id": 1, "result": call.event(e)},
+            dict,
+            last=call.ends,
+        )
+        return b"".join([chunk async for chunk in response.streaming_content])
+
+    return sse_events(asyncio.run(render()))
+
+
+def test_a_0_3_stream_is_0_3_events_ending_at_the_final_one() -> None:
+    task = {"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}
+    asked = {
+        "state": "TASK_STATE_INPUT_REQUIRED",
+        "message": {"messageId": "q", "role": "ROLE_AGENT", "parts": [{"text": "?"}]},
+    }
+    events = [
+        {"task": task},
+        {
+            "artifactUpdate": {
+                "taskId": "t",
+                "contextId": "c",
+                "artifact": {"artifactId": "a", "parts": [{"data": [1]}]},
+                "lastChunk": True,
+            }
+        },
+        {"statusUpdate": {"taskId": "t", "contextId": "c", "status": asked}},
+        {
+            "statusUpdate": {
+                "taskId": "t",
+                "contextId": "c",
+                "status": {"state": "TASK_STATE_COMPLETED"},
+            }
+        },
+    ]
+    legacy_events = _stream_body(_Call("message/stream", {"message": _message()}), events)
+    results = [e["result"] for e in legacy_events]
+    assert [r["kind"] for r in results] == ["task", "artifact-update", "status-update"]
+    assert results[0]["status"]["state"] == "working"
+    assert results[1]["artifact"]["parts"] == [{"kind": "data", "data": {"value": [1]}}]
+    assert results[2]["final"] is True
+    assert results[2]["status"]["state"] == "input-required"
+    assert results[2]["status"]["message"]["role"] == "agent"
+    # 1.0 streams are not cut: every event passes, in 1.0 shape.
+    current = _stream_body(
+        _Call(
+            "SendStreamingMessage",
+            {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}},
+        ),
+        events,
+    )
+    assert [e["result"] for e in current] == events
