@@ -170,13 +170,6 @@ class AgentProfileAdmin(admin.ModelAdmin):
         "created_at",
         "updated_at",
         "key_prefix_col",
-        admin_calls.calling,
-        admin_calls.card_status,
-        admin_calls.card_document,
-        admin_calls.security,
-        admin_calls.polling_status,
-        admin_calls.health,
-        admin_calls.health_checked,
     )
     inlines = [ApiKeyInline]
     actions = ["approve", "disable", "rotate_key", admin_calls.refresh_cards]

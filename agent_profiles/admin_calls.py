@@ -1,24 +1,22 @@
-"""Admin pieces for how the platform calls an agent: the write-only credential field, the
-card, security and health read-outs, and the "refresh card" action.
-
-Kept apart from ``admin.py`` (page layout) so either can change without the other.
+"""Admin pieces for how the platform calls an agent: the call settings and the write-only
+credential field of the editor, the health column of the list, and the "refresh card"
+action. (The agent page's read-outs of card, security and health are the registry's
+console panel, ``agent_profiles.console``.)
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 
-from agent_profiles.cards import card_json, refresh_card
+from agent_profiles.cards import refresh_card
 from agent_profiles.credentials import InvalidCredentials, set_credentials, validate_credentials
 from agent_profiles.health import health_of
-from agent_profiles.interfaces import interface_of
 from agent_profiles.models import AgentProfile
 from platform_site.errors import ValidationFailed
 from platform_site.text import JSONTooDeep, loads_bounded
@@ -102,75 +100,6 @@ class CallSettingsForm(forms.ModelForm):
         return super().save(commit)
 
 
-@admin.display(description="calls go to")
-def calling(agent: AgentProfile) -> str:
-    chosen = interface_of(agent)
-    if not chosen["url"]:
-        return "WebSocket gateway only (no endpoint)"
-    tenant = f", tenant {chosen['tenant']}" if chosen["tenant"] else ""
-    where = f"{chosen['binding']} {chosen['version']} at {chosen['url']}{tenant}"
-    return f"{where} (from the {chosen['source']})"
-
-
-@admin.display(description="agent card")
-def card_status(agent: AgentProfile) -> str:
-    if agent.card_read_at is not None:
-        text = f"read {agent.card_read_at:%Y-%m-%d %H:%M:%S} UTC"
-        caps = [
-            c
-            for c, on in (("streaming", agent.streaming), ("push", agent.push_notifications))
-            if on
-        ]
-        text += f"; capabilities: {', '.join(caps) or 'none'}"
-    else:
-        text = "not read yet"
-    if agent.card_error:
-        return format_html(
-            '{}<br><span style="color:#c62828">last read: {}</span>', text, agent.card_error
-        )
-    return text
-
-
-@admin.display(description="card document")
-def card_document(agent: AgentProfile) -> str:
-    text = card_json(agent)
-    if not text:
-        return "—"
-    return format_html(
-        '<details><summary>show</summary><pre style="max-height:30em;overflow:auto">{}</pre>'
-        "</details>",
-        text,
-    )
-
-
-@admin.display(description="security: the card asks / configured")
-def security(agent: AgentProfile) -> str:
-    """The card's securitySchemes and requirements next to whether a credential is set."""
-    configured = f"yes ({agent.auth_type})" if agent.auth_encrypted else "no"
-    schemes = agent.security_schemes or {}
-    if not schemes and not agent.security_requirements:
-        asks = "nothing (no securitySchemes in the card)"
-        return format_html(
-            "<b>card asks:</b> {}<br><b>credential configured:</b> {}", asks, configured
-        )
-    rows = format_html_join(
-        "", "<li>{}: {}</li>", ((name, json.dumps(s)) for name, s in sorted(schemes.items()))
-    )
-    return format_html(
-        "<b>card schemes:</b><ul>{}</ul><b>required:</b> {}<br><b>credential configured:</b> {}",
-        rows,
-        json.dumps(agent.security_requirements),
-        configured,
-    )
-
-
-@admin.display(description="polling")
-def polling_status(agent: AgentProfile) -> str:
-    if agent.polling:
-        return "GetTask answered (polling)"
-    return f"no polling since {agent.no_polling_at:%Y-%m-%d %H:%M} UTC: {agent.no_polling_reason}"
-
-
 @admin.display(description="health", ordering="health_status")
 def health(agent: AgentProfile) -> str:
     verdict = health_of(agent)
@@ -182,13 +111,6 @@ def health(agent: AgentProfile) -> str:
         verdict.status,
         latency,
         verdict.error,
-    )
-
-
-@admin.display(description="health checked")
-def health_checked(agent: AgentProfile) -> str:
-    return (
-        f"{agent.health_checked_at:%Y-%m-%d %H:%M:%S} UTC" if agent.health_checked_at else "never"
     )
 
 

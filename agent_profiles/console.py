@@ -3,6 +3,7 @@ and whether credentials are configured (never their values)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.http import HttpRequest
@@ -38,6 +39,9 @@ def agent_panel(request: HttpRequest, agent: AgentProfile) -> str:
         "health": health_of(agent),
         "calling": interface_of(agent),
         "schemes": scheme_summary(agent.security_schemes),
+        "requirements": json.dumps(agent.security_requirements)
+        if agent.security_requirements
+        else "",
         "credentials_configured": bool(agent.auth_encrypted),
         "rotate_url": reverse("admin:agent_profiles_agentprofile_rotate", args=[agent.pk]),
     }

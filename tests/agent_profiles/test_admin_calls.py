@@ -51,7 +51,7 @@ def test_an_operator_sets_rotates_and_clears_a_credential_never_seeing_it(
     assert read_credentials(agent) == {"type": "bearer", "token": SECRET}
     page = staff_client.get(change_url(agent)).content.decode()
     assert SECRET not in page
-    assert "credential configured:</b> yes (bearer)" in page
+    assert "configured (bearer)" in page
     rotated = '{"type": "apiKey", "in": "header", "name": "X-Key", "value": "second-value"}'
     staff_client.post(change_url(agent), form(agent, new_auth=rotated))
     agent.refresh_from_db()
@@ -96,9 +96,10 @@ def test_the_detail_shows_the_cards_schemes_next_to_the_credential(
         )
     assert "card read; calls go to JSONRPC 1.0" in response.content.decode()
     page = staff_client.get(change_url(agent)).content.decode()
-    assert "httpAuthSecurityScheme" in page
-    assert "credential configured:</b> no" in page
-    assert f"JSONRPC 1.0 at {server.url}/rpc (from the card)" in page
+    assert "<code>bearer</code> httpAuth Bearer" in page
+    assert "required: <code>[{&quot;schemes&quot;: {&quot;bearer&quot;: {}}}]</code>" in page
+    assert "none configured" in page
+    assert f"JSONRPC 1.0 at {server.url}/rpc" in page
     assert "Card agent" in page  # the stored card document
 
 
