@@ -7,10 +7,11 @@ The card is looked for at ``agentCardUrl`` when registered, else at
 URL guard, follows no redirect (a redirect is an error naming its target), has a timeout
 and reads at most ``AGENT_CARD_MAX_BYTES``.
 
-Three outcomes: read (stored), *unreachable* (nothing answered a card: connection error,
-timeout, 5xx, 404 everywhere; not an error at registration, recorded in ``card_error``),
-and *refused* (something was served but it is not a usable card, or a URL is not allowed:
-:class:`~platform_site.errors.ValidationFailed`, a 400 at registration).
+Three outcomes: read (stored), *unreachable* (no card was read: connection error,
+timeout, 5xx, or 404 at every location, i.e. no card served; not an error at
+registration, recorded in ``card_error``), and *refused* (something was served but it is
+not a usable card, or a URL is not allowed: :class:`~platform_site.errors.ValidationFailed`,
+a 400 at registration).
 """
 
 from __future__ import annotations
@@ -59,7 +60,19 @@ class CardRead:
 
 
 class CardUnreachable(Exception):
-    """No card could be read (yet): the reason, for ``card_error`` and health."""
+    """No card could be read (yet): the reason, for ``card_error`` and health.
+
+    ``answered``: the agent answered, but serves no card (404 at every location); it is
+    reachable then, so its health is not marked unhealthy for it.
+    """
+
+    def __init__(self, reason: str, *, answered: bool = False) -> None:
+        super().__init__(reason)
+        self.answered = answered
+
+    def describe(self) -> str:
+        """For ``card_error``."""
+        return f"{'no card served' if self.answered else 'unreachable'}: {self}"
 
 
 def card_locations(card_url: str, endpoint: str) -> list[str]:
@@ -165,7 +178,7 @@ def fetch_card(card_url: str, endpoint: str) -> CardRead:
             document = _decode(url, content_type, body)
             parsed = parse_card(document, url)
             return CardRead(document, url, parsed, _choose(parsed, url))
-    raise CardUnreachable("no card found (" + "; ".join(misses) + ")")
+    raise CardUnreachable("; ".join(misses), answered=True)
 
 
 def apply_card(agent: AgentProfile, read: CardRead) -> list[str]:
@@ -220,7 +233,9 @@ def _save(agent: AgentProfile, fields: list[str], read: CardRead | None) -> None
             store_document(agent, read)
 
 
-def _record_failure(agent: AgentProfile, reason: str, *, retry: bool) -> None:
+def _record_failure(
+    agent: AgentProfile, reason: str, *, retry: bool, reachable: bool = False
+) -> None:
     agent.card_error = reason[:2000]
     fields = ["card_error"]
     if retry:
@@ -228,7 +243,7 @@ def _record_failure(agent: AgentProfile, reason: str, *, retry: bool) -> None:
             seconds=settings.AGENT_CARD_RETRY_SECONDS
         )
         fields.append("card_retry_after")
-    if agent.card_read_at is None:
+    if agent.card_read_at is None and not reachable:
         # Never read: health says the agent is unreachable meanwhile.
         agent.health_status = HealthStatus.UNHEALTHY
         agent.health_error = f"{CARD_NOT_READ}: {agent.card_error}"
@@ -247,7 +262,7 @@ def refresh_card(agent: AgentProfile, *, strict: bool = True) -> CardRead | None
     try:
         read = fetch_card(agent.agent_card_url, agent.a2a_endpoint)
     except CardUnreachable as exc:
-        _record_failure(agent, f"unreachable: {exc}", retry=not strict)
+        _record_failure(agent, exc.describe(), retry=not strict, reachable=exc.answered)
         return None
     except ValidationFailed as exc:
         if strict:

@@ -87,7 +87,8 @@ class CardAttempt:
     """The card read at registration, or why none was."""
 
     read: CardRead | None = None
-    unreachable: str = ""
+    unreachable: str = ""  # why no card was read ("" when read or not looked for)
+    answered: bool = False  # the agent answered, but serves no card
 
 
 def register_agent(
@@ -139,7 +140,7 @@ def read_card_for(data: dict[str, Any], known: AgentProfile | None) -> CardAttem
     try:
         return CardAttempt(read=fetch_card(card_url, endpoint))
     except CardUnreachable as exc:
-        return CardAttempt(unreachable=str(exc))
+        return CardAttempt(unreachable=exc.describe(), answered=exc.answered)
 
 
 def _apply_card_attempt(agent: AgentProfile, card: CardAttempt, moved: bool) -> None:
@@ -155,8 +156,8 @@ def _apply_card_attempt(agent: AgentProfile, card: CardAttempt, moved: bool) -> 
         agent.card_retry_after = None
         agent.card_error = ""
     if card.unreachable:
-        agent.card_error = f"unreachable: {card.unreachable}"[:2000]
-        if agent.card_read_at is None:
+        agent.card_error = card.unreachable[:2000]
+        if agent.card_read_at is None and not card.answered:
             agent.health_status = HealthStatus.UNHEALTHY
             agent.health_error = f"{CARD_NOT_READ}: {agent.card_error}"
             agent.health_checked_at = timezone.now()

@@ -299,7 +299,9 @@ def test_without_a_card_the_registrations_statement_is_used(register: Any, skill
         "tenant": "",
         "source": "registration",
     }
+    assert profile["card"]["error"].startswith("no card served:")
     assert "HTTP 404" in profile["card"]["error"]
+    assert profile["health"]["status"] == "unknown"  # it answered: reachable, no card
 
 
 def test_a_private_card_url_is_refused_by_the_url_guard(
