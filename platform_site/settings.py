@@ -106,6 +106,8 @@ INSTALLED_APPS = [
     "agent_profiles",
     "a2a",
     "gateway",
+    # Admin login lockout (django-axes): failed attempts per user and address.
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -123,6 +125,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last (as django-axes asks): answers a locked-out login with 429.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "platform_site.urls"
@@ -168,6 +172,25 @@ else:
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Login lockout (django-axes) --------------------------------------------------------
+# The admin login: after AXES_FAILURE_LIMIT failed attempts for one username from one
+# address, or from one address for any usernames, further attempts answer 429 until
+# AXES_COOLOFF_TIME (hours) passes without a failure or an operator unlocks it (admin:
+# Axes → Access attempts: delete the row; or `manage.py axes_reset`). Attempts live in the
+# database, so every daphne process shares them. A user name alone is never locked: anyone
+# could otherwise lock the operators out.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out request
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = envbool("AXES_ENABLED", True)
+AXES_FAILURE_LIMIT = envint("AXES_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = envfloat("AXES_COOLOFF_TIME", 0.25)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+# The client address as the throttles see it (NUM_PROXIES trusted proxies in front).
+AXES_CLIENT_IP_CALLABLE = "platform_site.clientip.client_ip"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -404,6 +427,7 @@ LOGGING = {
     "loggers": {
         "httpx": {"level": "WARNING"},
         "django.channels.server": {"level": "WARNING"},
+        "axes.apps": {"level": "WARNING"},  # a version banner at every start
     },
 }
 if EMBEDDED:
