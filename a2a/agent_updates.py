@@ -13,6 +13,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from a2a import observe
 from a2a.exceptions import A2AProtocolError
 from a2a.models import Direction, Task, TaskMessage
 from a2a.states import ACTIVE_STATES, INTERRUPTED_STATES, TaskState, normalize_state
@@ -66,6 +67,7 @@ def apply_agent_update(
     News about a task that already ended is recorded (conversation, remote ids) and
     otherwise ignored. Raises :class:`A2AProtocolError` for a status we cannot read.
     """
+    observe.agent_update(via)  # a2a_agent_updates_total{via}
     if not isinstance(status, dict):
         raise A2AProtocolError("The agent's task status is not an object.")
     if _refuse_bad_text(task, status, artifacts, remote):

@@ -10,4 +10,8 @@ class A2AConfig(AppConfig):
     def ready(self) -> None:
         # The A2A face's task_changed receiver (streams, push notifications) and its
         # Celery tasks.
+        # Metrics, lifecycle log lines and traces at the task's seams.
+        from a2a import observe
         from a2a.face import push, signals  # noqa: F401
+
+        observe.connect()

@@ -27,7 +27,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from a2a import lookups
+from a2a import lookups, observe
 from a2a.exceptions import InputInvalid, UnknownAgent, UnknownSkill
 from a2a.models import Direction, Task, TaskEvent, TaskMessage
 from a2a.states import NextAction, Transport
@@ -297,6 +297,7 @@ def insert(new: list[NewTask]) -> None:
     queue_processing_many([t.pk for t in tasks if t.next_action == NextAction.SEND])
     for task in tasks:
         task.created = True  # type: ignore[attr-defined]
+    observe.tasks_created(tasks)  # metrics, log line, trace (rows are in; commit is next)
 
 
 def create_task(

@@ -159,7 +159,11 @@ class Task(models.Model):
             )
             for name, value in updates.items():
                 setattr(self, name, value)
-            transaction.on_commit(lambda: task_changed.send(Task, task_id=self.pk, state=to_state))
+            transaction.on_commit(
+                lambda: task_changed.send(
+                    Task, task_id=self.pk, state=to_state, task=self, from_state=from_state
+                )
+            )
         return True
 
     def start_work(self, reason: str = "", **fields: Any) -> bool:

@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from a2a import observe
 from a2a.agent_client import A2AClientService, AgentReply
 from a2a.exceptions import A2ACallError, A2APermanentError
 from a2a.models import Direction, Task
@@ -126,6 +127,11 @@ def process_task(task_id: Any) -> None:
 
 def run_claimed(task: Task) -> None:
     """Do the claimed task's next action; never raises (a failure is recorded on the task)."""
+    with observe.working_on(task):  # the task's ids on every log line, its trace span
+        _run_claimed(task)
+
+
+def _run_claimed(task: Task) -> None:
     try:
         if (
             task.state in ACTIVE_STATES

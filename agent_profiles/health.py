@@ -33,6 +33,7 @@ from agent_profiles.urlguard import guarded_client
 from platform_site.errors import ValidationFailed
 
 logger = logging.getLogger(__name__)
+lifecycle = logging.getLogger("agent_profiles.lifecycle")  # docs/operations.md, "Logs"
 
 AUTH_FAILED = "agent_auth_failed"
 CHECK_CONCURRENCY = 8
@@ -78,9 +79,18 @@ def record_call_outcome(
     if ok:
         # A call that worked proves the agent reachable.
         changes.update(health_status=HealthStatus.HEALTHY, health_error="")
+    became_unhealthy = not ok and agent.last_call_ok is not False
     for name, value in changes.items():
         setattr(agent, name, value)
     AgentProfile.objects.filter(pk=agent.pk).update(**changes)
+    if became_unhealthy:
+        lifecycle.info(
+            "agent %s unhealthy: a call failed (%s: %s)",
+            agent.pk,
+            code,
+            message[:200],
+            extra={"agent_id": agent.pk},
+        )
 
 
 @dataclass(frozen=True)
@@ -154,9 +164,17 @@ def store_check(agent: AgentProfile, result: CheckResult) -> None:
     }
     if result.ok and agent.last_call_ok is False and agent.last_call_code != AUTH_FAILED:
         changes.update(last_call_ok=None, last_call_code="", last_call_error="")
+    became_unhealthy = not result.ok and agent.health_status != HealthStatus.UNHEALTHY
     for name, value in changes.items():
         setattr(agent, name, value)
     AgentProfile.objects.filter(pk=agent.pk).update(**changes)
+    if became_unhealthy:
+        lifecycle.info(
+            "agent %s unhealthy: its health check failed (%s)",
+            agent.pk,
+            result.error[:200],
+            extra={"agent_id": agent.pk},
+        )
 
 
 def check_agents(agents: list[AgentProfile] | None = None) -> dict[str, str]:

@@ -7,6 +7,7 @@ and raise :class:`~platform_site.errors.PlatformError` subclasses a caller can a
 from __future__ import annotations
 
 import hmac
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,9 @@ from agent_profiles.models import (
 from agent_profiles.urlguard import check_url
 from platform_site.errors import Conflict, Forbidden, PlatformError, ValidationFailed
 from platform_site.text import find_bad_text
+
+# One INFO line per registration (docs/operations.md, "Logs").
+lifecycle = logging.getLogger("agent_profiles.lifecycle")
 
 
 class UnknownSkills(ValidationFailed):
@@ -120,9 +124,20 @@ def register_agent(
         existing = AgentProfile.objects.select_for_update().filter(pk=agent_id).first()
         if existing is not None:
             agent = _update(existing, data, skills, caller_agent, card)
-            return Registration(agent, created=False)
-        check_registration_token(registration_token)
-        return _create(agent_id, data, skills, card)
+            registration = Registration(agent, created=False)
+        else:
+            check_registration_token(registration_token)
+            registration = _create(agent_id, data, skills, card)
+    agent = registration.agent
+    lifecycle.info(
+        "agent %s registered (%s, %s): skills %s",
+        agent.pk,
+        "new" if registration.created else "updated",
+        agent.status,
+        ", ".join(s.pk for s in skills),
+        extra={"agent_id": agent.pk},
+    )
+    return registration
 
 
 def read_card_for(data: dict[str, Any], known: AgentProfile | None) -> CardAttempt:

@@ -22,10 +22,11 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from agent_profiles.models import AgentProfile
-from gateway import frames, presence, services
+from gateway import frames, observe, presence, services
 from gateway.connections import local
 from gateway.frames import FrameError
 from gateway.middleware import CLOSE_TRY_AGAIN
+from platform_site import logs
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,7 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
             await self._forget()
 
     async def disconnect(self, code: int) -> None:
+        self._close_code = code  # for the "disconnected" log line
         await self._forget()
 
     async def _forget(self) -> None:
@@ -122,6 +124,7 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
             await db(presence.unregister)(self.channel_name)
         except Exception:  # database down: the row goes stale and the sweep drops it
             log.warning("gateway: presence of %s not removed", self.agent, exc_info=True)
+        observe.disconnected(self.agent.id, getattr(self, "_close_code", None))
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         self.last_frame_at = asyncio.get_running_loop().time()
@@ -195,6 +198,7 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
 
     async def _join(self, agent: AgentProfile) -> None:
         self.agent = agent
+        logs.bind(agent_id=agent.id)  # every line of this connection names its agent
         self.joined_at = asyncio.get_running_loop().time()
         # Group first, presence second, outbox last: a push committed before the outbox
         # read is found by it, and one committed after finds the connection in the group.
@@ -202,6 +206,7 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         client = self.scope.get("client") or ("", 0)
         owed = await db(services.start_session)(agent, self.channel_name, str(client[0] or ""))
         local.add(self)
+        observe.connected(agent.id, str(client[0] or ""))
         for delivery_id in owed:
             await self._deliver(str(delivery_id), resend=True)
 
@@ -216,6 +221,7 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
             await self._refuse(services.CLOSE_BAD_KEY, "no auth frame in time")
 
     async def _refuse(self, code: int, reason: str = "") -> None:
+        observe.refused(code)
         if code == CLOSE_TRY_AGAIN:
             error = frames.error("unavailable", reason or "The platform is unavailable; retry.")
         else:

@@ -15,7 +15,7 @@ from a2a.signals import task_changed
 from a2a.states import TERMINAL_STATES
 from agent_profiles.access import KEY_REVOKED, access_revoked
 from agent_profiles.models import AgentProfile
-from gateway import services
+from gateway import observe, services  # noqa: F401  (observe: metrics at scrape time)
 
 log = logging.getLogger(__name__)
 

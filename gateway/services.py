@@ -21,7 +21,7 @@ from django.utils import timezone
 from a2a.models import Task
 from a2a.states import TERMINAL_STATES, NextAction, Transport
 from agent_profiles.models import AgentProfile, ApiKey
-from gateway import frames, presence
+from gateway import frames, observe, presence
 from gateway.models import OPEN_STATUSES, Delivery, DeliveryKind, DeliveryStatus, Presence
 from gateway.notify import DELIVER_EVENT, expiry, group_send_to_agent, notify_on_commit
 from platform_site.errors import PlatformError
@@ -110,7 +110,7 @@ def push_task(task: Task, *, reason: str = "") -> str:
         }
         Task.objects.filter(pk=task.pk).update(**fields)
         notify_on_commit(delivery, was_offline=transport == Transport.OFFLINE)
-    log.info("gateway: task %s pushed to %s (%s)", task.id, task.agent_id, transport)
+    observe.handed(str(task.id), task.agent_id, "assign", str(transport), reason)
     return str(transport)
 
 
@@ -144,6 +144,7 @@ def assign_new_tasks(tasks: list[Task]) -> None:
     for task, delivery in zip(tasks, deliveries, strict=True):
         task.transport = Transport.WEBSOCKET if task.agent_id in online else Transport.OFFLINE
         notify_on_commit(delivery, was_offline=task.transport == Transport.OFFLINE)
+        observe.handed(str(task.pk), task.agent_id, "assign", str(task.transport), "no endpoint")
 
 
 def switch_to_gateway(task: Task, *, reason: str) -> str:

@@ -14,12 +14,13 @@ from a2a.agent_push_asgi import with_agent_push  # noqa: E402
 from a2a.api.asgi import with_tasks_api  # noqa: E402
 from a2a.face.asgi import with_face  # noqa: E402
 from gateway.routing import websocket_application  # noqa: E402
+from platform_site.face_metrics import with_face_metrics  # noqa: E402
 
 # The A2A face's paths, Bearer calls to /api/tasks and agents' pushes skip the middleware
 # stack (see a2a/face/asgi.py, a2a/api/asgi.py and a2a/agent_push_asgi.py).
 application = ProtocolTypeRouter(
     {
-        "http": with_agent_push(with_tasks_api(with_face(django_asgi_app))),
+        "http": with_face_metrics(with_agent_push(with_tasks_api(with_face(django_asgi_app)))),
         "websocket": websocket_application,
     }
 )

@@ -418,16 +418,38 @@ if AGENT_HEALTH_INTERVAL > 0 or AGENT_CARD_REFRESH_INTERVAL > 0:
         "options": {"expires": 60.0},
     }
 
+# --- Operations -----------------------------------------------------------------------
+# /metrics is open to loopback callers; others present this token (empty: refused).
+METRICS_TOKEN = envstr("METRICS_TOKEN")
+# prometheus-client's multi-process mode: one empty directory shared by every process of a
+# host (read by prometheus-client itself; here for the docs).
+PROMETHEUS_MULTIPROC_DIR = envstr("PROMETHEUS_MULTIPROC_DIR")
+
+LOG_FORMAT = envchoice("LOG_FORMAT", "text", {"text", "json"})
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "platform_site.logs.JSONFormatter"},
+    },
+    "filters": {
+        "bound_ids": {"()": "platform_site.logs.BoundIds"},
+        "no_favicon": {"()": "platform_site.logs.SkipFavicon"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_FORMAT == "json" else "plain",
+            "filters": ["bound_ids"],
+        }
+    },
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
     "loggers": {
         "httpx": {"level": "WARNING"},
         "django.channels.server": {"level": "WARNING"},
         "axes.apps": {"level": "WARNING"},  # a version banner at every start
+        "django.request": {"filters": ["no_favicon"]},
     },
 }
 if EMBEDDED:
@@ -440,5 +462,5 @@ if EMBEDDED:
             "celery.app.trace": {"level": "WARNING"},
         }
     )
-    LOGGING["filters"] = {"no_periodic_sends": {"()": "platform_site.logs.SkipPeriodicSends"}}
+    LOGGING["filters"]["no_periodic_sends"] = {"()": "platform_site.logs.SkipPeriodicSends"}  # type: ignore[index]
     LOGGING["loggers"]["celery.beat"] = {"filters": ["no_periodic_sends"]}  # type: ignore[index]

@@ -7,6 +7,7 @@ failure so a missing server can never pass silently.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from typing import Any
@@ -139,3 +140,41 @@ def live_platform(transactional_db: None) -> Any:
 
     with live_platform_for_mode() as platform:
         yield platform
+
+
+class _EveryRecord(logging.Handler):
+    """Keeps every log record of one test (any logger, any level that is emitted)."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+        except Exception:  # a broken record is not this fixture's business
+            text = str(record.msg)
+        if record.exc_info and record.exc_info[1] is not None:
+            text += f" {record.exc_info[1]!r}"
+        self.lines.append(f"{record.name}: {text}")
+
+
+@pytest.fixture(autouse=True)
+def _no_secret_in_logs() -> Any:
+    """No API key, token or credential in any log line of any test (docs/operations.md):
+    every record logged during the test is scanned when it ends."""
+    from tests.support.processes import LEAKS
+    from tests.support.secrets_scan import find_secrets
+
+    LEAKS.clear()
+    handler = _EveryRecord()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+    leaks = [f"{line[:200]}  <- {hit}" for line in handler.lines for hit in find_secrets(line)]
+    leaks += [f"process log <- {hit}" for hit in LEAKS]
+    if leaks:
+        pytest.fail("secrets in log lines:\n" + "\n".join(leaks[:10]), pytrace=False)

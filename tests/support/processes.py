@@ -30,7 +30,10 @@ import httpx
 from django.conf import settings
 from django.db import connection
 
+from tests.support.secrets_scan import find_secrets
+
 BASE_DIR = Path(settings.BASE_DIR)
+LEAKS: list[str] = []  # secrets found in the logs of closed processes
 PYTHON = sys.executable
 
 
@@ -158,6 +161,8 @@ class Proc:
 
     def close(self) -> None:
         self.stop()
+        # No secret in any process's log either (tests/conftest.py fails the test).
+        LEAKS.extend(f"{self.name}: {hit}" for hit in find_secrets(self.log_text()))
         self._log.close()
 
 

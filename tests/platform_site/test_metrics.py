@@ -1,0 +1,214 @@
+"""/metrics: who may read it, counters that move with a task, the database gauges, the A2A
+face's requests, and the multi-process mode across daphne and a Celery worker."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
+
+from a2a import services
+from a2a.models import Task
+from a2a.states import NextAction, TaskState
+from platform_site.face_metrics import operation, with_face_metrics
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """{(sample name, sorted labels): value} of a metrics page."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(page: dict[Any, float], name: str, **labels: str) -> float:
+    """The sum of the samples named ``name`` whose labels include ``labels``."""
+    return sum(
+        v
+        for (n, have), v in page.items()
+        if n == name and set(labels.items()) <= set(dict(have).items())
+    )
+
+
+def scrape(client: Any) -> dict[Any, float]:
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain")
+    return samples(response.content.decode())
+
+
+def test_loopback_callers_read_the_metrics(client: Any, db: None) -> None:
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1").status_code == 200
+    assert client.get("/metrics", REMOTE_ADDR="::1").status_code == 200
+
+
+def test_other_callers_need_the_metrics_token(client: Any, db: None, settings: Any) -> None:
+    settings.METRICS_TOKEN = ""
+    assert client.get("/metrics", REMOTE_ADDR="10.1.2.3").status_code == 403
+    settings.METRICS_TOKEN = "s3cret-metrics"
+    assert client.get("/metrics", REMOTE_ADDR="10.1.2.3").status_code == 403
+    wrong = {"HTTP_AUTHORIZATION": "Bearer nope"}
+    assert client.get("/metrics", REMOTE_ADDR="10.1.2.3", **wrong).status_code == 403
+    right = {"HTTP_AUTHORIZATION": "Bearer s3cret-metrics"}
+    assert client.get("/metrics", REMOTE_ADDR="10.1.2.3", **right).status_code == 200
+
+
+def test_a_proxied_request_is_not_a_loopback_caller(client: Any, db: None) -> None:
+    proxied = {"HTTP_X_FORWARDED_FOR": "203.0.113.9"}
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1", **proxied).status_code == 403
+
+
+def test_counters_move_with_a_task_from_creation_to_its_end(
+    client: Any,
+    make_skill: Any,
+    make_agent: Any,
+    make_user: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    skill = make_skill()
+    make_agent(skills=[skill])
+    before = scrape(client)
+    with django_capture_on_commit_callbacks(execute=True):
+        task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
+    with django_capture_on_commit_callbacks(execute=True):
+        artifacts = [{"parts": [{"data": {"verdict": "pass"}}]}]
+        services.apply_agent_update(
+            task, status={"state": "completed"}, artifacts=artifacts, via="a2a"
+        )
+    after = scrape(client)
+    labels = {"skill": "ce-review", "agent": "agent-one"}
+
+    def moved(name: str, **extra: str) -> float:
+        return value(after, name, **extra) - value(before, name, **extra)
+
+    assert moved("a2a_tasks_created_total", **labels) == 1
+    completed = {**labels, "state": TaskState.COMPLETED, "error_code": ""}
+    assert moved("a2a_tasks_ended_total", **completed) == 1
+    assert moved("a2a_task_duration_seconds_count", state=TaskState.COMPLETED) == 1
+    assert moved("a2a_agent_updates_total", via="a2a") == 1
+    assert value(after, "a2a_tasks", state=TaskState.COMPLETED) >= 1
+
+
+def test_a_failure_is_counted_by_its_error_code(
+    client: Any,
+    make_skill: Any,
+    make_agent: Any,
+    make_user: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    skill = make_skill()
+    make_agent(skills=[skill])
+    task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
+    before = scrape(client)
+    with django_capture_on_commit_callbacks(execute=True):
+        task.fail("agent_unreachable", "Could not reach the agent")
+    after = scrape(client)
+    failed = {"state": TaskState.FAILED, "error_code": "agent_unreachable"}
+    assert (
+        value(after, "a2a_tasks_ended_total", **failed)
+        - value(before, "a2a_tasks_ended_total", **failed)
+        == 1
+    )
+
+
+def test_the_sweep_lag_is_how_overdue_the_oldest_due_task_is(
+    client: Any, make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    skill = make_skill()
+    make_agent(skills=[skill])
+    task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
+    Task.objects.filter(pk=task.pk).update(
+        next_action=NextAction.POLL, next_poll_at=timezone.now() - timedelta(seconds=30)
+    )
+    assert value(scrape(client), "a2a_sweep_lag_seconds") >= 30
+    Task.objects.filter(pk=task.pk).update(next_action=NextAction.NONE, next_poll_at=None)
+    assert value(scrape(client), "a2a_sweep_lag_seconds") == 0
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "op"),
+    [
+        ("/v1/a2a/message:send", "POST", "SendMessage"),
+        ("/v1/a2a/agent-x/message:stream", "POST", "SendStreamingMessage"),
+        ("/v1/a2a/tasks", "GET", "ListTasks"),
+        ("/v1/a2a/agent-x/tasks/t1", "GET", "GetTask"),
+        ("/v1/a2a/tasks/t1:cancel", "POST", "CancelTask"),
+        ("/v1/a2a/tasks/t1/pushNotificationConfigs", "POST", "CreatePushConfig"),
+        ("/v1/a2a/tasks/t1/pushNotificationConfigs/c1", "DELETE", "DeletePushConfig"),
+        ("/.well-known/agent-card.json", "GET", "AgentCard"),
+        ("/api/tasks", "GET", None),
+    ],
+)
+def test_face_requests_are_named_by_operation(path: str, method: str, op: str | None) -> None:
+    assert operation(path, method) == op
+
+
+def test_face_requests_are_counted_with_their_status(client: Any, db: None) -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 404, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def call() -> None:
+        sent: list[Any] = []
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "path": "/v1/a2a/tasks/nope", "method": "GET"}
+        await with_face_metrics(app)(scope, None, send)
+        assert sent[0]["status"] == 404
+
+    before = value(scrape(client), "a2a_face_requests_total", operation="GetTask", status="404")
+    asyncio.run(call())
+    after = value(scrape(client), "a2a_face_requests_total", operation="GetTask", status="404")
+    assert after - before == 1
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_daphne_serves_the_worker_processes_counters_in_multi_process_mode(
+    transactional_db: None, tmp_path: Path, make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    from tests.a2a.helpers import wait_for
+    from tests.support.agents import run_agent
+    from tests.support.processes import celery_beat, celery_worker, daphne_process
+
+    env = {
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path),
+        "A2A_POLL_INTERVAL": 0.2,
+        "A2A_SWEEP_INTERVAL": 0.3,
+        "ALLOW_LOOPBACK_URLS": True,
+    }
+    skill = make_skill()
+    user = make_user()
+    with run_agent() as peer, daphne_process(**env) as daphne:
+        make_agent(skills=[skill], a2a_endpoint=peer.url)
+        url = daphne.url  # type: ignore[attr-defined]
+        before = samples(httpx.get(f"{url}/metrics").text)
+        with celery_worker(**env), celery_beat(**env):
+            headers = {"Authorization": f"Bearer {user.raw_token}"}
+            body = {"skillId": skill.id, "input": {"product": "lamp", "behaviour": "complete"}}
+            created = httpx.post(f"{url}/api/tasks", json=body, headers=headers)
+            assert created.status_code == 201, created.text
+            wait_for(Task.objects.get(pk=created.json()["id"]), timeout=30)
+        after = samples(httpx.get(f"{url}/metrics").text)
+    done = {"state": TaskState.COMPLETED, "skill": skill.id}
+    # created in daphne, ended in the worker: one page shows both processes' counters
+    assert (
+        value(after, "a2a_tasks_created_total", skill=skill.id)
+        - value(before, "a2a_tasks_created_total", skill=skill.id)
+        == 1
+    )
+    assert (
+        value(after, "a2a_tasks_ended_total", **done)
+        - value(before, "a2a_tasks_ended_total", **done)
+        == 1
+    )
+    assert len(list(tmp_path.glob("*.db"))) >= 2  # files of more than one process
