@@ -16,6 +16,7 @@ from a2a.face import push
 from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
 from agent_profiles.urlguard import use_resolver
 from tests.a2a_face.conftest import FaceClient, error_reason
+from tests.a2a_face.schema import validate
 
 pytestmark = pytest.mark.django_db
 
@@ -205,6 +206,7 @@ def test_a_state_change_is_posted_with_the_auth_and_token_headers(
     assert headers["X-A2A-Notification-Token"] == "tok-1"
     assert body["task"]["id"] == str(task.id)
     assert body["task"]["status"]["state"] == "TASK_STATE_WORKING"
+    validate("Stream Response", body)
     delivery.refresh_from_db()
     assert delivery.attempts == 1
     assert delivery.last_status == 200
@@ -333,3 +335,26 @@ def test_delivery_goes_to_the_address_that_was_checked(
         assert push.attempt(delivery.pk) == DeliveryStatus.DELIVERED
     headers, _body = webhook.received[0]
     assert headers["Host"] == f"hooks.example:{port}"
+
+
+def test_push_payloads_carry_the_callers_own_ids(
+    as_alice: FaceClient, agent: Any, webhook: Webhook, django_capture_on_commit_callbacks: Any
+) -> None:
+    message = {
+        "messageId": "mine-1",
+        "contextId": "my-context",
+        "role": "ROLE_USER",
+        "parts": [{"text": "hi"}],
+    }
+    configuration = {"returnImmediately": True, "taskPushNotificationConfig": {"url": webhook.url}}
+    sent = as_alice.post(
+        "/v1/a2a/message:send", {"message": message, "configuration": configuration}
+    ).json()["task"]
+    task = Task.objects.get(pk=sent["id"])
+    assert task.context_id.endswith(":my-context")  # the agent-side context
+    with django_capture_on_commit_callbacks(execute=True):
+        task.start_work()
+    delivery = PushDelivery.objects.get()
+    assert push.attempt(delivery.pk) == DeliveryStatus.DELIVERED
+    _headers, body = webhook.received[0]
+    assert body["task"]["contextId"] == "my-context"

@@ -15,6 +15,7 @@ from django.db import connections
 
 from a2a.face import sse
 from a2a.models import Task
+from tests.a2a_face.schema import validate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -78,6 +79,8 @@ def test_a_stream_starts_with_the_task_and_follows_it_to_the_end(
         return events
 
     events = run(scenario())
+    for event in events:
+        validate("Stream Response", event)
     assert events[0]["task"]["id"] == str(task.id)
     assert events[0]["task"]["history"][0]["messageId"] == "m-1"
     states = [e["statusUpdate"]["status"]["state"] for e in events[1:] if "statusUpdate" in e]
