@@ -459,3 +459,52 @@ def test_new_fields_are_stored_and_shown(register: Any, skill: Any) -> None:
     key = response.json()["apiKey"]
     cleared = register(body(timeoutMs=None, target=None), key=key).json()["profile"]
     assert (cleared["timeoutMs"], cleared["target"], cleared["pollIntervalMs"]) == (None, "", 250)
+
+
+@pytest.mark.slow
+def test_a_real_a2a_sdk_03_agents_card(register: Any, skill: Any) -> None:
+    import subprocess
+    import time
+    from pathlib import Path
+
+    import httpx
+
+    from tests.support.agents import free_port
+    from tests.support.legacy_sdk import legacy_python
+
+    port = free_port()
+    script = Path(__file__).with_name("legacy_card_agent.py")
+    process = subprocess.Popen(
+        [str(legacy_python()), str(script), str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "ready"
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                httpx.get(url + WELL_KNOWN, timeout=1)
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline, "the 0.3 agent did not start"
+                time.sleep(0.1)
+        response = register(body(a2aEndpoint=url))
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert response.status_code == 201, response.content
+    profile = response.json()["profile"]
+    assert profile["interface"] == {
+        "binding": "JSONRPC",
+        "version": "0.3",
+        "url": url,
+        "tenant": "",
+        "source": "card",
+    }
+    assert profile["card"]["streaming"] is True
+    assert profile["card"]["securitySchemes"] == {"bearer": {"scheme": "bearer", "type": "http"}}
+    assert profile["card"]["securityRequirements"] == [{"bearer": []}]
