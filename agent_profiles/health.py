@@ -162,12 +162,22 @@ def store_check(agent: AgentProfile, result: CheckResult) -> None:
         "health_error": "" if result.ok else result.error[:2000],
         "health_checked_at": timezone.now(),
     }
-    if result.ok and agent.last_call_ok is False and agent.last_call_code != AUTH_FAILED:
-        changes.update(last_call_ok=None, last_call_code="", last_call_error="")
     became_unhealthy = not result.ok and agent.health_status != HealthStatus.UNHEALTHY
     for name, value in changes.items():
         setattr(agent, name, value)
     AgentProfile.objects.filter(pk=agent.pk).update(**changes)
+    if result.ok:
+        # Conditional in the database: an auth failure recorded by a call since this
+        # check started is never cleared by it.
+        cleared = {"last_call_ok": None, "last_call_code": "", "last_call_error": ""}
+        rows = (
+            AgentProfile.objects.filter(pk=agent.pk, last_call_ok=False)
+            .exclude(last_call_code=AUTH_FAILED)
+            .update(**cleared)
+        )
+        if rows:
+            for name, value in cleared.items():
+                setattr(agent, name, value)
     if became_unhealthy:
         lifecycle.info(
             "agent %s unhealthy: its health check failed (%s)",

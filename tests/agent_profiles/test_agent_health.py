@@ -209,3 +209,16 @@ def test_the_periodic_check_reads_due_cards_and_checks_health(
         assert tasks.check_agents()["cards_refreshed"] == 0
         settings.AGENT_CARD_REFRESH_INTERVAL = 0.001
         assert tasks.check_agents()["cards_refreshed"] == 1
+
+
+def test_a_check_never_clears_an_auth_failure_recorded_while_it_ran(make_agent: Any) -> None:
+    from agent_profiles.health import CheckResult, store_check
+
+    agent = make_agent()
+    record_call_outcome(agent, ok=False, code="agent_unreachable", message="refused")
+    loaded_by_the_check = AgentProfile.objects.get()
+    record_call_outcome(agent, ok=False, code="agent_auth_failed", message="HTTP 401")
+    store_check(loaded_by_the_check, CheckResult(ok=True, latency_ms=3, error=""))
+    fresh = AgentProfile.objects.get()
+    assert fresh.last_call_code == "agent_auth_failed"
+    assert health_of(fresh).status == "unhealthy"
