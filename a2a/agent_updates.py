@@ -67,7 +67,7 @@ def apply_agent_update(
     News about a task that already ended is recorded (conversation, remote ids) and
     otherwise ignored. Raises :class:`A2AProtocolError` for a status we cannot read.
     """
-    observe.agent_update(via)  # a2a_agent_updates_total{via}
+    observe.agent_update(task, via)  # metrics, the task's trace
     if not isinstance(status, dict):
         raise A2AProtocolError("The agent's task status is not an object.")
     if _refuse_bad_text(task, status, artifacts, remote):

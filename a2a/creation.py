@@ -288,6 +288,7 @@ def insert(new: list[NewTask]) -> None:
     if not new:
         return
     tasks = [n.task for n in new]
+    observe.tasks_creating(tasks)  # each task's trace starts here (context in metadata)
     Task.objects.bulk_create(tasks)
     TaskEvent.objects.bulk_create([n.event for n in new])
     TaskMessage.objects.bulk_create([n.message for n in new])

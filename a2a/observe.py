@@ -22,7 +22,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from a2a.signals import task_changed
 from a2a.states import INTERRUPTED_STATES, TERMINAL_STATES, NextAction, TaskState
-from platform_site import logs, metrics
+from platform_site import logs, metrics, tracing
 
 log = logging.getLogger("a2a.lifecycle")
 
@@ -35,6 +35,48 @@ def ids(task: Any) -> dict[str, Any]:
         "skill_id": task.skill_id,
         "remote_task_id": getattr(task, "remote_task_id", "") or None,
     }
+
+
+def span_attributes(task: Any) -> dict[str, Any]:
+    """What every span about ``task`` carries (``__`` becomes ``.``)."""
+    return {
+        "a2a__task__id": str(task.pk),
+        "a2a__task__state": task.state,
+        "a2a__agent__id": task.agent_id,
+        "a2a__skill__id": task.skill_id,
+        "a2a__agent__task_id": getattr(task, "remote_task_id", "") or None,
+    }
+
+
+def tasks_creating(tasks: Iterable[Any]) -> None:
+    """Before the INSERT: each task starts its own trace, whose context is stored on the
+    task (``metadata.trace``) so that every later span about it joins the trace."""
+    if not tracing.enabled():
+        return
+    for task in tasks:
+        with tracing.new_trace("a2a.task.create", **span_attributes(task)):
+            task.metadata = {**(task.metadata or {}), "trace": tracing.carrier()}
+
+
+@contextmanager
+def task_span(name: str, task: Any, **attributes: Any) -> Iterator[None]:
+    """A span in ``task``'s trace: a child of the current span when that is already in the
+    trace (a poll's answer inside the worker's span), else of the stored context."""
+    if not tracing.enabled():
+        yield
+        return
+    stored = (getattr(task, "metadata", None) or {}).get("trace")
+    from opentelemetry import trace
+
+    current = trace.get_current_span().get_span_context()
+    parent = None if current.is_valid and _same_trace(current, stored) else stored
+    with tracing.span(name, parent, **span_attributes(task), **attributes):
+        yield
+
+
+def _same_trace(current: Any, stored: dict[str, str] | None) -> bool:
+    parent = (stored or {}).get("traceparent", "")
+    return parent.split("-")[1:2] == [f"{current.trace_id:032x}"]
 
 
 def tasks_created(tasks: Iterable[Any]) -> None:
@@ -65,6 +107,10 @@ def on_task_changed(sender: Any, task_id: Any = None, **kwargs: Any) -> None:
 
 def _transition(task: Any, from_state: str, state: str) -> None:
     metrics.TASK_TRANSITIONS.labels(state).inc()
+    if tracing.enabled():
+        name = "a2a.task.end" if state in TERMINAL_STATES else "a2a.task.transition"
+        with task_span(name, task, a2a__task__from_state=from_state or None):
+            pass
     extra = {**ids(task), "state": state}
     if state in TERMINAL_STATES:
         error = task.error or {}
@@ -82,13 +128,21 @@ def _transition(task: Any, from_state: str, state: str) -> None:
 
 @contextmanager
 def working_on(task: Any) -> Iterator[None]:
-    """A worker acting on ``task``: every line logged inside carries its ids."""
-    with logs.bound(task_id=task.pk, agent_id=task.agent_id, skill_id=task.skill_id):
+    """A worker acting on ``task``: its span in the task's trace (calls to the agent inside
+    carry ``traceparent``), and every line logged inside carries its ids."""
+    with (
+        logs.bound(task_id=task.pk, agent_id=task.agent_id, skill_id=task.skill_id),
+        task_span(f"a2a.task.{task.next_action or 'check'}", task),
+    ):
         yield
 
 
-def agent_update(via: str) -> None:
+def agent_update(task: Any, via: str) -> None:
+    """An agent told us about ``task`` (a send's or poll's answer, a push, a frame)."""
     metrics.AGENT_UPDATES.labels(via).inc()
+    if tracing.enabled():
+        with task_span("a2a.task.update", task, a2a__update__via=via):
+            pass
 
 
 def database_gauges() -> Iterable[Metric]:

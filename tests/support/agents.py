@@ -245,6 +245,7 @@ class RawModes:
             await JSONResponse({"counts": dict(self.agent.counts)})(scope, receive, send)
             return
         self.agent.count(path)
+        self.agent.record_headers(path, scope.get("headers") or [])
         if not path.startswith("/x/"):
             await self.app(scope, receive, send)
             return
@@ -338,6 +339,7 @@ class TestAgent:
     replies: dict[str, list[Any]] = field(default_factory=dict)
     messages: list[dict[str, Any]] = field(default_factory=list)
     canceled: list[str] = field(default_factory=list)
+    trace_headers: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -353,6 +355,13 @@ class TestAgent:
     def count(self, path: str) -> None:
         with self._lock:
             self.counts[path] += 1
+
+    def record_headers(self, path: str, raw: list[tuple[bytes, bytes]]) -> None:
+        """Keep the trace headers of each request (``traceparent``, ``tracestate``)."""
+        wanted = {k.decode("latin-1"): v.decode("latin-1") for k, v in raw}
+        traced = {k: v for k, v in wanted.items() if k in ("traceparent", "tracestate")}
+        with self._lock:
+            self.trace_headers.append((path, traced))
 
     @property
     def total(self) -> int:
@@ -375,6 +384,7 @@ class TestAgent:
         """Forget requests and what was received (between tests sharing one agent)."""
         with self._lock:
             self.counts.clear()
+            self.trace_headers.clear()
             self.messages.clear()
             self.inputs.clear()
             self.replies.clear()

@@ -1,0 +1,141 @@
+"""Traces with OpenTelemetry: on when ``OTEL_TRACES_EXPORTER`` names an exporter.
+
+:func:`setup` runs at every process start (``PlatformSiteConfig.ready``): with
+``OTEL_TRACES_EXPORTER=otlp`` (OTLP over HTTP) or ``console`` it installs the SDK's tracer
+provider (resource and sampler from the standard ``OTEL_*`` variables, service name
+``a2a-platform`` unless ``OTEL_SERVICE_NAME`` says otherwise) and instruments Django,
+Celery and httpx; httpx then sends W3C ``traceparent`` on every call, calls to agents
+included. Without it nothing is installed and the helpers below cost next to nothing.
+
+A platform task is one trace across processes: its context is stored on the task
+(:func:`context_of` / :func:`carrier`), and each process acting on the task later opens
+its span under it (:func:`task_span`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.propagate import extract, inject
+
+log = logging.getLogger(__name__)
+
+TRACER = "a2a-platform"
+_enabled = False
+_provider: Any = None  # the SDK's provider, once installed (a process has one)
+
+
+def enabled() -> bool:
+    return _enabled
+
+
+def _exporter(name: str) -> Any:
+    if name == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        return ConsoleSpanExporter()
+    if name == "otlp":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter()  # OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, headers, ...
+    raise ValueError(f"OTEL_TRACES_EXPORTER={name!r}: use otlp, console or none")
+
+
+def setup(exporter: Any = None, *, batch: bool = True) -> bool:
+    """Install tracing once per process when ``OTEL_TRACES_EXPORTER`` names an exporter
+    (or an ``exporter`` is given, as tests do). Returns whether tracing is on."""
+    global _enabled, _provider
+    if _enabled:
+        return True
+    name = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporter is None and name in ("", "none"):
+        return False
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+    os.environ.setdefault("OTEL_SERVICE_NAME", "a2a-platform")
+    if _provider is None:
+        _provider = TracerProvider(resource=Resource.create())
+        trace.set_tracer_provider(_provider)
+    exporter = exporter if exporter is not None else _exporter(name)
+    processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
+    _provider.add_span_processor(processor)
+    _instrument()
+    _enabled = True
+    log.info("tracing on: %s exporter", name or type(exporter).__name__)
+    return True
+
+
+def _instrument() -> None:
+    from opentelemetry.instrumentation.celery import CeleryInstrumentor
+    from opentelemetry.instrumentation.django import DjangoInstrumentor
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+
+    DjangoInstrumentor().instrument(is_sql_commentor_enabled=False)
+    CeleryInstrumentor().instrument()
+    HTTPXClientInstrumentor().instrument()
+
+
+def teardown() -> None:
+    """Undo :func:`setup`'s instrumentation (tests that switched tracing on switch it off;
+    the provider stays, as OpenTelemetry allows one per process)."""
+    global _enabled
+    if not _enabled:
+        return
+    from opentelemetry.instrumentation.celery import CeleryInstrumentor
+    from opentelemetry.instrumentation.django import DjangoInstrumentor
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+
+    DjangoInstrumentor().uninstrument()
+    CeleryInstrumentor().uninstrument()
+    HTTPXClientInstrumentor().uninstrument()
+    _enabled = False
+
+
+def tracer() -> trace.Tracer:
+    return trace.get_tracer(TRACER)
+
+
+def carrier() -> dict[str, str]:
+    """The current span's context as W3C headers (``traceparent``, ``tracestate``)."""
+    headers: dict[str, str] = {}
+    inject(headers)
+    return headers
+
+
+@contextmanager
+def span(
+    name: str, parent: dict[str, str] | None = None, **attributes: Any
+) -> Iterator[trace.Span | None]:
+    """A span under ``parent`` (a stored carrier) or the current one; nothing when off."""
+    if not _enabled:
+        yield None
+        return
+    ctx = extract(parent) if parent else None
+    attrs = {k.replace("__", "."): v for k, v in attributes.items() if v not in (None, "")}
+    with tracer().start_as_current_span(name, context=ctx, attributes=attrs) as current:
+        yield current
+
+
+@contextmanager
+def new_trace(name: str, **attributes: Any) -> Iterator[trace.Span | None]:
+    """A root span (a new trace), linked to the current span (e.g. the request)."""
+    if not _enabled:
+        yield None
+        return
+    current = trace.get_current_span().get_span_context()
+    links = [trace.Link(current)] if current.is_valid else []
+    attrs = {k.replace("__", "."): v for k, v in attributes.items() if v not in (None, "")}
+    token = otel_context.attach(otel_context.Context())  # no parent: a new trace
+    try:
+        with tracer().start_as_current_span(name, links=links, attributes=attrs) as root:
+            yield root
+    finally:
+        otel_context.detach(token)
