@@ -229,7 +229,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["platform_site.parsers.BoundedJSONParser"],
     "EXCEPTION_HANDLER": "platform_site.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    # offset=null, limit=-1 or an offset past bigint are a 400, not silently the default.
+    "DEFAULT_PAGINATION_CLASS": "platform_site.pagination.StrictLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_THROTTLE_RATES": {"registration": envstr("REGISTRATION_THROTTLE", "30/min")},
     # Reverse proxies in front of daphne: throttles then key on the real client address
@@ -247,6 +248,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Every answer documented (errors, outages) and the text rule in the schema.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "platform_site.openapi.document_errors_and_text_rule",
+    ],
 }
 
 # --- Registry -------------------------------------------------------------------------

@@ -188,3 +188,45 @@ def test_an_unknown_agent_card_is_a_json_404(client: Any, db: None) -> None:
 def test_a_bearer_key_with_a_nul_is_refused_as_invalid(client: Any, db: None) -> None:
     response = client.get("/api/tasks", HTTP_AUTHORIZATION="Bearer usr_ab\x00cdefg_xyz")
     assert_error(response, 401, "authentication_failed")
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "offset=null",
+        "offset=-1",
+        "limit=0",
+        "limit=abc",
+        "limit=501",
+        "offset=1e3",
+        "offset=99999999999999999999999",
+        "limit=%EF%BC%95",
+    ],
+)
+def test_paging_parameters_that_are_not_whole_numbers_in_range_are_400(
+    api: APIClient, agent: Any, query: str
+) -> None:
+    error = assert_error(api.get(f"/api/tasks?{query}"), 400, "validation_error")
+    assert error["details"]["field"] == query.split("=")[0]
+
+
+def test_paging_within_range_works(api: APIClient, agent: Any) -> None:
+    response = api.get("/api/tasks?limit=500&offset=0")
+    assert response.status_code == 200
+    assert response.json()["results"] == []
+
+
+def test_the_schema_documents_errors_bounds_and_the_text_rule(client: Any, db: None) -> None:
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    listing = schema["paths"]["/api/tasks"]["get"]
+    assert {"400", "401", "403", "503"} <= set(listing["responses"])
+    limits = {p["name"]: p["schema"] for p in listing["parameters"]}
+    assert (limits["limit"]["minimum"], limits["limit"]["maximum"]) == (1, 500)
+    assert limits["skillId"]["pattern"]
+    reply = schema["paths"]["/api/tasks/{id}/reply"]["post"]["responses"]
+    assert {"400", "404", "409", "413", "503"} <= set(reply)
+    assert reply["409"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/Error"
+    }
+    assert "Retry-After" in reply["503"]["headers"]
+    assert "NUL" in reply["400"]["description"]
