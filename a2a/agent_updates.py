@@ -1,8 +1,14 @@
 """Applying an agent's A2A status to a task: the one mapping onto our state machine.
 
 Part of :mod:`a2a.services` (import from there): :func:`apply_agent_update` (with the
-output extraction and ``output_schema`` check on completion) and :func:`record_message`,
-which keeps each message of the conversation once.
+output extraction and ``output_schema`` check on completion), :func:`apply_agent_reply`
+(a whole answer: a Task or a bare Message — what polls, streams, blocking sends and,
+later, pushes from agents deliver) and :func:`record_message`, which keeps each message
+of the conversation once.
+
+Both are idempotent and order-safe: the same update applied twice changes nothing the
+second time, news about a task that already ended never moves it again, and a transition
+is a compare-and-set on the state the caller saw.
 """
 
 from __future__ import annotations
@@ -10,8 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import Any
-
-from django.utils import timezone
 
 from a2a import observe
 from a2a.exceptions import A2AProtocolError
@@ -36,6 +40,28 @@ def record_message(task: Task, direction: str, message: dict[str, Any]) -> TaskM
 
 
 # --- the one mapping from an agent's status to our state machine ---------------------
+
+
+def apply_agent_reply(
+    task: Task, *, task_json: dict[str, Any] | None, message: Any, via: str
+) -> Task:
+    """Apply an agent's answer — its Task (1.0 shape) or a bare Message — to ``task``.
+
+    A bare Message is the agent's whole answer: its data parts are the output.
+    """
+    if task_json is None and isinstance(message, dict):
+        record_message(task, Direction.FROM_AGENT, message)
+        artifacts = [{"artifactId": "message", "parts": message.get("parts") or []}]
+        status = {"state": TaskState.COMPLETED}
+        return apply_agent_update(task, status=status, artifacts=artifacts, remote=None, via=via)
+    remote = task_json or {}
+    return apply_agent_update(
+        task,
+        status=remote.get("status") or {},
+        artifacts=remote.get("artifacts"),
+        remote=remote,
+        via=via,
+    )
 
 
 def _remote_fields(task: Task, remote: dict[str, Any] | None) -> dict[str, Any]:
@@ -145,11 +171,8 @@ def _move(
 
 def _update(task: Task, fields: dict[str, Any]) -> None:
     """Store non-state fields (remote ids, latest status message) without a transition."""
-    if not fields:
-        return
-    Task.objects.filter(pk=task.pk).update(updated_at=timezone.now(), **fields)
-    for name, value in fields.items():
-        setattr(task, name, value)
+    if fields:
+        task.note(**fields)
 
 
 def _complete(task: Task, artifacts: list[Any], fields: dict[str, Any], via_text: str) -> bool:

@@ -58,6 +58,20 @@ class A2APermanentError(A2ACallError):
     code = "agent_refused"
 
 
+class A2AAuthError(A2APermanentError):
+    """The agent refused the platform's credentials (HTTP 401/403), or they could not be
+    obtained (an OAuth2 token endpoint that fails or answers garbage)."""
+
+    code = "agent_auth_failed"
+
+
+class A2AUnsupportedOperation(A2APermanentError):
+    """The agent does not offer this operation (HTTP 404/405/501 on a route it lacks,
+    JSON-RPC -32601 or UnsupportedOperation -32004). On ``GetTask``: it cannot be polled."""
+
+    code = "unsupported_operation"
+
+
 class A2AProtocolError(A2ACallError):
     """The agent answered something that is not an A2A response."""
 

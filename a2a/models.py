@@ -8,7 +8,6 @@ its state, what a worker must do next (``next_action``) and when (``next_poll_at
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -16,6 +15,7 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from a2a.scheduling import TaskScheduling
 from a2a.signals import task_changed
 from a2a.states import (
     INTERRUPTED_STATES,
@@ -35,8 +35,12 @@ class InvalidTransition(Conflict):
     code = "invalid_state"
 
 
-class Task(models.Model):
-    """A unit of work for one skill, dispatched to one agent and followed to its end."""
+class Task(TaskScheduling, models.Model):
+    """A unit of work for one skill, dispatched to one agent and followed to its end.
+
+    State verbs (below) and scheduling verbs (:class:`~a2a.scheduling.TaskScheduling`)
+    are the only ways the state and the scheduling fields change.
+    """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     skill = models.ForeignKey(Skill, on_delete=models.PROTECT, related_name="tasks")
@@ -197,22 +201,39 @@ class Task(models.Model):
         return self.transition(TaskState.CANCELED, reason, question=None, **fields)
 
     def resubmit(self, reason: str, **fields: Any) -> bool:
-        """A person's retry: the one sanctioned way out of FAILED / REJECTED."""
+        """A person's retry: the one sanctioned way out of FAILED / REJECTED; a fresh
+        attempt over A2A, sent at once."""
         if self.state not in RETRYABLE_STATES:
             raise InvalidTransition(
                 f"Only failed or rejected tasks can be retried; task {self.id} is {self.state}."
             )
-        return self.transition(TaskState.SUBMITTED, reason, leave_terminal=True, **fields)
+        return self._fresh_attempt(reason, **fields)
 
-    def schedule(self, action: str, delay: float = 0.0, **fields: Any) -> None:
-        """Set what a worker does next and when, releasing any lease."""
-        due = timezone.now() + timedelta(seconds=delay)
-        Task.objects.filter(pk=self.pk).update(
-            next_action=action, next_poll_at=due, lease_until=None, **fields
+    def reassign(self, agent: AgentProfile, reason: str, **fields: Any) -> bool:
+        """Give the task to another agent: a fresh attempt over A2A, sent at once. From a
+        waiting state (submitted, working, offline, waiting for input) or FAILED/REJECTED."""
+        if self.is_terminal and self.state not in RETRYABLE_STATES:
+            raise InvalidTransition(
+                f"Task {self.id} is {self.state}; only waiting, offline or failed tasks "
+                "can be reassigned."
+            )
+        return self._fresh_attempt(reason, agent=agent, **fields)
+
+    def _fresh_attempt(self, reason: str, **fields: Any) -> bool:
+        scheduling = {
+            "transport": Transport.A2A,
+            "next_action": NextAction.SEND,
+            "next_poll_at": timezone.now(),
+            "lease_until": None,
+            "poll_interval": 0.0,
+        }
+        return self.transition(
+            TaskState.SUBMITTED,
+            reason,
+            leave_terminal=self.is_terminal,
+            **scheduling,
+            **fields,
         )
-        self.next_action, self.next_poll_at, self.lease_until = action, due, None
-        for name, value in fields.items():
-            setattr(self, name, value)
 
 
 class TaskEvent(models.Model):

@@ -39,6 +39,7 @@ class NextAction(models.TextChoices):
     SEND = "send", "Send the message to the agent"
     POLL = "poll", "Poll the agent's task"
     CANCEL = "cancel", "Propagate a cancel to the agent"
+    FOLLOW = "follow", "Follow the agent's task over a stream (it cannot be polled)"
 
 
 def normalize_state(raw: object) -> str | None:
@@ -48,7 +49,8 @@ def normalize_state(raw: object) -> str | None:
     value = raw.strip()
     if value in TaskState.values:
         return value
-    legacy = "TASK_STATE_" + value.upper().replace("-", "_")
+    name = value.upper().replace("-", "_").removeprefix("TASK_STATE_")
+    legacy = "TASK_STATE_" + name  # 0.3 JSON-RPC "input-required", 0.3 proto "..._CANCELLED"
     if legacy == "TASK_STATE_CANCELLED":
         legacy = TaskState.CANCELED
     return legacy if legacy in TaskState.values else None

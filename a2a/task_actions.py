@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from a2a import transports
 from a2a.agent_updates import record_message
 from a2a.creation import _deadline, queue_processing
 from a2a.exceptions import A2ACallError
@@ -64,7 +65,6 @@ def reply_to_task(
             f"{who} replied",
             question=None,
             deadline_at=_deadline(),
-            poll_interval=0.0,
         )
         if not moved:
             raise InvalidTransition(f"Task {task.id} changed meanwhile; it is now {task.state}.")
@@ -120,12 +120,7 @@ def retry_task(task: Task, *, by: Any = None) -> Task:
             error=None,
             question=None,
             status_message=None,
-            transport=Transport.A2A,
             metadata=metadata,
-            next_action=NextAction.SEND,
-            next_poll_at=timezone.now(),
-            lease_until=None,
-            poll_interval=0.0,
             deadline_at=_deadline(),
         )
         if not moved:
@@ -147,24 +142,20 @@ def deliver_followup(task: Task, kind: str, message: dict[str, Any] | None) -> N
     """Send a follow-up (``kind`` "reply" with ``message``, or "cancel") to the agent.
 
     Over A2A the worker does it: the row gets next action SEND (the message becomes the
-    outbound message) or CANCEL, and a worker is asked to act now.
+    outbound message) or CANCEL, and a worker is asked to act now. A task the gateway
+    carries gets a gateway frame (the registered gateway transport).
     """
     if task.transport != Transport.A2A:
-        from gateway.services import send_followup
-
-        send_followup(task, "message" if kind == "reply" else kind, message)
+        transports.gateway().follow_up(task, kind, message)
         return
-    fields: dict[str, Any] = {}
     if kind == "reply":
-        fields["outbound_message"] = message
-        action = NextAction.SEND
+        task.schedule(NextAction.SEND, outbound_message=message, poll_interval=0.0)
     elif kind == "cancel":
         if not task.remote_task_id:
             return  # the agent never got it; nothing to cancel there
-        action = NextAction.CANCEL
+        task.schedule(NextAction.CANCEL)
     else:
         raise ValueError(f"unknown follow-up kind {kind!r}")
-    task.schedule(action, 0.0, **fields)
     queue_processing(task.pk)
 
 
@@ -174,14 +165,15 @@ def handle_send_failure(task: Task, error: A2ACallError) -> Task:
     Transient errors (connection, timeout, 5xx, 429) are retried after
     ``A2A_RETRY_BACKOFF * 2^(n-1)`` seconds (or the agent's ``Retry-After`` when longer)
     while fewer than ``max_attempts`` sends of this message failed and the deadline
-    allows; then the task goes to the gateway (``gateway.fallback``), as it does at once
-    for 4xx, for agents without an endpoint and for agents online on the socket. A 2xx
-    answer that is not A2A fails the task (the agent may have acted on it).
+    allows; then the task goes to the gateway (the registered gateway transport), as it
+    does at once for 4xx, for agents without an endpoint and for agents online on the
+    socket. A 2xx answer that is not A2A fails the task (the agent may have acted on it).
+    While the task waits, ``error`` keeps the agent's last answer.
     """
-    from gateway import fallback
-
-    if fallback.now(task, error):
-        return fallback.fall_back(task, error)
+    gateway = transports.gateway()
+    if gateway.takes_over_now(task, error):
+        _keep_last_answer(task, error)
+        return gateway.hand_over(task, error)
     metadata = dict(task.metadata or {})
     failures = int(metadata.get("sendFailures", 0)) + 1
     metadata["sendFailures"] = failures
@@ -191,24 +183,33 @@ def handle_send_failure(task: Task, error: A2ACallError) -> Task:
         delay = max(error.retry_after or 0.0, settings.A2A_RETRY_BACKOFF * 2 ** (failures - 1))
         due = timezone.now() + timedelta(seconds=delay)
         if task.deadline_at is None or due < task.deadline_at:
-            updated = Task.objects.filter(pk=task.pk, state=task.state).update(
-                error=err,
-                metadata=metadata,
-                next_action=NextAction.SEND,
-                next_poll_at=due,
-                lease_until=None,
-                updated_at=timezone.now(),
-            )
-            if updated:
-                task.error, task.metadata, task.next_poll_at = err, metadata, due
-                if delay < settings.A2A_SWEEP_INTERVAL:
-                    queue_processing(task.pk, countdown=delay)
+            if (
+                task.schedule(
+                    NextAction.SEND, delay, if_state=task.state, error=err, metadata=metadata
+                )
+                and delay < settings.A2A_SWEEP_INTERVAL
+            ):
+                queue_processing(task.pk, countdown=delay)
             return task
-    if fallback.applies(error):
+    if gateway.may_take_over(error):
         # HTTP retries are used up (or the deadline is near): the gateway takes over.
-        Task.objects.filter(pk=task.pk).update(metadata=metadata, error=None)
-        task.metadata, task.error = metadata, None
-        return fallback.fall_back(task, error)
+        _keep_last_answer(task, error, metadata=metadata)
+        return gateway.hand_over(task, error)
     message = f"Agent '{task.agent_id}' did not accept the task: {error.message}"
     task.fail(error.code, message, err["details"], metadata=metadata)
     return task
+
+
+def _keep_last_answer(
+    task: Task, error: A2ACallError, *, metadata: dict[str, Any] | None = None
+) -> None:
+    """While the task waits for the gateway, its error and metadata say what the agent
+    last answered over A2A (never a silent wait)."""
+    if not task.agent.a2a_endpoint:
+        if metadata is not None:
+            task.note(metadata=metadata)
+        return
+    metadata = dict(metadata if metadata is not None else task.metadata or {})
+    err = error.as_error()
+    metadata["lastAgentAnswer"] = {"at": timezone.now().isoformat(), **err}
+    task.note(error=err, metadata=metadata)

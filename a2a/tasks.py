@@ -14,10 +14,19 @@ from a2a import worker
 log = logging.getLogger(__name__)
 
 
-@shared_task(name="a2a.process", ignore_result=True, soft_time_limit=90, time_limit=120)
-def process(task_id: str) -> None:
-    """Do the task's due next action (send, poll, cancel) if it is due and free."""
-    worker.process_task(task_id)
+@shared_task(
+    name="a2a.process",
+    ignore_result=True,
+    soft_time_limit=settings.A2A_LONG_CALL_MAX + 60,
+    time_limit=settings.A2A_LONG_CALL_MAX + 90,
+)
+def process(task_id: str, lease: str | None = None) -> None:
+    """Do the task's due next action (send, poll, follow, cancel) if it is due and free;
+    with ``lease``, a task the sweep claimed and handed off (a long call)."""
+    if lease:
+        worker.process_claimed(task_id, lease)
+    else:
+        worker.process_task(task_id)
 
 
 def _process_on_pool_thread(task_id: str) -> None:

@@ -1,7 +1,9 @@
-"""The fallback from A2A HTTP to the gateway, called by the dispatcher's one seam
-(``a2a.services.handle_send_failure``).
+"""The gateway as a transport of the dispatcher: the fallback from A2A HTTP, and
+follow-ups of tasks the gateway carries.
 
-The rule (docs/gateway.md, "Fallback from A2A"):
+:data:`GATEWAY` implements ``a2a.transports.GatewayTransport``; ``gateway.apps`` registers
+it at start, so ``a2a`` drives the gateway without importing it. The rule
+(docs/gateway.md, "Fallback from A2A"):
 
 * an agent without an ``a2aEndpoint`` is served through the gateway directly;
 * a refused request (HTTP 4xx, an endpoint the URL guard refuses) goes to the gateway at
@@ -44,7 +46,7 @@ def now(task: Task, error: A2ACallError) -> bool:
 
 def fall_back(task: Task, error: A2ACallError | None) -> Task:
     """Hand the task to the gateway, recording why in ``metadata.fallbacks``."""
-    reason = "" if direct(task) or error is None else _reason(error)
+    reason = "" if direct(task) or error is None else reason_of(error)
     message: dict[str, Any] = task.outbound_message or {}
     if message.get("taskId") and task.remote_task_id:
         # A reply on a task the agent accepted over HTTP: the reply goes as task.message.
@@ -56,6 +58,26 @@ def fall_back(task: Task, error: A2ACallError | None) -> Task:
     return task
 
 
-def _reason(error: A2ACallError) -> str:
+def reason_of(error: A2ACallError) -> str:
+    """The agent's last answer, as recorded in a fallback (``agent_refused (HTTP 404): …``)."""
     status = f" (HTTP {error.status})" if error.status else ""
     return f"{error.code}{status}: {error.message}"
+
+
+class GatewayFallback:
+    """``a2a.transports.GatewayTransport`` over this app's services."""
+
+    def takes_over_now(self, task: Task, error: A2ACallError) -> bool:
+        return now(task, error)
+
+    def may_take_over(self, error: A2ACallError) -> bool:
+        return applies(error)
+
+    def hand_over(self, task: Task, error: A2ACallError | None) -> Task:
+        return fall_back(task, error)
+
+    def follow_up(self, task: Task, kind: str, message: dict[str, Any] | None) -> str:
+        return services.send_followup(task, "message" if kind == "reply" else kind, message)
+
+
+GATEWAY = GatewayFallback()

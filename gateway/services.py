@@ -19,7 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from a2a.models import Task
-from a2a.states import TERMINAL_STATES, NextAction, Transport
+from a2a.states import TERMINAL_STATES, Transport
 from agent_profiles.models import AgentProfile, ApiKey
 from gateway import frames, observe, presence
 from gateway.models import OPEN_STATUSES, Delivery, DeliveryKind, DeliveryStatus, Presence
@@ -100,15 +100,7 @@ def push_task(task: Task, *, reason: str = "") -> str:
             delivery.reason = reason[:500]
             delivery.expires_at = expiry()
             delivery.save()
-        fields = {
-            "transport": transport,
-            "metadata": _with_fallback(task, transport, reason),
-            "next_action": NextAction.NONE,
-            "next_poll_at": None,
-            "lease_until": None,
-            "updated_at": timezone.now(),
-        }
-        Task.objects.filter(pk=task.pk).update(**fields)
+        task.hand_to_gateway(transport, metadata=_with_fallback(task, transport, reason))
         notify_on_commit(delivery, was_offline=transport == Transport.OFFLINE)
     observe.handed(str(task.id), task.agent_id, "assign", str(transport), reason)
     return str(transport)
@@ -152,14 +144,7 @@ def switch_to_gateway(task: Task, *, reason: str) -> str:
     transport = Transport.WEBSOCKET if presence.is_online(task.agent_id) else Transport.OFFLINE
     with transaction.atomic():
         task = Task.objects.select_for_update().get(pk=task.pk)
-        Task.objects.filter(pk=task.pk).update(
-            transport=transport,
-            metadata=_with_fallback(task, transport, reason),
-            next_action=NextAction.NONE,
-            next_poll_at=None,
-            lease_until=None,
-            updated_at=timezone.now(),
-        )
+        task.hand_to_gateway(transport, metadata=_with_fallback(task, transport, reason))
     return str(transport)
 
 

@@ -61,9 +61,7 @@ def claim_pending(
         attempts=F("attempts") + 1,
     )
     if claimed and was_offline:
-        Task.objects.filter(pk=task_id, transport=Transport.OFFLINE).update(
-            transport=Transport.WEBSOCKET
-        )
+        Task.gateway_connected(task_id)
     return bool(claimed)
 
 
@@ -101,9 +99,7 @@ def claim(
     if not claimed:
         return None
     if delivery.kind == DeliveryKind.ASSIGN and task.transport == Transport.OFFLINE:
-        Task.objects.filter(pk=task.pk, transport=Transport.OFFLINE).update(
-            transport=Transport.WEBSOCKET
-        )
+        Task.gateway_connected(task.pk)
     return delivery.payload
 
 

@@ -295,6 +295,9 @@ A2A_LEASE_SECONDS = envfloat("A2A_LEASE_SECONDS", 30.0)  # a claimed task's leas
 A2A_POLL_BATCH = envint("A2A_POLL_BATCH", 50)  # due tasks claimed per sweep
 A2A_POLL_CONCURRENCY = envint("A2A_POLL_CONCURRENCY", 16)
 A2A_SWEEP_INTERVAL = envfloat("A2A_SWEEP_INTERVAL", 1.0)
+# Longest single stream or blocking send to an agent that cannot be polled (then the
+# stream is picked up again, up to the task's deadline).
+A2A_LONG_CALL_MAX = envfloat("A2A_LONG_CALL_MAX", 240.0)
 # Queue a Celery message (with a countdown) for polls due before the next sweeps; off:
 # every poll waits for the sweep, which claims and polls due tasks in batches.
 A2A_POLL_MESSAGES = envbool("A2A_POLL_MESSAGES", False)

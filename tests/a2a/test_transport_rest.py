@@ -1,4 +1,5 @@
-"""A2AClientService against a real a2a-sdk agent and against agents that are not A2A."""
+"""The HTTP+JSON 1.0 transport against a real a2a-sdk agent and against agents that are
+not A2A."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from typing import Any
 
 import pytest
 
-from a2a.agent_client import A2AClientService, parse_retry_after
 from a2a.exceptions import A2APermanentError, A2AProtocolError, A2ATransientError
 from a2a.states import TaskState
+from a2a.transports import parse_retry_after
+from a2a.transports.rest import RestTransport
 from a2a.wire import user_message
+from agent_profiles.interfaces import CallTarget
 from tests.support.agents import TestAgent, down_url, run_agent
 
 
@@ -21,26 +24,30 @@ def peer() -> Iterator[TestAgent]:
         yield agent
 
 
+def rest(url: str) -> RestTransport:
+    return RestTransport(CallTarget(agent_id="peer", url=url))
+
+
 def message(behaviour: str = "complete") -> dict[str, Any]:
     return user_message(skill_id="ce-review", data={"product": "x", "behaviour": behaviour})
 
 
 @pytest.mark.slow
 def test_it_sends_polls_and_cancels_against_the_sdk(peer: TestAgent, settings: Any) -> None:
-    client = A2AClientService()
-    done = client.send_message(peer.url, message())
+    client = rest(peer.url)
+    done = client.send(message())
     assert done.state == TaskState.COMPLETED
-    working = client.send_message(peer.url, message("working"))
+    working = client.send(message("working"))
     assert working.state in {TaskState.SUBMITTED, TaskState.WORKING}
-    polled = client.get_task(peer.url, working.task["id"])
+    polled = client.get_task(working.task["id"])
     assert polled.task["id"] == working.task["id"]
-    canceled = client.cancel_task(peer.url, working.task["id"])
+    canceled = client.cancel(working.task["id"])
     assert canceled.state == TaskState.CANCELED
 
 
 @pytest.mark.slow
 def test_a_bare_message_is_a_message_reply(peer: TestAgent) -> None:
-    reply = A2AClientService().send_message(peer.url, message("message"))
+    reply = rest(peer.url).send(message("message"))
     assert reply.task is None
     assert reply.message["parts"][0]["data"] == {"verdict": "pass"}
 
@@ -48,7 +55,7 @@ def test_a_bare_message_is_a_message_reply(peer: TestAgent) -> None:
 @pytest.mark.slow
 def test_an_unknown_remote_task_is_a_permanent_error(peer: TestAgent) -> None:
     with pytest.raises(A2APermanentError) as info:
-        A2AClientService().get_task(peer.url, str(uuid.uuid4()))
+        rest(peer.url).get_task(str(uuid.uuid4()))
     assert info.value.code == "remote_task_not_found"
     assert "Task not found" in info.value.message
 
@@ -68,7 +75,7 @@ def test_bad_answers_raise_typed_errors(
     peer: TestAgent, mode: str, error: type[Exception], code: str
 ) -> None:
     with pytest.raises(error) as info:
-        A2AClientService().send_message(peer.url_for(mode), message())
+        rest(peer.url_for(mode)).send(message())
     assert info.value.code == code
     if mode == "busy":
         assert info.value.retry_after == 1.0
@@ -78,19 +85,19 @@ def test_bad_answers_raise_typed_errors(
 def test_a_hanging_agent_is_a_timeout(peer: TestAgent, settings: Any) -> None:
     settings.A2A_HTTP_TIMEOUT = 0.3
     with pytest.raises(A2ATransientError) as info:
-        A2AClientService().send_message(peer.url_for("hang"), message())
+        rest(peer.url_for("hang")).send(message())
     assert info.value.code == "agent_timeout"
 
 
 def test_a_closed_port_is_unreachable() -> None:
     with pytest.raises(A2ATransientError) as info:
-        A2AClientService().send_message(down_url(), message())
+        rest(down_url()).send(message())
     assert info.value.code == "agent_unreachable"
 
 
 def test_no_endpoint_is_a_permanent_error() -> None:
     with pytest.raises(A2APermanentError):
-        A2AClientService().send_message("", message())
+        rest("").send(message())
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,338 @@
+"""The worker's calls to agents: send, poll, follow a stream, cancel.
+
+Each function takes a task the worker has claimed, drives the agent's transport (chosen
+from its :class:`~agent_profiles.interfaces.CallTarget`: binding, version, credentials)
+without knowing which one it is, applies the answer with
+:func:`a2a.agent_updates.apply_agent_reply` and schedules what comes next through the
+task's verbs. Every path ends by releasing the claim.
+
+How an agent's task is followed (``follow_mode``):
+
+* ``poll`` — ``returnImmediately`` send, then ``GetTask`` with backoff (the default);
+* ``stream`` — the agent cannot be polled but streams: ``message:stream`` /
+  ``SendStreamingMessage``, and ``SubscribeToTask`` to pick a task up again;
+* ``blocking`` — it can do neither: one blocking send whose read timeout runs to the
+  task's deadline.
+
+An agent found not to answer ``GetTask`` (HTTP 404/405/501, JSON-RPC -32601 or
+UnsupportedOperation) is marked "no polling" in the registry and on the task, and the
+task is followed the other way at once — never failed for "lost track" while the agent
+works.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from a2a import agent_registry, transports
+from a2a.agent_updates import apply_agent_reply
+from a2a.creation import queue_processing
+from a2a.exceptions import (
+    A2AAuthError,
+    A2ACallError,
+    A2APermanentError,
+    A2AUnsupportedOperation,
+)
+from a2a.models import Task
+from a2a.states import ACTIVE_STATES, NextAction, TaskState, Transport
+from a2a.task_actions import handle_send_failure
+from a2a.transports import AgentReply
+from agent_profiles.interfaces import CallTarget
+from agent_profiles.urlguard import UnsafeURL, check_outbound_url
+
+log = logging.getLogger(__name__)
+
+POLL, STREAM, BLOCKING = "poll", "stream", "blocking"
+# Seconds a claim outlives a long call's own timeout.
+LEASE_MARGIN = 10.0
+
+
+def follow_mode(task: Task, target: CallTarget) -> str:
+    """How this task is followed at this agent (see the module docstring)."""
+    if target.polling and not (task.metadata or {}).get("noPolling"):
+        return POLL
+    if target.streaming and not (task.metadata or {}).get("noStreaming"):
+        return STREAM
+    return BLOCKING
+
+
+def base_interval(task: Task, target: CallTarget) -> float:
+    """The first poll interval: the agent's ``pollIntervalMs``, else the setting."""
+    base = target.poll_interval_seconds
+    return float(base if base is not None and base > 0 else settings.A2A_POLL_INTERVAL)
+
+
+def long_call_seconds(task: Task) -> float:
+    """How long one stream or blocking send may run: up to the deadline, capped."""
+    cap = settings.A2A_LONG_CALL_MAX
+    if task.deadline_at is None:
+        return cap
+    left = (task.deadline_at - timezone.now()).total_seconds()
+    return max(1.0, min(cap, left))
+
+
+def schedule_poll(
+    task: Task, target: CallTarget, *, grow: bool, retry_after: float | None = None
+) -> bool:
+    """Poll again later: from the base interval, times A2A_POLL_BACKOFF while nothing changes.
+
+    Conditional on the state the worker saw, so a person's cancel or reply meanwhile wins.
+    """
+    base = base_interval(task, target)
+    interval = task.poll_interval or base
+    interval = min(interval * settings.A2A_POLL_BACKOFF, settings.A2A_POLL_INTERVAL_MAX)
+    interval = max(interval, base) if grow else base
+    delay = max(interval, retry_after or 0.0)
+    if not task.schedule_poll(delay, interval):
+        return False
+    if settings.A2A_POLL_MESSAGES and delay < settings.A2A_SWEEP_INTERVAL * 2:
+        queue_processing(task.pk, countdown=delay)
+    return True
+
+
+def _target(task: Task, *, first_call: bool = False) -> CallTarget:
+    return agent_registry.target_for(task.agent, first_call=first_call)
+
+
+def _outcome(task: Task, error: A2ACallError | None) -> None:
+    """Tell the registry (the agent's health) about a credential problem, or its end."""
+    if error is not None and isinstance(error, A2AAuthError):
+        agent_registry.record_call_outcome(
+            task.agent, ok=False, code=error.code, message=error.message
+        )
+
+
+def _check_url(url: str) -> None:
+    """The outbound URL guard, again at send time: DNS may have changed since registration."""
+    try:
+        check_outbound_url(url)
+    except UnsafeURL as exc:
+        raise A2APermanentError(
+            f"The agent's endpoint is not allowed: {exc.message}", code="endpoint_refused"
+        ) from None
+
+
+def _apply_timeout(task: Task, target: CallTarget, followup: bool) -> None:
+    """The agent's ``timeoutMs`` replaces ``A2A_TASK_TIMEOUT`` for this task's deadline."""
+    if not target.timeout_seconds or target.timeout_seconds <= 0:
+        return
+    start = timezone.now() if followup else task.created_at
+    deadline = start + timedelta(seconds=target.timeout_seconds)
+    if deadline != task.deadline_at:
+        task.note(deadline_at=deadline)
+
+
+# --- send ---------------------------------------------------------------------------
+
+
+def send(task: Task) -> None:
+    """Send the task's outbound message (a new task, a re-send or a follow-up)."""
+    message = task.outbound_message or {}
+    followup = bool(message.get("taskId"))
+    if not followup:
+        task.note(attempts=task.attempts + 1)
+    state_before = task.state
+    try:
+        target = _target(task, first_call=not followup)
+        transport = transports.transport_for(target)
+        if not followup:
+            _check_url(target.url)
+        _apply_timeout(task, target, followup)
+        mode = follow_mode(task, target)
+        if mode == STREAM:
+            seconds = long_call_seconds(task)
+            task.extend_lease(seconds + LEASE_MARGIN)
+            _follow_events(task, target, transport.stream(message, timeout=seconds), sending=True)
+            return
+        if mode == BLOCKING:
+            seconds = long_call_seconds(task)
+            task.extend_lease(seconds + LEASE_MARGIN)
+            reply = transport.send(message, blocking=True, timeout=seconds)
+        else:
+            reply = transport.send(message)
+    except A2ACallError as exc:
+        _outcome(task, exc)
+        handle_send_failure(task, exc)
+        return
+    _answered(task)
+    try:
+        apply_agent_reply(task, task_json=reply.task, message=reply.message, via="a2a")
+    except A2ACallError as exc:
+        handle_send_failure(task, exc)
+        return
+    after_answer(task, target, reply, state_before, mode)
+
+
+def _answered(task: Task) -> None:
+    """The agent answered: clear send failures, note it as seen (at most every 30 s)."""
+    metadata = task.metadata or {}
+    if metadata.get("sendFailures") or task.error:
+        task.note(metadata={**metadata, "sendFailures": 0}, error=None)
+    seen = task.agent.last_seen_at
+    if seen is None or (timezone.now() - seen).total_seconds() > 30:
+        task.agent.touch()
+
+
+def after_answer(
+    task: Task, target: CallTarget, reply: AgentReply, state_before: str, mode: str
+) -> None:
+    """Keep following a task that is still active; tell the agent if we canceled meanwhile.
+
+    ``task`` is current: transitions update it, and a lost compare-and-set reloads it.
+    """
+    if task.state in ACTIVE_STATES and task.transport == Transport.A2A:
+        if mode == POLL:
+            grow = task.state == state_before
+            if schedule_poll(task, target, grow=grow, retry_after=reply.retry_after):
+                return
+        elif task.schedule(NextAction.FOLLOW, base_interval(task, target), if_state=task.state):
+            return
+        task.refresh_from_db()  # someone changed it meanwhile (a cancel, most likely)
+    if task.state == TaskState.CANCELED and task.remote_task_id and not task.next_action:
+        # Canceled while our call was on the wire: the agent has a task now; stop it.
+        task.schedule(NextAction.CANCEL)
+        queue_processing(task.pk)
+    elif task.lease_until is not None:
+        task.release()
+
+
+# --- poll -----------------------------------------------------------------------------
+
+
+def poll(task: Task) -> None:
+    """Ask the agent for its task (``GetTask``)."""
+    state_before = task.state
+    target = _target(task)
+    try:
+        reply = transports.transport_for(target).get_task(task.remote_task_id)
+        if task.error:  # an earlier transient poll error: the agent answers again
+            task.note(error=None, if_state=task.state)
+        apply_agent_reply(task, task_json=reply.task, message=None, via="a2a")
+    except A2AUnsupportedOperation as exc:
+        no_polling(task, target, exc)
+        return
+    except A2ACallError as exc:
+        _outcome(task, exc)
+        _poll_failed(task, target, exc)
+        return
+    after_answer(task, target, reply, state_before, POLL)
+
+
+def _poll_failed(task: Task, target: CallTarget, exc: A2ACallError) -> None:
+    """Transient → keep polling (the deadline bounds it); otherwise the task fails."""
+    if exc.transient:
+        task.note(error=exc.as_error(), if_state=task.state)
+        schedule_poll(task, target, grow=True, retry_after=exc.retry_after)
+        return
+    task.fail(
+        exc.code,
+        f"Lost track of the task at agent '{task.agent_id}': {exc.message}",
+        exc.as_error()["details"],
+    )
+
+
+def no_polling(task: Task, target: CallTarget, exc: A2ACallError) -> None:
+    """The agent does not answer ``GetTask``: mark it, and follow the task another way."""
+    agent_registry.mark_no_polling(task.agent, exc.message)
+    metadata = {**(task.metadata or {}), "noPolling": exc.message[:500]}
+    first_message = not (task.outbound_message or {}).get("taskId")
+    if target.streaming and not metadata.get("noStreaming"):
+        task.schedule(NextAction.FOLLOW, 0.0, if_state=task.state, metadata=metadata)
+    elif first_message:
+        # Neither polls nor streams: send the message again as one blocking call (the
+        # same messageId, so an agent that deduplicates sees one message).
+        task.schedule(NextAction.SEND, 0.0, if_state=task.state, metadata=metadata)
+    else:
+        _cannot_follow(task, metadata)
+        return
+    queue_processing(task.pk)
+
+
+def _cannot_follow(task: Task, metadata: dict[str, Any]) -> None:
+    """No way left to learn the outcome of this agent task: say so while it runs out."""
+    error = {
+        "code": "cannot_follow",
+        "message": (
+            f"Agent '{task.agent_id}' can neither be polled nor streamed, and its answer to "
+            "this message was not final; the task ends at its deadline unless reassigned."
+        ),
+        "details": {"noPolling": metadata.get("noPolling")},
+    }
+    task.note(error=error, metadata=metadata, if_state=task.state)
+    task.stop_following()
+
+
+# --- follow a stream ----------------------------------------------------------------------
+
+
+def follow(task: Task) -> None:
+    """Follow the agent's task over a stream (``SubscribeToTask``) for a while."""
+    target = _target(task)
+    if not target.streaming or (task.metadata or {}).get("noStreaming"):
+        _cannot_follow(task, dict(task.metadata or {}))
+        return
+    seconds = long_call_seconds(task)
+    task.extend_lease(seconds + LEASE_MARGIN)
+    events = transports.transport_for(target).subscribe(task.remote_task_id, timeout=seconds)
+    _follow_events(task, target, events, sending=False)
+
+
+def _follow_events(
+    task: Task, target: CallTarget, events: Iterator[AgentReply], *, sending: bool
+) -> None:
+    """Apply each stream event; then schedule what comes next."""
+    state_before = task.state
+    last: AgentReply | None = None
+    try:
+        for reply in events:
+            if last is None and sending:
+                _answered(task)
+            last = reply
+            apply_agent_reply(task, task_json=reply.task, message=reply.message, via="stream")
+            if task.state not in ACTIVE_STATES or task.transport != Transport.A2A:
+                break
+    except A2AUnsupportedOperation as exc:
+        if sending and last is None:
+            _outcome(task, exc)
+            handle_send_failure(task, exc)
+            return
+        metadata = {**(task.metadata or {}), "noStreaming": exc.message[:500]}
+        _cannot_follow(task, metadata)
+        return
+    except A2ACallError as exc:
+        if sending and last is None:
+            _outcome(task, exc)
+            handle_send_failure(task, exc)
+            return
+        if not exc.transient and not task.is_terminal:
+            task.fail(
+                exc.code,
+                f"The stream of agent '{task.agent_id}' broke off: {exc.message}",
+                exc.as_error()["details"],
+            )
+            return
+        task.note(error=exc.as_error(), if_state=task.state)
+    reply = last or AgentReply()
+    after_answer(task, target, reply, state_before, STREAM)
+
+
+# --- cancel -------------------------------------------------------------------------------
+
+
+def cancel(task: Task) -> None:
+    """Propagate a cancel to the agent: one try; the outcome is noted in metadata."""
+    metadata = dict(task.metadata or {})
+    try:
+        target = _target(task)
+        reply = transports.transport_for(target).cancel(task.remote_task_id)
+        metadata["remoteCancel"] = {"at": timezone.now().isoformat(), "state": reply.state}
+    except A2ACallError as exc:
+        _outcome(task, exc)
+        metadata["remoteCancel"] = {"at": timezone.now().isoformat(), "error": exc.as_error()}
+    task.cancel_propagated(metadata=metadata)

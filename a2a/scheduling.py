@@ -1,0 +1,185 @@
+"""The scheduling verbs of :class:`~a2a.models.Task`: what a worker does next, and when.
+
+``next_action``, ``next_poll_at``, ``lease_until``, ``transport`` and ``poll_interval``
+change only through these methods (and the state verbs in ``a2a.models``), never through
+``update()`` calls elsewhere. Each verb is one conditional UPDATE; the ones that take the
+state the caller saw return False when somebody (a person's cancel, another worker) moved
+the task first, so the other change wins.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from a2a.states import NextAction, Transport
+
+if TYPE_CHECKING:
+    from a2a.models import Task
+
+SCHEDULING_FIELDS = frozenset(
+    {"next_action", "next_poll_at", "lease_until", "transport", "poll_interval"}
+)
+
+
+def lease_seconds() -> float:
+    """A claim's lease: the setting, but never shorter than one agent call can take."""
+    call = settings.A2A_HTTP_TIMEOUT + settings.A2A_CONNECT_TIMEOUT + 2.0
+    return max(settings.A2A_LEASE_SECONDS, call)
+
+
+def due_filter(now: Any) -> Q:
+    return (
+        ~Q(next_action=NextAction.NONE)
+        & Q(next_poll_at__lte=now)
+        & (Q(lease_until__isnull=True) | Q(lease_until__lt=now))
+    )
+
+
+class TaskScheduling:
+    """Mixed into :class:`~a2a.models.Task`."""
+
+    pk: Any
+    state: str
+    next_action: str
+    next_poll_at: Any
+    lease_until: Any
+    transport: str
+    poll_interval: float
+
+    @classmethod
+    def _rows(cls) -> Any:
+        return cls.objects  # type: ignore[attr-defined]
+
+    def _set(self, conditions: dict[str, Any], fields: dict[str, Any]) -> bool:
+        fields = {**fields, "updated_at": timezone.now()}
+        updated = self._rows().filter(pk=self.pk, **conditions).update(**fields)
+        if updated:
+            for name, value in fields.items():
+                setattr(self, name, value)
+        return bool(updated)
+
+    # --- claims --------------------------------------------------------------------
+
+    @classmethod
+    def claim(cls, pk: Any) -> Task | None:
+        """Claim one task if it is due and nobody holds it; None otherwise."""
+        now = timezone.now()
+        lease = now + timedelta(seconds=lease_seconds())
+        if not cls._rows().filter(due_filter(now), pk=pk).update(lease_until=lease):
+            return None
+        return cls._rows().select_related("skill", "agent").get(pk=pk)
+
+    @classmethod
+    def claim_due(cls, limit: int) -> list[Any]:
+        """Claim up to ``limit`` due tasks, oldest due first; returns their ids."""
+        now = timezone.now()
+        lease = now + timedelta(seconds=lease_seconds())
+        with transaction.atomic():
+            rows = cls._rows().filter(due_filter(now)).order_by("next_poll_at")
+            if connection.vendor == "postgresql":
+                rows = rows.select_for_update(skip_locked=True)
+            ids = list(rows.values_list("pk", flat=True)[:limit])
+            if ids:
+                # Inside the transaction the rows are ours (row locks on PostgreSQL, the
+                # write lock on SQLite); the due filter keeps the update a compare-and-set.
+                cls._rows().filter(due_filter(now), pk__in=ids).update(lease_until=lease)
+        return ids
+
+    def extend_lease(self, seconds: float) -> Any:
+        """Keep the claim for a long call (a stream, a blocking send); the new lease."""
+        lease = timezone.now() + timedelta(seconds=seconds)
+        self._set({}, {"lease_until": lease})
+        return lease
+
+    @classmethod
+    def take_over(cls, pk: Any, lease: str) -> Task | None:
+        """Take a claim handed off with its ``lease`` (an ISO time); None if it changed."""
+        try:
+            held = datetime.fromisoformat(lease)
+        except ValueError:
+            return None
+        fresh = timezone.now() + timedelta(seconds=lease_seconds())
+        if not cls._rows().filter(pk=pk, lease_until=held).update(lease_until=max(held, fresh)):
+            return None
+        return cls._rows().select_related("skill", "agent").get(pk=pk)
+
+    def release(self) -> None:
+        """Give up the claim without changing what is due."""
+        self._set({}, {"lease_until": None})
+
+    # --- what comes next ------------------------------------------------------------
+
+    def schedule(
+        self, action: str, delay: float = 0.0, *, if_state: str | None = None, **fields: Any
+    ) -> bool:
+        """Do ``action`` in ``delay`` seconds (releasing any lease); other fields ride along.
+
+        With ``if_state``, only while the task is still in that state.
+        """
+        due = timezone.now() + timedelta(seconds=delay)
+        conditions = {"state": if_state} if if_state is not None else {}
+        return self._set(
+            conditions, {"next_action": action, "next_poll_at": due, "lease_until": None, **fields}
+        )
+
+    def schedule_poll(self, delay: float, interval: float) -> bool:
+        """Poll again in ``delay`` s, remembering the backoff ``interval``; only in the
+        state the worker saw."""
+        return self.schedule(NextAction.POLL, delay, if_state=self.state, poll_interval=interval)
+
+    def reset_polling(self) -> None:
+        """The next poll starts from the base interval again (a reply, a retry)."""
+        self._set({}, {"poll_interval": 0.0})
+
+    def cancel_propagated(self, **fields: Any) -> bool:
+        """The agent was told about a cancel (or could not be): nothing more to do."""
+        return self._set(
+            {"next_action": NextAction.CANCEL},
+            {"next_action": NextAction.NONE, "next_poll_at": None, "lease_until": None, **fields},
+        )
+
+    def stop_following(self) -> bool:
+        """Nothing for the A2A worker to do (the gateway carries the task)."""
+        return self._set(
+            {"transport": self.transport},
+            {"next_action": NextAction.NONE, "next_poll_at": None, "lease_until": None},
+        )
+
+    def defer(self, delay: float, **fields: Any) -> None:
+        """Try the same action again later (after an internal error)."""
+        due = timezone.now() + timedelta(seconds=delay)
+        self._set({}, {"lease_until": None, "next_poll_at": due, **fields})
+
+    # --- transports -----------------------------------------------------------------
+
+    def hand_to_gateway(self, transport: str, **fields: Any) -> None:
+        """The gateway carries the task from now on (``websocket`` or ``offline``)."""
+        self._set(
+            {},
+            {
+                "transport": transport,
+                "next_action": NextAction.NONE,
+                "next_poll_at": None,
+                "lease_until": None,
+                **fields,
+            },
+        )
+
+    @classmethod
+    def gateway_connected(cls, pk: Any) -> bool:
+        """An offline task reached its agent's socket."""
+        rows = cls._rows().filter(pk=pk, transport=Transport.OFFLINE)
+        return bool(rows.update(transport=Transport.WEBSOCKET, updated_at=timezone.now()))
+
+    def note(self, *, if_state: str | None = None, **fields: Any) -> bool:
+        """Store non-scheduling fields (error, metadata, attempts) without a transition."""
+        if SCHEDULING_FIELDS & set(fields) or "state" in fields:
+            raise ValueError("scheduling fields and the state change only through their verbs")
+        conditions = {"state": if_state} if if_state is not None else {}
+        return self._set(conditions, fields)

@@ -1,0 +1,105 @@
+"""The transport interface: one way to reach an agent.
+
+A transport is chosen per call from the agent's :class:`~agent_profiles.interfaces.CallTarget`
+(HTTP+JSON or JSON-RPC, A2A 1.0 or 0.3) by :func:`a2a.transports.transport_for`. The
+worker and the services drive it without knowing which binding is behind it: every
+answer comes back as an :class:`AgentReply` in A2A 1.0 shapes (camelCase, ``parts``,
+``TASK_STATE_*``), whatever the agent spoke.
+
+Transports hold no per-task state and share the process's pooled HTTP client, so one
+transport object may serve many calls from many threads at once.
+"""
+
+from __future__ import annotations
+
+import abc
+import email.utils
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from a2a.states import normalize_state
+from agent_profiles.interfaces import CallTarget
+
+# A Retry-After longer than this is treated as this (an agent must not park a task forever).
+MAX_RETRY_AFTER = 300.0
+# Cap on what we keep of a non-A2A body in an error message.
+EXCERPT = 200
+
+
+@dataclass
+class AgentReply:
+    """What an agent answered: a Task (``task``) or a bare Message (``message``).
+
+    Both in A2A 1.0 shapes. ``final`` is set on stream events that close the stream.
+    """
+
+    task: dict[str, Any] | None = None
+    message: dict[str, Any] | None = None
+    retry_after: float | None = None
+
+    @property
+    def state(self) -> str | None:
+        if self.task is None:
+            return None
+        return normalize_state((self.task.get("status") or {}).get("state"))
+
+
+class AgentTransport(abc.ABC):
+    """Send, poll, follow up and cancel on one agent interface (binding + version).
+
+    ``send`` with a message naming the agent's ``taskId`` is the follow-up (the answer to
+    INPUT_REQUIRED). ``blocking=True`` asks the agent to answer only when the task ends or
+    is interrupted (for agents that cannot be polled), waiting up to ``timeout`` seconds.
+    """
+
+    binding: str = ""
+    version: str = ""
+
+    def __init__(self, target: CallTarget) -> None:
+        self.target = target
+
+    @abc.abstractmethod
+    def send(
+        self, message: dict[str, Any], *, blocking: bool = False, timeout: float | None = None
+    ) -> AgentReply:
+        """Send a message (new task or follow-up); the agent's Task or bare Message."""
+
+    @abc.abstractmethod
+    def get_task(self, task_id: str) -> AgentReply:
+        """The agent's current view of its task."""
+
+    @abc.abstractmethod
+    def cancel(self, task_id: str) -> AgentReply:
+        """Ask the agent to cancel its task."""
+
+    def stream(self, message: dict[str, Any], *, timeout: float) -> Iterator[AgentReply]:
+        """Send over a stream; yields the task as it changes (needs ``streaming``)."""
+        raise NotImplementedError
+
+    def subscribe(self, task_id: str, *, timeout: float) -> Iterator[AgentReply]:
+        """Follow an existing task over a stream (needs ``streaming``)."""
+        raise NotImplementedError
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    return max(0.0, min(seconds, MAX_RETRY_AFTER))
+
+
+def excerpt(text: str) -> str:
+    """A short one-line excerpt of a body, for error messages."""
+    text = " ".join(text.split())
+    return text[:EXCERPT] + ("…" if len(text) > EXCERPT else "")

@@ -1,0 +1,177 @@
+"""Credentials on calls to agents: bearer, API-key header, OAuth2 client credentials.
+
+The credential is :attr:`CallTarget.auth` (decrypted by the registry, one of DESIGN.md's
+shapes). It is put on every call and never logged: error messages name the agent and the
+scheme, never a value. OAuth2 tokens are fetched from ``tokenUrl`` (client credentials,
+client authentication with HTTP Basic), kept in this process until shortly before they
+expire, and fetched again once when the agent answers 401.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from django.conf import settings
+
+from a2a.exceptions import A2AAuthError, A2ATransientError
+from agent_profiles.interfaces import CallTarget
+from agent_profiles.urlguard import UnsafeURL, check_outbound_url
+
+# Seconds a token is taken as expired before its ``expires_in`` says (clock skew, call time).
+EARLY_EXPIRY = 30.0
+# A token without ``expires_in`` is kept this long.
+DEFAULT_TOKEN_LIFETIME = 300.0
+
+_tokens: dict[tuple[str, ...], tuple[str, float]] = {}
+_tokens_lock = threading.Lock()
+
+
+def scheme(target: CallTarget) -> str:
+    """The credential's scheme name for messages (``bearer``, ``apiKey``, ``oauth2``, ``none``)."""
+    auth = target.auth
+    if not isinstance(auth, dict) or not auth:
+        return "none"
+    return str(auth.get("type") or "unknown")
+
+
+def apply(target: CallTarget, headers: dict[str, str], *, refresh: bool = False) -> str:
+    """Put the target's credential on ``headers``; returns the scheme name."""
+    auth = target.auth
+    name = scheme(target)
+    if name == "none":
+        return name
+    assert isinstance(auth, dict)
+    if name == "bearer":
+        headers["Authorization"] = f"Bearer {_field(target, auth, 'token')}"
+    elif name == "apiKey":
+        where = auth.get("in", "header")
+        if where != "header":
+            raise A2AAuthError(
+                f"Agent '{target.agent_id}': an apiKey credential in {where!r} is not "
+                "supported; the platform sends API keys as a header.",
+            )
+        headers[_field(target, auth, "name")] = _field(target, auth, "value")
+    elif name == "oauth2":
+        headers["Authorization"] = f"Bearer {oauth2_token(target, refresh=refresh)}"
+    else:
+        raise A2AAuthError(
+            f"Agent '{target.agent_id}' has a credential of unknown type {name!r}.",
+        )
+    return name
+
+
+def _field(target: CallTarget, auth: dict[str, Any], key: str) -> str:
+    value = auth.get(key)
+    if not isinstance(value, str) or not value:
+        raise A2AAuthError(
+            f"Agent '{target.agent_id}': its {scheme(target)} credential has no {key!r}.",
+        )
+    return value
+
+
+# --- OAuth2 client credentials -------------------------------------------------------
+
+
+def _cache_key(target: CallTarget, auth: dict[str, Any]) -> tuple[str, ...]:
+    # The secret only as a digest: a rotated secret gets its own token.
+    secret = hashlib.sha256(str(auth.get("clientSecret", "")).encode()).hexdigest()
+    scopes = " ".join(sorted(str(s) for s in auth.get("scopes") or []))
+    return (target.agent_id, str(auth.get("tokenUrl")), str(auth.get("clientId")), secret, scopes)
+
+
+def forget_tokens() -> None:
+    """Drop every cached token (tests; an operator rotating credentials needs nothing)."""
+    with _tokens_lock:
+        _tokens.clear()
+
+
+def oauth2_token(target: CallTarget, *, refresh: bool = False) -> str:
+    """A bearer token for ``target``: the cached one while valid, else a fresh one."""
+    auth = target.auth or {}
+    key = _cache_key(target, auth)
+    now = time.monotonic()
+    with _tokens_lock:
+        cached = _tokens.get(key)
+        if cached and not refresh and cached[1] > now:
+            return cached[0]
+    token, lifetime = _fetch_token(target, auth)
+    with _tokens_lock:
+        _tokens[key] = (token, time.monotonic() + max(0.0, lifetime - EARLY_EXPIRY))
+    return token
+
+
+def _fetch_token(target: CallTarget, auth: dict[str, Any]) -> tuple[str, float]:
+    from a2a.transports.http import agent_call, shared_http_client
+
+    url = _field(target, auth, "tokenUrl")
+    client_id = _field(target, auth, "clientId")
+    secret = _field(target, auth, "clientSecret")
+    who = f"the OAuth2 token endpoint {url} of agent '{target.agent_id}'"
+    try:
+        check_outbound_url(url)
+    except UnsafeURL as exc:
+        raise A2AAuthError(f"{who[4:].capitalize()} is not allowed: {exc.message}") from None
+    form = {"grant_type": "client_credentials"}
+    scopes = auth.get("scopes") or []
+    if scopes:
+        form["scope"] = " ".join(str(s) for s in scopes)
+    timeout = httpx.Timeout(settings.A2A_HTTP_TIMEOUT, connect=settings.A2A_CONNECT_TIMEOUT)
+    # RFC 6749 2.3.1: form-encode id and secret before HTTP Basic.
+    basic = httpx.BasicAuth(quote(client_id, safe=""), quote(secret, safe=""))
+    with agent_call(target, "oauth2_token"):
+        try:
+            response = shared_http_client().post(
+                url, data=form, auth=basic, timeout=timeout, headers={"Accept": "application/json"}
+            )
+        except httpx.TransportError as exc:
+            raise A2ATransientError(
+                f"Could not reach {who}: {type(exc).__name__}.", code="agent_auth_failed"
+            ) from None
+        if response.status_code >= 500 or response.status_code == 429:
+            raise A2ATransientError(
+                f"{who[4:].capitalize()} answered HTTP {response.status_code}.",
+                code="agent_auth_failed",
+                status=response.status_code,
+            )
+        body = _json_or_none(response)
+        if response.status_code >= 300:
+            reason = ""
+            if isinstance(body, dict) and isinstance(body.get("error"), str):
+                reason = f": {body['error'][:100]}"
+                if isinstance(body.get("error_description"), str):
+                    reason += f" ({body['error_description'][:200]})"
+            raise A2AAuthError(
+                f"{who[4:].capitalize()} refused the client credentials with HTTP "
+                f"{response.status_code}{reason}.",
+                status=response.status_code,
+            )
+        token = body.get("access_token") if isinstance(body, dict) else None
+        if not isinstance(token, str) or not token.strip():
+            raise A2AAuthError(
+                f"{who[4:].capitalize()} did not answer an OAuth2 token (no access_token "
+                "in a JSON object)."
+            )
+        token_type = body.get("token_type", "Bearer")
+        if not isinstance(token_type, str) or token_type.lower() != "bearer":
+            raise A2AAuthError(
+                f"{who[4:].capitalize()} answered a token of type {str(token_type)[:40]!r}, "
+                "not Bearer."
+            )
+        lifetime = body.get("expires_in", DEFAULT_TOKEN_LIFETIME)
+        try:
+            lifetime = float(lifetime)
+        except (TypeError, ValueError):
+            lifetime = DEFAULT_TOKEN_LIFETIME
+        return token.strip(), max(0.0, lifetime)
+
+
+def _json_or_none(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except (ValueError, UnicodeDecodeError):
+        return None

@@ -1,0 +1,321 @@
+"""HTTP plumbing every A2A binding shares: the pooled client, outgoing headers, the one
+place where a call to an agent starts and ends, credentials, and status → error mapping.
+
+* :func:`shared_http_client` — one pooled :class:`httpx.Client` per process (re-created
+  after a fork). Thread-safe: the sweep's threads and a batched engine share it.
+* :func:`outgoing_headers` — the headers of every call to an agent (``A2A-Version``,
+  ``Accept``, ``User-Agent``); trace context (``traceparent``) belongs here too.
+* :func:`agent_call` — the context every agent call runs in: start, end, duration and
+  outcome (the hook for metrics and tracing spans).
+* :func:`call` / :func:`open_stream` — one request with the target's credential (an OAuth2
+  token is fetched again once on 401), its status mapped to
+  :class:`~a2a.exceptions.A2ACallError` kinds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+from django.conf import settings
+
+from a2a.exceptions import (
+    A2AAuthError,
+    A2ACallError,
+    A2APermanentError,
+    A2AProtocolError,
+    A2ATransientError,
+    A2AUnsupportedOperation,
+)
+from a2a.transports import credentials
+from a2a.transports.base import excerpt, parse_retry_after
+from agent_profiles.interfaces import CallTarget
+
+log = logging.getLogger("a2a.calls")
+
+USER_AGENT = "a2a-platform/1.0"
+
+_client_lock = threading.Lock()
+_client: tuple[int, httpx.Client] | None = None
+
+
+def shared_http_client() -> httpx.Client:
+    """The process-wide pooled client (re-created after a fork)."""
+    global _client
+    with _client_lock:
+        if _client is None or _client[0] != os.getpid():
+            timeout = httpx.Timeout(settings.A2A_HTTP_TIMEOUT, connect=settings.A2A_CONNECT_TIMEOUT)
+            limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+            client = httpx.Client(timeout=timeout, limits=limits, follow_redirects=False)
+            _client = (os.getpid(), client)
+        return _client[1]
+
+
+def outgoing_headers(target: CallTarget, *, accept: str = "application/json") -> dict[str, str]:
+    """The headers of every call to an agent (credentials are added by :func:`call`)."""
+    return {"A2A-Version": target.version, "Accept": accept, "User-Agent": USER_AGENT}
+
+
+@contextlib.contextmanager
+def agent_call(target: CallTarget, operation: str) -> Iterator[None]:
+    """Where each call to an agent starts and ends (logging now; metrics and spans here)."""
+    started = time.monotonic()
+    outcome = "ok"
+    try:
+        yield
+    except A2ACallError as exc:
+        outcome = exc.code
+        raise
+    except BaseException as exc:
+        outcome = type(exc).__name__
+        raise
+    finally:
+        log.debug(
+            "agent call %s %s (%s %s): %s in %.3f s",
+            target.agent_id,
+            operation,
+            target.binding,
+            target.version,
+            outcome,
+            time.monotonic() - started,
+            extra={"agent_id": target.agent_id},
+        )
+
+
+def timeout_for(read: float | None = None) -> httpx.Timeout:
+    """Per request, so a settings change applies to the shared client at once."""
+    return httpx.Timeout(
+        read if read is not None else settings.A2A_HTTP_TIMEOUT,
+        connect=settings.A2A_CONNECT_TIMEOUT,
+    )
+
+
+def _request(
+    target: CallTarget,
+    method: str,
+    url: str,
+    body: Any,
+    *,
+    timeout: float | None,
+    stream: bool,
+    accept: str,
+) -> tuple[httpx.Response, str]:
+    client = shared_http_client()
+    content = None if body is None else json.dumps(body, separators=(",", ":"))
+    for attempt in (1, 2):
+        headers = outgoing_headers(target, accept=accept)
+        if content is not None:
+            headers["Content-Type"] = "application/json"
+        scheme = credentials.apply(target, headers, refresh=attempt == 2)
+        try:
+            request = client.build_request(
+                method, url, headers=headers, content=content, timeout=timeout_for(timeout)
+            )
+            response = client.send(request, stream=stream)
+        except httpx.TimeoutException as exc:
+            raise A2ATransientError(
+                f"Agent '{target.agent_id}' did not answer {method} {url} in time "
+                f"({type(exc).__name__}).",
+                code="agent_timeout",
+            ) from None
+        except httpx.TransportError as exc:
+            raise A2ATransientError(
+                f"Could not reach agent '{target.agent_id}' at {url}: {exc or type(exc).__name__}.",
+                code="agent_unreachable",
+            ) from None
+        if response.status_code == 401 and scheme == "oauth2" and attempt == 1:
+            response.close()  # the token may have been revoked early: fetch one more
+            continue
+        return response, scheme
+    raise AssertionError("unreachable")
+
+
+def call(
+    target: CallTarget,
+    method: str,
+    url: str,
+    body: Any = None,
+    *,
+    operation: str,
+    timeout: float | None = None,
+) -> httpx.Response:
+    """One request to the agent; a 2xx response, or the matching error raised."""
+    with agent_call(target, operation):
+        response, scheme = _request(
+            target, method, url, body, timeout=timeout, stream=False, accept="application/json"
+        )
+        check_status(target, response, method, url, scheme, operation)
+        return response
+
+
+@contextlib.contextmanager
+def open_stream(
+    target: CallTarget, method: str, url: str, body: Any, *, operation: str, timeout: float
+) -> Iterator[httpx.Response]:
+    """A streaming (SSE) request; yields the open 2xx response, closed on exit."""
+    with agent_call(target, operation):
+        response, scheme = _request(
+            target, method, url, body, timeout=timeout, stream=True, accept="text/event-stream"
+        )
+        try:
+            if response.status_code >= 300:
+                response.read()
+            check_status(target, response, method, url, scheme, operation)
+            yield response
+        except httpx.TimeoutException:
+            raise A2ATransientError(
+                f"Agent '{target.agent_id}' sent nothing on its stream for {timeout:g} s.",
+                code="agent_timeout",
+            ) from None
+        except httpx.TransportError as exc:
+            raise A2ATransientError(
+                f"Agent '{target.agent_id}' closed its stream: {exc or type(exc).__name__}.",
+                code="agent_unreachable",
+            ) from None
+        finally:
+            response.close()
+
+
+def iter_sse(response: httpx.Response) -> Iterator[str]:
+    """The ``data`` of each server-sent event (multi-line data joined with newlines)."""
+    data: list[str] = []
+    for line in response.iter_lines():
+        if not line:
+            if data:
+                yield "\n".join(data)
+                data = []
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        if name == "data":
+            data.append(value[1:] if value.startswith(" ") else value)
+    if data:
+        yield "\n".join(data)
+
+
+def read_json(response: httpx.Response, what: str) -> Any:
+    """The response's JSON, or :class:`A2AProtocolError` naming what was expected."""
+    try:
+        return response.json()
+    except (ValueError, UnicodeDecodeError):
+        ctype = response.headers.get("Content-Type", "")
+        raise A2AProtocolError(
+            f"The agent's {what} is not JSON (Content-Type {ctype or 'missing'}).",
+            {"body": excerpt(response.text)},
+        ) from None
+
+
+def error_message(response: httpx.Response) -> str:
+    """The agent's own error message, if its body is the A2A (or any JSON) error shape."""
+    try:
+        body = response.json()
+    except (ValueError, UnicodeDecodeError):
+        return excerpt(response.text)
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return excerpt(error["message"])
+        if isinstance(error, str):
+            return excerpt(error)
+        if isinstance(body.get("message"), str):
+            return excerpt(body["message"])
+    return excerpt(response.text)
+
+
+def error_reason(response: httpx.Response) -> str:
+    """The A2A 1.0 error reason (``TASK_NOT_FOUND``, ...) of an error body, if any."""
+    try:
+        body = response.json()
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    error = body.get("error") if isinstance(body, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    for detail in details if isinstance(details, list) else []:
+        if isinstance(detail, dict) and isinstance(detail.get("reason"), str):
+            return detail["reason"]
+    return ""
+
+
+def _is_json(response: httpx.Response) -> bool:
+    try:
+        response.json()
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return True
+
+
+def check_status(
+    target: CallTarget,
+    response: httpx.Response,
+    method: str,
+    url: str,
+    scheme: str,
+    operation: str,
+) -> None:
+    """Raise the error an HTTP status means; return for 2xx."""
+    status = response.status_code
+    if 200 <= status < 300:
+        return
+    retry_after = parse_retry_after(response.headers.get("Retry-After"))
+    said = error_message(response)
+    if status in (401, 403):
+        configured = (
+            f"with its {scheme} credential" if scheme != "none" else "(no credential configured)"
+        )
+        raise A2AAuthError(
+            f"Agent '{target.agent_id}' refused the platform {configured}: HTTP {status} "
+            f"to {method} {url}: {said}",
+            status=status,
+        )
+    following = operation in ("get_task", "subscribe")
+    reason = error_reason(response)
+    task_gone = reason == "TASK_NOT_FOUND" or (
+        not reason and _is_json(response) and "task" in said.lower()
+    )
+    if status == 404 and operation in ("get_task", "subscribe", "cancel") and task_gone:
+        raise A2APermanentError(
+            f"Agent '{target.agent_id}' does not know the task: HTTP 404 to {method} {url}: {said}",
+            code="remote_task_not_found",
+            status=status,
+        )
+    if reason == "UNSUPPORTED_OPERATION" or status in (405, 501) or (following and status == 404):
+        raise A2AUnsupportedOperation(
+            f"Agent '{target.agent_id}' does not offer {method} {url}: HTTP {status}: {said}",
+            status=status,
+        )
+    if status == 429 or status >= 500:
+        raise A2ATransientError(
+            f"Agent '{target.agent_id}' answered HTTP {status} to {method} {url}: {said}",
+            code="agent_busy" if status == 429 else "agent_http_error",
+            status=status,
+            retry_after=retry_after,
+        )
+    if status >= 400:
+        code = "version_not_supported" if reason == "VERSION_NOT_SUPPORTED" else "agent_refused"
+        raise A2APermanentError(
+            f"Agent '{target.agent_id}' refused {method} {url} with HTTP {status}: {said}",
+            code=code,
+            status=status,
+        )
+    raise A2AProtocolError(
+        f"Agent '{target.agent_id}' answered HTTP {status} (a redirect) to {method} {url}.",
+        status=status,
+    )
+
+
+def parse_event_json(data: str) -> Any:
+    """One SSE ``data`` as JSON, or :class:`A2AProtocolError`."""
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise A2AProtocolError(
+            "A stream event from the agent is not JSON.", {"body": excerpt(data)}
+        ) from None

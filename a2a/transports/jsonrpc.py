@@ -1,0 +1,201 @@
+"""The JSON-RPC binding, A2A 1.0 and 0.3: every call is a POST of a JSON-RPC 2.0 request
+to the interface URL.
+
+1.0 methods ``SendMessage``, ``GetTask``, ``CancelTask``, ``SendStreamingMessage``,
+``SubscribeToTask`` (params in the 1.0 shapes, a tenant as the ``tenant`` field); 0.3
+methods ``message/send``, ``tasks/get``, ``tasks/cancel``, ``message/stream``,
+``tasks/resubscribe`` (``kind`` fields, lowercase roles, ``configuration.blocking``).
+An answer must carry our request id and exactly one of ``result`` / ``error``; A2A error
+codes are mapped to the platform's error kinds (:func:`rpc_error`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from a2a.exceptions import (
+    A2ACallError,
+    A2APermanentError,
+    A2AProtocolError,
+    A2ATransientError,
+    A2AUnsupportedOperation,
+)
+from a2a.transports import http, shapes
+from a2a.transports.base import AgentReply, AgentTransport, excerpt
+from agent_profiles.interfaces import JSONRPC, V0_3
+
+METHODS = {
+    "1.0": {
+        "send": "SendMessage",
+        "stream": "SendStreamingMessage",
+        "get_task": "GetTask",
+        "cancel": "CancelTask",
+        "subscribe": "SubscribeToTask",
+    },
+    "0.3": {
+        "send": "message/send",
+        "stream": "message/stream",
+        "get_task": "tasks/get",
+        "cancel": "tasks/cancel",
+        "subscribe": "tasks/resubscribe",
+    },
+}
+
+TASK_NOT_FOUND = -32001
+TASK_NOT_CANCELABLE = -32002
+UNSUPPORTED_OPERATION = -32004
+VERSION_NOT_SUPPORTED = -32009
+METHOD_NOT_FOUND = -32601
+INTERNAL_ERROR = -32603
+
+
+def rpc_error(agent_id: str, method: str, error: Any) -> A2ACallError:
+    """The platform error a JSON-RPC ``error`` object means."""
+    if not isinstance(error, dict) or not isinstance(error.get("code"), int):
+        return A2AProtocolError(
+            f"Agent '{agent_id}' answered {method} with a malformed JSON-RPC error."
+        )
+    code = error["code"]
+    said = excerpt(str(error.get("message") or ""))
+    text = f"Agent '{agent_id}' answered {method} with JSON-RPC error {code}: {said}"
+    if code == TASK_NOT_FOUND:
+        return A2APermanentError(text, code="remote_task_not_found")
+    if code in (UNSUPPORTED_OPERATION, METHOD_NOT_FOUND):
+        return A2AUnsupportedOperation(text)
+    if code == VERSION_NOT_SUPPORTED:
+        return A2APermanentError(text, code="version_not_supported")
+    if code == TASK_NOT_CANCELABLE:
+        return A2APermanentError(text, code="task_not_cancelable")
+    if code == INTERNAL_ERROR:
+        return A2ATransientError(text, code="agent_error")
+    return A2APermanentError(text, code="agent_refused")
+
+
+class JsonRpcTransport(AgentTransport):
+    """JSON-RPC, 1.0 or 0.3 (``target.version``)."""
+
+    binding = JSONRPC
+
+    @property
+    def v03(self) -> bool:
+        return self.target.version == V0_3
+
+    def _method(self, operation: str) -> str:
+        return METHODS[V0_3 if self.v03 else "1.0"][operation]
+
+    def _url(self) -> str:
+        if not self.target.url:
+            raise A2APermanentError(
+                f"Agent '{self.target.agent_id}' has no A2A endpoint.", code="no_endpoint"
+            )
+        return self.target.url
+
+    def _params(self, params: dict[str, Any]) -> dict[str, Any]:
+        if self.target.tenant and not self.v03:
+            return {**params, "tenant": self.target.tenant}
+        return params
+
+    def _request(self, operation: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        request_id = uuid.uuid4().hex
+        body = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": self._method(operation),
+            "params": self._params(params),
+        }
+        return request_id, body
+
+    def _result(self, data: Any, request_id: str, method: str) -> Any:
+        agent_id = self.target.agent_id
+        if not isinstance(data, dict):
+            raise A2AProtocolError(f"Agent '{agent_id}' answered {method} with no JSON-RPC object.")
+        if "error" in data and data["error"] is not None:
+            if data.get("id") not in (request_id, None):
+                raise A2AProtocolError(
+                    f"Agent '{agent_id}' answered {method} with an error for another request "
+                    f"(id {str(data.get('id'))[:60]!r})."
+                )
+            raise rpc_error(agent_id, method, data["error"])
+        if data.get("id") != request_id:
+            raise A2AProtocolError(
+                f"Agent '{agent_id}' answered {method} for another request "
+                f"(id {str(data.get('id'))[:60]!r}, not {request_id!r})."
+            )
+        if "result" not in data:
+            raise A2AProtocolError(f"Agent '{agent_id}' answered {method} without a result.")
+        return data["result"]
+
+    def _call(self, operation: str, params: dict[str, Any], timeout: float | None = None) -> Any:
+        request_id, body = self._request(operation, params)
+        method = body["method"]
+        response = http.call(
+            self.target, "POST", self._url(), body, operation=operation, timeout=timeout
+        )
+        data = http.read_json(response, f"answer to {method}")
+        return self._result(data, request_id, method)
+
+    def _send_params(self, message: dict[str, Any], blocking: bool) -> dict[str, Any]:
+        if self.v03:
+            return {
+                "message": shapes.message_to_03(message, rest=False),
+                "configuration": {"blocking": blocking},
+            }
+        return {"message": message, "configuration": {"returnImmediately": not blocking}}
+
+    def send(
+        self, message: dict[str, Any], *, blocking: bool = False, timeout: float | None = None
+    ) -> AgentReply:
+        method = self._method("send")
+        result = self._call("send", self._send_params(message, blocking), timeout)
+        task, reply = shapes.read_send_answer(
+            result, v03=self.v03, rest=False, what=f"answer to {method}"
+        )
+        return AgentReply(task=task, message=reply)
+
+    def get_task(self, task_id: str) -> AgentReply:
+        return self._task_call("get_task", task_id)
+
+    def cancel(self, task_id: str) -> AgentReply:
+        return self._task_call("cancel", task_id)
+
+    def _task_call(self, operation: str, task_id: str) -> AgentReply:
+        method = self._method(operation)
+        result = self._call(operation, {"id": task_id})
+        task = shapes.read_task_answer(result, v03=self.v03, rest=False, what=f"answer to {method}")
+        return AgentReply(task=task)
+
+    def stream(self, message: dict[str, Any], *, timeout: float) -> Iterator[AgentReply]:
+        yield from self._events("stream", self._send_params(message, False), timeout)
+
+    def subscribe(self, task_id: str, *, timeout: float) -> Iterator[AgentReply]:
+        yield from self._events("subscribe", {"id": task_id}, timeout)
+
+    def _events(
+        self, operation: str, params: dict[str, Any], timeout: float
+    ) -> Iterator[AgentReply]:
+        request_id, body = self._request(operation, params)
+        method = body["method"]
+        view = shapes.StreamView()
+        with http.open_stream(
+            self.target, "POST", self._url(), body, operation=operation, timeout=timeout
+        ) as response:
+            if "json" in response.headers.get("Content-Type", ""):
+                # An error (or a plain answer) instead of a stream.
+                response.read()
+                result = self._result(http.read_json(response, method), request_id, method)
+                events: Iterator[Any] = iter([result])
+            else:
+                events = (
+                    self._result(http.parse_event_json(data), request_id, method)
+                    for data in http.iter_sse(response)
+                )
+            for result in events:
+                kind, payload = shapes.read_stream_event(result, v03=self.v03, rest=False)
+                if kind == "message":
+                    yield AgentReply(message=payload)
+                    return
+                task = view.apply(kind, payload)
+                if task is not None:
+                    yield AgentReply(task=task)

@@ -1,0 +1,105 @@
+"""The HTTP+JSON binding, A2A 1.0 and 0.3.
+
+1.0: ``POST {url}/message:send``, ``GET {url}/tasks/{id}``, ``POST {url}/tasks/{id}:cancel``,
+``POST {url}/message:stream`` and ``GET {url}/tasks/{id}:subscribe`` (SSE); a tenant is a
+``/{tenant}`` path prefix. 0.3: the same under ``{url}/v1``, in the 0.3 proto's JSON
+(``content`` parts, ``configuration.blocking``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+from a2a.exceptions import A2APermanentError
+from a2a.transports import http, shapes
+from a2a.transports.base import AgentReply, AgentTransport, parse_retry_after
+from agent_profiles.interfaces import HTTP_JSON, V0_3
+
+
+class RestTransport(AgentTransport):
+    """HTTP+JSON, 1.0 or 0.3 (``target.version``)."""
+
+    binding = HTTP_JSON
+
+    @property
+    def v03(self) -> bool:
+        return self.target.version == V0_3
+
+    def _base(self) -> str:
+        if not self.target.url:
+            raise A2APermanentError(
+                f"Agent '{self.target.agent_id}' has no A2A endpoint.", code="no_endpoint"
+            )
+        base = self.target.url.rstrip("/")
+        if self.v03:
+            return base + "/v1"
+        if self.target.tenant:
+            base += "/" + quote(self.target.tenant, safe="")
+        return base
+
+    def _task_path(self, task_id: str, suffix: str = "") -> str:
+        return f"{self._base()}/tasks/{quote(task_id, safe='')}{suffix}"
+
+    def _send_body(self, message: dict[str, Any], blocking: bool) -> dict[str, Any]:
+        if self.v03:
+            return {
+                "message": shapes.message_to_03(message, rest=True),
+                "configuration": {"blocking": blocking},
+            }
+        return {"message": message, "configuration": {"returnImmediately": not blocking}}
+
+    def send(
+        self, message: dict[str, Any], *, blocking: bool = False, timeout: float | None = None
+    ) -> AgentReply:
+        url = self._base() + "/message:send"
+        body = self._send_body(message, blocking)
+        response = http.call(self.target, "POST", url, body, operation="send", timeout=timeout)
+        data = http.read_json(response, "answer to message:send")
+        task, reply_message = shapes.read_send_answer(
+            data, v03=self.v03, rest=True, what="answer to message:send"
+        )
+        retry_after = parse_retry_after(response.headers.get("Retry-After"))
+        return AgentReply(task=task, message=reply_message, retry_after=retry_after)
+
+    def get_task(self, task_id: str) -> AgentReply:
+        return self._task_call("GET", self._task_path(task_id), None, "get_task", "tasks/get")
+
+    def cancel(self, task_id: str) -> AgentReply:
+        url = self._task_path(task_id, ":cancel")
+        return self._task_call("POST", url, {}, "cancel", "tasks/cancel")
+
+    def _task_call(self, method: str, url: str, body: Any, operation: str, what: str) -> AgentReply:
+        response = http.call(self.target, method, url, body, operation=operation)
+        data = http.read_json(response, f"answer to {what}")
+        task = shapes.read_task_answer(data, v03=self.v03, rest=True, what=f"answer to {what}")
+        retry_after = parse_retry_after(response.headers.get("Retry-After"))
+        return AgentReply(task=task, retry_after=retry_after)
+
+    def stream(self, message: dict[str, Any], *, timeout: float) -> Iterator[AgentReply]:
+        url = self._base() + "/message:stream"
+        body = self._send_body(message, blocking=False)
+        yield from self._events("POST", url, body, "stream", timeout)
+
+    def subscribe(self, task_id: str, *, timeout: float) -> Iterator[AgentReply]:
+        method = "POST" if self.v03 else "GET"
+        url = self._task_path(task_id, ":subscribe")
+        yield from self._events(method, url, {} if self.v03 else None, "subscribe", timeout)
+
+    def _events(
+        self, method: str, url: str, body: Any, operation: str, timeout: float
+    ) -> Iterator[AgentReply]:
+        view = shapes.StreamView()
+        with http.open_stream(
+            self.target, method, url, body, operation=operation, timeout=timeout
+        ) as response:
+            for data in http.iter_sse(response):
+                event = http.parse_event_json(data)
+                kind, payload = shapes.read_stream_event(event, v03=self.v03, rest=True)
+                if kind == "message":
+                    yield AgentReply(message=payload)
+                    return
+                task = view.apply(kind, payload)
+                if task is not None:
+                    yield AgentReply(task=task)
