@@ -34,9 +34,7 @@ from a2a import agent_registry, transports
 from a2a.agent_updates import apply_agent_reply
 from a2a.creation import queue_processing
 from a2a.exceptions import (
-    A2AAuthError,
     A2ACallError,
-    A2APermanentError,
     A2AUnsupportedOperation,
 )
 from a2a.models import Task
@@ -44,7 +42,6 @@ from a2a.states import ACTIVE_STATES, NextAction, TaskState, Transport
 from a2a.task_actions import handle_send_failure
 from a2a.transports import AgentReply
 from agent_profiles.interfaces import CallTarget
-from agent_profiles.urlguard import UnsafeURL, check_outbound_url
 
 log = logging.getLogger(__name__)
 
@@ -101,21 +98,8 @@ def _target(task: Task, *, first_call: bool = False) -> CallTarget:
 
 
 def _outcome(task: Task, error: A2ACallError | None) -> None:
-    """Tell the registry (the agent's health) about a credential problem, or its end."""
-    if error is not None and isinstance(error, A2AAuthError):
-        agent_registry.record_call_outcome(
-            task.agent, ok=False, code=error.code, message=error.message
-        )
-
-
-def _check_url(url: str) -> None:
-    """The outbound URL guard, again at send time: DNS may have changed since registration."""
-    try:
-        check_outbound_url(url)
-    except UnsafeURL as exc:
-        raise A2APermanentError(
-            f"The agent's endpoint is not allowed: {exc.message}", code="endpoint_refused"
-        ) from None
+    """Feed the call's outcome to the agent's health (a credential problem shows there)."""
+    agent_registry.record_call_outcome(task.agent, error)
 
 
 def _apply_timeout(task: Task, target: CallTarget, followup: bool) -> None:
@@ -141,8 +125,6 @@ def send(task: Task) -> None:
     try:
         target = _target(task, first_call=not followup)
         transport = transports.transport_for(target)
-        if not followup:
-            _check_url(target.url)
         _apply_timeout(task, target, followup)
         mode = follow_mode(task, target)
         if mode == STREAM:
@@ -171,6 +153,7 @@ def send(task: Task) -> None:
 
 def _answered(task: Task) -> None:
     """The agent answered: clear send failures, note it as seen (at most every 30 s)."""
+    _outcome(task, None)
     metadata = task.metadata or {}
     if metadata.get("sendFailures") or task.error:
         task.note(metadata={**metadata, "sendFailures": 0}, error=None)

@@ -20,7 +20,7 @@ from django.conf import settings
 
 from a2a.exceptions import A2AAuthError, A2ATransientError
 from agent_profiles.interfaces import CallTarget
-from agent_profiles.urlguard import UnsafeURL, check_outbound_url
+from agent_profiles.urlguard import UnsafeURL
 
 # Seconds a token is taken as expired before its ``expires_in`` says (clock skew, call time).
 EARLY_EXPIRY = 30.0
@@ -112,10 +112,6 @@ def _fetch_token(target: CallTarget, auth: dict[str, Any]) -> tuple[str, float]:
     client_id = _field(target, auth, "clientId")
     secret = _field(target, auth, "clientSecret")
     who = f"the OAuth2 token endpoint {url} of agent '{target.agent_id}'"
-    try:
-        check_outbound_url(url)
-    except UnsafeURL as exc:
-        raise A2AAuthError(f"{who[4:].capitalize()} is not allowed: {exc.message}") from None
     form = {"grant_type": "client_credentials"}
     scopes = auth.get("scopes") or []
     if scopes:
@@ -132,6 +128,8 @@ def _fetch_token(target: CallTarget, auth: dict[str, Any]) -> tuple[str, float]:
             raise A2ATransientError(
                 f"Could not reach {who}: {type(exc).__name__}.", code="agent_auth_failed"
             ) from None
+        except UnsafeURL as exc:
+            raise A2AAuthError(f"{who[4:].capitalize()} is not allowed: {exc.message}") from None
         if response.status_code >= 500 or response.status_code == 429:
             raise A2ATransientError(
                 f"{who[4:].capitalize()} answered HTTP {response.status_code}.",

@@ -37,6 +37,7 @@ from a2a.exceptions import (
 from a2a.transports import credentials
 from a2a.transports.base import excerpt, parse_retry_after
 from agent_profiles.interfaces import CallTarget
+from agent_profiles.urlguard import GuardedTransport, UnsafeURL
 
 log = logging.getLogger("a2a.calls")
 
@@ -47,13 +48,20 @@ _client: tuple[int, httpx.Client] | None = None
 
 
 def shared_http_client() -> httpx.Client:
-    """The process-wide pooled client (re-created after a fork)."""
+    """The process-wide pooled client (re-created after a fork); thread-safe."""
     global _client
     with _client_lock:
         if _client is None or _client[0] != os.getpid():
             timeout = httpx.Timeout(settings.A2A_HTTP_TIMEOUT, connect=settings.A2A_CONNECT_TIMEOUT)
             limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
-            client = httpx.Client(timeout=timeout, limits=limits, follow_redirects=False)
+            # The registry's guarded transport: every request's target passes the URL
+            # guard at send time and connects to the address that was checked.
+            client = httpx.Client(
+                transport=GuardedTransport(limits=limits),
+                timeout=timeout,
+                follow_redirects=False,
+                trust_env=False,
+            )
             _client = (os.getpid(), client)
         return _client[1]
 
@@ -129,6 +137,11 @@ def _request(
             raise A2ATransientError(
                 f"Could not reach agent '{target.agent_id}' at {url}: {exc or type(exc).__name__}.",
                 code="agent_unreachable",
+            ) from None
+        except UnsafeURL as exc:
+            raise A2APermanentError(
+                f"Agent '{target.agent_id}': its endpoint is not allowed: {exc.message}",
+                code="endpoint_refused",
             ) from None
         if response.status_code == 401 and scheme == "oauth2" and attempt == 1:
             response.close()  # the token may have been revoked early: fetch one more

@@ -81,7 +81,8 @@ def test_an_instant_agent_completes_the_task_in_one_request(
     assert task.output == {"verdict": "pass"}
     assert task.attempts == 1
     assert task.remote_task_id
-    assert peer.total == 1
+    # One A2A request; the agent's card is read once before its first call.
+    assert peer.total - peer.counts["/.well-known/agent-card.json"] == 1
     assert completed_events(task) == 1
     assert task.next_action == NextAction.NONE
     assert task.lease_until is None
@@ -225,7 +226,8 @@ def test_a_busy_or_flaky_agent_is_retried_with_the_same_message_id(
     make_agent(skills=[skill], a2a_endpoint=peer.url_for(mode))
     task = wait_for(start(user, "complete"))
     assert task.state == TaskState.COMPLETED
-    assert (peer.sends, task.attempts) == (2, 2)
+    # Counted on this mode's path: a hanging send of an earlier test may still be retried.
+    assert (peer.counts[f"/x/{mode}/message:send"], task.attempts) == (2, 2)
     assert peer.messages[-1]["messageId"] == task.outbound_message["messageId"]
 
 

@@ -24,6 +24,11 @@ def peer() -> Iterator[TestAgent]:
         yield agent
 
 
+@pytest.fixture(autouse=True)
+def loopback_allowed(settings: Any) -> None:
+    settings.ALLOW_LOOPBACK_URLS = True  # the peers run on 127.0.0.1 in every mode
+
+
 def rest(url: str) -> RestTransport:
     return RestTransport(CallTarget(agent_id="peer", url=url))
 
