@@ -173,8 +173,9 @@ class TaskScheduling:
 
     @classmethod
     def gateway_connected(cls, pk: Any) -> bool:
-        """An offline task reached its agent's socket."""
-        rows = cls._rows().filter(pk=pk, transport=Transport.OFFLINE)
+        """An offline task (or a list of them) reached its agent's socket."""
+        rows = cls._rows().filter(transport=Transport.OFFLINE)
+        rows = rows.filter(pk__in=pk) if isinstance(pk, list | tuple | set) else rows.filter(pk=pk)
         return bool(rows.update(transport=Transport.WEBSOCKET, updated_at=timezone.now()))
 
     def note(self, *, if_state: str | None = None, **fields: Any) -> bool:

@@ -132,7 +132,7 @@ def assign_new_tasks(tasks: list[Task]) -> None:
     Delivery.objects.bulk_create(deliveries)
     live = [task.pk for task in tasks if task.agent_id in online]
     if live:
-        Task.objects.filter(pk__in=live).update(transport=Transport.WEBSOCKET)
+        Task.gateway_connected(live)
     for task, delivery in zip(tasks, deliveries, strict=True):
         task.transport = Transport.WEBSOCKET if task.agent_id in online else Transport.OFFLINE
         notify_on_commit(delivery, was_offline=task.transport == Transport.OFFLINE)
