@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
@@ -37,7 +38,12 @@ def tag_for(user_id: Any, agent_id: Any) -> str:
         identity = f"user:{user_id}"
     else:
         identity = "anonymous"
-    digest = hmac.new(settings.SECRET_KEY.encode(), identity.encode(), hashlib.sha256)
+    return _tag(settings.SECRET_KEY, identity)
+
+
+@lru_cache(maxsize=4096)
+def _tag(secret: str, identity: str) -> str:
+    digest = hmac.new(secret.encode(), identity.encode(), hashlib.sha256)
     return digest.hexdigest()[:TAG_LENGTH]
 
 

@@ -28,7 +28,7 @@ from a2a.face.errors import (
     mapping_for,
 )
 from a2a.face.handler import handler
-from a2a.face.protojson import check_text, read_body, read_params
+from a2a.face.protojson import read_body, read_params
 from a2a.face.responses import json_response, sse_response
 from platform_site.text import find_bad_text
 
@@ -100,12 +100,12 @@ class _Call:
         if self.legacy:
             self.operation, self.streams, _model = legacy.METHODS[method]
             self.version = LEGACY_VERSION
-            check_text(raw_params, "params")
-            self.params = read_params(self.operation, legacy.params_in(method, raw_params))
+            raw_params = legacy.params_in(method, raw_params)
         else:
             self.operation, self.streams = METHODS[method]
             self.version = PROTOCOL_VERSION
-            self.params = read_params(self.operation, raw_params)
+        # The whole body was checked for bad text when it was read.
+        self.params = read_params(self.operation, raw_params, checked=True)
 
     def result(self, result: Any) -> Any:
         return legacy.result_out(self.operation, result) if self.legacy else result

@@ -16,6 +16,7 @@ included) is checked for NUL and lone surrogates (:mod:`platform_site.text`).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
@@ -77,6 +78,12 @@ def is_json_content_type(value: str | None) -> bool:
     )
 
 
+# A NUL or a lone surrogate can only reach parsed JSON through a \u escape (raw control
+# characters are invalid JSON, and the body must be valid UTF-8): without one, the full
+# check of every string can be skipped.
+_SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
+
+
 def read_body(request: HttpRequest, *, required: bool) -> dict[str, Any]:
     """The request's JSON object, checked: content type first (before parsing), then the
     nesting depth (before the parser can recurse), then NUL and lone surrogates."""
@@ -95,13 +102,16 @@ def read_body(request: HttpRequest, *, required: bool) -> dict[str, Any]:
             raise JSONParseError("The request body is empty; send a JSON object.")
         return {}
     try:
-        data = loads_bounded(body)
+        text = body.decode("utf-8")
+        data = loads_bounded(text)
     except JSONTooDeep as exc:
         raise InvalidRequest(str(exc), metadata={"maxDepth": exc.limit}) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise JSONParseError(f"Invalid JSON payload: {exc}") from None
-    if not isinstance(data, dict):
-        raise JSONParseError("The request body must be a JSON object.")
+    if not isinstance(data, dict):  # valid JSON, but not a request (no JSON-RPC batches)
+        raise InvalidRequest("The request body must be a JSON object.")
+    if _SUSPECT_ESCAPE.search(text):
+        check_text(data)
     return data
 
 
@@ -124,11 +134,47 @@ def query_params(request: HttpRequest) -> dict[str, Any]:
 # --- ProtoJSON names ------------------------------------------------------------------
 
 
+_FIELDS: dict[str, dict[str, FieldDescriptor]] = {}
+
+
 def _fields(desc: Descriptor) -> dict[str, FieldDescriptor]:
-    out: dict[str, FieldDescriptor] = {}
-    for field in desc.fields:
-        out[field.name] = field
-        out[field.json_name] = field
+    """A message's fields by JSON name and by proto name (built once per message type)."""
+    fields = _FIELDS.get(desc.full_name)
+    if fields is None:
+        fields = {}
+        for field in desc.fields:
+            fields[field.name] = field
+            fields[field.json_name] = field
+        _FIELDS[desc.full_name] = fields
+    return fields
+
+
+def _skeleton(desc: Descriptor, data: Any) -> Any:
+    """``data`` (canonical) with the contents of JSON-valued fields left out, for ParseDict
+    to check everything else: any JSON is a valid Value, and parsing a large data part into
+    a Struct costs milliseconds for nothing."""
+    if not isinstance(data, dict):
+        return data
+    fields = _fields(desc)
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        field = fields[key]
+        message = field.message_type
+        if message is None or message.GetOptions().map_entry:
+            out[key] = value
+        elif message.full_name == "google.protobuf.Value":
+            # Any JSON is a Value; 0 stands for it (None would not count as set in a oneof).
+            out[key] = [0 for _ in value] if field.is_repeated and isinstance(value, list) else 0
+        elif message.full_name == "google.protobuf.Struct":
+            out[key] = {} if isinstance(value, dict) else value
+        elif message.full_name == "google.protobuf.ListValue":
+            out[key] = [] if isinstance(value, list) else value
+        elif message.full_name in _OPAQUE:
+            out[key] = value
+        elif field.is_repeated and isinstance(value, list):
+            out[key] = [_skeleton(message, v) for v in value]
+        else:
+            out[key] = _skeleton(message, value)
     return out
 
 
@@ -185,14 +231,18 @@ def canonical(desc: Descriptor, data: Any, *, from_query: bool = False) -> Any:
     return out
 
 
-def read_params(operation: str, raw: dict[str, Any], *, from_query: bool = False) -> dict[str, Any]:
+def read_params(
+    operation: str, raw: dict[str, Any], *, from_query: bool = False, checked: bool = False
+) -> dict[str, Any]:
     """The params of ``operation`` from a parsed body or query string: checked for bad
-    text, in canonical ProtoJSON names, validated against the request message."""
-    check_text(raw)
+    text (unless ``checked``: :func:`read_body` did), in canonical ProtoJSON names,
+    validated against the request message."""
+    if not checked:
+        check_text(raw)
     proto = REQUESTS[operation]
     params = canonical(proto.DESCRIPTOR, raw, from_query=from_query)
     try:
-        ParseDict(params, proto(), ignore_unknown_fields=True)
+        ParseDict(_skeleton(proto.DESCRIPTOR, params), proto(), ignore_unknown_fields=True)
     except (ParseError, TypeError, ValueError, AttributeError) as exc:
         raise InvalidParams(f"Invalid {proto.DESCRIPTOR.name}: {exc}"[:500]) from None
     return params

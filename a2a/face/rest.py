@@ -57,7 +57,8 @@ def operation(
             if request.method in ("GET", "DELETE") or body == "none":
                 params = read_params(name, query_params(request), from_query=True)
             else:
-                params = read_params(name, read_body(request, required=body == "required"))
+                raw = read_body(request, required=body == "required")
+                params = read_params(name, raw, checked=True)
             check_text(path)
             params.update(path)
             ctx = build_context(request, tenant)

@@ -323,3 +323,10 @@ def test_the_schema_check_refuses_0_3_leftovers() -> None:
         validate("Task", {"id": "t", "status": {"state": "working"}})
     with pytest.raises(AssertionError):
         validate("Task", {"id": "t", "status": {"state": "TASK_STATE_WORKING", "timestamp": "x"}})
+
+
+def test_a_jsonrpc_batch_is_an_invalid_request(as_alice: FaceClient) -> None:
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "ListTasks"}]
+    response = as_alice.post("/v1/a2a/jsonrpc", batch)
+    assert response.status_code == 200
+    assert response.json()["error"]["code"] == -32600
