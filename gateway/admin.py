@@ -53,8 +53,18 @@ def _age(since: Any) -> str:
     return f"{hours}h {rest // 60:02d}m" if hours else f"{rest // 60}m {rest % 60:02d}s"
 
 
+class ViewOnly(admin.ModelAdmin):
+    """Rows the gateway writes: shown, never edited (no Save buttons); actions still run."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(Presence)
-class PresenceAdmin(admin.ModelAdmin):
+class PresenceAdmin(ViewOnly):
     list_display = (
         "agent",
         "server_id",
@@ -71,24 +81,18 @@ class PresenceAdmin(admin.ModelAdmin):
     def live(self, obj: Presence) -> bool:
         return obj.last_heartbeat_at >= presence.heartbeat_cutoff()
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
 
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin):
+class DeliveryAdmin(ViewOnly):
     list_display = ("id", "kind", "task", "agent", "status", "attempts", "created_at", "acked_at")
     list_filter = ("status", "kind")
     search_fields = ("id", "task__id", "agent__id")
     list_select_related = ("task", "agent")
     readonly_fields = [f.name for f in Delivery._meta.fields]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
 
 @admin.register(OfflineTask)
-class OfflineTaskAdmin(admin.ModelAdmin):
+class OfflineTaskAdmin(ViewOnly):
     """Tasks waiting for their agent to connect, oldest first; requeue or cancel them."""
 
     list_display = ("task", "agent", "skill", "age", "expires_at", "reason")
@@ -106,9 +110,6 @@ class OfflineTaskAdmin(admin.ModelAdmin):
     @admin.display(description="skill")
     def skill(self, obj: OfflineTask) -> str:
         return obj.task.skill_id
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
 
     @admin.action(description="Requeue: restart the expiry clock and push again now")
     def requeue(self, request: HttpRequest, queryset: QuerySet[OfflineTask]) -> None:

@@ -56,3 +56,18 @@ def test_its_actions_requeue_or_cancel(
     task.refresh_from_db()
     assert task.state == state
     assert Delivery.objects.get().status == ("pending" if action == "requeue" else "canceled")
+
+
+def test_gateway_rows_are_shown_without_save_buttons(
+    staff: Client, make_task: Callable[..., Task]
+) -> None:
+    task = make_task()
+    services.push_task(task, reason="connect error")
+    delivery = Delivery.objects.get(task=task)
+    for url in (
+        f"/admin/gateway/delivery/{delivery.pk}/change/",
+        f"/admin/gateway/offlinetask/{delivery.pk}/change/",
+    ):
+        page = staff.get(url)
+        assert page.status_code == 200
+        assert 'name="_save"' not in page.content.decode()

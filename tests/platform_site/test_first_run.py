@@ -3,6 +3,7 @@ seconds, `make run` on a taken port, and `manage.py` without the virtual environ
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -94,3 +95,13 @@ def test_run_on_a_taken_port_exits_non_zero_with_one_line_before_starting_anythi
     assert str(port) in lines[0]
     assert "already in use" in lines[0]
     assert time.monotonic() - started < 30
+
+
+def test_readme_links_only_to_files_in_the_repository() -> None:
+    readme = (BASE_DIR / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme)
+    local = [t for t in targets if "://" not in t and not t.startswith("mailto:")]
+    assert local  # the docs table
+    missing = [t for t in local if not (BASE_DIR / t).exists()]
+    assert not missing, missing
+    assert "../" not in readme  # nothing outside the checkout
