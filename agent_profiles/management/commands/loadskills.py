@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agent_profiles.services import load_skills
+from agent_profiles.skills import load_skills
 from platform_site.errors import ValidationFailed
 
 

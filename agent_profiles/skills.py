@@ -1,0 +1,109 @@
+"""Loading skills from a file (``manage.py loadskills``): all or nothing, every skill
+checked before anything is written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from agent_profiles.models import Skill
+from platform_site.errors import ValidationFailed
+from platform_site.text import find_bad_text
+
+# File keys (the GET /api/a2a/skills shape, plus snake_case spellings) → model fields.
+SKILL_KEYS: dict[str, str] = {
+    "id": "id",
+    "skill_id": "id",
+    "name": "name",
+    "description": "description",
+    "tags": "tags",
+    "examples": "examples",
+    "inputModes": "input_modes",
+    "input_modes": "input_modes",
+    "outputModes": "output_modes",
+    "output_modes": "output_modes",
+    "domain": "domain",
+    "subdomain": "subdomain",
+    "version": "version",
+    "input_schema": "input_schema",
+    "inputSchema": "input_schema",
+    "output_schema": "output_schema",
+    "outputSchema": "output_schema",
+    "max_attempts": "max_attempts",
+    "maxAttempts": "max_attempts",
+    "is_active": "is_active",
+    "isActive": "is_active",
+}
+STRING_LISTS = ("tags", "input_modes", "output_modes")
+
+
+@dataclass(frozen=True)
+class SkillLoadResult:
+    created: list[str]
+    updated: list[str]
+
+
+def load_skills(items: Any) -> SkillLoadResult:
+    """Create or update skills by id from a list in the ``GET /api/a2a/skills`` shape.
+
+    All or nothing: every skill is checked (fields, types, JSON Schemas) before anything is
+    written, and the writes run in one transaction. The first bad skill raises
+    :class:`ValidationFailed` naming it.
+    """
+    if not isinstance(items, list):
+        raise ValidationFailed("A skills file must hold a JSON/YAML array of skills.")
+    parsed = [_parse_skill(item, index) for index, item in enumerate(items)]
+    ids = [fields["id"] for fields in parsed]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise ValidationFailed(f"Duplicate skill ids: {', '.join(duplicates)}.", duplicates)
+    created: list[str] = []
+    updated: list[str] = []
+    with transaction.atomic():
+        existing = set(
+            Skill.objects.select_for_update().filter(pk__in=ids).values_list("pk", flat=True)
+        )
+        for fields in parsed:
+            skill_id = fields.pop("id")
+            Skill.objects.update_or_create(id=skill_id, defaults=fields)
+            (updated if skill_id in existing else created).append(skill_id)
+    return SkillLoadResult(created, updated)
+
+
+def _parse_skill(item: Any, index: int) -> dict[str, Any]:
+    label = f"skill #{index + 1}"
+    if not isinstance(item, dict):
+        raise ValidationFailed(f"{label}: must be an object, got {type(item).__name__}.")
+    if isinstance(item.get("id"), str):
+        label = f"skill '{item['id']}' (#{index + 1})"
+    bad = find_bad_text(item)
+    if bad is not None:
+        raise ValidationFailed(f"{label}: {bad}", {"skill": label, "field": bad.where})
+    unknown = sorted(k for k in item if k not in SKILL_KEYS)
+    if unknown:
+        raise ValidationFailed(f"{label}: unknown fields {', '.join(unknown)}.", {"skill": label})
+    fields: dict[str, Any] = {}
+    for key, value in item.items():
+        fields[SKILL_KEYS[key]] = value
+    if "id" not in fields:
+        raise ValidationFailed(f"{label}: 'id' is required.", {"skill": label})
+    if "name" not in fields:
+        fields["name"] = fields["id"]
+    for name in ("input_schema", "output_schema"):
+        fields.setdefault(name, {"type": "object"})
+    for name in STRING_LISTS:
+        value = fields.get(name, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValidationFailed(f"{label}: '{name}' must be a list of strings.")
+    if not isinstance(fields.get("examples", []), list):
+        raise ValidationFailed(f"{label}: 'examples' must be a list.")
+    skill = Skill(**fields)
+    try:
+        skill.full_clean(validate_unique=False)
+    except ValidationError as exc:
+        problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+        raise ValidationFailed(f"{label}: {problems}", exc.message_dict) from None
+    return fields
