@@ -508,3 +508,25 @@ def test_a_real_a2a_sdk_03_agents_card(register: Any, skill: Any) -> None:
     assert profile["card"]["streaming"] is True
     assert profile["card"]["securitySchemes"] == {"bearer": {"scheme": "bearer", "type": "http"}}
     assert profile["card"]["securityRequirements"] == [{"bearer": []}]
+
+
+def test_a_card_host_resolving_to_a_private_address_is_refused(register: Any, skill: Any) -> None:
+    from agent_profiles.urlguard import use_resolver
+
+    with use_resolver(lambda host, port: ["10.9.8.7"]):
+        response = register(body(a2aEndpoint="http://agent.example/a2a"))
+    error = assert_error(response, 400, "invalid_url")
+    assert "10.9.8.7" in error["message"]
+    assert_nothing_written()
+
+
+def test_a_card_host_without_dns_yet_is_accepted_as_unreachable(register: Any, skill: Any) -> None:
+    from agent_profiles.urlguard import use_resolver
+
+    def no_dns(host: str, port: int) -> list[str]:
+        raise OSError("Name or service not known")
+
+    with use_resolver(no_dns):
+        response = register(body(a2aEndpoint="http://agent.example/a2a"))
+    assert response.status_code == 201, response.content
+    assert "cannot be resolved" in response.json()["profile"]["card"]["error"]
