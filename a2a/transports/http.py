@@ -38,6 +38,7 @@ from a2a.transports import credentials
 from a2a.transports.base import excerpt, parse_retry_after
 from agent_profiles.interfaces import CallTarget
 from agent_profiles.urlguard import GuardedTransport, UnsafeURL
+from platform_site import metrics
 
 log = logging.getLogger("a2a.calls")
 
@@ -85,6 +86,7 @@ def agent_call(target: CallTarget, operation: str) -> Iterator[None]:
         outcome = type(exc).__name__
         raise
     finally:
+        took = time.monotonic() - started
         log.debug(
             "agent call %s %s (%s %s): %s in %.3f s",
             target.agent_id,
@@ -92,9 +94,12 @@ def agent_call(target: CallTarget, operation: str) -> Iterator[None]:
             target.binding,
             target.version,
             outcome,
-            time.monotonic() - started,
+            took,
             extra={"agent_id": target.agent_id},
         )
+        binding = f"{target.binding}/{target.version}"
+        metrics.AGENT_CALLS.labels(target.agent_id, binding, operation, outcome).inc()
+        metrics.AGENT_CALL_SECONDS.labels(target.agent_id, binding, operation).observe(took)
 
 
 def timeout_for(read: float | None = None) -> httpx.Timeout:

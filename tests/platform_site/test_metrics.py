@@ -132,6 +132,30 @@ def test_the_sweep_lag_is_how_overdue_the_oldest_due_task_is(
     assert value(scrape(client), "a2a_sweep_lag_seconds") == 0
 
 
+def test_calls_to_agents_are_counted_and_timed_by_agent_binding_and_operation(
+    client: Any, db: None
+) -> None:
+    from a2a.exceptions import A2ATransientError
+    from a2a.transports.http import agent_call
+    from agent_profiles.interfaces import CallTarget
+
+    target = CallTarget(agent_id="agent-m", binding="JSONRPC", version="0.3")
+    before = scrape(client)
+    with agent_call(target, "get_task"):
+        pass
+    with pytest.raises(A2ATransientError), agent_call(target, "send"):
+        raise A2ATransientError("down", code="agent_unreachable")
+    after = scrape(client)
+    labels = {"agent": "agent-m", "binding": "JSONRPC/0.3"}
+
+    def moved(name: str, **extra: str) -> float:
+        return value(after, name, **labels, **extra) - value(before, name, **labels, **extra)
+
+    assert moved("a2a_agent_calls_total", operation="get_task", outcome="ok") == 1
+    assert moved("a2a_agent_calls_total", operation="send", outcome="agent_unreachable") == 1
+    assert moved("a2a_agent_call_duration_seconds_count", operation="send") == 1
+
+
 @pytest.mark.parametrize(
     ("path", "method", "op"),
     [
