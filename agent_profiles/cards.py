@@ -151,16 +151,16 @@ def _choose(parsed: ParsedCard, source_url: str) -> Interface:
     )
 
 
-def fetch_card(card_url: str, endpoint: str) -> CardRead:
+def fetch_card(card_url: str, endpoint: str, *, timeout: float | None = None) -> CardRead:
     """Read and check the card; :class:`CardUnreachable` or ``ValidationFailed``."""
     locations = card_locations(card_url, endpoint)
     if not locations:
         raise CardUnreachable("no agentCardUrl and no a2aEndpoint to look for a card at")
-    timeout = httpx.Timeout(settings.AGENT_CARD_TIMEOUT)
+    seconds = settings.AGENT_CARD_TIMEOUT if timeout is None else timeout
     misses: list[str] = []
     # The guarded client resolves each name when the request leaves, refuses private
     # targets and connects to the address it checked; it follows no redirects.
-    with guarded_client(timeout=timeout) as client:
+    with guarded_client(timeout=httpx.Timeout(seconds)) as client:
         for url in locations:
             try:
                 status, content_type, body = _get(client, url)
@@ -252,7 +252,9 @@ def _record_failure(
     _save(agent, fields, None)
 
 
-def refresh_card(agent: AgentProfile, *, strict: bool = True) -> CardRead | None:
+def refresh_card(
+    agent: AgentProfile, *, strict: bool = True, timeout: float | None = None
+) -> CardRead | None:
     """Read ``agent``'s card now and store it; None when unreachable (recorded).
 
     A served card that is not usable raises ``ValidationFailed`` when ``strict`` (the agent
@@ -260,7 +262,7 @@ def refresh_card(agent: AgentProfile, *, strict: bool = True) -> CardRead | None
     previous card stays in use.
     """
     try:
-        read = fetch_card(agent.agent_card_url, agent.a2a_endpoint)
+        read = fetch_card(agent.agent_card_url, agent.a2a_endpoint, timeout=timeout)
     except CardUnreachable as exc:
         _record_failure(agent, exc.describe(), retry=not strict, reachable=exc.answered)
         return None
@@ -295,7 +297,9 @@ def ensure_card(agent: AgentProfile) -> None:
     if agent.card_retry_after is not None and agent.card_retry_after > timezone.now():
         return
     try:
-        refresh_card(agent, strict=False)
+        # Before a call: never longer than one call to the agent may take.
+        timeout = min(settings.AGENT_CARD_TIMEOUT, settings.A2A_HTTP_TIMEOUT)
+        refresh_card(agent, strict=False, timeout=timeout)
     except Exception:  # a card problem must never break a call
         logger.exception(
             "Agent %s: reading the card failed", agent.pk, extra={"agent_id": agent.pk}

@@ -530,3 +530,14 @@ def test_a_card_host_without_dns_yet_is_accepted_as_unreachable(register: Any, s
         response = register(body(a2aEndpoint="http://agent.example/a2a"))
     assert response.status_code == 201, response.content
     assert "cannot be resolved" in response.json()["profile"]["card"]["error"]
+
+
+def test_ensure_card_waits_no_longer_than_a_call_would(make_agent: Any, settings: Any) -> None:
+    settings.AGENT_CARD_TIMEOUT = 30.0
+    settings.A2A_HTTP_TIMEOUT = 0.3  # the bound before a call
+    with run_agent() as peer:
+        agent = make_agent(a2a_endpoint=peer.url_for("hang"))
+        ensure_card(agent)
+    agent.refresh_from_db()
+    assert agent.card_error.startswith("unreachable:")
+    assert "Timeout" in agent.card_error
