@@ -230,3 +230,19 @@ def test_the_schema_documents_errors_bounds_and_the_text_rule(client: Any, db: N
     }
     assert "Retry-After" in reply["503"]["headers"]
     assert "NUL" in reply["400"]["description"]
+
+
+def test_a_nul_in_one_batch_item_refuses_the_batch_naming_the_item(
+    api: APIClient, agent: Any
+) -> None:
+    good = {"skillId": "ce-review", "input": {"product": "ok"}}
+    bad = {"skillId": "ce-review", "input": {"product": NUL}}
+    response = api.post("/api/tasks:batch", {"tasks": [good, bad]}, format="json")
+    error = assert_error(response, 400, "invalid_text")
+    assert error["details"]["field"] == "tasks[1].input.product"
+    assert not Task.objects.exists()
+
+
+def test_deep_json_in_a_batch_is_refused(api: APIClient, agent: Any) -> None:
+    response = post_raw(api, "/api/tasks:batch", '{"tasks": [' + DEEP + "]}")
+    assert_error(response, 400, "json_too_deep")
