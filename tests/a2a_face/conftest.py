@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -11,6 +11,8 @@ from django.test import Client
 
 from a2a.models import Direction, Task, TaskMessage
 from tests.a2a_face.schema import check_answer
+from tests.support.agents import TestAgent, run_agent
+from tests.support.processes import LivePlatform, live_platform_for_mode
 
 A2A_HEADERS = {"A2A-Version": "1.0"}
 
@@ -135,3 +137,47 @@ def _face_db_in_the_test_thread(settings: Any) -> None:
     (ids are reused across tests' rolled-back transactions)."""
     settings.A2A_FACE_DB_THREADS = 0
     settings.A2A_FACE_AUTH_CACHE_SECONDS = 0
+
+
+# --- a live platform with a real a2a-sdk agent (slow tests) ----------------------------
+
+EXTENDED_TOKEN = "extended-card-secret"
+PLATFORM_ENV: dict[str, Any] = {
+    "ALLOW_LOOPBACK_URLS": True,
+    "A2A_POLL_INTERVAL": 0.1,
+    "A2A_POLL_INTERVAL_MAX": 0.3,
+    "A2A_EXTENDED_CARD_BEARER_TOKEN": EXTENDED_TOKEN,
+    "A2A_STREAM_RECHECK": 1.0,
+    "A2A_PUSH_BACKOFF": 0.2,
+    "LOG_LEVEL": "WARNING",
+}
+
+
+@pytest.fixture
+def peer() -> Iterator[TestAgent]:
+    with run_agent() as agent:
+        yield agent
+
+
+@pytest.fixture
+def platform(transactional_db: None) -> Iterator[LivePlatform]:
+    with live_platform_for_mode(**PLATFORM_ENV) as live:
+        yield live
+
+
+@pytest.fixture
+def world(
+    platform: LivePlatform,
+    peer: TestAgent,
+    make_skill: Callable[..., Any],
+    make_agent: Callable[..., Any],
+    make_user: Callable[..., Any],
+) -> dict[str, Any]:
+    skill = make_skill()
+    agent = make_agent(skills=[skill], a2a_endpoint=peer.url)
+    return {
+        "url": platform.url,
+        "agent": agent,
+        "alice": make_user("alice").raw_token,
+        "bob": make_user("bob").raw_token,
+    }

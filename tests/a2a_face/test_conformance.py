@@ -12,10 +12,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from a2a import services
+from a2a.agent_updates import apply_agent_reply
 from a2a.face import sending
-from a2a.models import Direction, PushNotificationConfig, Task
-from a2a.states import TaskState
+from a2a.models import PushNotificationConfig, Task
 from tests.a2a_face.conftest import FaceClient, error_reason
 from tests.a2a_face.schema import validate
 
@@ -241,18 +240,14 @@ def test_an_agents_bare_message_is_the_answer_the_client_gets(
         {"message": _message(contextId="talk"), "configuration": {"returnImmediately": True}},
     ).json()["task"]
     task = Task.objects.get(pk=sent["id"])
-    # What the dispatcher records when an agent answers message:send with a bare Message.
+    # The dispatcher's one entry point for an agent's answer, here a bare Message.
     reply = {
         "messageId": "agent-m-1",
         "role": "ROLE_AGENT",
         "contextId": "agent-side-ctx",
         "parts": [{"data": {"verdict": "pass"}}],
     }
-    services.record_message(task, Direction.FROM_AGENT, reply)
-    artifact = {"artifactId": sending.MESSAGE_ARTIFACT_ID, "parts": reply["parts"]}
-    services.apply_agent_update(
-        task, status={"state": TaskState.COMPLETED}, artifacts=[artifact], remote=None, via="a2a"
-    )
+    apply_agent_reply(task, task_json=None, message=reply, via="a2a")
     answer = sending._answer(task.id, None)
     assert set(answer) == {"message"}
     validate("Send Message Response", answer)

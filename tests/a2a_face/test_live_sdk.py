@@ -4,13 +4,10 @@ agent registered behind it. Slow (boots processes): few tests, each covering a l
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,55 +21,13 @@ from a2a.utils.errors import (
 )
 from google.protobuf.json_format import MessageToDict, ParseDict
 
+from tests.a2a_face.conftest import EXTENDED_TOKEN
 from tests.a2a_face.test_push import Webhook
-from tests.support.agents import TestAgent, run_agent
-from tests.support.legacy_sdk import legacy_python
-from tests.support.processes import LivePlatform, live_platform_for_mode
 
-EXTENDED_TOKEN = "extended-card-secret"
-PLATFORM_ENV: dict[str, Any] = {
-    "ALLOW_LOOPBACK_URLS": True,
-    "A2A_POLL_INTERVAL": 0.1,
-    "A2A_POLL_INTERVAL_MAX": 0.3,
-    "A2A_EXTENDED_CARD_BEARER_TOKEN": EXTENDED_TOKEN,
-    "A2A_STREAM_RECHECK": 1.0,
-    "A2A_PUSH_BACKOFF": 0.2,
-    "LOG_LEVEL": "WARNING",
-}
 WORKING = pb.TaskState.TASK_STATE_WORKING
 INPUT_REQUIRED = pb.TaskState.TASK_STATE_INPUT_REQUIRED
 COMPLETED = pb.TaskState.TASK_STATE_COMPLETED
 CANCELED = pb.TaskState.TASK_STATE_CANCELED
-
-
-@pytest.fixture
-def peer() -> Iterator[TestAgent]:
-    with run_agent() as agent:
-        yield agent
-
-
-@pytest.fixture
-def platform(transactional_db: None) -> Iterator[LivePlatform]:
-    with live_platform_for_mode(**PLATFORM_ENV) as live:
-        yield live
-
-
-@pytest.fixture
-def world(
-    platform: LivePlatform,
-    peer: TestAgent,
-    make_skill: Callable[..., Any],
-    make_agent: Callable[..., Any],
-    make_user: Callable[..., Any],
-) -> dict[str, Any]:
-    skill = make_skill()
-    agent = make_agent(skills=[skill], a2a_endpoint=peer.url)
-    return {
-        "url": platform.url,
-        "agent": agent,
-        "alice": make_user("alice").raw_token,
-        "bob": make_user("bob").raw_token,
-    }
 
 
 def message(behaviour: str, **data: Any) -> pb.Message:
@@ -302,88 +257,3 @@ def test_streams_and_push_follow_updates_applied_by_a_worker(world: dict[str, An
         asyncio.run(scenario(webhook))
     finally:
         webhook.close()
-
-
-async def the_ids_and_message_scenario(world: dict[str, Any], peer: TestAgent) -> None:
-    url = world["url"]
-
-    def same_ids(behaviour: str, message_id: str = "same-mid-1") -> pb.Message:
-        msg = message(behaviour)
-        msg.message_id, msg.context_id = message_id, "session-1"
-        return msg
-
-    async with (
-        sdk_client(url, world["alice"], "HTTP+JSON") as (alice, _),
-        sdk_client(url, world["bob"], "JSONRPC") as (bob, _),
-    ):
-        alice_task = await send(alice, same_ids("complete"))
-        bob_task = await send(bob, same_ids("complete"))
-        alice_again = await send(alice, same_ids("complete", "mid-2"))
-        # Each caller sees its own ids.
-        for task in (alice_task, bob_task):
-            assert task.context_id == "session-1"
-            assert task.history[0].message_id == "same-mid-1"
-
-        # At the agent: two callers, two contexts and two message ids; one caller's
-        # conversation stays one context.
-        received = {m["messageId"]: m for m in peer.messages}
-        firsts = [m for mid, m in received.items() if mid.endswith(":same-mid-1")]
-        assert len(firsts) == 2
-        assert firsts[0]["contextId"] != firsts[1]["contextId"]
-        second = next(m for mid, m in received.items() if mid.endswith(":mid-2"))
-        assert {m["contextId"] for m in firsts} >= {second["contextId"]}
-        assert "session-1" not in {m["contextId"] for m in peer.messages}
-        assert alice_again.context_id == "session-1"
-
-        # A bare Message answer reaches the client as a Message.
-        request = pb.SendMessageRequest(message=same_ids("message", "mid-3"))
-        events = [event async for event in alice.send_message(request)]
-        assert events[-1].HasField("message")
-        answer = MessageToDict(events[-1].message)
-        assert answer["parts"][0]["data"] == {"verdict": "pass"}
-        assert answer["contextId"] == "session-1"
-        assert answer["role"] == "ROLE_AGENT"
-
-
-@pytest.mark.slow
-def test_callers_ids_never_meet_at_the_agent_and_a_message_answer_stays_a_message(
-    world: dict[str, Any], peer: TestAgent
-) -> None:
-    asyncio.run(the_ids_and_message_scenario(world, peer))
-
-
-@pytest.mark.slow
-def test_an_a2a_0_3_client_uses_the_platform(world: dict[str, Any]) -> None:
-    """The official a2a-sdk 0.3 client, in its own environment, against a real daphne."""
-    script = Path(__file__).resolve().parents[1] / "support" / "legacy_client.py"
-    hook = Webhook()
-    try:
-        run = subprocess.run(
-            [
-                str(legacy_python()),
-                str(script),
-                world["url"],
-                world["alice"],
-                "ce-review",
-                hook.url,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
-    finally:
-        hook.close()
-    assert run.returncode == 0, run.stderr[-3000:]
-    seen = json.loads(run.stdout.strip().splitlines()[-1])
-    assert seen["card"] == {"url": f"{world['url']}/v1/a2a/jsonrpc", "transport": "JSONRPC"}
-    assert seen["card_version"] == "0.3"
-    assert seen["send"] == {"state": "completed", "artifact": {"verdict": "pass"}}
-    assert seen["get"] == {"id": True, "state": "completed"}
-    assert seen["get_history"] == 1
-    assert seen["cancel"] == "canceled"
-    assert seen["stream"][-1] == "completed"
-    assert (seen["asked"], seen["answered"]) == ("input-required", "completed")
-    assert seen["resubscribe"][0] == "input-required"
-    assert seen["resubscribe"][-1] == "completed"
-    assert seen["push"] == {"stored": hook.url, "read": "tok-03", "task": True}
