@@ -67,7 +67,7 @@ def record_call_outcome(
 
     ``message`` must not hold a secret: it is stored and shown.
     """
-    if ok and agent.last_call_ok is not False and agent.health_status == HealthStatus.HEALTHY:
+    if ok and agent.last_call_ok is True and agent.health_status == HealthStatus.HEALTHY:
         return  # the common case writes nothing
     now = timezone.now()
     changes: dict[str, Any] = {
