@@ -24,6 +24,9 @@ CHECKS = [
     schemathesis.checks.content_type_conformance,
     schemathesis.checks.response_schema_conformance,
     schemathesis.checks.response_headers_conformance,
+    # What the schema calls invalid (wrong types, missing fields, out-of-range paging) is
+    # refused with a 4xx.
+    schemathesis.checks.negative_data_rejection,
 ]
 
 
@@ -44,11 +47,16 @@ def token(db: None, make_skill: Any, make_agent: Any, make_user: Any) -> Iterato
 
 @schema.parametrize()
 @settings(
-    max_examples=15,
+    max_examples=10,
     derandomize=True,
     deadline=None,
     phases=[Phase.explicit, Phase.generate],
     suppress_health_check=list(HealthCheck),
 )
 def test_every_answer_is_documented(case: Any, token: str) -> None:
-    case.call_and_validate(headers={"Authorization": f"Bearer {token}"}, checks=CHECKS)
+    checks = CHECKS
+    if case.path == "/api/tasks:batch":
+        # A batch answers 200 with a result per item; an invalid item is refused in its
+        # own result (DESIGN.md), so "the request is refused" does not apply to items.
+        checks = [c for c in CHECKS if c is not schemathesis.checks.negative_data_rejection]
+    case.call_and_validate(headers={"Authorization": f"Bearer {token}"}, checks=checks)
