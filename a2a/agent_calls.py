@@ -59,6 +59,11 @@ def follow_mode(task: Task, target: CallTarget) -> str:
     return BLOCKING
 
 
+def can_subscribe(task: Task, target: CallTarget) -> bool:
+    metadata = task.metadata or {}
+    return target.streaming and not metadata.get("noStreaming") and not metadata.get("noSubscribe")
+
+
 def base_interval(task: Task, target: CallTarget) -> float:
     """The first poll interval: the agent's ``pollIntervalMs``, else the setting."""
     base = target.poll_interval_seconds
@@ -225,7 +230,7 @@ def no_polling(task: Task, target: CallTarget, exc: A2ACallError) -> None:
     agent_registry.mark_no_polling(task.agent, exc.message)
     metadata = {**(task.metadata or {}), "noPolling": exc.message[:500]}
     first_message = not (task.outbound_message or {}).get("taskId")
-    if target.streaming and not metadata.get("noStreaming"):
+    if can_subscribe(task, target):
         task.schedule(NextAction.FOLLOW, 0.0, if_state=task.state, metadata=metadata)
     elif first_message:
         # Neither polls nor streams: send the message again as one blocking call (the
@@ -257,7 +262,7 @@ def _cannot_follow(task: Task, metadata: dict[str, Any]) -> None:
 def follow(task: Task) -> None:
     """Follow the agent's task over a stream (``SubscribeToTask``) for a while."""
     target = _target(task)
-    if not target.streaming or (task.metadata or {}).get("noStreaming"):
+    if not can_subscribe(task, target):
         _cannot_follow(task, dict(task.metadata or {}))
         return
     seconds = long_call_seconds(task)
@@ -281,12 +286,7 @@ def _follow_events(
             if task.state not in ACTIVE_STATES or task.transport != Transport.A2A:
                 break
     except A2AUnsupportedOperation as exc:
-        if sending and last is None:
-            _outcome(task, exc)
-            handle_send_failure(task, exc)
-            return
-        metadata = {**(task.metadata or {}), "noStreaming": exc.message[:500]}
-        _cannot_follow(task, metadata)
+        _stream_unsupported(task, exc, sending=sending and last is None)
         return
     except A2ACallError as exc:
         if sending and last is None:
@@ -303,6 +303,20 @@ def _follow_events(
         task.note(error=exc.as_error(), if_state=task.state)
     reply = last or AgentReply()
     after_answer(task, target, reply, state_before, STREAM)
+
+
+def _stream_unsupported(task: Task, exc: A2ACallError, *, sending: bool) -> None:
+    """The agent refused a stream: ``message:stream`` itself (``sending``), or a subscribe
+    (its task may have ended already). A first message is sent again the next way (a
+    stream after a failed subscribe, a blocking send after a refused stream); a follow-up
+    cannot be, and waits out its deadline with the reason in its error."""
+    key = "noStreaming" if sending else "noSubscribe"
+    metadata = {**(task.metadata or {}), key: exc.message[:500]}
+    if not (task.outbound_message or {}).get("taskId"):
+        task.schedule(NextAction.SEND, 0.0, if_state=task.state, metadata=metadata)
+        queue_processing(task.pk)
+        return
+    _cannot_follow(task, metadata)
 
 
 # --- cancel -------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime
 from typing import Any
 
 from a2a import observe
@@ -103,12 +104,20 @@ def apply_agent_update(
         raise A2AProtocolError(f"The agent sent an unknown task state {status.get('state')!r}.")
     message = status.get("message") if isinstance(status.get("message"), dict) else None
     fields = _remote_fields(task, remote)
+    known_question = False
     if message is not None:
-        record_message(task, Direction.FROM_AGENT, message)
+        known_question = record_message(task, Direction.FROM_AGENT, message) is None
         fields["status_message"] = message
     if isinstance(artifacts, list) and artifacts:
         fields["artifacts"] = artifacts
     if task.is_terminal:
+        _update(task, fields)
+        return task
+    asked_again = known_question or (message is None and _before(status, task.state_changed_at))
+    if state in INTERRUPTED_STATES and task.state in ACTIVE_STATES and asked_again:
+        # A question a person already answered, reported again before the agent took the
+        # answer in (0.3 agents answer a non-blocking reply with the task as it was):
+        # stale news, not a new question.
         _update(task, fields)
         return task
     if not _move(task, state, message, artifacts, fields, f"via {via}"):
@@ -116,6 +125,18 @@ def apply_agent_update(
         # but what the agent told us (its task id above all) is kept.
         _update(task, fields)
     return task
+
+
+def _before(status: dict[str, Any], moment: Any) -> bool:
+    """Whether the status's own timestamp is older than ``moment`` (False without one)."""
+    raw = status.get("timestamp")
+    if not isinstance(raw, str) or moment is None:
+        return False
+    try:
+        stamp = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return stamp.tzinfo is not None and stamp <= moment
 
 
 def _refuse_bad_text(

@@ -112,6 +112,7 @@ def _fetch_token(target: CallTarget, auth: dict[str, Any]) -> tuple[str, float]:
     client_id = _field(target, auth, "clientId")
     secret = _field(target, auth, "clientSecret")
     who = f"the OAuth2 token endpoint {url} of agent '{target.agent_id}'"
+    The = "T" + who[1:]
     form = {"grant_type": "client_credentials"}
     scopes = auth.get("scopes") or []
     if scopes:
@@ -129,10 +130,10 @@ def _fetch_token(target: CallTarget, auth: dict[str, Any]) -> tuple[str, float]:
                 f"Could not reach {who}: {type(exc).__name__}.", code="agent_auth_failed"
             ) from None
         except UnsafeURL as exc:
-            raise A2AAuthError(f"{who[4:].capitalize()} is not allowed: {exc.message}") from None
+            raise A2AAuthError(f"{The} is not allowed: {exc.message}") from None
         if response.status_code >= 500 or response.status_code == 429:
             raise A2ATransientError(
-                f"{who[4:].capitalize()} answered HTTP {response.status_code}.",
+                f"{The} answered HTTP {response.status_code}.",
                 code="agent_auth_failed",
                 status=response.status_code,
             )
@@ -144,21 +145,18 @@ def _fetch_token(target: CallTarget, auth: dict[str, Any]) -> tuple[str, float]:
                 if isinstance(body.get("error_description"), str):
                     reason += f" ({body['error_description'][:200]})"
             raise A2AAuthError(
-                f"{who[4:].capitalize()} refused the client credentials with HTTP "
-                f"{response.status_code}{reason}.",
+                f"{The} refused the client credentials with HTTP {response.status_code}{reason}.",
                 status=response.status_code,
             )
         token = body.get("access_token") if isinstance(body, dict) else None
         if not isinstance(token, str) or not token.strip():
             raise A2AAuthError(
-                f"{who[4:].capitalize()} did not answer an OAuth2 token (no access_token "
-                "in a JSON object)."
+                f"{The} did not answer an OAuth2 token (no access_token in a JSON object)."
             )
         token_type = body.get("token_type", "Bearer")
         if not isinstance(token_type, str) or token_type.lower() != "bearer":
             raise A2AAuthError(
-                f"{who[4:].capitalize()} answered a token of type {str(token_type)[:40]!r}, "
-                "not Bearer."
+                f"{The} answered a token of type {str(token_type)[:40]!r}, not Bearer."
             )
         lifetime = body.get("expires_in", DEFAULT_TOKEN_LIFETIME)
         try:

@@ -63,7 +63,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -436,11 +436,14 @@ class _Server(uvicorn.Server):
 
 
 @contextlib.contextmanager
-def run_agent(port: int | None = None) -> Iterator[TestAgent]:
-    """Serve a :class:`TestAgent` in a background thread; stopped on exit."""
+def run_agent(
+    port: int | None = None, build: Callable[[TestAgent], ASGIApp] | None = None
+) -> Iterator[TestAgent]:
+    """Serve a :class:`TestAgent` in a background thread; stopped on exit. ``build`` makes
+    the app (default :func:`build_app`; :mod:`tests.support.peers` has other bindings)."""
     agent = TestAgent(port=port or free_port())
     config = uvicorn.Config(
-        build_app(agent),
+        (build or build_app)(agent),
         host=agent.host,
         port=agent.port,
         log_level="warning",
