@@ -12,13 +12,15 @@ The tag is an HMAC of the caller's identity (user, agent key or anonymous) under
 ``SECRET_KEY``: stable, so the same caller and id always give the same agent-side id;
 opaque, so an agent learns nothing about who the caller is. The task row stores the
 agent-side context (``Task.context_id``, what dispatch and the WebSocket gateway send);
-everything the face renders goes through :func:`for_caller`.
+everything the face renders goes through :func:`for_caller`: the caller's context, and the
+``messageId`` of the messages that went to the agent (never an agent's own ids).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -54,18 +56,18 @@ def caller_tag(ctx: Any) -> str:
     return tag_for(getattr(user, "pk", None), getattr(agent, "pk", None))
 
 
-def task_tag(task: Any) -> str:
-    """The tag of the caller who created ``task``."""
-    return tag_for(task.created_by_id, task.created_by_agent_id)
-
-
 def toward_agent(tag: str, client_id: str) -> str:
     """The agent-side id of a caller's id."""
     return f"{tag}:{client_id}"
 
 
-def for_caller(tag: str, value: Any) -> Any:
-    """A stored id as its caller sees it: without the caller's namespace."""
-    if isinstance(value, str) and value.startswith(f"{tag}:"):
-        return value[len(tag) + 1 :]
+_NAMESPACED = re.compile(rf"^[0-9a-f]{{{TAG_LENGTH}}}:")
+
+
+def for_caller(value: Any) -> Any:
+    """A stored id as its caller sees it: without its namespace. Recognised by its shape,
+    not by recomputing the tag, so ids stored before a ``SECRET_KEY`` change still read
+    right; the platform's own ids (UUIDs) never have that shape."""
+    if isinstance(value, str) and _NAMESPACED.match(value):
+        return value[TAG_LENGTH + 1 :]
     return value

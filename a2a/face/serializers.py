@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from a2a.face.ids import for_caller, task_tag
+from a2a.face.ids import for_caller
 from a2a.models import Direction, Task, TaskMessage
 from a2a.states import INTERRUPTED_STATES, TaskState
 
@@ -54,7 +54,7 @@ def _parts(parts: Any) -> Any:
 
 def caller_context(task: Task) -> str:
     """The task's context id as its caller knows it."""
-    return str(for_caller(task_tag(task), task.context_id or ""))
+    return str(for_caller(task.context_id or ""))
 
 
 def _as_ours(message: dict[str, Any], task: Task, role: str) -> dict[str, Any]:
@@ -68,8 +68,8 @@ def _as_ours(message: dict[str, Any], task: Task, role: str) -> dict[str, Any]:
         out["contextId"] = context
     else:
         out.pop("contextId", None)
-    if "messageId" in out:
-        out["messageId"] = for_caller(task_tag(task), out["messageId"])
+    if role == ROLE_USER and "messageId" in out:  # what went to the agent, in our namespace
+        out["messageId"] = for_caller(out["messageId"])
     out["role"] = _LEGACY_ROLES.get(out.get("role"), out.get("role") or role)
     if "parts" in out:
         out["parts"] = _parts(out["parts"])

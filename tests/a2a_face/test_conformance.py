@@ -325,3 +325,17 @@ def test_a_jsonrpc_batch_is_an_invalid_request(as_alice: FaceClient) -> None:
     response = as_alice.post("/v1/a2a/jsonrpc", batch)
     assert response.status_code == 200
     assert response.json()["error"]["code"] == -32600
+
+
+def test_callers_ids_read_right_after_a_secret_key_change(
+    as_alice: FaceClient, agent: Any, settings: Any
+) -> None:
+    body = {
+        "message": _message(messageId="mine", contextId="ctx-kept"),
+        "configuration": {"returnImmediately": True},
+    }
+    task_id = as_alice.post("/v1/a2a/message:send", body).json()["task"]["id"]
+    settings.SECRET_KEY = "rotated-" + settings.SECRET_KEY
+    seen = as_alice.get(f"/v1/a2a/tasks/{task_id}").json()
+    assert seen["contextId"] == "ctx-kept"
+    assert seen["history"][0]["messageId"] == "mine"
