@@ -23,7 +23,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import set_script_prefix, set_urlconf
 from django.utils.log import log_response
 
-from a2a.face.errors import InvalidRequest
+from a2a.face.errors import FaceError, InvalidRequest, PayloadTooLarge
 from platform_site.lean_asgi import ASGIApp, LeanASGIHandler, route_to
 
 FACE_PREFIXES = ("/v1/a2a/", "/.well-known/agent-card.json")
@@ -43,9 +43,20 @@ class FaceASGIHandler(LeanASGIHandler):
     async_views = True
 
     def bad_host_response(self, request: HttpRequest, exc: DisallowedHost) -> HttpResponse:
-        from a2a.face.rest import error_response  # lazily: it pulls in the views and models
+        return _error_for_path(request.path, InvalidRequest("Invalid Host header."))
 
-        return error_response(InvalidRequest("Invalid Host header."))
+    def create_request(self, scope: dict[str, Any], body_file: Any) -> Any:
+        """Django's, but a request it cannot build (a query string that is not UTF-8, a
+        body over the limit) is answered in the face's shape, not as HTML or text."""
+        request, response = super().create_request(scope, body_file)
+        if request is None:
+            error: FaceError = (
+                PayloadTooLarge()
+                if response.status_code == 413
+                else InvalidRequest("The request could not be read: it is not valid UTF-8.")
+            )
+            response = _error_for_path(scope.get("path", ""), error)
+        return request, response
 
     async def get_response_async(self, request: HttpRequest) -> HttpResponse:
         """Django's, minus the log line (and thread hop) for every 4xx: client errors such
@@ -99,6 +110,19 @@ class FaceASGIHandler(LeanASGIHandler):
         if not tasks[1].cancelled() and tasks[1].exception() is None:
             _close(tasks[1].result())
         body_file.close()
+
+
+def _error_for_path(path: str, error: FaceError) -> HttpResponse:
+    """``error`` as the binding of ``path`` answers: a JSON-RPC envelope under the JSON-RPC
+    URL, the HTTP+JSON error anywhere else."""
+    # Lazily: the bindings pull in the views and models.
+    if "/jsonrpc" in path:
+        from a2a.face import jsonrpc
+
+        return jsonrpc.error_response(error)
+    from a2a.face import rest
+
+    return rest.error_response(error)
 
 
 def _close(response: HttpResponse) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -72,3 +73,51 @@ def test_it_checks_allowed_hosts(settings: Any) -> None:
     response = _get("/v1/a2a/tasks")
     assert response.status_code == 400
     assert response.json()["error"]["details"][0]["reason"] == "INVALID_REQUEST"
+
+
+def _raw_call(path: str, query: bytes = b"", host: bytes = b"127.0.0.1") -> tuple[int, Any]:
+    """One request straight through the ASGI interface (bytes no HTTP client would send)."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST" if "jsonrpc" in path else "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query,
+        "root_path": "",
+        "headers": [(b"host", host), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 80),
+    }
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(FaceASGIHandler()(scope, receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    headers = dict(start["headers"])
+    assert headers[b"Content-Type"] == b"application/json"
+    return start["status"], json.loads(body)
+
+
+def test_a_query_string_that_is_not_utf8_is_a_json_400(db: None) -> None:
+    status, body = _raw_call("/v1/a2a/tasks", query=b"contextId=\xff\xfe")
+    assert status == 400
+    assert body["error"]["details"][0]["reason"] == "INVALID_REQUEST"
+    status, body = _raw_call("/v1/a2a/jsonrpc", query=b"x=\xff")
+    assert (status, body["error"]["code"]) == (200, -32600)
+
+
+def test_a_bad_host_on_the_jsonrpc_url_is_a_jsonrpc_envelope(settings: Any) -> None:
+    settings.ALLOWED_HOSTS = ["platform.example"]
+    status, body = _raw_call("/v1/a2a/jsonrpc/")
+    assert status == 200
+    assert set(body) == {"jsonrpc", "id", "error"}
+    assert body["error"]["code"] == -32600
