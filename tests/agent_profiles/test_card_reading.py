@@ -463,50 +463,52 @@ def test_new_fields_are_stored_and_shown(register: Any, skill: Any) -> None:
 
 @pytest.mark.slow
 def test_a_real_a2a_sdk_03_agents_card(register: Any, skill: Any) -> None:
-    import subprocess
-    import time
-    from pathlib import Path
+    from tests.support.peers import run_legacy_peer
 
-    import httpx
-
-    from tests.support.agents import free_port
-    from tests.support.legacy_sdk import legacy_python
-
-    port = free_port()
-    script = Path(__file__).with_name("legacy_card_agent.py")
-    process = subprocess.Popen(
-        [str(legacy_python()), str(script), str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        assert process.stdout.readline().strip() == "ready"
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                httpx.get(url + WELL_KNOWN, timeout=1)
-                break
-            except httpx.HTTPError:
-                assert time.monotonic() < deadline, "the 0.3 agent did not start"
-                time.sleep(0.1)
-        response = register(body(a2aEndpoint=url))
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with run_legacy_peer() as peer:
+        response = register(body(a2aEndpoint=peer.url))
     assert response.status_code == 201, response.content
     profile = response.json()["profile"]
     assert profile["interface"] == {
         "binding": "JSONRPC",
         "version": "0.3",
-        "url": url,
+        "url": peer.url,
         "tenant": "",
         "source": "card",
     }
     assert profile["card"]["streaming"] is True
-    assert profile["card"]["securitySchemes"] == {"bearer": {"scheme": "bearer", "type": "http"}}
+
+
+@pytest.mark.parametrize(
+    ("bindings", "expected"),
+    [(("JSONRPC",), ("JSONRPC", "/rpc")), (("JSONRPC", "HTTP+JSON"), ("HTTP+JSON", ""))],
+)
+def test_real_a2a_sdk_10_agents_cards(
+    register: Any, skill: Any, bindings: tuple[str, ...], expected: tuple[str, str]
+) -> None:
+    from tests.support.peers import run_peer
+
+    with run_peer(bindings=bindings, streaming=False) as peer:
+        response = register(body(a2aEndpoint=peer.url))
+    interface = response.json()["profile"]["interface"]
+    assert (interface["binding"], interface["version"], interface["url"]) == (
+        expected[0],
+        "1.0",
+        peer.url + expected[1],
+    )
+    assert response.json()["profile"]["card"]["streaming"] is False
+
+
+def test_a_03_cards_security_is_kept(register: Any, skill: Any) -> None:
+    with serve() as server:
+        card = card_v03(
+            server.url,
+            securitySchemes={"bearer": {"type": "http", "scheme": "bearer"}},
+            security=[{"bearer": []}],
+        )
+        server.routes[WELL_KNOWN] = json_response(card)
+        profile = register(body(a2aEndpoint=server.url)).json()["profile"]
+    assert profile["card"]["securitySchemes"] == {"bearer": {"type": "http", "scheme": "bearer"}}
     assert profile["card"]["securityRequirements"] == [{"bearer": []}]
 
 
