@@ -39,6 +39,7 @@ from a2a.transports.base import excerpt, parse_retry_after
 from agent_profiles.interfaces import CallTarget
 from agent_profiles.urlguard import GuardedTransport, UnsafeURL
 from platform_site import metrics
+from platform_site.text import loads_bounded
 
 log = logging.getLogger("a2a.calls")
 
@@ -219,10 +220,16 @@ def iter_sse(response: httpx.Response) -> Iterator[str]:
         yield "\n".join(data)
 
 
+def response_json(response: httpx.Response) -> Any:
+    """The body as JSON; a body nested deeper than the text rule allows is a ValueError
+    (``JSONTooDeep``), not a RecursionError that would crash the worker's task."""
+    return loads_bounded(response.content)
+
+
 def read_json(response: httpx.Response, what: str) -> Any:
     """The response's JSON, or :class:`A2AProtocolError` naming what was expected."""
     try:
-        return response.json()
+        return response_json(response)
     except (ValueError, UnicodeDecodeError):
         ctype = response.headers.get("Content-Type", "")
         raise A2AProtocolError(
@@ -234,7 +241,7 @@ def read_json(response: httpx.Response, what: str) -> Any:
 def error_message(response: httpx.Response) -> str:
     """The agent's own error message, if its body is the A2A (or any JSON) error shape."""
     try:
-        body = response.json()
+        body = response_json(response)
     except (ValueError, UnicodeDecodeError):
         return excerpt(response.text)
     if isinstance(body, dict):
@@ -251,7 +258,7 @@ def error_message(response: httpx.Response) -> str:
 def error_reason(response: httpx.Response) -> str:
     """The A2A 1.0 error reason (``TASK_NOT_FOUND``, ...) of an error body, if any."""
     try:
-        body = response.json()
+        body = response_json(response)
     except (ValueError, UnicodeDecodeError):
         return ""
     error = body.get("error") if isinstance(body, dict) else None
@@ -264,7 +271,7 @@ def error_reason(response: httpx.Response) -> str:
 
 def _is_json(response: httpx.Response) -> bool:
     try:
-        response.json()
+        response_json(response)
     except (ValueError, UnicodeDecodeError):
         return False
     return True
@@ -332,7 +339,7 @@ def check_status(
 def parse_event_json(data: str) -> Any:
     """One SSE ``data`` as JSON, or :class:`A2AProtocolError`."""
     try:
-        return json.loads(data)
+        return loads_bounded(data)
     except ValueError:
         raise A2AProtocolError(
             "A stream event from the agent is not JSON.", {"body": excerpt(data)}
