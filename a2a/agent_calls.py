@@ -14,6 +14,13 @@ How an agent's task is followed (``follow_mode``):
 * ``blocking`` — it can do neither: one blocking send whose read timeout runs to the
   task's deadline.
 
+An agent whose card offers push notifications (and ``AGENT_PUSH_ENABLED``) is polled
+too, but its send carries ``configuration.taskPushNotificationConfig`` with the task's
+own webhook and token (:mod:`a2a.agent_push`): it pushes every update, and polls happen
+only every ``AGENT_PUSH_POLL_INTERVAL`` seconds as a safety net. How a task is followed
+— ``push``, ``poll``, ``stream`` or ``blocking`` — is recorded in
+``metadata.followedBy``.
+
 An agent found not to answer ``GetTask`` (HTTP 404/405/501, JSON-RPC -32601 or
 UnsupportedOperation) is marked "no polling" in the registry and on the task, and the
 task is followed the other way at once — never failed for "lost track" while the agent
@@ -30,7 +37,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from a2a import agent_registry, transports
+from a2a import agent_push, agent_registry, transports
 from a2a.agent_updates import apply_agent_reply
 from a2a.creation import queue_processing
 from a2a.exceptions import (
@@ -45,7 +52,8 @@ from agent_profiles.interfaces import CallTarget
 
 log = logging.getLogger(__name__)
 
-POLL, STREAM, BLOCKING = "poll", "stream", "blocking"
+POLL, STREAM, BLOCKING, PUSH = "poll", "stream", "blocking", "push"
+FOLLOWED_BY = agent_push.FOLLOWED_BY
 # Seconds a claim outlives a long call's own timeout.
 LEASE_MARGIN = 10.0
 
@@ -91,6 +99,8 @@ def schedule_poll(
     interval = min(interval * settings.A2A_POLL_BACKOFF, settings.A2A_POLL_INTERVAL_MAX)
     interval = max(interval, base) if grow else base
     delay = max(interval, retry_after or 0.0)
+    if (task.metadata or {}).get(FOLLOWED_BY) == PUSH:
+        delay = max(delay, settings.AGENT_PUSH_POLL_INTERVAL)  # the pushes tell us first
     if not task.schedule_poll(delay, interval):
         return False
     if settings.A2A_POLL_MESSAGES and delay < settings.A2A_SWEEP_INTERVAL * 2:
@@ -132,6 +142,7 @@ def send(task: Task) -> None:
         transport = transports.transport_for(target)
         _apply_timeout(task, target, followup)
         mode = follow_mode(task, target)
+        push = _push_config(task, target, mode, followup)
         if mode == STREAM:
             seconds = long_call_seconds(task)
             task.extend_lease(seconds + LEASE_MARGIN)
@@ -142,7 +153,7 @@ def send(task: Task) -> None:
             task.extend_lease(seconds + LEASE_MARGIN)
             reply = transport.send(message, blocking=True, timeout=seconds)
         else:
-            reply = transport.send(message)
+            reply = transport.send(message, push=push)
     except A2ACallError as exc:
         _outcome(task, exc)
         handle_send_failure(task, exc)
@@ -154,6 +165,18 @@ def send(task: Task) -> None:
         handle_send_failure(task, exc)
         return
     after_answer(task, target, reply, state_before, mode)
+
+
+def _push_config(task: Task, target: CallTarget, mode: str, followup: bool) -> Any:
+    """The push config for a first send to an agent that pushes (else None), and record
+    how the task is followed (``metadata.followedBy``) before the agent can answer."""
+    pushes = (
+        mode == POLL and not followup and target.push_notifications and settings.AGENT_PUSH_ENABLED
+    )
+    how = PUSH if pushes else mode
+    if not followup and (task.metadata or {}).get(FOLLOWED_BY) != how:
+        task.note(metadata={**(task.metadata or {}), FOLLOWED_BY: how})
+    return agent_push.push_config(task) if pushes else None
 
 
 def _answered(task: Task) -> None:
@@ -181,7 +204,16 @@ def after_answer(
                 return
         elif task.schedule(NextAction.FOLLOW, base_interval(task, target), if_state=task.state):
             return
-        task.refresh_from_db()  # someone changed it meanwhile (a cancel, most likely)
+        task.refresh_from_db()  # someone changed it meanwhile (a cancel, or a push)
+        if (
+            mode == POLL
+            and task.state in ACTIVE_STATES
+            and task.transport == Transport.A2A
+            and schedule_poll(task, target, grow=False, retry_after=reply.retry_after)
+        ):
+            # The agent's push moved the task while our call was on the wire: it goes on
+            # from the state the push left (never the send again).
+            return
     if task.state == TaskState.CANCELED and task.remote_task_id and not task.next_action:
         # Canceled while our call was on the wire: the agent has a task now; stop it.
         task.schedule(NextAction.CANCEL)

@@ -34,7 +34,7 @@ from django.utils.crypto import salted_hmac
 
 from a2a.creation import queue_processing
 from a2a.models import Direction, Task
-from a2a.states import ACTIVE_STATES, INTERRUPTED_STATES, NextAction, TaskState, normalize_state
+from a2a.states import ACTIVE_STATES, INTERRUPTED_STATES, TaskState, normalize_state
 from platform_site.errors import Conflict, NotFound, PlatformError, ValidationFailed
 
 PATH_PREFIX = "/api/a2a/push/"
@@ -283,9 +283,7 @@ def apply(task_id: uuid.UUID, attempt: int, push: Push) -> Applied:
         if state == TaskState.COMPLETED and not artifacts:
             artifacts = list(task.artifacts or [])
         if stamp is not None:
-            metadata = {**(task.metadata or {}), "agentStatusAt": stamp.isoformat()}
-            Task.objects.filter(pk=task.pk).update(metadata=metadata)
-            task.metadata = metadata
+            task.note(metadata={**(task.metadata or {}), "agentStatusAt": stamp.isoformat()})
         if state == TaskState.COMPLETED and not artifacts:
             return _read_back(task, remote)
         apply_agent_update(task, status=status, artifacts=artifacts, remote=remote, via="push")
@@ -309,28 +307,17 @@ def _merge_artifact(task: Task, push: Push) -> None:
     fields: dict[str, Any] = {"artifacts": artifacts}
     if push.remote_id and not task.remote_task_id:
         fields["remote_task_id"] = push.remote_id
-    Task.objects.filter(pk=task.pk, state=task.state).update(**fields)
-    task.artifacts = artifacts
+    task.note(if_state=task.state, **fields)
 
 
 def _read_back(task: Task, remote: dict[str, Any]) -> Applied:
     """A COMPLETED without artifacts: the worker reads the task once (GetTask) now."""
     pushed_id = remote.get("id")
     if pushed_id and not task.remote_task_id:
-        Task.objects.filter(pk=task.pk).update(remote_task_id=pushed_id)
-        task.remote_task_id = pushed_id
-    if task.remote_task_id:
-        Task.objects.filter(pk=task.pk, state=task.state).update(
-            next_action=NextAction.POLL, next_poll_at=_now()
-        )
+        task.note(remote_task_id=pushed_id)
+    if task.remote_task_id and task.poll_soon():
         queue_processing(task.pk)
     return Applied(task.state, read_back=True)
-
-
-def _now() -> datetime:
-    from django.utils import timezone
-
-    return timezone.now()
 
 
 def is_push_path(path: str) -> bool:

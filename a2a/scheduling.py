@@ -178,6 +178,50 @@ class TaskScheduling:
         rows = rows.filter(pk__in=pk) if isinstance(pk, list | tuple | set) else rows.filter(pk=pk)
         return bool(rows.update(transport=Transport.WEBSOCKET, updated_at=timezone.now()))
 
+    def poll_soon(self) -> bool:
+        """Poll now (a push said COMPLETED without its output) — unless a worker holds the
+        task: its poll reads the same agent task. Only in the state the caller saw."""
+        now = timezone.now()
+        free = Q(lease_until__isnull=True) | Q(lease_until__lt=now)
+        rows = self._rows().filter(free, pk=self.pk, state=self.state)
+        fields = {"next_action": NextAction.POLL, "next_poll_at": now, "updated_at": now}
+        if not rows.update(**fields):
+            return False
+        for name, value in fields.items():
+            setattr(self, name, value)
+        return True
+
+    # --- many at once (the batched poll engine, a2a.engine) -------------------------
+
+    @classmethod
+    def poll_later(cls, rows: list[tuple[Task, datetime, float]], lease: Any) -> int:
+        """Re-schedule many polls, each ``(task, due, interval)``, releasing their claim:
+        one UPDATE per state for the lot. A task counts only if it is still in the state
+        its worker saw and still held under ``lease`` (the batch's claim): a person's
+        cancel meanwhile, or a claim that ran out and was taken by another worker, wins.
+        Returns how many were re-scheduled."""
+        by_state: dict[str, list[Task]] = {}
+        for task, due, interval in rows:
+            task.next_action, task.next_poll_at, task.poll_interval = NextAction.POLL, due, interval
+            task.lease_until = None
+            by_state.setdefault(task.state, []).append(task)
+        fields = ["next_action", "next_poll_at", "poll_interval", "lease_until"]
+        updated = 0
+        with transaction.atomic():
+            for state, tasks in by_state.items():
+                held = cls._rows().filter(state=state, lease_until=lease)
+                updated += held.bulk_update(tasks, fields, batch_size=500)
+        return updated
+
+    @classmethod
+    def pause_polls(cls, agent_id: str, until: datetime) -> int:
+        """The agent asked for a pause (``Retry-After``): no poll of its tasks before
+        ``until``, whichever worker would do it."""
+        rows = cls._rows().filter(
+            agent_id=agent_id, next_action=NextAction.POLL, next_poll_at__lt=until
+        )
+        return int(rows.update(next_poll_at=until, updated_at=timezone.now()))
+
     def note(self, *, if_state: str | None = None, **fields: Any) -> bool:
         """Store non-scheduling fields (error, metadata, attempts) without a transition."""
         if SCHEDULING_FIELDS & set(fields) or "state" in fields:

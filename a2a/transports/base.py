@@ -62,9 +62,18 @@ class AgentTransport(abc.ABC):
 
     @abc.abstractmethod
     def send(
-        self, message: dict[str, Any], *, blocking: bool = False, timeout: float | None = None
+        self,
+        message: dict[str, Any],
+        *,
+        blocking: bool = False,
+        timeout: float | None = None,
+        push: dict[str, Any] | None = None,
     ) -> AgentReply:
-        """Send a message (new task or follow-up); the agent's Task or bare Message."""
+        """Send a message (new task or follow-up); the agent's Task or bare Message.
+
+        ``push`` (an A2A 1.0 ``TaskPushNotificationConfig``: url, token, authentication)
+        asks the agent to push the task's updates to the platform's webhook.
+        """
 
     @abc.abstractmethod
     def get_task(self, task_id: str) -> AgentReply:
@@ -81,6 +90,33 @@ class AgentTransport(abc.ABC):
     def subscribe(self, task_id: str, *, timeout: float) -> Iterator[AgentReply]:
         """Follow an existing task over a stream (needs ``streaming``)."""
         raise NotImplementedError
+
+
+def push_config_03(push: dict[str, Any]) -> dict[str, Any]:
+    """A 1.0 ``TaskPushNotificationConfig`` in A2A 0.3's ``PushNotificationConfig`` shape."""
+    auth = push.get("authentication") or {}
+    config: dict[str, Any] = {"url": push["url"], "token": push.get("token", "")}
+    if push.get("id"):
+        config["id"] = push["id"]
+    if auth.get("scheme"):
+        config["authentication"] = {
+            "schemes": [auth["scheme"]],
+            "credentials": auth.get("credentials", ""),
+        }
+    return config
+
+
+def send_configuration(*, blocking: bool, v03: bool, push: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``configuration`` of a send: blocking or not, and the push config if any."""
+    if v03:
+        config: dict[str, Any] = {"blocking": blocking}
+        if push:
+            config["pushNotificationConfig"] = push_config_03(push)
+        return config
+    config = {"returnImmediately": not blocking}
+    if push:
+        config["taskPushNotificationConfig"] = push
+    return config
 
 
 def parse_retry_after(value: str | None) -> float | None:

@@ -23,7 +23,7 @@ from a2a.exceptions import (
     A2AUnsupportedOperation,
 )
 from a2a.transports import http, shapes
-from a2a.transports.base import AgentReply, AgentTransport, excerpt
+from a2a.transports.base import AgentReply, AgentTransport, excerpt, send_configuration
 from agent_profiles.interfaces import JSONRPC, V0_3
 
 METHODS = {
@@ -136,19 +136,27 @@ class JsonRpcTransport(AgentTransport):
         data = http.read_json(response, f"answer to {method}")
         return self._result(data, request_id, method)
 
-    def _send_params(self, message: dict[str, Any], blocking: bool) -> dict[str, Any]:
+    def _send_params(
+        self, message: dict[str, Any], blocking: bool, push: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        configuration = send_configuration(blocking=blocking, v03=self.v03, push=push)
         if self.v03:
             return {
                 "message": shapes.message_to_03(message, rest=False),
-                "configuration": {"blocking": blocking},
+                "configuration": configuration,
             }
-        return {"message": message, "configuration": {"returnImmediately": not blocking}}
+        return {"message": message, "configuration": configuration}
 
     def send(
-        self, message: dict[str, Any], *, blocking: bool = False, timeout: float | None = None
+        self,
+        message: dict[str, Any],
+        *,
+        blocking: bool = False,
+        timeout: float | None = None,
+        push: dict[str, Any] | None = None,
     ) -> AgentReply:
         method = self._method("send")
-        result = self._call("send", self._send_params(message, blocking), timeout)
+        result = self._call("send", self._send_params(message, blocking, push), timeout)
         task, reply = shapes.read_send_answer(
             result, v03=self.v03, rest=False, what=f"answer to {method}"
         )

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from a2a.exceptions import A2APermanentError
 from a2a.transports import http, shapes
-from a2a.transports.base import AgentReply, AgentTransport, parse_retry_after
+from a2a.transports.base import AgentReply, AgentTransport, parse_retry_after, send_configuration
 from agent_profiles.interfaces import HTTP_JSON, V0_3
 
 
@@ -42,19 +42,27 @@ class RestTransport(AgentTransport):
     def _task_path(self, task_id: str, suffix: str = "") -> str:
         return f"{self._base()}/tasks/{quote(task_id, safe='')}{suffix}"
 
-    def _send_body(self, message: dict[str, Any], blocking: bool) -> dict[str, Any]:
+    def _send_body(
+        self, message: dict[str, Any], blocking: bool, push: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        configuration = send_configuration(blocking=blocking, v03=self.v03, push=push)
         if self.v03:
             return {
                 "message": shapes.message_to_03(message, rest=True),
-                "configuration": {"blocking": blocking},
+                "configuration": configuration,
             }
-        return {"message": message, "configuration": {"returnImmediately": not blocking}}
+        return {"message": message, "configuration": configuration}
 
     def send(
-        self, message: dict[str, Any], *, blocking: bool = False, timeout: float | None = None
+        self,
+        message: dict[str, Any],
+        *,
+        blocking: bool = False,
+        timeout: float | None = None,
+        push: dict[str, Any] | None = None,
     ) -> AgentReply:
         url = self._base() + "/message:send"
-        body = self._send_body(message, blocking)
+        body = self._send_body(message, blocking, push)
         response = http.call(self.target, "POST", url, body, operation="send", timeout=timeout)
         data = http.read_json(response, "answer to message:send")
         task, reply_message = shapes.read_send_answer(
