@@ -239,12 +239,12 @@ def poll(task: Task) -> None:
         return
     except A2ACallError as exc:
         _outcome(task, exc)
-        _poll_failed(task, target, exc)
+        poll_failed(task, target, exc)
         return
     after_answer(task, target, reply, state_before, POLL)
 
 
-def _poll_failed(task: Task, target: CallTarget, exc: A2ACallError) -> None:
+def poll_failed(task: Task, target: CallTarget, exc: A2ACallError) -> None:
     """Transient → keep polling (the deadline bounds it); otherwise the task fails."""
     if exc.transient:
         task.note(error=exc.as_error(), if_state=task.state)

@@ -218,6 +218,7 @@ def sweep() -> dict[str, int]:
     runs out.
     """
     expired = expire_overdue()
+    polled = _poll_batches()
     width = max(1, settings.A2A_POLL_CONCURRENCY)
     processed = 0
     pool: ThreadPoolExecutor | None = None
@@ -233,4 +234,19 @@ def sweep() -> dict[str, int]:
     finally:
         if pool is not None:
             pool.shutdown(wait=True)
-    return {"expired": expired, "processed": processed}
+    return {"expired": expired, "processed": processed, "polled": polled}
+
+
+def _poll_batches() -> int:
+    """Due polls go to the batched engine (:mod:`a2a.engine`), batch after batch, up to
+    ``A2A_POLL_SWEEP_MAX`` per sweep."""
+    from a2a import engine
+
+    polled = 0
+    while polled < settings.A2A_POLL_SWEEP_MAX:
+        size = min(settings.A2A_POLL_ENGINE_BATCH, settings.A2A_POLL_SWEEP_MAX - polled)
+        done = engine.poll_due(size)
+        polled += done
+        if done < size:
+            break
+    return polled

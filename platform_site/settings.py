@@ -292,7 +292,12 @@ A2A_CONNECT_TIMEOUT = envfloat("A2A_CONNECT_TIMEOUT", 3.0)
 A2A_MAX_ATTEMPTS = envint("A2A_MAX_ATTEMPTS", 3)  # sends per task for transient errors
 A2A_RETRY_BACKOFF = envfloat("A2A_RETRY_BACKOFF", 2.0)  # seconds, doubled per attempt
 A2A_LEASE_SECONDS = envfloat("A2A_LEASE_SECONDS", 30.0)  # a claimed task's lease
-A2A_POLL_BATCH = envint("A2A_POLL_BATCH", 50)  # due tasks claimed per sweep
+A2A_POLL_BATCH = envint("A2A_POLL_BATCH", 50)  # due sends/cancels/follows claimed per sweep
+# Polls: the batched engine (a2a/engine.py) claims this many per batch, up to
+# A2A_POLL_SWEEP_MAX per sweep, at most A2A_AGENT_POLL_RATE per agent and second.
+A2A_POLL_ENGINE_BATCH = envint("A2A_POLL_ENGINE_BATCH", 200)
+A2A_POLL_SWEEP_MAX = envint("A2A_POLL_SWEEP_MAX", 2000)
+A2A_AGENT_POLL_RATE = envfloat("A2A_AGENT_POLL_RATE", 100.0)
 A2A_POLL_CONCURRENCY = envint("A2A_POLL_CONCURRENCY", 16)
 A2A_SWEEP_INTERVAL = envfloat("A2A_SWEEP_INTERVAL", 1.0)
 # Longest single stream or blocking send to an agent that cannot be polled (then the

@@ -31,7 +31,6 @@ ENV: dict[str, Any] = {
     "A2A_POLL_INTERVAL": 0.2,
     "A2A_POLL_INTERVAL_MAX": 0.5,
     "A2A_SWEEP_INTERVAL": 0.3,
-    "LOG_LEVEL": "WARNING",
 }
 
 

@@ -1,0 +1,228 @@
+"""The batched poll engine: many due polls per claim, their HTTP calls at once, few writes.
+
+One Celery message and a handful of transactions per poll do not scale to thousands of
+long tasks. The sweep hands due polls to :func:`poll_due`, which
+
+1. **claims a batch** in one transaction (``select_for_update(skip_locked=True)`` on
+   PostgreSQL, the write lock on SQLite): the due polls, oldest due first, but at most
+   ``A2A_AGENT_POLL_RATE`` per agent per second and taken round-robin between agents, so
+   one agent with ten thousand tasks neither starves the others nor gets hammered. An
+   agent that answered ``429``/``503`` with ``Retry-After`` has all its polls moved past
+   that time (:meth:`~a2a.models.Task.pause_polls`): the row says so, every worker obeys;
+2. **calls the agents concurrently** on a thread pool (``A2A_POLL_CONCURRENCY`` threads)
+   over the transports' shared connection pool;
+3. **applies the answers in few transactions**: the usual answer of a long task is "still
+   WORKING, nothing new" — those are re-scheduled together, one UPDATE per batch and
+   state, conditional on the state the worker saw and on the batch's own lease (a person's
+   cancel meanwhile wins). Anything else (a new state, a question, artifacts, an error)
+   goes through the one agent-update mapping task by task, as a single poll would.
+
+Guarantees kept: the row is the truth (a killed worker's lease runs out and a later sweep
+claims the tasks again: work is delayed, never lost), a transition is a compare-and-set
+(nothing is applied twice), and two workers never hold one task.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict, deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from a2a import agent_calls, agent_registry, transports
+from a2a.agent_updates import apply_agent_reply
+from a2a.exceptions import A2ACallError, A2AUnsupportedOperation
+from a2a.models import Task
+from a2a.scheduling import due_filter, lease_seconds
+from a2a.states import NextAction, normalize_state
+from agent_profiles.interfaces import CallTarget
+
+log = logging.getLogger(__name__)
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        width = max(1, settings.A2A_POLL_CONCURRENCY)
+        _pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="a2a-poll")
+    return _pool
+
+
+# --- 1. claiming a fair batch --------------------------------------------------------------
+
+
+def pick_fairly(candidates: list[tuple[Any, str]], limit: int, per_agent: int) -> list[Any]:
+    """Round-robin over agents, oldest due first within each, at most ``per_agent`` each."""
+    queues: dict[str, deque[Any]] = defaultdict(deque)
+    for pk, agent_id in candidates:
+        if len(queues[agent_id]) < per_agent:
+            queues[agent_id].append(pk)
+    picked: list[Any] = []
+    while queues and len(picked) < limit:
+        for agent_id in list(queues):
+            queue = queues[agent_id]
+            picked.append(queue.popleft())
+            if not queue:
+                del queues[agent_id]
+            if len(picked) >= limit:
+                break
+    return picked
+
+
+def claim_polls(limit: int) -> tuple[list[Task], Any]:
+    """Claim up to ``limit`` due polls fairly; the tasks and the batch's lease."""
+    now = timezone.now()
+    lease = now + timedelta(seconds=lease_seconds())
+    per_agent = max(1, int(settings.A2A_AGENT_POLL_RATE * max(settings.A2A_SWEEP_INTERVAL, 1.0)))
+    with transaction.atomic():
+        rows = Task.objects.filter(due_filter(now), next_action=NextAction.POLL)
+        rows = rows.order_by("next_poll_at")
+        if connection.vendor == "postgresql":
+            rows = rows.select_for_update(skip_locked=True)
+        candidates = list(rows.values_list("pk", "agent_id")[: limit * 4])
+        ids = pick_fairly(candidates, limit, per_agent)
+        if not ids:
+            return [], lease
+        Task.objects.filter(due_filter(now), pk__in=ids).update(lease_until=lease)
+    tasks = list(
+        Task.objects.select_related("skill", "agent").filter(pk__in=ids, lease_until=lease)
+    )
+    return tasks, lease
+
+
+# --- 2. the calls ---------------------------------------------------------------------------
+
+
+@dataclass
+class Polled:
+    task: Task
+    target: CallTarget
+    reply: transports.AgentReply | None = None
+    error: A2ACallError | None = None
+
+
+def _call(polled: Polled) -> Polled:
+    try:
+        polled.reply = transports.transport_for(polled.target).get_task(polled.task.remote_task_id)
+    except A2ACallError as exc:
+        polled.error = exc
+    except Exception as exc:  # a bug in a transport must not sink the batch
+        log.exception("task %s: poll failed", polled.task.pk)
+        polled.error = A2ACallError(f"internal error while polling: {exc!r}")
+    return polled
+
+
+# --- 3. applying ----------------------------------------------------------------------------
+
+
+def _message_id(message: Any) -> Any:
+    return message.get("messageId") if isinstance(message, dict) else None
+
+
+def is_quiet(task: Task, reply: transports.AgentReply) -> bool:
+    """Whether the answer says nothing new: same state, same status message, no new
+    artifacts, same agent task."""
+    remote = reply.task
+    if not isinstance(remote, dict) or reply.message is not None:
+        return False
+    status = remote.get("status") or {}
+    if normalize_state(status.get("state")) != task.state:
+        return False
+    if _message_id(status.get("message")) != _message_id(task.status_message):
+        return False
+    if remote.get("artifacts") and remote.get("artifacts") != task.artifacts:
+        return False
+    return not (remote.get("id") and remote.get("id") != task.remote_task_id)
+
+
+def _next_poll(task: Task, target: CallTarget) -> tuple[float, float]:
+    """(delay, interval) of the next poll of a task whose agent said nothing new."""
+    base = agent_calls.base_interval(task, target)
+    interval = max(task.poll_interval or base, base) * settings.A2A_POLL_BACKOFF
+    interval = min(interval, settings.A2A_POLL_INTERVAL_MAX)
+    if (task.metadata or {}).get("followedBy") == "push":
+        return max(interval, settings.AGENT_PUSH_POLL_INTERVAL), interval
+    return interval, interval
+
+
+def reschedule_quiet(quiet: list[Polled], lease: Any) -> int:
+    """Re-schedule the quiet polls of a batch together (see :meth:`Task.poll_later`)."""
+    now = timezone.now()
+    rows = []
+    for polled in quiet:
+        delay, interval = _next_poll(polled.task, polled.target)
+        rows.append((polled.task, now + timedelta(seconds=delay), interval))
+    return Task.poll_later(rows, lease)
+
+
+def _apply_one(polled: Polled) -> None:
+    task, target = polled.task, polled.target
+    state_before = task.state
+    try:
+        if polled.error is not None:
+            _failed(polled)
+            return
+        assert polled.reply is not None
+        if task.error:
+            task.note(error=None, if_state=task.state)
+        apply_agent_reply(task, task_json=polled.reply.task, message=None, via="a2a")
+    except A2ACallError as exc:
+        polled.error = exc
+        _failed(polled)
+        return
+    agent_calls.after_answer(task, target, polled.reply, state_before, agent_calls.POLL)
+
+
+def _failed(polled: Polled) -> None:
+    task, target, exc = polled.task, polled.target, polled.error
+    assert exc is not None
+    if isinstance(exc, A2AUnsupportedOperation):
+        agent_calls.no_polling(task, target, exc)
+        return
+    if exc.retry_after:
+        # The agent asked for a pause: every poll of its tasks waits, in every worker.
+        Task.pause_polls(task.agent_id, timezone.now() + timedelta(seconds=exc.retry_after))
+    agent_calls.poll_failed(task, target, exc)
+
+
+def poll_due(limit: int) -> int:
+    """Claim up to ``limit`` due polls, poll them at once, apply; how many were polled."""
+    from a2a.worker import _internal_error
+
+    tasks, lease = claim_polls(limit)
+    if not tasks:
+        return 0
+    targets: dict[str, CallTarget] = {}
+    batch = []
+    for task in tasks:
+        if task.agent_id not in targets:
+            targets[task.agent_id] = agent_registry.target_for(task.agent)
+        batch.append(Polled(task, targets[task.agent_id]))
+    results = list(_executor().map(_call, batch))
+    quiet, rest = [], []
+    for polled in results:
+        calm = polled.error is None and polled.reply and is_quiet(polled.task, polled.reply)
+        (quiet if calm else rest).append(polled)
+    if quiet:
+        try:
+            if settings.A2A_POLL_MESSAGES:
+                rest += quiet  # each schedules its own countdown message
+            else:
+                reschedule_quiet(quiet, lease)
+        except Exception:
+            log.exception("could not re-schedule %d quiet polls; their leases run out", len(quiet))
+    for polled in rest:
+        try:
+            _apply_one(polled)
+        except Exception as exc:
+            log.exception("task %s: internal error applying a poll", polled.task.pk)
+            _internal_error(polled.task, exc)
+    return len(tasks)

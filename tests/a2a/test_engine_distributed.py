@@ -1,0 +1,81 @@
+"""The batched poll engine across worker processes (PostgreSQL, Redis, Celery): two
+workers share the polling without ever acting on one task twice, and one SIGKILLed in
+the middle of its batches only delays its tasks, which each complete exactly once."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+
+from a2a import services
+from a2a.models import Task, TaskEvent
+from a2a.states import TaskState
+from tests.a2a.helpers import wait_for
+from tests.support.agents import TestAgent, run_agent
+from tests.support.processes import celery_beat, worker_proc
+
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
+
+N = 24
+ENV = {
+    "A2A_POLL_INTERVAL": 0.2,
+    "A2A_POLL_INTERVAL_MAX": 0.4,
+    "A2A_SWEEP_INTERVAL": 0.3,
+    "A2A_POLL_ENGINE_BATCH": 6,  # several batches per sweep, so a kill lands inside one
+    "A2A_LEASE_SECONDS": 10,  # a loaded machine must not let a live claim run out
+    "A2A_HTTP_TIMEOUT": 3,
+    "A2A_CONNECT_TIMEOUT": 0.5,
+    "ALLOW_LOOPBACK_URLS": True,
+}
+
+
+@pytest.fixture
+def peer() -> Iterator[TestAgent]:
+    with run_agent() as agent:
+        yield agent
+
+
+def test_a_worker_killed_mid_batch_only_delays_and_nothing_runs_twice(
+    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent
+) -> None:
+    skill = make_skill()
+    make_agent(skills=[skill], a2a_endpoint=peer.url)
+    user = make_user()
+    with ExitStack() as stack:
+        stack.enter_context(celery_beat(**ENV))
+        workers = [worker_proc(name, **ENV) for name in ("first", "second")]
+        for proc in workers:
+            stack.callback(proc.close)
+        for proc in workers:
+            proc.wait_log(r"ready\.", timeout=60)
+        requests = [
+            services.TaskRequest(
+                "ce-review", {"product": f"p{i}", "behaviour": "slow", "seconds": 3}
+            )
+            for i in range(N)
+        ]
+        tasks = [o.task for o in services.create_tasks(requests, user=user)]
+        # Every task was sent and both workers are polling: kill one while its batches
+        # are in flight.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (
+            Task.objects.filter(remote_task_id="").exists()
+            or sum(n for p, n in peer.counts.items() if "/tasks/" in p) < N
+        ):
+            time.sleep(0.05)
+        workers[0].kill()
+        assert Task.objects.filter(state=TaskState.WORKING).exists()
+        tasks = [wait_for(t, timeout=60) for t in tasks if t is not None]
+        assert workers[1].alive()
+    assert [t.state for t in tasks] == [TaskState.COMPLETED] * N
+    # Every task was sent (the kill came after the sends), none of them again.
+    assert len({m["messageId"] for m in peer.messages}) == N
+    assert peer.sends == N
+    for task in tasks:
+        events = list(TaskEvent.objects.filter(task=task).values_list("to_state", flat=True))
+        assert events.count(TaskState.WORKING) <= 1, events
+        assert events.count(TaskState.COMPLETED) == 1, events
