@@ -62,7 +62,8 @@ def setup(exporter: Any = None, *, batch: bool = True) -> bool:
 
     os.environ.setdefault("OTEL_SERVICE_NAME", "a2a-platform")
     if _provider is None:
-        _provider = TracerProvider(resource=Resource.create())
+        sampler = None if os.environ.get("OTEL_TRACES_SAMPLER") else _default_sampler()
+        _provider = TracerProvider(resource=Resource.create(), sampler=sampler)
         trace.set_tracer_provider(_provider)
     exporter = exporter if exporter is not None else _exporter(name)
     processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
@@ -71,6 +72,34 @@ def setup(exporter: Any = None, *, batch: bool = True) -> bool:
     _enabled = True
     log.info("tracing on: %s exporter", name or type(exporter).__name__)
     return True
+
+
+def _default_sampler() -> Any:
+    """Every trace, except the beat's periodic sweeps (one a second in the embedded mode,
+    each an empty trace): spans of the work they find join that work's task trace."""
+    from django.conf import settings
+    from opentelemetry.sdk.trace.sampling import (
+        ALWAYS_ON,
+        Decision,
+        ParentBased,
+        Sampler,
+        SamplingResult,
+    )
+
+    periodic = {str(entry["task"]) for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+
+    class SkipPeriodic(Sampler):
+        def should_sample(
+            self, parent_context: Any, trace_id: int, name: str, *args: Any, **kwargs: Any
+        ) -> SamplingResult:
+            if name.split("/", 1)[-1] in periodic:
+                return SamplingResult(Decision.DROP)
+            return ALWAYS_ON.should_sample(parent_context, trace_id, name, *args, **kwargs)
+
+        def get_description(self) -> str:
+            return "SkipPeriodic"
+
+    return ParentBased(root=SkipPeriodic())
 
 
 def _instrument() -> None:
