@@ -185,6 +185,15 @@ def test_a_person_finds_answers_and_follows_a_waiting_task(
         assert "offline" in text(browser, "#agent-presence")
         assert browser.find_element(By.ID, "rotate-key").is_displayed()
         shots(browser, "agent")
+        browser.get(f"{url}/admin/agent_profiles/agentprofile/")
+        assert agent.pk in text(browser, "#result_list")
+        assert (
+            browser.execute_script(
+                "return document.documentElement.scrollWidth - window.innerWidth"
+            )
+            <= 0
+        ), f"the agent list is wider than {WIDTH} px"
+        shots(browser, "agents")
         log = platform.log_text()
 
     # JSON logs: every line parses; the lifecycle lines carry the task's ids; no noise.
