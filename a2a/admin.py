@@ -26,11 +26,18 @@ from platform_site.errors import PlatformError
 from platform_site.templatetags.console import badge, human_duration
 
 
+class OptionalJSONField(forms.JSONField):
+    """A JSON field that shows an empty box, not ``null``, when there is no value."""
+
+    def prepare_value(self, value: Any) -> Any:
+        return "" if value is None else super().prepare_value(value)
+
+
 class ReplyForm(forms.Form):
     """The answer to an agent's question: text, JSON data, or both."""
 
     text = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 80}), required=False)
-    data = forms.JSONField(
+    data = OptionalJSONField(
         required=False,
         help_text='Optional JSON object sent as a data part, e.g. {"market": "EU"}.',
         widget=forms.Textarea(attrs={"rows": 2, "cols": 80}),
