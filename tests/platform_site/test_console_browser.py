@@ -70,6 +70,7 @@ def shots() -> Callable[[Any, str], None]:
         count[0] += 1
         driver.save_screenshot(str(folder / f"{count[0]:02d}-{name}.png"))
 
+    shot.folder = folder  # type: ignore[attr-defined]
     return shot
 
 
@@ -195,6 +196,7 @@ def test_a_person_finds_answers_and_follows_a_waiting_task(
         ), f"the agent list is wider than {WIDTH} px"
         shots(browser, "agents")
         log = platform.log_text()
+    (shots.folder / "platform.log").write_text(log)  # type: ignore[attr-defined]
 
     # JSON logs: every line parses; the lifecycle lines carry the task's ids; no noise.
     lines = []
