@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.handlers.exception import response_for_exception
 from django.http import HttpRequest, HttpResponse
 
 from platform_site.dbthreads import ConnectionPool
@@ -32,9 +33,11 @@ class BearerAPIHandler(LeanASGIHandler):
 
     def _respond(self, request: HttpRequest) -> HttpResponse:
         # What the skipped middleware would refuse: a bad Host, a NUL in the path or query.
-        response = (
-            self.check_host(request) or bad_text_response(request) or self.get_response(request)
-        )
+        try:
+            refused = self.check_host(request) or bad_text_response(request)
+        except Exception as exc:  # e.g. TooManyFieldsSent reading the query: Django's 400
+            refused = response_for_exception(request, exc)
+        response = refused or self.get_response(request)
         # DRF's responses render lazily; render on the pool thread, not the event loop.
         if hasattr(response, "render") and not getattr(response, "is_rendered", True):
             response.render()

@@ -60,3 +60,10 @@ def test_an_unparseable_task_id_is_a_json_404_on_the_lean_path(auth: Any) -> Non
     response = call("GET", "/api/tasks/abc", headers=auth)
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "not_found"
+
+
+def test_too_many_query_fields_is_a_json_400_on_the_lean_path(auth: Any) -> None:
+    query = "&".join(f"f{i}=1" for i in range(1500))
+    response = call("GET", f"/api/tasks?{query}", headers=auth)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "bad_request"

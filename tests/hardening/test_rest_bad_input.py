@@ -246,3 +246,8 @@ def test_a_nul_in_one_batch_item_refuses_the_batch_naming_the_item(
 def test_deep_json_in_a_batch_is_refused(api: APIClient, agent: Any) -> None:
     response = post_raw(api, "/api/tasks:batch", '{"tasks": [' + DEEP + "]}")
     assert_error(response, 400, "json_too_deep")
+
+
+def test_too_many_query_fields_is_a_json_400(client: Any, db: None) -> None:
+    query = "&".join(f"f{i}=1" for i in range(1500))
+    assert_error(client.get(f"/api/a2a/skills?{query}"), 400, "bad_request")
