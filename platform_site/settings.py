@@ -463,6 +463,8 @@ LOGGING = {
         "httpx": {"level": "WARNING"},
         "django.channels.server": {"level": "WARNING"},
         "axes.apps": {"level": "WARNING"},  # a version banner at every start
+        # one INFO line per admin login and logout; failures and lockouts are WARNING
+        "axes.handlers.database": {"level": "WARNING"},
         "django.request": {"filters": ["no_favicon"]},
     },
 }

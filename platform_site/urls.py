@@ -12,6 +12,9 @@ admin.site.site_header = settings.PLATFORM_NAME
 admin.site.site_title = settings.PLATFORM_NAME
 admin.site.index_title = "Console"
 admin.site.site_url = "/"
+# The model list on the left would take a fifth of a 1280 px screen from every list; the
+# breadcrumbs and the dashboard lead everywhere.
+admin.site.enable_nav_sidebar = False
 
 urlpatterns = [
     path("", pages.home, name="home"),
