@@ -76,8 +76,8 @@ class TaskAdmin(admin.ModelAdmin):
     list_display = [
         "short_id",
         "state_badge",
-        "skill",
-        "agent",
+        "skill_id",
+        "agent_id",
         "created_at",
         "duration",
         "attempts",
@@ -104,6 +104,14 @@ class TaskAdmin(admin.ModelAdmin):
     @admin.display(description="state", ordering="state")
     def state_badge(self, task: Task) -> str:
         return badge(task.state)
+
+    @admin.display(description="skill", ordering="skill")
+    def skill_id(self, task: Task) -> str:
+        return task.skill_id
+
+    @admin.display(description="agent", ordering="agent")
+    def agent_id(self, task: Task) -> str:
+        return task.agent_id
 
     @admin.display(description="took / running")
     def duration(self, task: Task) -> str:
