@@ -21,11 +21,22 @@ app.autodiscover_tasks()
 
 
 @setup_logging.connect
-def _django_logging(**kwargs: object) -> None:
+def _django_logging(loglevel: int | str | None = None, **kwargs: object) -> None:
     """Workers and beat log like daphne: Django's ``LOGGING`` (``LOG_FORMAT=json`` and the
-    ids of each line included), instead of Celery's own set-up."""
+    ids of each line included), instead of Celery's own set-up.
+
+    A ``--loglevel`` more verbose than ``LOG_LEVEL`` still applies to Celery's own
+    loggers: whoever passed ``--loglevel INFO`` expects the worker's "ready." line.
+    """
+    import logging
     from logging.config import dictConfig
 
     from django.conf import settings
 
     dictConfig(settings.LOGGING)
+    if loglevel is None:
+        return
+    wanted = logging.getLevelName(loglevel.upper()) if isinstance(loglevel, str) else loglevel
+    if isinstance(wanted, int):
+        celery_logger = logging.getLogger("celery")
+        celery_logger.setLevel(min(wanted, logging.getLogger().getEffectiveLevel()))
