@@ -261,10 +261,40 @@ def _check_order(task: Task, push: Push) -> datetime | None:
     return stamp
 
 
+def _without_writing(task_id: uuid.UUID, attempt: int, push: Push) -> Applied | None:
+    """The answer to a push that can change nothing (a refusal, or a status the task
+    already has), read without taking the write lock; None when it must be applied."""
+    task = Task.objects.filter(pk=task_id).first()
+    if task is None:
+        raise NotFound(f"No task {task_id}.", {"taskId": str(task_id)})
+    _check_ties(task, push, attempt)
+    if push.kind not in ("status", "task") or (push.kind == "task" and push.artifacts):
+        return None
+    status = push.status or {}
+    if normalize_state(status.get("state")) != task.state:
+        return None
+    message = status.get("message")
+    if isinstance(message, dict) and message.get("messageId") != (
+        (task.status_message or {}).get("messageId")
+    ):
+        return None
+    if push.remote_id and push.remote_id != task.remote_task_id:
+        return None
+    _check_order(task, push)
+    return Applied(task.state)
+
+
 def apply(task_id: uuid.UUID, attempt: int, push: Push) -> Applied:
-    """Apply one push to the platform task (the webhook's database side)."""
+    """Apply one push to the platform task (the webhook's database side).
+
+    A push that can change nothing is answered from one read; the others are applied
+    under the task's row lock (the write lock on SQLite).
+    """
     from a2a.services import apply_agent_update, record_message
 
+    quick = _without_writing(task_id, attempt, push)
+    if quick is not None:
+        return quick
     with transaction.atomic():
         task = _locked(task_id)
         _check_ties(task, push, attempt)

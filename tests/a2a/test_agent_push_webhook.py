@@ -273,3 +273,14 @@ def test_a_03_style_task_push_is_understood(task: Task) -> None:
     }
     assert push(task, body).status_code == 200
     assert fresh(task).state == TaskState.COMPLETED
+
+
+def test_a_push_that_changes_nothing_writes_nothing(task: Task) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    push(task, status("TASK_STATE_WORKING", T1))
+    again = agent_push.parse(status("TASK_STATE_WORKING", T2))
+    with CaptureQueriesContext(connection) as queries:
+        assert agent_push.apply(task.pk, 1, again).state == TaskState.WORKING
+    assert [q["sql"].split()[0] for q in queries.captured_queries] == ["SELECT"]
