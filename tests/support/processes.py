@@ -215,7 +215,9 @@ def worker_proc(name: str | None = None, **env: str | int | float | bool) -> Pro
     args = [PYTHON, "-m", "celery", "-A", "platform_site", "worker", "-P", "threads", "-c", "4"]
     args += ["--without-heartbeat", "--without-mingle", "--without-gossip"]
     args += ["-n", f"{node}@localhost", "--loglevel", "INFO"]
-    return Proc(args, platform_env(**env), name=f"celery-{node}")
+    # celery_worker waits for the worker's INFO "ready." line: the platform's logging
+    # (LOG_LEVEL) would drop it under WARNING, which live tests like for quiet daphnes.
+    return Proc(args, platform_env(**{**env, "LOG_LEVEL": "INFO"}), name=f"celery-{node}")
 
 
 @contextmanager
@@ -231,7 +233,9 @@ def celery_beat(**env: str | int | float | bool) -> Iterator[Proc]:
     """A ``celery beat`` child with an in-memory schedule."""
     args = [PYTHON, "-m", "celery", "-A", "platform_site", "beat", "--loglevel", "INFO"]
     args += ["-S", "celery.beat:Scheduler"]
-    with running(Proc(args, platform_env(**env), name="celery-beat")) as proc:
+    # Waits for beat's INFO "Starting" line, like celery_worker.
+    beat_env = platform_env(**{**env, "LOG_LEVEL": "INFO"})
+    with running(Proc(args, beat_env, name="celery-beat")) as proc:
         proc.wait_log(r"beat: Starting", timeout=60)
         yield proc
 
