@@ -363,12 +363,11 @@ so with several connections exactly one sends it) and writing to the socket: ten
 milliseconds at the median on this machine. Before, the task was stored with next action
 SEND and waited for a worker to take its Celery message, try HTTP, find no endpoint and
 fall back to the gateway: p50 2.1 s, p99 2.4 s from `POST` to frame with 1,000 sockets
-(embedded). Now the median is the creation request itself (about 75-80 ms here, mostly
-waiting for a CPU: the machine's load average was 8-9 on 2 CPUs while other engineers'
-suites ran, so every figure is about four times what an idle machine gives); the p99
-(0.5-0.9 s) is the queue of creation requests on a starved CPU, not the hand-off. The
-aim (p99 < 100 ms) needs a machine that is not four times oversubscribed; on this one it
-was not met. One process holds 1,000 sockets at about 44 KiB each.
+(embedded). Now the median is the creation request itself; the p99 is the queue of
+creation requests on a contended CPU, not the hand-off (figures of 2026-12-01: at a load
+average of about 4 on 2 CPUs, p50 87 / 74 ms and p99 239 / 301 ms embedded / distributed;
+at 8-9, p50 116 / 91 ms and p99 503 / 883 ms). The aim (p99 < 100 ms) was not met on that
+shared machine. One process holds 1,000 sockets at about 44 KiB each.
 """
 
 
