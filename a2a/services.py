@@ -23,6 +23,7 @@ Where the code lives (split by responsibility; always import from here):
   and :func:`queue_processing`; :mod:`a2a.batch` — :func:`create_tasks` (many at once);
 * :mod:`a2a.agent_updates` — :func:`apply_agent_update` (an agent's status and output)
   and :func:`record_message`;
+* :mod:`a2a.reassign` — :func:`reassign_task` (another agent of the skill);
 * :mod:`a2a.task_actions` — a person's reply, cancel and retry, :func:`deliver_followup`
   and the send-failure policy :func:`handle_send_failure`.
 """
@@ -32,6 +33,7 @@ from __future__ import annotations
 from a2a.agent_updates import apply_agent_reply, apply_agent_update, record_message
 from a2a.batch import Outcome, TaskRequest, create_tasks
 from a2a.creation import create_task, queue_processing
+from a2a.reassign import reassign_task
 from a2a.task_actions import (
     cancel_task,
     deliver_followup,
@@ -53,6 +55,7 @@ __all__ = [
     "handle_send_failure",
     "max_attempts",
     "queue_processing",
+    "reassign_task",
     "record_message",
     "reply_to_task",
     "retry_task",

@@ -95,15 +95,7 @@ def retry_task(task: Task, *, by: Any = None) -> Task:
     artifacts, error and question are cleared and the deadline starts again.
     """
     who = getattr(by, "username", None) or str(by or "a person")
-    outbound = user_message(
-        skill_id=task.skill_id, data=task.input, context_id=task.remote_context_id
-    )
-    first = task.messages.filter(direction=Direction.TO_AGENT).order_by("created_at", "id")
-    original = first.values_list("message", flat=True).first()
-    if task.origin != "api" and isinstance(original, dict):
-        # A caller's own message (the A2A face): the same content, as a new message.
-        outbound = relay_message(original, context_id=task.remote_context_id)
-        outbound["messageId"] = str(uuid.uuid4())
+    outbound = fresh_message(task, context_id=task.remote_context_id)
     metadata = dict(task.metadata or {})
     metadata["retries"] = [
         *metadata.get("retries", []),
@@ -128,6 +120,18 @@ def retry_task(task: Task, *, by: Any = None) -> Task:
         record_message(task, Direction.TO_AGENT, outbound)
         queue_processing(task.pk)
     return task
+
+
+def fresh_message(task: Task, *, context_id: str = "") -> dict[str, Any]:
+    """The task's first message again, as a new message (new messageId, no agent task id):
+    the skill input, or a caller's own message (the A2A face) with the same content."""
+    outbound = user_message(skill_id=task.skill_id, data=task.input, context_id=context_id)
+    first = task.messages.filter(direction=Direction.TO_AGENT).order_by("created_at", "id")
+    original = first.values_list("message", flat=True).first()
+    if task.origin != "api" and isinstance(original, dict):
+        outbound = relay_message(original, context_id=context_id)
+        outbound["messageId"] = str(uuid.uuid4())
+    return outbound
 
 
 def max_attempts(task: Task) -> int:

@@ -13,11 +13,12 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("api/a2a/skills", registry.SkillListView.as_view(), name="skill-list"),
     path("api/a2a/agent-card", registry.PlatformCardView.as_view(), name="platform-card"),
     path("api/a2a/agent-card/<str:agent_id>", registry.AgentCardView.as_view(), name="agent-card"),
-    # Platform tasks (Django users): create, follow, answer, cancel, retry.
+    # Platform tasks (Django users): create, follow, answer, cancel, retry, reassign.
     path("api/tasks", views.TaskListView.as_view(), name="task-list"),
     path("api/tasks:batch", views.TaskBatchView.as_view(), name="task-batch"),
     path("api/tasks/<uuid:pk>", views.TaskDetailView.as_view(), name="task-detail"),
     path("api/tasks/<uuid:pk>/reply", views.TaskReplyView.as_view(), name="task-reply"),
     path("api/tasks/<uuid:pk>/cancel", views.TaskCancelView.as_view(), name="task-cancel"),
     path("api/tasks/<uuid:pk>/retry", views.TaskRetryView.as_view(), name="task-retry"),
+    path("api/tasks/<uuid:pk>/reassign", views.TaskReassignView.as_view(), name="task-reassign"),
 ]

@@ -19,6 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Q
 from django.utils import timezone
 
 from a2a import agent_calls, observe
@@ -65,10 +66,15 @@ def schedule_poll(task: Task, *, grow: bool, retry_after: float | None = None) -
 
 
 def expire_overdue() -> int:
-    """Fail tasks still SUBMITTED/WORKING after their deadline."""
+    """Fail tasks still SUBMITTED/WORKING after their deadline.
+
+    Offline tasks (held by the gateway) too when their agent never connected to the
+    gateway and no operator set a longer ``offline_wait`` for it: never wait silently.
+    """
     now = timezone.now()
+    waits = Q(agent__gateway_seen_at__isnull=False) | Q(agent__offline_wait__isnull=False)
     overdue = Task.objects.filter(state__in=ACTIVE_STATES, deadline_at__lt=now).exclude(
-        transport=Transport.OFFLINE
+        Q(transport=Transport.OFFLINE) & waits
     )
     count = 0
     for task in overdue.select_related("skill", "agent")[: settings.A2A_POLL_BATCH]:
@@ -84,7 +90,10 @@ def _timeout_text(task: Task) -> str:
 
 
 def fail_timeout(task: Task) -> bool:
-    """FAILED with code ``timeout``; the agent is asked to cancel its task."""
+    """FAILED with code ``timeout``; the agent is asked to cancel its task. An offline task
+    fails with the agent's last answer (its code, e.g. ``agent_auth_failed``)."""
+    if task.transport == Transport.OFFLINE:
+        return _fail_offline(task)
     fields: dict[str, Any] = {}
     if task.remote_task_id and task.transport == Transport.A2A:
         fields = {"next_action": NextAction.CANCEL, "next_poll_at": timezone.now()}
@@ -100,6 +109,18 @@ def fail_timeout(task: Task) -> bool:
     if done and fields:
         queue_processing(task.pk)
     return done
+
+
+def _fail_offline(task: Task) -> bool:
+    last = task.error if isinstance(task.error, dict) else {}
+    code = str(last.get("code") or "offline_expired")
+    answer = f" Its last answer over A2A: {last['message']}" if last.get("message") else ""
+    message = (
+        f"Agent '{task.agent_id}' did not take the task within {_timeout_text(task)}: it "
+        f"has never connected to the gateway, so the task was not kept waiting offline.{answer}"
+    )
+    details = {"lastAnswer": last or None, "waitedOffline": True}
+    return task.fail(code, message, details)
 
 
 # --- processing one claimed task --------------------------------------------------------

@@ -148,6 +148,12 @@ class AgentProfile(models.Model):
     target = models.CharField(max_length=200, blank=True)  # the remote tenant
     # Overall seconds per task (``timeoutMs``); None means A2A_TASK_TIMEOUT.
     timeout = models.FloatField(null=True, blank=True)
+    # Seconds a task may wait offline at the gateway for this agent while the agent has
+    # never connected there (dispatch: "never wait silently"); None: up to the task's
+    # timeout. An operator sets it for agents known to connect late.
+    offline_wait = models.FloatField(null=True, blank=True)
+    # When the agent last opened a gateway session (None: never).
+    gateway_seen_at = models.DateTimeField(null=True, blank=True)
 
     # --- What its card said (agent_profiles.cards); the document is in AgentCard ---
     # The chosen interface: {"binding", "version", "url", "tenant"}; {} until a card is read.

@@ -18,11 +18,16 @@ it at start, so ``a2a`` drives the gateway without importing it. The rule
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
+
+from django.utils import timezone
 
 from a2a.exceptions import A2ACallError, A2AProtocolError
 from a2a.models import Task
+from a2a.states import Transport
 from gateway import presence, services
+from gateway.models import OPEN_STATUSES, Delivery, DeliveryKind
 
 
 def direct(task: Task) -> bool:
@@ -52,10 +57,22 @@ def fall_back(task: Task, error: A2ACallError | None) -> Task:
         # A reply on a task the agent accepted over HTTP: the reply goes as task.message.
         services.switch_to_gateway(task, reason=reason)
         services.send_followup(task, "message", message)
-    else:
-        services.push_task(task, reason=reason)
+    elif services.push_task(task, reason=reason) == Transport.OFFLINE:
+        _bound_offline_wait(task)
     task.refresh_from_db()
     return task
+
+
+def _bound_offline_wait(task: Task) -> None:
+    """Never wait silently: for an agent that never connected to the gateway, an offline
+    task waits the operator's ``offline_wait`` if one is set (else the dispatcher fails it
+    at its deadline, with the agent's last answer; see ``a2a.worker.expire_overdue``)."""
+    agent = task.agent
+    if agent.gateway_seen_at is None and agent.offline_wait:
+        until = timezone.now() + timedelta(seconds=agent.offline_wait)
+        Delivery.objects.filter(
+            task=task, kind=DeliveryKind.ASSIGN, status__in=OPEN_STATUSES
+        ).update(expires_at=until)
 
 
 def reason_of(error: A2ACallError) -> str:

@@ -45,18 +45,23 @@ def expire_offline_tasks(limit: int = 500) -> int:
         task = delivery.task
         if task.state in TERMINAL_STATES:
             continue
-        hours = settings.OFFLINE_TASK_TTL / 3600
+        # The wait as it was set (OFFLINE_TASK_TTL, or the agent's offline_wait).
+        waited = (delivery.expires_at - delivery.queued_at).total_seconds()
+        span = f"{waited / 3600:g} h" if waited >= 3600 else f"{waited:.0f} s"
         if delivery.status == DeliveryStatus.PENDING:
             message = (
                 f"Agent {task.agent_id} did not connect to the gateway within "
-                f"{hours:g} h; the task was never delivered."
+                f"{span}; the task was never delivered."
             )
         else:
             message = (
                 f"Agent {task.agent_id} received the task over the gateway but did not "
-                f"acknowledge it within {hours:g} h."
+                f"acknowledge it within {span}."
             )
-        task.fail("offline_expired", message)
+        last = task.error if isinstance(task.error, dict) else {}
+        if last.get("message"):
+            message += f" Its last answer over A2A: {last['message']}"
+        task.fail("offline_expired", message, {"lastAnswer": last or None})
     return expired
 
 

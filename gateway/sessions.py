@@ -38,6 +38,10 @@ def _outbox_order(row: tuple[str, Any, uuid.UUID]) -> tuple[int, Any, str]:
 def start_session(agent: AgentProfile, channel_name: str, remote_addr: str) -> list[uuid.UUID]:
     """A connection joined: record its presence, note the agent as seen, return its outbox."""
     presence.register(agent.id, channel_name, remote_addr)
+    if agent.gateway_seen_at is None:
+        # The agent uses the gateway: its offline tasks may wait for it (OFFLINE_TASK_TTL).
+        agent.gateway_seen_at = timezone.now()
+        AgentProfile.objects.filter(pk=agent.pk).update(gateway_seen_at=agent.gateway_seen_at)
     seen = agent.last_seen_at
     if seen is None or (timezone.now() - seen).total_seconds() > 60:
         agent.touch()

@@ -139,3 +139,9 @@ class ReplySerializer(serializers.Serializer):
 
 class CancelSerializer(serializers.Serializer):
     reason = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+
+
+class ReassignSerializer(serializers.Serializer):
+    agentId = serializers.CharField(
+        required=False, allow_blank=True, allow_null=True, max_length=100
+    )

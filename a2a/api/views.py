@@ -23,6 +23,7 @@ from a2a.api.serializers import (
     BatchResponseSerializer,
     CancelSerializer,
     CreateTaskSerializer,
+    ReassignSerializer,
     ReplySerializer,
     TaskSerializer,
 )
@@ -249,4 +250,18 @@ class TaskRetryView(_TaskAction):
     def post(self, request: Request, pk: Any) -> Response:
         task = self.task(pk)
         services.retry_task(task, by=request.user)
+        return Response(TaskSerializer(task).data)
+
+
+class TaskReassignView(_TaskAction):
+    """``POST /api/tasks/{id}/reassign`` ``{"agentId"?}``: give a waiting, offline or failed
+    task to another active agent of its skill (without ``agentId`` the matcher picks)."""
+
+    @extend_schema(request=ReassignSerializer, responses={200: TaskSerializer})
+    def post(self, request: Request, pk: Any) -> Response:
+        task = self.task(pk)
+        body = ReassignSerializer(data=request.data or {})
+        body.is_valid(raise_exception=True)
+        agent_id = body.validated_data.get("agentId") or None
+        services.reassign_task(task, agent_id=agent_id, by=request.user)
         return Response(TaskSerializer(task).data)

@@ -80,7 +80,7 @@ class AgentTransport(abc.ABC):
         """The agent's current view of its task."""
 
     @abc.abstractmethod
-    def cancel(self, task_id: str) -> AgentReply:
+    def cancel(self, task_id: str, *, timeout: float | None = None) -> AgentReply:
         """Ask the agent to cancel its task."""
 
     def stream(self, message: dict[str, Any], *, timeout: float) -> Iterator[AgentReply]:

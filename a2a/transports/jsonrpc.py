@@ -165,12 +165,12 @@ class JsonRpcTransport(AgentTransport):
     def get_task(self, task_id: str) -> AgentReply:
         return self._task_call("get_task", task_id)
 
-    def cancel(self, task_id: str) -> AgentReply:
-        return self._task_call("cancel", task_id)
+    def cancel(self, task_id: str, *, timeout: float | None = None) -> AgentReply:
+        return self._task_call("cancel", task_id, timeout)
 
-    def _task_call(self, operation: str, task_id: str) -> AgentReply:
+    def _task_call(self, operation: str, task_id: str, timeout: float | None = None) -> AgentReply:
         method = self._method(operation)
-        result = self._call(operation, {"id": task_id})
+        result = self._call(operation, {"id": task_id}, timeout)
         task = shapes.read_task_answer(result, v03=self.v03, rest=False, what=f"answer to {method}")
         return AgentReply(task=task)
 

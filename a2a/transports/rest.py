@@ -74,9 +74,9 @@ class RestTransport(AgentTransport):
     def get_task(self, task_id: str) -> AgentReply:
         return self._task_call("GET", self._task_path(task_id), None, "get_task", "tasks/get")
 
-    def cancel(self, task_id: str) -> AgentReply:
+    def cancel(self, task_id: str, *, timeout: float | None = None) -> AgentReply:
         url = self._task_path(task_id, ":cancel")
-        return self._task_call("POST", url, {}, "cancel", "tasks/cancel")
+        return self._task_call("POST", url, {}, "cancel", "tasks/cancel", timeout)
 
     def _task_call(self, method: str, url: str, body: Any, operation: str, what: str) -> AgentReply:
         response = http.call(self.target, method, url, body, operation=operation)

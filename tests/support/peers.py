@@ -130,13 +130,13 @@ class PeerFaces:
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
+        if path.startswith("/x/rpc-"):
+            await self._rpc_fault(path, scope, receive, send)
+            return
         open_path = path.startswith(("/.well-known/", "/oauth/", "/_stats", "/health"))
         if not open_path and not self._allowed(scope):
             self.agent.count("401")
             await JSONResponse({"error": "unauthorized"}, status_code=401)(scope, receive, send)
-            return
-        if path.startswith("/x/rpc-"):
-            await self._rpc_fault(path, scope, receive, send)
             return
         get_task = scope["method"] == "GET" and path.startswith("/tasks/")
         if self.no_get_task and get_task and ":" not in path.rsplit("/", 1)[-1]:
@@ -172,7 +172,6 @@ def _oauth_routes(agent: TestAgent) -> list[Route]:
     expected = "Basic " + base64.b64encode(f"{CLIENT_ID}:{CLIENT_SECRET}".encode()).decode()
 
     async def token(request: Request) -> Response:
-        agent.count("/oauth/token")
         form = {k: v[0] for k, v in parse_qs((await request.body()).decode()).items()}
         if request.headers.get("authorization") != expected:
             return JSONResponse({"error": "invalid_client"}, status_code=401)

@@ -1,0 +1,134 @@
+"""Reassigning a task to another agent (``POST /api/tasks/{id}/reassign``, the admin).
+
+Part of :mod:`a2a.services` (import from there). A task that waits (submitted or working
+at an agent that does not answer, offline at the gateway, waiting for input) or has
+failed can go to another active agent of its skill: the one named, or the matcher's pick
+among the others. The old agent is told to drop it (best effort: a cancel over A2A, or
+its gateway assignment withdrawn / a ``task.cancel`` frame), the task starts again as a
+fresh attempt at the new agent, and the move is recorded in the history (a
+``TaskEvent``) and in ``metadata.reassignments``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from a2a import agent_registry, lookups, transports
+from a2a.agent_updates import record_message
+from a2a.creation import _deadline, choose_agent, queue_processing
+from a2a.exceptions import A2ACallError, NoAgentAvailable, UnknownAgent
+from a2a.models import Direction, InvalidTransition, Task
+from a2a.states import RETRYABLE_STATES, TERMINAL_STATES, Transport
+from a2a.task_actions import fresh_message
+from agent_profiles.matching import match_agent
+from agent_profiles.models import AgentProfile
+
+log = logging.getLogger(__name__)
+
+# Seconds the old agent gets to hear about the cancel (an operator is waiting).
+OLD_AGENT_CANCEL_TIMEOUT = 3.0
+
+
+def _new_agent(task: Task, agent_id: str | None) -> tuple[AgentProfile, dict[str, Any]]:
+    if agent_id:
+        if agent_id == task.agent_id:
+            raise UnknownAgent(
+                f"Task {task.id} is already assigned to agent '{agent_id}'; name another "
+                "agent, or leave agentId out to let the matcher pick one.",
+                {"agentId": agent_id},
+            )
+        return choose_agent(task.skill, agent_id)
+    others = [a for a in lookups.candidates(task.skill, fresh=True) if a.id != task.agent_id]
+    if not others:
+        raise NoAgentAvailable(
+            f"No other active agent offers the skill '{task.skill_id}'.",
+            {"skillId": task.skill_id, "agentId": task.agent_id},
+        )
+    agent, match = match_agent(task.skill, agents=others)
+    return agent, {**match, "chosenBy": "reassign"}
+
+
+def _tell_old_agent(task: Task) -> dict[str, Any]:
+    """Best effort: the old agent should stop working on it. What happened, for metadata."""
+    note: dict[str, Any] = {}
+    if task.transport != Transport.A2A:
+        note["gateway"] = transports.gateway().follow_up(task, "cancel", None)
+    elif task.remote_task_id:
+        try:
+            target = agent_registry.target_for(task.agent)
+            transport = transports.transport_for(target)
+            reply = transport.cancel(task.remote_task_id, timeout=OLD_AGENT_CANCEL_TIMEOUT)
+            note["remoteCancel"] = {"state": reply.state}
+        except A2ACallError as exc:
+            note["remoteCancel"] = {"error": exc.as_error()}
+    return note
+
+
+def reassign_task(task: Task, *, agent_id: str | None = None, by: Any = None) -> Task:
+    """Give a waiting, offline or failed task to another active agent of its skill.
+
+    409 for a task that completed or was canceled; 400 for an agent that is unknown,
+    inactive, without the skill or the current one, and when no other agent offers it.
+    """
+    if task.state in TERMINAL_STATES and task.state not in RETRYABLE_STATES:
+        raise InvalidTransition(
+            f"Task {task.id} is {task.state}; only waiting, offline or failed tasks can be "
+            "reassigned."
+        )
+    agent, match = _new_agent(task, agent_id)
+    who = getattr(by, "username", None) or str(by or "a person")
+    old_agent = task.agent_id
+    told = _tell_old_agent(task) if task.state not in TERMINAL_STATES else {}
+    outbound = fresh_message(task)
+    metadata = {
+        k: v
+        for k, v in (task.metadata or {}).items()
+        if k not in ("noPolling", "noStreaming", "noSubscribe", "lastAgentAnswer", "sendFailures")
+    }
+    metadata["match"] = match
+    metadata["reassignments"] = [
+        *metadata.get("reassignments", []),
+        {
+            "at": timezone.now().isoformat(),
+            "by": who,
+            "from": old_agent,
+            "to": agent.id,
+            "previousState": task.state,
+            "previousError": task.error,
+            "previousRemoteTaskId": task.remote_task_id or None,
+            **told,
+        },
+    ]
+    with transaction.atomic():
+        moved = task.reassign(
+            agent,
+            f"reassigned by {who} from agent '{old_agent}' to agent '{agent.id}'",
+            outbound_message=outbound,
+            remote_task_id="",
+            remote_context_id="",
+            output=None,
+            artifacts=[],
+            error=None,
+            question=None,
+            status_message=None,
+            attempts=0,
+            metadata=metadata,
+            deadline_at=_deadline(),
+        )
+        if not moved:
+            raise InvalidTransition(f"Task {task.id} changed meanwhile; it is now {task.state}.")
+        record_message(task, Direction.TO_AGENT, outbound)
+        queue_processing(task.pk)
+    log.info(
+        "task %s reassigned from %s to %s by %s",
+        task.pk,
+        old_agent,
+        agent.id,
+        who,
+        extra={"task_id": str(task.pk), "agent_id": agent.id},
+    )
+    return task
