@@ -151,6 +151,10 @@ class TaskScheduling:
             {"next_action": NextAction.NONE, "next_poll_at": None, "lease_until": None},
         )
 
+    def drop_action(self) -> None:
+        """Give up the pending action (nothing is due any more)."""
+        self._set({}, {"next_action": NextAction.NONE, "next_poll_at": None, "lease_until": None})
+
     def defer(self, delay: float, **fields: Any) -> None:
         """Try the same action again later (after an internal error)."""
         due = timezone.now() + timedelta(seconds=delay)

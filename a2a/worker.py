@@ -184,6 +184,11 @@ def _internal_error(task: Task, exc: Exception) -> None:
                 metadata=metadata,
             )
             return
+        if count >= MAX_INTERNAL_ERRORS:
+            # A finished task's leftover action (telling the agent about a cancel): give up.
+            task.note(metadata=metadata)
+            task.drop_action()
+            return
         task.defer(min(settings.A2A_POLL_INTERVAL_MAX, 2.0**count), metadata=metadata)
     except Exception:
         log.exception("task %s: could not record the internal error", task.pk)

@@ -78,8 +78,16 @@ class RestTransport(AgentTransport):
         url = self._task_path(task_id, ":cancel")
         return self._task_call("POST", url, {}, "cancel", "tasks/cancel", timeout)
 
-    def _task_call(self, method: str, url: str, body: Any, operation: str, what: str) -> AgentReply:
-        response = http.call(self.target, method, url, body, operation=operation)
+    def _task_call(
+        self,
+        method: str,
+        url: str,
+        body: Any,
+        operation: str,
+        what: str,
+        timeout: float | None = None,
+    ) -> AgentReply:
+        response = http.call(self.target, method, url, body, operation=operation, timeout=timeout)
         data = http.read_json(response, f"answer to {what}")
         task = shapes.read_task_answer(data, v03=self.v03, rest=True, what=f"answer to {what}")
         retry_after = parse_retry_after(response.headers.get("Retry-After"))

@@ -104,3 +104,12 @@ def test_an_endpoint_now_private_is_not_called(task: Task) -> None:
     fallback = task.metadata["fallbacks"][0]
     assert (task.transport, fallback["from"], fallback["to"]) == ("offline", "a2a", "offline")
     assert "not allowed" in fallback["reason"]
+
+
+def test_internal_errors_on_a_finished_tasks_cancel_give_up(task: Task) -> None:
+    task.cancel("by a test")
+    task.schedule(NextAction.CANCEL)
+    for _ in range(worker.MAX_INTERNAL_ERRORS):
+        worker._internal_error(task, RuntimeError("bug"))
+    task.refresh_from_db()
+    assert (task.state, task.next_action) == (TaskState.CANCELED, NextAction.NONE)
