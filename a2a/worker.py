@@ -198,8 +198,11 @@ def _internal_error(task: Task, exc: Exception) -> None:
 
 
 def _long_action(task: Task) -> bool:
+    """A stream or a blocking send: following the task, or sending to an agent that
+    cannot be polled (known to the registry, or found out on this task)."""
+    no_polling = not task.agent.polling or bool((task.metadata or {}).get("noPolling"))
     return task.next_action == NextAction.FOLLOW or (
-        task.next_action == NextAction.SEND and bool((task.metadata or {}).get("noPolling"))
+        task.next_action == NextAction.SEND and no_polling
     )
 
 

@@ -121,3 +121,13 @@ def test_a_bad_body_is_a_400_and_changes_nothing(api: APIClient, task: Task) -> 
 def test_another_users_task_is_not_found(task: Task, make_user: Any) -> None:
     other = client_for(make_user("bob"))
     assert reassign(other, task, agentId="agent-two").status_code == 404
+
+
+def test_a_gateway_session_marks_the_agent_as_one_that_uses_the_gateway(two: Any) -> None:
+    from gateway import services as gateway_services
+
+    agent = two[0]
+    assert agent.gateway_seen_at is None
+    gateway_services.start_session(agent, "channel-1", "127.0.0.1")
+    agent.refresh_from_db()
+    assert agent.gateway_seen_at is not None

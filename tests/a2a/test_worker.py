@@ -113,3 +113,17 @@ def test_internal_errors_on_a_finished_tasks_cancel_give_up(task: Task) -> None:
         worker._internal_error(task, RuntimeError("bug"))
     task.refresh_from_db()
     assert (task.state, task.next_action) == (TaskState.CANCELED, NextAction.NONE)
+
+
+def test_the_sweep_hands_a_long_call_off_with_its_claim(task: Task, settings: Any) -> None:
+    settings.A2A_LONG_CALL_MAX = 120.0
+    task.schedule(NextAction.FOLLOW)
+    claimed = worker.claim(task.pk)
+    assert worker._long_action(claimed)
+    worker._hand_off(claimed)  # what the sweep's thread does instead of waiting for it
+    task.refresh_from_db()
+    assert task.lease_until > timezone.now() + timedelta(seconds=100)  # held for the call
+    assert worker.claim(task.pk) is None  # nobody else takes it meanwhile
+    assert Task.take_over(task.pk, "not-a-time") is None
+    assert Task.take_over(task.pk, (task.lease_until - timedelta(seconds=1)).isoformat()) is None
+    assert Task.take_over(task.pk, task.lease_until.isoformat()) is not None
