@@ -116,3 +116,11 @@ def test_it_reads_retry_after(header: str | None, seconds: float | None) -> None
 def test_it_reads_an_http_date_retry_after() -> None:
     value = parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT")
     assert value == 0.0
+
+
+@pytest.mark.slow
+def test_a_tenant_reaches_the_sdks_tenant_routes(peer: TestAgent) -> None:
+    peer.reset()
+    client = RestTransport(CallTarget(agent_id="peer", url=peer.url, tenant="acme"))
+    assert client.send(message()).state == TaskState.COMPLETED
+    assert peer.counts["/acme/message:send"] == 1
