@@ -13,5 +13,9 @@ class A2AConfig(AppConfig):
         # Metrics, lifecycle log lines and traces at the task's seams.
         from a2a import observe
         from a2a.face import push, signals  # noqa: F401
+        from a2a.match_stats import TaskTableStats
+        from agent_profiles.matching import register_task_stats
 
         observe.connect()
+        # The matcher (in the registry, below this app) reads load and history here.
+        register_task_stats(TaskTableStats())

@@ -86,9 +86,5 @@ class UnknownAgent(ValidationFailed):
     code = "unknown_agent"
 
 
-class NoAgentAvailable(ValidationFailed):
-    code = "no_agent"
-
-
 class InputInvalid(ValidationFailed):
     code = "input_invalid"

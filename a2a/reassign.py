@@ -20,10 +20,11 @@ from django.utils import timezone
 from a2a import agent_registry, lookups, transports
 from a2a.agent_updates import record_message
 from a2a.creation import _deadline, choose_agent, queue_processing
-from a2a.exceptions import A2ACallError, NoAgentAvailable, UnknownAgent
+from a2a.exceptions import A2ACallError, UnknownAgent
 from a2a.models import Direction, InvalidTransition, Task
 from a2a.states import RETRYABLE_STATES, TERMINAL_STATES, Transport
 from a2a.task_actions import fresh_message
+from agent_profiles.exceptions import NoAgentAvailable
 from agent_profiles.matching import match_agent
 from agent_profiles.models import AgentProfile
 

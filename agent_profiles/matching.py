@@ -30,15 +30,14 @@ smaller agent id. The winner's breakdown (and the runner-ups' scores) is saved i
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
 from collections.abc import Callable
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 
 from django.core.cache import cache
-from django.db.models import Count
 from django.utils import timezone
 
+from agent_profiles.exceptions import NoAgentAvailable
 from agent_profiles.health import is_known_unreachable
 from agent_profiles.models import AgentProfile, AgentStatus, HealthStatus, Skill
 
@@ -59,16 +58,55 @@ HISTORY_CACHE_SECONDS = 5.0
 PRESENCE_CACHE_SECONDS = 2.0
 
 
+class TaskStats(Protocol):
+    """Load and recent results per agent, from the tasks (``a2a`` registers one)."""
+
+    def active_counts(self, agent_ids: list[str]) -> dict[str, int]: ...
+
+    def recent_outcomes(
+        self, agent_ids: list[str], since: datetime, per_agent: int
+    ) -> dict[str, list[tuple[bool, float]]]: ...
+
+
+class _NoTasks:
+    """Before the task app registers its statistics: no load, no history."""
+
+    def active_counts(self, agent_ids: list[str]) -> dict[str, int]:
+        return {}
+
+    def recent_outcomes(
+        self, agent_ids: list[str], since: datetime, per_agent: int
+    ) -> dict[str, list[tuple[bool, float]]]:
+        return {}
+
+
+# The registry sits below the apps that know tasks and sockets: they register these at
+# app start (A2AConfig.ready, GatewayConfig.ready), so imports keep pointing one way.
+_task_stats: TaskStats = _NoTasks()
+_presence: Callable[[], set[str]] | None = None
+
+
+def register_task_stats(stats: TaskStats) -> None:
+    """Let the matcher read load and history (the task app calls this at start)."""
+    global _task_stats
+    _task_stats = stats
+
+
+def register_presence(online_agent_ids: Callable[[], set[str]]) -> None:
+    """Let the matcher know who is connected (the gateway calls this at start)."""
+    global _presence
+    _presence = online_agent_ids
+
+
 def _online_ids() -> set[str] | None:
     """Agents connected to the gateway (cached PRESENCE_CACHE_SECONDS), or None when
     presence cannot be read (then ``last_seen_at`` decides)."""
     cached = cache.get("match-online-ids")
     if cached is not None:
         return set(cached)
-    # Imported here, not at the top: the gateway app builds on this one.
-    from gateway import presence
-
-    ids = _call(presence.online_agent_ids)
+    if _presence is None:
+        return None
+    ids = _call(_presence)
     if ids is not None:
         cache.set("match-online-ids", sorted(ids), PRESENCE_CACHE_SECONDS)
     return ids
@@ -94,52 +132,24 @@ def _fit(agent: AgentProfile, domain: str, subdomain: str) -> float:
 
 def active_counts(agent_ids: list[str]) -> dict[str, int]:
     """Tasks each agent has in SUBMITTED or WORKING now (one query)."""
-    from a2a.models import Task
-    from a2a.states import ACTIVE_STATES
-
-    return dict(
-        Task.objects.filter(agent_id__in=agent_ids, state__in=ACTIVE_STATES)
-        .values_list("agent_id")
-        .annotate(n=Count("id"))
-        .values_list("agent_id", "n")
-    )
+    return _task_stats.active_counts(agent_ids)
 
 
 def _history(
     agent_ids: list[str], active: dict[str, int] | None = None
-) -> tuple[dict[str, int], dict[str, list[tuple[str, float]]]]:
-    """Active task counts (now, unless given) and recent (state, seconds) of finished
-    tasks, per agent."""
+) -> tuple[dict[str, int], dict[str, list[tuple[bool, float]]]]:
+    """Active task counts (now, unless given) and recent (completed?, seconds) of
+    finished tasks, per agent."""
     if active is None:
         active = active_counts(agent_ids)
     digest = hashlib.sha256("\0".join(agent_ids).encode()).hexdigest()[:32]
     key = f"match-history:{digest}"
     recent = cache.get(key)
     if recent is None:
-        recent = _recent(agent_ids)
+        since = timezone.now() - timedelta(days=MATCH_WINDOW_DAYS)
+        recent = _task_stats.recent_outcomes(agent_ids, since, MATCH_WINDOW)
         cache.set(key, recent, HISTORY_CACHE_SECONDS)
     return active, recent
-
-
-def _recent(agent_ids: list[str]) -> dict[str, list[tuple[str, float]]]:
-    from a2a.models import Task
-    from a2a.states import TERMINAL_STATES
-
-    since = timezone.now() - timedelta(days=MATCH_WINDOW_DAYS)
-    recent: dict[str, list[tuple[str, float]]] = defaultdict(list)
-    rows = (
-        Task.objects.filter(
-            agent_id__in=agent_ids, state__in=TERMINAL_STATES, state_changed_at__gte=since
-        )
-        .order_by("-state_changed_at")
-        .values_list("agent_id", "state", "created_at", "state_changed_at")[
-            : MATCH_WINDOW * max(1, len(agent_ids))
-        ]
-    )
-    for agent_id, state, created, changed in rows:
-        if len(recent[agent_id]) < MATCH_WINDOW:
-            recent[agent_id].append((state, (changed - created).total_seconds()))
-    return dict(recent)
 
 
 def score_agents(
@@ -156,8 +166,6 @@ def score_agents(
     counts, see :func:`active_counts`) may come from the caller, which then saves their
     queries (task creation caches the first and counts the second once per batch).
     """
-    from a2a.states import TaskState
-
     if agents is None:
         agents = list(skill.agents.filter(status=AgentStatus.ACTIVE).order_by("id"))
     if not agents:
@@ -170,7 +178,7 @@ def score_agents(
     rows = []
     for agent in agents:
         finished = recent.get(agent.id, [])
-        completed = [secs for state, secs in finished if state == TaskState.COMPLETED]
+        completed = [secs for done, secs in finished if done]
         seen = agent.last_seen_at is not None and (
             (now - agent.last_seen_at).total_seconds() <= ONLINE_WINDOW
         )
@@ -218,10 +226,9 @@ def match_agent(
     """The best active agent for ``skill`` and the score breakdown for ``metadata.match``.
 
     ``agents`` and ``active`` as for :func:`score_agents`. Raises
-    :class:`a2a.exceptions.NoAgentAvailable` (400) when no active agent offers it.
+    :class:`~agent_profiles.exceptions.NoAgentAvailable` (400) when no active agent
+    offers it.
     """
-    from a2a.exceptions import NoAgentAvailable
-
     rows = score_agents(skill, domain=domain, subdomain=subdomain, agents=agents, active=active)
     if not rows:
         raise NoAgentAvailable(

@@ -9,9 +9,11 @@ class GatewayConfig(AppConfig):
 
     def ready(self) -> None:
         from a2a.transports import register_gateway
-        from gateway import receivers  # noqa: F401  (connects the signal receivers)
+        from agent_profiles.matching import register_presence
+        from gateway import presence, receivers  # noqa: F401  (connects the receivers)
         from gateway.fallback import GATEWAY
 
-        # The dispatcher reaches the gateway through this registration only: a2a does
-        # not import gateway.
+        # The dispatcher and the matcher reach the gateway through these registrations
+        # only: a2a and agent_profiles do not import gateway.
         register_gateway(GATEWAY)
+        register_presence(presence.online_agent_ids)

@@ -11,9 +11,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from a2a import services
-from a2a.exceptions import InputInvalid, NoAgentAvailable, UnknownAgent, UnknownSkill
+from a2a.exceptions import InputInvalid, UnknownAgent, UnknownSkill
 from a2a.models import Task
 from a2a.states import NextAction, TaskState, Transport
+from agent_profiles.exceptions import NoAgentAvailable
 from agent_profiles.models import AgentStatus
 from gateway.models import Delivery, DeliveryKind, DeliveryStatus, Presence
 

@@ -11,12 +11,12 @@ from a2a import services
 from a2a.exceptions import (
     A2AProtocolError,
     InputInvalid,
-    NoAgentAvailable,
     UnknownAgent,
     UnknownSkill,
 )
 from a2a.models import Direction, Task, TaskEvent, TaskMessage
 from a2a.states import NextAction, TaskState
+from agent_profiles.exceptions import NoAgentAvailable
 from platform_site.errors import Conflict
 from tests.a2a.helpers import working
 

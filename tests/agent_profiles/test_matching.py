@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a.exceptions import NoAgentAvailable
 from a2a.models import Task
+from agent_profiles.exceptions import NoAgentAvailable
 from agent_profiles.matching import WEIGHTS, match_agent
 from gateway import presence
 
@@ -66,10 +66,10 @@ def test_a_failing_agent_loses_to_a_reliable_one(make_agent: Any, skill: Any) ->
     assert breakdown["terms"]["success"] > 0.8
 
 
-def test_online_presence_counts(make_agent: Any, skill: Any, monkeypatch: Any) -> None:
+def test_online_presence_counts(make_agent: Any, skill: Any) -> None:
     make_agent(id="a-agent", skills=[skill])
     make_agent(id="b-agent", skills=[skill])
-    monkeypatch.setattr(presence, "online_agent_ids", lambda: {"b-agent"})
+    presence.register("b-agent", "specific.test!b")  # a real presence row
     agent, breakdown = match_agent(skill)
     assert agent.id == "b-agent"
     assert breakdown["terms"]["online"] == 1.0
@@ -115,12 +115,10 @@ def test_an_agent_whose_calls_fail_auth_is_avoided(make_agent: Any, skill: Any) 
     assert match_agent(skill)[0].id == "b-agent"
 
 
-def test_gateway_presence_counts_as_reachable(
-    make_agent: Any, skill: Any, monkeypatch: Any
-) -> None:
+def test_gateway_presence_counts_as_reachable(make_agent: Any, skill: Any) -> None:
     make_agent(id="a-socket", skills=[skill], health_status="unhealthy")
     make_agent(id="b-agent", skills=[skill])
-    monkeypatch.setattr(presence, "online_agent_ids", lambda: {"a-socket"})
+    presence.register("a-socket", "specific.test!a")
     agent, breakdown = match_agent(skill)
     assert agent.id == "a-socket"
     assert breakdown["terms"]["online"] == 1.0
