@@ -21,6 +21,7 @@ from a2a.models import Task
 from a2a.states import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a.task_page import page_context
 from a2a.wire import message_text
+from agent_profiles.models import AgentProfile, AgentStatus
 from platform_site import console
 from platform_site.errors import PlatformError
 from platform_site.templatetags.console import badge, human_duration
@@ -153,8 +154,17 @@ class TaskAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "admin/a2a/task/detail.html", context)
 
     def reassign_context(self, task: Task) -> dict[str, Any]:
-        """The reassign form's target and choices, once dispatch offers reassigning."""
-        return {"reassign_url": None, "reassign_agents": []}
+        """The reassign form: where it posts and the other active agents of the skill."""
+        others = (
+            AgentProfile.objects.filter(status=AgentStatus.ACTIVE, skills=task.skill_id)
+            .exclude(pk=task.agent_id)
+            .order_by("pk")
+            .values_list("pk", flat=True)[:100]
+        )
+        return {
+            "reassign_url": reverse("admin:a2a_task_reassign", args=[task.pk]),
+            "reassign_agents": list(others),
+        }
 
     # --- actions --------------------------------------------------------------------
 
@@ -189,6 +199,7 @@ class TaskAdmin(admin.ModelAdmin):
             route("reply", self.reply_view, "a2a_task_reply"),
             route("cancel", self.cancel_view, "a2a_task_cancel"),
             route("retry", self.retry_view, "a2a_task_retry"),
+            route("reassign", self.reassign_view, "a2a_task_reassign"),
             *super().get_urls(),
         ]
 
@@ -219,6 +230,16 @@ class TaskAdmin(admin.ModelAdmin):
 
     def retry_view(self, request: HttpRequest, pk: Any) -> HttpResponse:
         return self._act(request, pk, "retried", lambda t: services.retry_task(t, by=request.user))
+
+    def reassign_view(self, request: HttpRequest, pk: Any) -> HttpResponse:
+        """To the agent chosen in the form, or (none chosen) the matcher's best other one."""
+        agent_id = (request.POST.get("agent_id") or "").strip() or None
+        return self._act(
+            request,
+            pk,
+            "reassigned",
+            lambda t: services.reassign_task(t, agent_id=agent_id, by=request.user),
+        )
 
     def reply_view(self, request: HttpRequest, pk: Any) -> HttpResponse:
         """Answer the agent's question (INPUT_REQUIRED / AUTH_REQUIRED). The form is on the

@@ -95,6 +95,19 @@ def transport_line(task: Task) -> str:
     return "; then ".join(steps)
 
 
+def reassign_lines(task: Task) -> list[str]:
+    """``10:01:02 from agent-a by alice (was TASK_STATE_FAILED)`` per reassignment."""
+    lines = []
+    for item in (task.metadata or {}).get("reassignments") or []:
+        at = _when(item.get("at"))
+        when = f"{timezone.localtime(at):%Y-%m-%d %H:%M:%S} " if at else ""
+        lines.append(
+            f"{when}from {item.get('from')} to {item.get('to')} by {item.get('by')} "
+            f"(was {str(item.get('previousState', '')).removeprefix('TASK_STATE_').lower()})"
+        )
+    return lines
+
+
 def match_line(task: Task) -> str:
     match = (task.metadata or {}).get("match") or {}
     if not match:
@@ -136,6 +149,7 @@ def page_context(task: Task) -> dict[str, Any]:
         "in_state_for": now - task.state_changed_at,
         "transport_line": transport_line(task),
         "match_line": match_line(task),
+        "reassignments": reassign_lines(task),
         "error": error,
         "validation_errors": (error.get("details") or {}).get("errors")
         if error.get("code") == "output_invalid" and isinstance(error.get("details"), dict)

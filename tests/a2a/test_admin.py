@@ -173,3 +173,25 @@ def test_the_dashboard_counts_states_waiting_tasks_failures_and_agents(
     assert "agent_unreachable" in failures
     assert 'id="agents-card"' in page
     assert 'id="offline-card"' in page
+
+
+def test_the_page_reassigns_a_waiting_task_to_another_agent(
+    admin_client: Any, task: Task, make_agent: Any
+) -> None:
+    make_agent(id="agent-two", skills=[task.skill])
+    page = admin_client.get(reverse("admin:a2a_task_change", args=[task.pk])).content.decode()
+    assert '<option value="agent-two">agent-two</option>' in page
+    assert '<option value="agent-one">' not in page  # not the current one
+    url = reverse("admin:a2a_task_reassign", args=[task.pk])
+    assert admin_client.get(url).status_code == 405
+    response = admin_client.post(url, {"agent_id": "agent-two"}, follow=True)
+    assert "Task reassigned." in response.content.decode()
+    task.refresh_from_db()
+    assert (task.agent_id, task.state) == ("agent-two", TaskState.SUBMITTED)
+    page = admin_client.get(reverse("admin:a2a_task_change", args=[task.pk])).content.decode()
+    assert "from agent-one to agent-two by admin (was input_required)" in page
+
+
+def test_no_reassign_form_without_another_agent(admin_client: Any, task: Task) -> None:
+    page = admin_client.get(reverse("admin:a2a_task_change", args=[task.pk])).content.decode()
+    assert 'id="reassign-task"' not in page
