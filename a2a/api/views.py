@@ -31,6 +31,7 @@ from a2a.models import Task
 from a2a.states import normalize_state
 from agent_profiles.authentication import AgentPrincipal
 from platform_site.errors import PlatformError, ValidationFailed, exception_handler
+from platform_site.parsers import BatchJSONParser, refuse_bad_text
 
 
 class IsPlatformUser(BasePermission):
@@ -103,12 +104,13 @@ class TaskListView(generics.ListAPIView):
         return Response(TaskSerializer(task).data, status=code)
 
 
-def _task_request(body: Any) -> services.TaskRequest:
+def _task_request(body: Any, index: int) -> services.TaskRequest:
     """One batch item, checked like the body of ``POST /api/tasks``."""
     if not isinstance(body, dict):
         raise exceptions.ValidationError(
             {"non_field_errors": ["An item must be a JSON object: the body of POST /api/tasks."]}
         )
+    refuse_bad_text(body, f"tasks[{index}]")  # BatchJSONParser left the items to us
     serializer = CreateTaskSerializer(data=body)
     serializer.is_valid(raise_exception=True)
     data = serializer.validated_data
@@ -132,6 +134,7 @@ class TaskBatchView(APIView):
     """``POST /api/tasks:batch``: create many tasks in one request."""
 
     permission_classes = [IsPlatformUser]
+    parser_classes = [BatchJSONParser]
 
     @extend_schema(
         operation_id="tasks_batch_create",
@@ -181,7 +184,7 @@ class TaskBatchView(APIView):
         requests, positions = [], []
         for index, item in enumerate(items):
             try:
-                requests.append(_task_request(item))
+                requests.append(_task_request(item, index))
                 positions.append(index)
             except (PlatformError, exceptions.APIException) as exc:
                 results[index] = _refusal(exc)

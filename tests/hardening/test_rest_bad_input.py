@@ -232,14 +232,25 @@ def test_the_schema_documents_errors_bounds_and_the_text_rule(client: Any, db: N
     assert "NUL" in reply["400"]["description"]
 
 
-def test_a_nul_in_one_batch_item_refuses_the_batch_naming_the_item(
+def test_a_nul_in_one_batch_item_is_that_items_error_and_the_others_are_created(
     api: APIClient, agent: Any
 ) -> None:
     good = {"skillId": "ce-review", "input": {"product": "ok"}}
     bad = {"skillId": "ce-review", "input": {"product": NUL}}
     response = api.post("/api/tasks:batch", {"tasks": [good, bad]}, format="json")
-    error = assert_error(response, 400, "invalid_text")
-    assert error["details"]["field"] == "tasks[1].input.product"
+    assert response.status_code == 200, response.content
+    first, second = response.json()["results"]
+    assert first["status"] == 201
+    assert second["status"] == 400
+    assert second["error"]["code"] == "invalid_text"
+    assert second["error"]["details"]["field"] == "tasks[1].input.product"
+    assert list(Task.objects.values_list("input", flat=True)) == [{"product": "ok"}]
+
+
+def test_a_nul_outside_the_batch_items_refuses_the_batch(api: APIClient, agent: Any) -> None:
+    good = {"skillId": "ce-review", "input": {"product": "ok"}}
+    response = api.post("/api/tasks:batch", {"tasks": [good], "x": NUL}, format="json")
+    assert_error(response, 400, "invalid_text")
     assert not Task.objects.exists()
 
 
