@@ -28,6 +28,7 @@ CALL_FIELDS = [
     "target",
     "timeout",
     "poll_interval",
+    "offline_wait",
 ]
 BINDING_CHOICES = [
     ("", "— from the card (else HTTP+JSON) —"),
@@ -59,6 +60,14 @@ class CallSettingsForm(forms.ModelForm):
         assume_scheme="https",
         help_text="Where the agent's card is; empty: {endpoint}/.well-known/agent-card.json, "
         "then the endpoint's origin.",
+    )
+    offline_wait = forms.FloatField(
+        label="Offline wait (seconds)",
+        required=False,
+        min_value=0,
+        help_text="How long a task may wait offline for this agent while it has never "
+        "connected to the gateway; empty: no longer than the task's timeout (dispatch never "
+        "waits silently). Set it for agents known to connect late.",
     )
     protocol_binding = forms.ChoiceField(choices=BINDING_CHOICES, required=False)
     protocol_version = forms.ChoiceField(choices=VERSION_CHOICES, required=False)

@@ -142,3 +142,18 @@ def test_the_refresh_action_reports_a_refused_card(staff_client: Any, make_agent
         )
     assert "card refused" in response.content.decode()
     assert "GRPC 1.0" in response.content.decode()
+
+
+def test_an_operator_sets_and_clears_the_offline_wait(staff_client: Any, make_agent: Any) -> None:
+    agent = make_agent()
+    page = staff_client.get(change_url(agent)).content.decode()
+    assert "Offline wait (seconds)" in page
+    response = staff_client.post(change_url(agent), form(agent, offline_wait="7200"))
+    assert response.status_code == 302
+    agent.refresh_from_db()
+    assert agent.offline_wait == 7200.0
+    response = staff_client.post(change_url(agent), form(agent, offline_wait="-1"))
+    assert response.status_code == 200  # refused on the form
+    staff_client.post(change_url(agent), form(agent, offline_wait=""))
+    agent.refresh_from_db()
+    assert agent.offline_wait is None
