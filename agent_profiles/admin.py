@@ -8,6 +8,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -184,6 +185,17 @@ class AgentProfileAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AgentProfile]:
         return super().get_queryset(request).prefetch_related("skills", "api_keys")
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """The agent's page is titled after the agent, not "Change agent profile"."""
+        context = {"title": f"Agent {unquote(object_id)}", **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, context)
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, agent: AgentProfile) -> str:

@@ -148,6 +148,8 @@ def test_an_operator_sets_and_clears_the_offline_wait(staff_client: Any, make_ag
     agent = make_agent()
     page = staff_client.get(change_url(agent)).content.decode()
     assert "Offline wait (seconds)" in page
+    assert f"| Agent {agent.pk} |" in page
+    assert "Change agent profile" not in page
     response = staff_client.post(change_url(agent), form(agent, offline_wait="7200"))
     assert response.status_code == 302
     agent.refresh_from_db()
