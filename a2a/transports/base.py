@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2a.states import normalize_state
+from a2a.transports import shapes
 from agent_profiles.interfaces import CallTarget
 
 # A Retry-After longer than this is treated as this (an agent must not park a task forever).
@@ -117,6 +118,22 @@ def send_configuration(*, blocking: bool, v03: bool, push: dict[str, Any] | None
     if push:
         config["taskPushNotificationConfig"] = push
     return config
+
+
+def send_params(
+    message: dict[str, Any],
+    *,
+    blocking: bool,
+    v03: bool,
+    rest: bool,
+    push: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A send's JSON-RPC params or HTTP+JSON body: the message in the version's shape
+    (0.3 spells parts differently on each binding) and the configuration."""
+    if v03:
+        message = shapes.message_to_03(message, rest=rest)
+    configuration = send_configuration(blocking=blocking, v03=v03, push=push)
+    return {"message": message, "configuration": configuration}
 
 
 def parse_retry_after(value: str | None) -> float | None:

@@ -23,7 +23,7 @@ from a2a.exceptions import (
     A2AUnsupportedOperation,
 )
 from a2a.transports import http, shapes
-from a2a.transports.base import AgentReply, AgentTransport, excerpt, send_configuration
+from a2a.transports.base import AgentReply, AgentTransport, excerpt, send_params
 from agent_profiles.interfaces import JSONRPC, V0_3
 
 METHODS = {
@@ -139,13 +139,7 @@ class JsonRpcTransport(AgentTransport):
     def _send_params(
         self, message: dict[str, Any], blocking: bool, push: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        configuration = send_configuration(blocking=blocking, v03=self.v03, push=push)
-        if self.v03:
-            return {
-                "message": shapes.message_to_03(message, rest=False),
-                "configuration": configuration,
-            }
-        return {"message": message, "configuration": configuration}
+        return send_params(message, blocking=blocking, v03=self.v03, rest=False, push=push)
 
     def send(
         self,

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from a2a.exceptions import A2APermanentError
 from a2a.transports import http, shapes
-from a2a.transports.base import AgentReply, AgentTransport, parse_retry_after, send_configuration
+from a2a.transports.base import AgentReply, AgentTransport, parse_retry_after, send_params
 from agent_profiles.interfaces import HTTP_JSON, V0_3
 
 
@@ -45,13 +45,7 @@ class RestTransport(AgentTransport):
     def _send_body(
         self, message: dict[str, Any], blocking: bool, push: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        configuration = send_configuration(blocking=blocking, v03=self.v03, push=push)
-        if self.v03:
-            return {
-                "message": shapes.message_to_03(message, rest=True),
-                "configuration": configuration,
-            }
-        return {"message": message, "configuration": configuration}
+        return send_params(message, blocking=blocking, v03=self.v03, rest=True, push=push)
 
     def send(
         self,
