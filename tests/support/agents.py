@@ -442,8 +442,16 @@ def run_agent(
     """Serve a :class:`TestAgent` in a background thread; stopped on exit. ``build`` makes
     the app (default :func:`build_app`; :mod:`tests.support.peers` has other bindings)."""
     agent = TestAgent(port=port or free_port())
+    with serve_agent(agent, (build or build_app)(agent)):
+        yield agent
+
+
+@contextlib.contextmanager
+def serve_agent(agent: TestAgent, app: ASGIApp) -> Iterator[TestAgent]:
+    """Serve ``app`` for ``agent`` (its host and port) with uvicorn in a background
+    thread; stopped on exit, its unfinished work ended quietly."""
     config = uvicorn.Config(
-        (build or build_app)(agent),
+        app,
         host=agent.host,
         port=agent.port,
         log_level="warning",
@@ -468,12 +476,13 @@ def run_agent(
         loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.close()
 
-    thread = threading.Thread(target=serve, name=f"test-agent-{agent.port}", daemon=True)
+    name = f"{type(agent).__name__}-{agent.port}"
+    thread = threading.Thread(target=serve, name=name, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"test agent did not start on port {agent.port}")
+            raise RuntimeError(f"{name} did not start on port {agent.port}")
         time.sleep(0.02)
     try:
         yield agent

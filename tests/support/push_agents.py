@@ -15,16 +15,13 @@ POSTs every later event of that task (status updates, artifact updates) as a
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import uvicorn
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_rest_routes
 from a2a.server.tasks import (
@@ -38,7 +35,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from tests.support.agents import BehaviourExecutor, RawModes, TestAgent, agent_card, free_port
+from tests.support.agents import (
+    BehaviourExecutor,
+    RawModes,
+    TestAgent,
+    agent_card,
+    free_port,
+    serve_agent,
+)
 
 log = logging.getLogger(__name__)
 
@@ -95,54 +99,12 @@ def build_push_app(agent: PushAgent) -> ASGIApp:
     return RawModes(Starlette(routes=routes), agent)
 
 
-class _Server(uvicorn.Server):
-    def install_signal_handlers(self) -> None:  # a thread cannot own signals
-        pass
-
-
 @contextlib.contextmanager
 def run_push_agent(port: int | None = None) -> Iterator[PushAgent]:
     """Serve a pushing agent in a background thread; stopped on exit."""
     agent = PushAgent(port=port or free_port())
-    config = uvicorn.Config(
-        build_push_app(agent),
-        host=agent.host,
-        port=agent.port,
-        log_level="warning",
-        access_log=False,
-        lifespan="off",
-        timeout_graceful_shutdown=1,
-    )
-    server = _Server(config)
-    loop_holder: dict[str, asyncio.AbstractEventLoop] = {}
-
-    def serve() -> None:
-        loop = asyncio.new_event_loop()
-        loop_holder["loop"] = loop
-        asyncio.set_event_loop(loop)
-        agent.stopping = asyncio.Event()
-        loop.run_until_complete(server.serve())
-        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-        for task in pending:
-            task.cancel()
-        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        loop.close()
-
-    thread = threading.Thread(target=serve, name=f"push-agent-{agent.port}", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"push agent did not start on port {agent.port}")
-        time.sleep(0.02)
-    try:
+    with serve_agent(agent, build_push_app(agent)):
         yield agent
-    finally:
-        loop = loop_holder.get("loop")
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(agent.stopping.set)
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def main() -> None:
