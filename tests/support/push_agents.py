@@ -54,6 +54,21 @@ class PushAgent(TestAgent):
 
     pushes: int = 0
     push_failures: int = 0
+    pushing: int = 0  # posts in flight
+    last_push_at: float = 0.0
+
+    def wait_pushes_settled(self, quiet: float = 0.5, timeout: float = 10.0) -> None:
+        """Wait until no push is in flight and none started for ``quiet`` seconds.
+
+        The SDK pushes a task's last events after the platform has already recorded
+        its end: a test that stops the platform right then would see those pushes fail
+        against a closing server, through no fault of either side."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.pushing and time.monotonic() - self.last_push_at >= quiet:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"the agent kept pushing for {timeout} s")
 
 
 class CountingClient(httpx.AsyncClient):
@@ -65,11 +80,16 @@ class CountingClient(httpx.AsyncClient):
 
     async def post(self, url: Any, **kwargs: Any) -> httpx.Response:  # type: ignore[override]
         self.agent.pushes += 1
+        self.agent.pushing += 1
+        self.agent.last_push_at = time.monotonic()
         try:
             response = await super().post(url, **kwargs)
         except httpx.HTTPError:
             self.agent.push_failures += 1
             raise
+        finally:
+            self.agent.pushing -= 1
+            self.agent.last_push_at = time.monotonic()
         if response.status_code >= 400:
             self.agent.push_failures += 1
         return response
