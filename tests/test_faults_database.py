@@ -1,0 +1,72 @@
+"""Fault suite, distributed mode: the database drops every connection a Celery worker
+holds (what a PostgreSQL restart or failover does to it). Workers keep their connections
+between tasks (``platform_site/celery.py``), so the next task finds a dead one: it must
+be replaced, and the tasks that follow still complete, without restarting the worker."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from a2a import services
+from a2a.states import TaskState
+from tests.a2a.helpers import wait_for
+from tests.support.agents import TestAgent, run_agent
+from tests.support.processes import celery_beat, worker_proc
+
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
+
+ENV = {
+    "A2A_POLL_INTERVAL": 0.2,
+    "A2A_POLL_INTERVAL_MAX": 0.5,
+    "A2A_RETRY_BACKOFF": 0.2,
+    "A2A_SWEEP_INTERVAL": 0.3,
+    "A2A_LEASE_SECONDS": 3,
+    "ALLOW_LOOPBACK_URLS": True,
+}
+
+
+@pytest.fixture
+def peer() -> Iterator[TestAgent]:
+    with run_agent() as agent:
+        yield agent
+
+
+def _drop_other_connections() -> int:
+    """Terminate every other session on the test database (the worker's and beat's)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return int(cursor.fetchone()[0])
+
+
+def test_a_worker_replaces_connections_the_database_dropped(
+    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent
+) -> None:
+    make_agent(skills=[make_skill()], a2a_endpoint=peer.url)
+    user = make_user()
+    data = {"product": "lamp"}
+    with ExitStack() as stack:
+        stack.enter_context(celery_beat(**ENV))
+        worker = worker_proc("kept", **ENV)
+        stack.callback(worker.close)
+        worker.wait_log(r"ready\.", timeout=60)
+        before = [services.create_task(skill_id="ce-review", input=data, user=user)]
+        before += [services.create_task(skill_id="ce-review", input=data, user=user)]
+        before = [wait_for(t, timeout=30) for t in before]
+        assert _drop_other_connections() >= 1  # the worker's kept connections
+        after = [
+            services.create_task(skill_id="ce-review", input=data, user=user) for _ in range(6)
+        ]
+        after = [wait_for(t, timeout=60) for t in after]
+        assert worker.alive()
+        log = worker.log_text()
+    # The drop did reach the worker: a kept connection failed once, then was replaced.
+    assert "terminating connection" in log or "server closed the connection" in log, log[-3000:]
+    assert [t.state for t in before + after] == [TaskState.COMPLETED] * 8
