@@ -27,6 +27,7 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.db.models import Count
 
+from a2a.face import listeners
 from a2a.face.db import db_call
 from a2a.face.serializers import task_json
 from a2a.models import Task, TaskMessage
@@ -125,9 +126,11 @@ def _is_local(layer: Any) -> bool:
 
 
 def has_listeners(task_id: uuid.UUID | str) -> bool:
-    """False only when no stream can be listening: the in-memory layer and no local
-    subscriber. With a shared layer, listeners may be in any process."""
-    return not _is_local(get_channel_layer()) or local_bus.has(group_name(task_id))
+    """False only when no stream can be listening: no local subscriber with the
+    in-memory layer; no marker in Redis with the shared layer (:mod:`.listeners`)."""
+    if _is_local(get_channel_layer()):
+        return local_bus.has(group_name(task_id))
+    return listeners.is_marked(task_id)
 
 
 def _log_failure(future: Any) -> None:
@@ -162,6 +165,8 @@ class Subscription:
         self.loop = asyncio.get_running_loop()
         self.channel: str | None = None
         self._reader: asyncio.Task[None] | None = None
+        self.task_id = task_id
+        self.marker = listeners.Marker()
 
     async def open(self) -> None:
         if self.local:
@@ -169,6 +174,7 @@ class Subscription:
             return
         self.channel = await self.layer.new_channel()
         await self.layer.group_add(self.group, self.channel)
+        await self._mark()
         # One long-lived reader per subscription: cancelling a pending receive() on the
         # Redis layer can drop a message, cancelling a queue get cannot.
         self._reader = asyncio.create_task(self._read())
@@ -178,7 +184,14 @@ class Subscription:
             message = await self.layer.receive(self.channel)
             self.queue.put_nowait(message)
 
+    async def _mark(self) -> None:
+        """Tell publishers in every process that this task has a listener."""
+        await asyncio.to_thread(listeners.mark, self.task_id)
+        self.marker.done()
+
     async def next(self, wait: float) -> dict[str, Any] | None:
+        if not self.local and self.marker.due():
+            await self._mark()
         try:
             return await asyncio.wait_for(self.queue.get(), wait)
         except TimeoutError:
