@@ -152,7 +152,11 @@ def choose_agent(
     if agent_id is None or agent_id == "":
         if not candidates:  # never refuse from the cache
             candidates = lookups.candidates(skill, fresh=True)
-        return match_agent(skill, agents=candidates, active=active)
+        if active is None:
+            active = lookups.load(candidates)
+        agent, match = match_agent(skill, agents=candidates, active=active)
+        lookups.assigned(agent.id)
+        return agent, match
     agent = next((a for a in candidates if a.id == agent_id), None)
     if agent is None:
         candidates = lookups.candidates(skill, fresh=True)

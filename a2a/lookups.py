@@ -10,6 +10,12 @@ seconds, except that a refusal is never taken from the cache: an unknown skill o
 is looked up again before the caller is told no (an agent registered on another daphne
 a moment ago can take a task at once). The cached objects are shared between threads
 and must be treated as read-only.
+
+The candidates' load (their active task counts, which the matcher weighs) is counted once
+per ``A2A_LOAD_CACHE_SECONDS`` per process instead of on every creation, and every task
+this process assigns meanwhile is added to it, so a burst is still spread across agents.
+Load only orders candidates: a count a second old changes who is picked first, never
+whether a task is accepted.
 """
 
 from __future__ import annotations
@@ -21,11 +27,13 @@ from typing import Any
 from django.conf import settings
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
+from agent_profiles.matching import active_counts
 from agent_profiles.models import AgentProfile, AgentStatus, Skill
 
 _lock = threading.Lock()
 _skills: dict[str, tuple[float, Skill | None]] = {}
 _candidates: dict[str, tuple[float, list[AgentProfile]]] = {}
+_loads: dict[tuple[str, ...], tuple[float, dict[str, int]]] = {}
 _MISSING = object()
 
 
@@ -69,11 +77,34 @@ def candidates(skill: Skill, *, fresh: bool = False) -> list[AgentProfile]:
     return list(found)
 
 
+def load(agents: list[AgentProfile]) -> dict[str, int]:
+    """Active task counts of these candidates (see the module's docstring); a copy."""
+    key = tuple(a.id for a in agents)
+    ttl = float(getattr(settings, "A2A_LOAD_CACHE_SECONDS", 1.0))
+    entry = _loads.get(key)
+    if entry is None or entry[0] < time.monotonic():
+        counts = active_counts(list(key))
+        if ttl <= 0:
+            return counts
+        with _lock:
+            _loads[key] = entry = (time.monotonic() + ttl, counts)
+    return dict(entry[1])
+
+
+def assigned(agent_id: str) -> None:
+    """Count a task this process just gave ``agent_id`` into every cached load."""
+    with _lock:
+        for key, (_, counts) in _loads.items():
+            if agent_id in key:
+                counts[agent_id] = counts.get(agent_id, 0) + 1
+
+
 def clear() -> None:
     """Forget everything cached (a change in this process; tests between cases)."""
     with _lock:
         _skills.clear()
         _candidates.clear()
+        _loads.clear()
 
 
 def _changed(sender: Any, **kwargs: Any) -> None:

@@ -313,6 +313,7 @@ TASKS_API_THREADS = envint("TASKS_API_THREADS", 1 if EMBEDDED else 4)
 # Task creation caches skills and their candidate agents per process this long (a change
 # made in this process clears them at once; one made elsewhere shows within this); 0: off.
 A2A_REGISTRY_CACHE_SECONDS = envfloat("A2A_REGISTRY_CACHE_SECONDS", 2.0)
+A2A_LOAD_CACHE_SECONDS = envfloat("A2A_LOAD_CACHE_SECONDS", 1.0)  # candidates' task counts
 # Most tasks one POST /api/tasks:batch may create.
 TASKS_BATCH_MAX = envint("TASKS_BATCH_MAX", 100)
 # Agents whose card offers push notifications are asked to push each update of a task to
