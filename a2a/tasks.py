@@ -7,9 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from celery import shared_task
 from django.conf import settings
-from django.db import connection
 
 from a2a import worker
+from platform_site.dbthreads import shutdown_closing_connections, tidy_connections
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +30,11 @@ def process(task_id: str, lease: str | None = None) -> None:
 
 
 def _process_on_pool_thread(task_id: str) -> None:
+    tidy_connections()  # the thread keeps its connection for the whole batch
     try:
         worker.process_task(task_id)
     except Exception:  # process_task records failures on the task; this is a bug guard
         log.exception("task %s: could not process it", task_id)
-    finally:
-        connection.close()  # this pool thread's own connection
 
 
 @shared_task(name="a2a.process_many", ignore_result=True, soft_time_limit=90, time_limit=120)
@@ -44,8 +43,11 @@ def process_many(task_ids: list[str]) -> None:
     message for the whole batch; each task is claimed on its own, so a task another
     worker took meanwhile is skipped)."""
     width = max(1, min(len(task_ids), settings.A2A_POLL_CONCURRENCY))
-    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="a2a-batch") as pool:
+    pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="a2a-batch")
+    try:
         list(pool.map(_process_on_pool_thread, task_ids))
+    finally:
+        shutdown_closing_connections(pool)
 
 
 @shared_task(name="a2a.sweep", ignore_result=True, soft_time_limit=240, time_limit=300)

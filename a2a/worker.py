@@ -18,7 +18,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
@@ -28,6 +27,7 @@ from a2a.models import Task
 from a2a.scheduling import lease_seconds
 from a2a.states import ACTIVE_STATES, NextAction, Transport
 from agent_profiles.interfaces import call_target
+from platform_site.dbthreads import shutdown_closing_connections, tidy_connections
 
 log = logging.getLogger(__name__)
 
@@ -226,25 +226,23 @@ def process_claimed(task_id: Any, lease: str) -> None:
         run_claimed(task)
 
 
-def _run_in_thread(task_id: Any) -> None:
+def _run_in_thread(task: Task) -> None:
+    tidy_connections()  # a sweep thread keeps its connection from one task to the next
     try:
-        task = Task.objects.select_related("skill", "agent").get(pk=task_id)
         if _long_action(task):
             _hand_off(task)
         else:
             run_claimed(task)
     except Exception:
-        log.exception("task %s: sweep could not process it", task_id)
-    finally:
-        connection.close()  # this pool thread's own connection
+        log.exception("task %s: sweep could not process it", task.pk)
 
 
 def sweep() -> dict[str, int]:
     """Fail overdue tasks, then claim due ones and process them concurrently.
 
-    Claims are taken ``A2A_POLL_CONCURRENCY`` at a time and processed at once (up to
-    ``A2A_POLL_BATCH`` per sweep), so no claimed task waits in a queue while its lease
-    runs out.
+    Claims are taken ``A2A_POLL_CONCURRENCY`` at a time, read in one query and processed
+    at once (up to ``A2A_POLL_BATCH`` per sweep), so no claimed task waits in a queue
+    while its lease runs out. The sweep's threads keep one connection each for the sweep.
     """
     expired = expire_overdue()
     polled = _poll_batches()
@@ -258,11 +256,12 @@ def sweep() -> dict[str, int]:
                 break
             if pool is None:
                 pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="a2a-sweep")
-            list(pool.map(_run_in_thread, ids))
+            tasks = Task.objects.select_related("skill", "agent").filter(pk__in=ids)
+            list(pool.map(_run_in_thread, list(tasks)))
             processed += len(ids)
     finally:
         if pool is not None:
-            pool.shutdown(wait=True)
+            shutdown_closing_connections(pool)
     return {"expired": expired, "processed": processed, "polled": polled}
 
 

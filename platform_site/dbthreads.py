@@ -87,14 +87,23 @@ class ConnectionPool:
         """
         with self._lock:
             executor, self._executor = self._executor, None
-        if executor is None:
-            return
-        size = executor._max_workers
-        barrier = threading.Barrier(size)
+        if executor is not None:
+            shutdown_closing_connections(executor)
 
-        def close() -> None:
-            connections.close_all()
-            barrier.wait(timeout=10)  # one call per thread: each closes its own connections
 
-        wait([executor.submit(close) for _ in range(size)])
-        executor.shutdown()
+def shutdown_closing_connections(executor: ThreadPoolExecutor) -> None:
+    """Have every thread of ``executor`` close its own database connections, then stop it.
+
+    Threads keep their connections while the executor lives (one per thread, not one per
+    job); a dead thread's connection must not be left for the garbage collector, and
+    PostgreSQL will not drop a test database while one is open.
+    """
+    size = executor._max_workers
+    barrier = threading.Barrier(size)
+
+    def close() -> None:
+        connections.close_all()
+        barrier.wait(timeout=10)  # one call per thread: each closes its own connections
+
+    wait([executor.submit(close) for _ in range(size)])
+    executor.shutdown()
