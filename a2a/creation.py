@@ -148,8 +148,8 @@ def choose_agent(
     ``active`` (active task counts per candidate) saves the matcher its count query; a
     batch passes it and counts its own picks in.
     """
-    candidates = lookups.candidates(skill)
     if agent_id is None or agent_id == "":
+        candidates = lookups.candidates(skill)
         if not candidates:  # never refuse from the cache
             candidates = lookups.candidates(skill, fresh=True)
         if active is None:
@@ -157,10 +157,7 @@ def choose_agent(
         agent, match = match_agent(skill, agents=candidates, active=active)
         lookups.assigned(agent.id)
         return agent, match
-    agent = next((a for a in candidates if a.id == agent_id), None)
-    if agent is None:
-        candidates = lookups.candidates(skill, fresh=True)
-        agent = next((a for a in candidates if a.id == agent_id), None)
+    agent = lookups.candidate(skill, agent_id)
     if agent is None:
         raise _refusal(skill, agent_id)
     return agent, {"agentId": agent.id, "chosenBy": "caller", "at": timezone.now().isoformat()}

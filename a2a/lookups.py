@@ -1,4 +1,5 @@
-"""Cached registry reads for task creation: a skill by id, the active agents offering it.
+"""Cached registry reads for task creation: a skill by id, the active agents offering it
+(or the one a caller names).
 
 Every ``POST /api/tasks`` and every ``message:send`` of the A2A face needs the skill (its
 input schema) and the agents that may take it; both change rarely and are read on every
@@ -33,6 +34,7 @@ from agent_profiles.models import AgentProfile, AgentStatus, Skill
 _lock = threading.Lock()
 _skills: dict[str, tuple[float, Skill | None]] = {}
 _candidates: dict[str, tuple[float, list[AgentProfile]]] = {}
+_chosen: dict[tuple[str, str], tuple[float, AgentProfile]] = {}
 _loads: dict[tuple[str, ...], tuple[float, dict[str, int]]] = {}
 _MISSING = object()
 
@@ -41,14 +43,14 @@ def _ttl() -> float:
     return float(getattr(settings, "A2A_REGISTRY_CACHE_SECONDS", 2.0))
 
 
-def _get(store: dict[str, tuple[float, Any]], key: str) -> Any:
+def _get(store: dict[Any, tuple[float, Any]], key: Any) -> Any:
     entry = store.get(key)
     if entry is None or entry[0] < time.monotonic():
         return _MISSING
     return entry[1]
 
 
-def _put(store: dict[str, tuple[float, Any]], key: str, value: Any) -> None:
+def _put(store: dict[Any, tuple[float, Any]], key: Any, value: Any) -> None:
     ttl = _ttl()
     if ttl > 0:
         with _lock:
@@ -75,6 +77,22 @@ def candidates(skill: Skill, *, fresh: bool = False) -> list[AgentProfile]:
         found = list(skill.agents.filter(status=AgentStatus.ACTIVE).order_by("id"))
         _put(_candidates, skill.pk, found)
     return list(found)
+
+
+def candidate(skill: Skill, agent_id: str) -> AgentProfile | None:
+    """The active agent ``agent_id`` if it offers ``skill``, else None (a caller that names
+    its agent): one row, not every candidate, and a None always comes from the database."""
+    listed = _get(_candidates, skill.pk)
+    if listed is not _MISSING:
+        found = next((a for a in listed if a.id == agent_id), None)
+        if found is not None:
+            return found  # type: ignore[no-any-return]
+    found = _get(_chosen, (skill.pk, agent_id))
+    if found is _MISSING:
+        found = skill.agents.filter(pk=agent_id, status=AgentStatus.ACTIVE).first()
+        if found is not None:
+            _put(_chosen, (skill.pk, agent_id), found)
+    return found  # type: ignore[no-any-return]
 
 
 def load(agents: list[AgentProfile]) -> dict[str, int]:
@@ -104,6 +122,7 @@ def clear() -> None:
     with _lock:
         _skills.clear()
         _candidates.clear()
+        _chosen.clear()
         _loads.clear()
 
 

@@ -42,3 +42,15 @@ def test_load_counted_elsewhere_shows_once_the_cache_is_gone(
     settings.A2A_LOAD_CACHE_SECONDS = 0
     # Counted afresh: one active task each way before, now only the second one.
     assert create(user).agent_id == first.agent_id
+
+
+def test_a_named_agent_is_looked_up_alone(two_agents: None, make_user: Any) -> None:
+    user = make_user()
+    task = services.create_task(
+        skill_id="ce-review", input={"product": "lamp"}, user=user, agent_id="agent-b"
+    )
+    assert task.agent_id == "agent-b"
+    # One row read, not every candidate of the skill (a thousand agents may offer it).
+    assert lookups._candidates == {}
+    assert lookups.candidate(task.skill, "agent-a") is not None
+    assert lookups.candidate(task.skill, "agent-zz") is None
