@@ -320,6 +320,24 @@ def table(rows: list[dict[str, Any]], total: int, concurrency: int, rounds: int)
     return "\n".join(lines)
 
 
+READING = """
+**Reading.** Measured on an idle machine (the benchmark's own processes only). The plain
+a2a-sdk server answers `message:send` by storing a task in memory and returning it; the
+platform's face, for the same request, authenticates the caller, validates the input
+against the skill's schema, matches an agent (default route), stores the task, its
+message and its event durably (SQLite here), and its in-process worker then sends the
+task to the real a2a-sdk agent and records the answer, on the same 2 CPUs during the
+measurement. That is several times the work of the plain server per request, so on a
+CPU-bound machine the ratio stays below 1.0x: the aim (at least 1.0x) is **not met**.
+Reads (`GET /tasks/{id}`, one indexed row and its JSON) run at about the plain server's
+rate. An earlier run at 0.77-0.91x shared the machine with other test suites (load 8-9),
+which gave the platform's many threads more of the contended CPU than the one-process
+plain server: that figure flattered the platform and is replaced by this one. Creation
+itself is 6 queries (skill and candidates cached per process, the candidates' load
+counted once a second, one INSERT per row kind).
+"""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000)
@@ -331,7 +349,7 @@ def main() -> None:
     section = table(rows, args.requests, args.concurrency, args.rounds)
     print(section)
     if args.write:
-        write_section("a2a_server", f"## A2A server face\n\n{section}")
+        write_section("a2a_server", f"## A2A server face\n\n{section}\n\n{READING.strip()}")
 
 
 if __name__ == "__main__":

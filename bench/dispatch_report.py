@@ -53,29 +53,29 @@ def table(results: list[dict[str, Any]], total: int, concurrency: int) -> str:
 ANALYSIS = """
 **Reading the figures.** Both paths make one agent request per instant task: the agent's
 answer to `message:send` (with `returnImmediately`) is already the finished task, and the
-platform does not poll a task that has ended (aim: at most 2.5). Latency from creation to
-COMPLETED is a few tens of milliseconds when creation does not queue up.
+platform does not poll a task that has ended (aim: at most 2).
 
-**Why the platform is below half of the ceiling.** The ceiling is bounded by the agent's
-CPU (3-4 ms per task, one process). Per task the platform spends the CPU in the
-*platform* column, measured piece by piece on SQLite: the authenticated
-`POST /api/tasks` through daphne and Django REST framework about 10 ms (worker off), the
-worker's own work (claim, send, output validation, transition, the signal receivers of
-the gateway and the face) about 5 ms, and Celery's handling of the `a2a.process` message
-about 5 ms more; in place the total is higher still (the *platform* column), as daphne,
-the API thread, the worker's threads and beat contend for one interpreter (one CPU at a
-time) in the embedded mode; on a 2-CPU machine that also runs the agent, the benchmark client and
-(distributed) PostgreSQL and Redis, throughput follows CPU per task, so the ratio is
-roughly agent CPU / platform CPU: well under 50%, whatever the tuning. What was done:
-a lean ASGI path for Bearer calls to `/api/tasks` (no middleware chain, no per-request
-thread and connection; `TASKS_API_THREADS` pooled threads on PostgreSQL), the Task JSON
-built without DRF field machinery, matching history (5 s) and gateway presence (2 s)
-cached, validators compiled once, polls batched by the sweep (`A2A_POLL_MESSAGES=false`,
-measured faster). What would close the gap: more CPUs (the distributed mode scales
-out: several daphne and worker processes on other cores, the database as the only shared
-part); a batch creation endpoint (one request, one transaction, one Celery message for
-many tasks); handing new tasks to the sweep's thread pool in batches instead of one Celery
-message each (saves Celery's ~5 ms per task at the price of up to one sweep interval of
-latency); fewer queries on creation (skill and candidates cached; the gateway's and the
-face's `task_changed` receivers each read the task again).
+**Why the platform is below half of the ceiling (the aim).** On 2 CPUs that also run the
+agent, the benchmark client and (distributed) PostgreSQL and Redis, throughput follows
+CPU per task, so the ratio is roughly what the ceiling spends per task over what the
+platform spends: the bare loop costs the agent's 6-7 ms and little else; the platform
+adds an authenticated, validated, matched and durably stored task (the API column:
+daphne, Django REST framework, 6 queries and a Celery message) and a worker that claims
+the task, calls the agent, validates the output and records the transition with its
+event. Profiled with py-spy, the remaining cost is spread over Django's ORM (query
+compilation and model instances are about half of each process's CPU), commits, Celery's
+message handling and the HTTP call; no single stage dominates any more.
+
+What the profiles found and this round removed (distributed, CPU ms per task, same idle
+machine): Celery's Django fix-up opened a new PostgreSQL session for every task (workers
+now keep their connections, checked before each task); every transition read and
+published a stream snapshot although nobody streamed (now only when a subscriber's
+marker is in Redis); matching counted each candidate's active tasks on every creation
+(now once a second per process, plus the process's own assignments); the sweep opened a
+connection and read each claimed task on its own (now one connection per thread per
+sweep, one read per batch). API 21 -> 14 ms, worker 29-36 -> 19 ms; the ratio went from
+15% to 22%. What would close the rest: more CPUs (the distributed mode scales out:
+daphne and worker processes on other cores, the database the only shared part), and
+hot paths written below the ORM (the claim, the transition and its event as one
+statement each).
 """
