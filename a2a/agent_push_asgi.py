@@ -2,9 +2,8 @@
 
 It needs nothing of Django's request machinery: it reads a bounded body, checks the token
 (an HMAC, so a forged request costs no database read), parses the A2A body on the event
-loop and applies it with the pushes that arrive meanwhile, in one transaction on a small
-pool of database threads (:mod:`a2a.agent_push_batch`). Answers are JSON in the
-platform's error shape:
+loop and applies it on a small pool of database threads (``AGENT_PUSH_THREADS``,
+:mod:`platform_site.dbthreads`). Answers are JSON in the platform's error shape:
 
 * ``200`` ``{"state"}`` applied (or a harmless repeat); ``202`` ``{"state", "readBack":
   true}`` a COMPLETED without artifacts, which the worker reads back with ``GetTask``;
@@ -23,14 +22,16 @@ from typing import Any
 
 from django.conf import settings
 
-from a2a import agent_push, agent_push_batch
+from a2a import agent_push
+from platform_site.dbthreads import ConnectionPool
 from platform_site.errors import PlatformError, error_body
 from platform_site.lean_asgi import SECURITY_HEADERS, ASGIApp, route_to
 from platform_site.text import BadText, JSONTooDeep, find_bad_text, loads_bounded
 
 log = logging.getLogger(__name__)
 
-close_pool = agent_push_batch.pool.close
+pool = ConnectionPool("agent-push", "AGENT_PUSH_THREADS")
+close_pool = pool.close
 
 
 class _TooLarge(Exception):
@@ -104,7 +105,7 @@ async def _handle(scope: dict[str, Any], receive: Any) -> tuple[int, dict[str, A
         return _error(400, "bad_text", str(bad), {"field": bad.where})
     try:
         push = agent_push.parse(body)
-        applied = await agent_push_batch.apply(task_id, attempt, push)
+        applied = await pool.call(agent_push.apply)(task_id, attempt, push)
     except PlatformError as exc:
         return exc.status_code, error_body(exc.code, exc.message, exc.details)
     if applied.read_back:

@@ -324,7 +324,6 @@ AGENT_PUSH_POLL_INTERVAL = envfloat("AGENT_PUSH_POLL_INTERVAL", 60.0)
 AGENT_PUSH_MAX_BYTES = envint("AGENT_PUSH_MAX_BYTES", 1_000_000)  # one pushed body
 # Database threads applying pushes (each keeps its connection); 0: the shared sync thread.
 AGENT_PUSH_THREADS = envint("AGENT_PUSH_THREADS", 2)
-AGENT_PUSH_BATCH = envint("AGENT_PUSH_BATCH", 50)  # pushes applied per transaction, at most
 
 # --- A2A server face ------------------------------------------------------------------
 A2A_DEFAULT_SKILL = envstr("A2A_DEFAULT_SKILL")
