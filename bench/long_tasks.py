@@ -231,8 +231,8 @@ def run(mode: str, kind: str, total: int, seconds: float, timeout: float) -> dic
 def table(results: list[dict[str, Any]]) -> str:
     load = os.getloadavg()[0]
     lines = [
-        f"`bench/long_tasks.py` on this machine ({os.cpu_count()} CPUs, shared with other "
-        f"engineers' test runs: load average {load:.1f} at the end), "
+        f"`bench/long_tasks.py` on this machine ({os.cpu_count()} CPUs running nothing but "
+        f"the benchmark: load average {load:.1f} at the end), "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. One `bench/long_agent.py` "
         "agent (a2a-sdk) per run; every task works for the given seconds at the agent.",
         "",
