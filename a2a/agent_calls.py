@@ -37,7 +37,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from a2a import agent_push, agent_registry, transports
+from a2a import agent_push, agent_registry, send_gate, transports
 from a2a.agent_updates import apply_agent_reply
 from a2a.creation import queue_processing
 from a2a.exceptions import (
@@ -131,7 +131,20 @@ def _apply_timeout(task: Task, target: CallTarget, followup: bool) -> None:
 
 
 def send(task: Task) -> None:
-    """Send the task's outbound message (a new task, a re-send or a follow-up)."""
+    """Send the task's outbound message (a new task, a re-send or a follow-up), within
+    the agent's sends in flight (:mod:`a2a.send_gate`) unless it is a long call."""
+    no_polling = not task.agent.polling or bool((task.metadata or {}).get("noPolling"))
+    if no_polling:
+        _send(task)
+        return
+    with send_gate.slot(task.agent_id) as got:
+        if got:
+            _send(task)
+        else:
+            task.defer(send_gate.DEFER_SECONDS)
+
+
+def _send(task: Task) -> None:
     message = task.outbound_message or {}
     followup = bool(message.get("taskId"))
     if not followup:

@@ -298,6 +298,7 @@ A2A_POLL_BATCH = envint("A2A_POLL_BATCH", 50)  # due sends/cancels/follows claim
 A2A_POLL_ENGINE_BATCH = envint("A2A_POLL_ENGINE_BATCH", 200)
 A2A_POLL_SWEEP_MAX = envint("A2A_POLL_SWEEP_MAX", 2000)
 A2A_AGENT_POLL_RATE = envfloat("A2A_AGENT_POLL_RATE", 100.0)
+A2A_AGENT_SENDS_IN_FLIGHT = envint("A2A_AGENT_SENDS_IN_FLIGHT", 16)  # per agent and process
 A2A_POLL_CONCURRENCY = envint("A2A_POLL_CONCURRENCY", 16)
 A2A_SWEEP_INTERVAL = envfloat("A2A_SWEEP_INTERVAL", 1.0)
 # Longest single stream or blocking send to an agent that cannot be polled (then the
