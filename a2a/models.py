@@ -220,19 +220,23 @@ class Task(TaskScheduling, models.Model):
         return self._fresh_attempt(reason, agent=agent, **fields)
 
     def _fresh_attempt(self, reason: str, **fields: Any) -> bool:
-        scheduling = {
+        """SUBMITTED again, to be sent at once, with nothing left of the agent's old task
+        or its results (``fields`` add to or override that)."""
+        fresh = {
             "transport": Transport.A2A,
             "next_action": NextAction.SEND,
             "next_poll_at": timezone.now(),
             "lease_until": None,
             "poll_interval": 0.0,
+            "remote_task_id": "",
+            "output": None,
+            "artifacts": [],
+            "error": None,
+            "question": None,
+            "status_message": None,
         }
         return self.transition(
-            TaskState.SUBMITTED,
-            reason,
-            leave_terminal=self.is_terminal,
-            **scheduling,
-            **fields,
+            TaskState.SUBMITTED, reason, leave_terminal=self.is_terminal, **{**fresh, **fields}
         )
 
 

@@ -14,16 +14,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
 from a2a import agent_registry, lookups, transports
-from a2a.agent_updates import record_message
-from a2a.creation import _deadline, choose_agent, queue_processing
+from a2a.creation import _deadline, choose_agent
 from a2a.exceptions import A2ACallError, UnknownAgent
-from a2a.models import Direction, InvalidTransition, Task
+from a2a.models import InvalidTransition, Task
 from a2a.states import RETRYABLE_STATES, TERMINAL_STATES, Transport
-from a2a.task_actions import fresh_message
+from a2a.task_actions import fresh_message, start_again
 from agent_profiles.exceptions import NoAgentAvailable
 from agent_profiles.matching import match_agent
 from agent_profiles.models import AgentProfile
@@ -104,26 +102,19 @@ def reassign_task(task: Task, *, agent_id: str | None = None, by: Any = None) ->
             **told,
         },
     ]
-    with transaction.atomic():
-        moved = task.reassign(
+    start_again(
+        task,
+        lambda: task.reassign(
             agent,
             f"reassigned by {who} from agent '{old_agent}' to agent '{agent.id}'",
             outbound_message=outbound,
-            remote_task_id="",
             remote_context_id="",
-            output=None,
-            artifacts=[],
-            error=None,
-            question=None,
-            status_message=None,
             attempts=0,
             metadata=metadata,
             deadline_at=_deadline(),
-        )
-        if not moved:
-            raise InvalidTransition(f"Task {task.id} changed meanwhile; it is now {task.state}.")
-        record_message(task, Direction.TO_AGENT, outbound)
-        queue_processing(task.pk)
+        ),
+        outbound,
+    )
     log.info(
         "task %s reassigned from %s to %s by %s",
         task.pk,

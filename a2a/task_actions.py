@@ -7,6 +7,7 @@ or a cancel to the agent, :func:`handle_send_failure` decides what a failed send
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -102,24 +103,27 @@ def retry_task(task: Task, *, by: Any = None) -> Task:
         {"at": timezone.now().isoformat(), "by": who, "previousError": task.error},
     ]
     metadata["sendFailures"] = 0
-    with transaction.atomic():
-        moved = task.resubmit(
+    start_again(
+        task,
+        lambda: task.resubmit(
             f"retried by {who}",
             outbound_message=outbound,
-            remote_task_id="",
-            output=None,
-            artifacts=[],
-            error=None,
-            question=None,
-            status_message=None,
             metadata=metadata,
             deadline_at=_deadline(),
-        )
-        if not moved:
+        ),
+        outbound,
+    )
+    return task
+
+
+def start_again(task: Task, move: Callable[[], bool], outbound: dict[str, Any]) -> None:
+    """Run ``move`` (a fresh-attempt verb: retry, reassign), record the new first message
+    and queue the send, in one transaction; 409 if the task changed meanwhile."""
+    with transaction.atomic():
+        if not move():
             raise InvalidTransition(f"Task {task.id} changed meanwhile; it is now {task.state}.")
         record_message(task, Direction.TO_AGENT, outbound)
         queue_processing(task.pk)
-    return task
 
 
 def fresh_message(task: Task, *, context_id: str = "") -> dict[str, Any]:
