@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -17,6 +17,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from agent_profiles.models import AgentProfile, Skill, UserToken
+from tests.support.agents import TestAgent, run_agent
 
 REQUIRE_SERVICES = os.environ.get("REQUIRE_SERVICES") == "1"
 
@@ -75,6 +76,13 @@ def _fresh_cache() -> None:
 
     cache.clear()
     lookups.clear()
+
+
+@pytest.fixture
+def peer() -> Iterator[TestAgent]:
+    """A real a2a-sdk agent (:mod:`tests.support.agents`) serving on loopback."""
+    with run_agent() as agent:
+        yield agent
 
 
 @pytest.fixture

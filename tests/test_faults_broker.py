@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
 
@@ -21,7 +20,7 @@ from a2a import services
 from a2a.models import Task
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
-from tests.support.agents import TestAgent, run_agent
+from tests.support.agents import TestAgent
 from tests.support.processes import (
     celery_beat,
     celery_worker,
@@ -43,12 +42,6 @@ ENV = {
     "A2A_CONNECT_TIMEOUT": 0.5,
     "ALLOW_LOOPBACK_URLS": True,
 }
-
-
-@pytest.fixture
-def peer() -> Iterator[TestAgent]:
-    with run_agent() as agent:
-        yield agent
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ be replaced, and the tasks that follow still complete, without restarting the wo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
 
@@ -15,7 +14,7 @@ from django.db import connection
 from a2a import services
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
-from tests.support.agents import TestAgent, run_agent
+from tests.support.agents import TestAgent
 from tests.support.processes import celery_beat, worker_proc
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
@@ -28,12 +27,6 @@ ENV = {
     "A2A_LEASE_SECONDS": 3,
     "ALLOW_LOOPBACK_URLS": True,
 }
-
-
-@pytest.fixture
-def peer() -> Iterator[TestAgent]:
-    with run_agent() as agent:
-        yield agent
 
 
 def _drop_other_connections() -> int:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
 
@@ -18,7 +17,7 @@ from a2a import services
 from a2a.models import TaskEvent
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
-from tests.support.agents import TestAgent, run_agent
+from tests.support.agents import TestAgent
 from tests.support.processes import celery_beat, worker_proc
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
@@ -33,12 +32,6 @@ ENV = {
     "A2A_CONNECT_TIMEOUT": 0.5,
     "ALLOW_LOOPBACK_URLS": True,
 }
-
-
-@pytest.fixture
-def peer() -> Iterator[TestAgent]:
-    with run_agent() as agent:
-        yield agent
 
 
 def test_a_worker_killed_mid_send_leaves_one_task_per_message_at_the_agent(

@@ -7,7 +7,6 @@ again (same messageId), and the task completes exactly once.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
 
@@ -17,7 +16,7 @@ from a2a import services
 from a2a.models import Task, TaskEvent
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
-from tests.support.agents import TestAgent, run_agent
+from tests.support.agents import TestAgent
 from tests.support.processes import celery_beat, celery_worker, worker_proc
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
@@ -32,12 +31,6 @@ ENV = {
     "A2A_CONNECT_TIMEOUT": 0.5,
     "ALLOW_LOOPBACK_URLS": True,
 }
-
-
-@pytest.fixture
-def peer() -> Iterator[TestAgent]:
-    with run_agent() as agent:
-        yield agent
 
 
 @pytest.fixture

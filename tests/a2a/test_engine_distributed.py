@@ -5,7 +5,6 @@ the middle of its batches only delays its tasks, which each complete exactly onc
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
 
@@ -15,7 +14,7 @@ from a2a import services
 from a2a.models import Task, TaskEvent
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
-from tests.support.agents import TestAgent, run_agent
+from tests.support.agents import TestAgent
 from tests.support.processes import celery_beat, worker_proc
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
@@ -31,12 +30,6 @@ ENV = {
     "A2A_CONNECT_TIMEOUT": 0.5,
     "ALLOW_LOOPBACK_URLS": True,
 }
-
-
-@pytest.fixture
-def peer() -> Iterator[TestAgent]:
-    with run_agent() as agent:
-        yield agent
 
 
 def test_a_worker_killed_mid_batch_only_delays_and_nothing_runs_twice(

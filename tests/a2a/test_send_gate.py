@@ -12,13 +12,7 @@ import pytest
 from a2a import agent_calls, send_gate, services
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
-from tests.support.agents import TestAgent, run_agent
-
-
-@pytest.fixture
-def peer() -> Iterator[TestAgent]:
-    with run_agent() as agent:
-        yield agent
+from tests.support.agents import TestAgent
 
 
 @pytest.fixture

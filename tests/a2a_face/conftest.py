@@ -11,7 +11,7 @@ from django.test import Client
 
 from a2a.models import Direction, Task, TaskMessage
 from tests.a2a_face.schema import check_answer
-from tests.support.agents import TestAgent, run_agent
+from tests.support.agents import TestAgent
 from tests.support.processes import LivePlatform, live_platform_for_mode
 
 A2A_HEADERS = {"A2A-Version": "1.0"}
@@ -151,12 +151,6 @@ PLATFORM_ENV: dict[str, Any] = {
     "A2A_PUSH_BACKOFF": 0.2,
     "LOG_LEVEL": "WARNING",
 }
-
-
-@pytest.fixture
-def peer() -> Iterator[TestAgent]:
-    with run_agent() as agent:
-        yield agent
 
 
 @pytest.fixture
