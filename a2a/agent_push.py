@@ -210,14 +210,16 @@ def _timestamp(status: dict[str, Any] | None) -> datetime | None:
     return stamp if stamp.tzinfo is not None else None
 
 
-def _locked(task_id: uuid.UUID) -> Task:
-    rows = Task.objects.select_related("skill", "agent")
-    if connection.vendor == "postgresql":
-        rows = rows.select_for_update(of=("self",))
-    task = rows.filter(pk=task_id).first()
-    if task is None:
-        raise NotFound(f"No task {task_id}.", {"taskId": str(task_id)})
-    return task
+def _read(task_id: uuid.UUID, *, lock: bool) -> Task:
+    """The task row alone (the skill is read only if a COMPLETED needs its schema);
+    ``lock``: under its row lock (on SQLite the transaction holds the write lock)."""
+    rows = Task.objects.all()
+    if lock and connection.vendor == "postgresql":
+        rows = rows.select_for_update()
+    try:
+        return rows.get(pk=task_id)
+    except Task.DoesNotExist:
+        raise NotFound(f"No task {task_id}.", {"taskId": str(task_id)}) from None
 
 
 def _check_ties(task: Task, push: Push, attempt: int) -> None:
@@ -261,43 +263,46 @@ def _check_order(task: Task, push: Push) -> datetime | None:
     return stamp
 
 
-def _without_writing(task_id: uuid.UUID, attempt: int, push: Push) -> Applied | None:
-    """The answer to a push that can change nothing (a refusal, or a status the task
-    already has), read without taking the write lock; None when it must be applied."""
-    task = Task.objects.filter(pk=task_id).first()
-    if task is None:
-        raise NotFound(f"No task {task_id}.", {"taskId": str(task_id)})
-    _check_ties(task, push, attempt)
+def _changes_nothing(task: Task, push: Push) -> bool:
+    """Whether ``push`` only repeats what the task already holds: a status (or a Task
+    without artifacts) in the task's state, with no new message and the same agent task.
+    Raises the refusals a push can get (:func:`_check_order`)."""
     if push.kind not in ("status", "task") or (push.kind == "task" and push.artifacts):
-        return None
+        return False
     status = push.status or {}
     if normalize_state(status.get("state")) != task.state:
-        return None
+        return False
     message = status.get("message")
     if isinstance(message, dict) and message.get("messageId") != (
         (task.status_message or {}).get("messageId")
     ):
-        return None
+        return False
     if push.remote_id and push.remote_id != task.remote_task_id:
-        return None
+        return False
     _check_order(task, push)
-    return Applied(task.state)
+    return True
 
 
 def apply(task_id: uuid.UUID, attempt: int, push: Push) -> Applied:
     """Apply one push to the platform task (the webhook's database side).
 
-    A push that can change nothing is answered from one read; the others are applied
-    under the task's row lock (the write lock on SQLite).
+    Applied under the task's row lock, in one transaction whose writes are one UPDATE of
+    the task (and its event, for a transition); a push that changes nothing writes
+    nothing. On SQLite, whose write lock is the whole database's, such a push (and a
+    refusal) is answered from a plain read first, so repeats do not queue behind writers.
     """
     from a2a.services import apply_agent_update, record_message
 
-    quick = _without_writing(task_id, attempt, push)
-    if quick is not None:
-        return quick
-    with transaction.atomic():
-        task = _locked(task_id)
+    if connection.vendor != "postgresql":
+        task = _read(task_id, lock=False)
         _check_ties(task, push, attempt)
+        if _changes_nothing(task, push):
+            return Applied(task.state)
+    with transaction.atomic():
+        task = _read(task_id, lock=True)
+        _check_ties(task, push, attempt)
+        if _changes_nothing(task, push):
+            return Applied(task.state)
         remote = {"id": push.remote_id, "contextId": push.remote_context}
         if push.kind == "message":
             if push.message is not None:
@@ -312,11 +317,14 @@ def apply(task_id: uuid.UUID, attempt: int, push: Push) -> Applied:
         artifacts = push.artifacts if push.kind == "task" else None
         if state == TaskState.COMPLETED and not artifacts:
             artifacts = list(task.artifacts or [])
+        seen: dict[str, Any] = {}
         if stamp is not None:
-            task.note(metadata={**(task.metadata or {}), "agentStatusAt": stamp.isoformat()})
+            seen = {"metadata": {**(task.metadata or {}), "agentStatusAt": stamp.isoformat()}}
         if state == TaskState.COMPLETED and not artifacts:
-            return _read_back(task, remote)
-        apply_agent_update(task, status=status, artifacts=artifacts, remote=remote, via="push")
+            return _read_back(task, remote, seen)
+        apply_agent_update(
+            task, status=status, artifacts=artifacts, remote=remote, via="push", also=seen
+        )
         return Applied(task.state)
 
 
@@ -340,11 +348,14 @@ def _merge_artifact(task: Task, push: Push) -> None:
     task.note(if_state=task.state, **fields)
 
 
-def _read_back(task: Task, remote: dict[str, Any]) -> Applied:
+def _read_back(task: Task, remote: dict[str, Any], seen: dict[str, Any]) -> Applied:
     """A COMPLETED without artifacts: the worker reads the task once (GetTask) now."""
+    fields = dict(seen)
     pushed_id = remote.get("id")
     if pushed_id and not task.remote_task_id:
-        task.note(remote_task_id=pushed_id)
+        fields["remote_task_id"] = pushed_id
+    if fields:
+        task.note(**fields)
     if task.remote_task_id and task.poll_soon():
         queue_processing(task.pk)
     return Applied(task.state, read_back=True)

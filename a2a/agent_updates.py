@@ -84,6 +84,7 @@ def apply_agent_update(
     artifacts: list[Any] | None = None,
     remote: dict[str, Any] | None = None,
     via: str,
+    also: dict[str, Any] | None = None,
 ) -> Task:
     """Apply an agent's A2A TaskStatus (+ artifacts) to ``task``.
 
@@ -93,6 +94,7 @@ def apply_agent_update(
     ``output_invalid`` with the errors); FAILED/REJECTED/CANCELED → the matching verb.
     News about a task that already ended is recorded (conversation, remote ids) and
     otherwise ignored. Raises :class:`A2AProtocolError` for a status we cannot read.
+    ``also``: more non-state fields to store in the same write (a push's metadata).
     """
     observe.agent_update(task, via)  # metrics, the task's trace
     if not isinstance(status, dict):
@@ -103,7 +105,7 @@ def apply_agent_update(
     if state is None:
         raise A2AProtocolError(f"The agent sent an unknown task state {status.get('state')!r}.")
     message = status.get("message") if isinstance(status.get("message"), dict) else None
-    fields = _remote_fields(task, remote)
+    fields = {**_remote_fields(task, remote), **(also or {})}
     known_question = False
     if message is not None:
         known_question = record_message(task, Direction.FROM_AGENT, message) is None

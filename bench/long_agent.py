@@ -45,6 +45,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 ENDED: dict[str, float] = {}
+# When the push of each task's COMPLETED left the agent (its POST began): the part of the
+# notice delay spent at the agent, before the platform sees anything.
+COMPLETED_PUSHED: dict[str, float] = {}
 COUNTS: Counter[str] = Counter()
 PUSHES = {"sent": 0, "failed": 0}
 
@@ -95,6 +98,9 @@ class Slow(AgentExecutor):
 class CountingClient(httpx.AsyncClient):
     async def post(self, url: Any, **kwargs: Any) -> httpx.Response:  # type: ignore[override]
         PUSHES["sent"] += 1
+        update = (kwargs.get("json") or {}).get("statusUpdate") or {}
+        if update.get("status", {}).get("state") == "TASK_STATE_COMPLETED":
+            COMPLETED_PUSHED[update.get("taskId", "")] = time.time()
         try:
             response = await super().post(url, **kwargs)
         except httpx.HTTPError:
@@ -119,6 +125,9 @@ class Stats:
                 return
             if path == "/_ended":
                 await JSONResponse(ENDED)(scope, receive, send)
+                return
+            if path == "/_pushed":
+                await JSONResponse(COMPLETED_PUSHED)(scope, receive, send)
                 return
             COUNTS[_kind(path, scope["method"])] += 1
         await self.app(scope, receive, send)

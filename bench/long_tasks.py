@@ -189,6 +189,7 @@ def run(mode: str, kind: str, total: int, seconds: float, timeout: float) -> dic
         cpu1, t1 = cpu_seconds(pids), time.time()
         stats = httpx.get(f"{agent_url}/_stats", timeout=30).json()
         ended = httpx.get(f"{agent_url}/_ended", timeout=60).json()
+        pushed = httpx.get(f"{agent_url}/_pushed", timeout=60).json()
         report = json.loads(django_script(REPORT, env))
     first_end = min(ended.values()) if ended else t1
     plateau = [s for s in samples if created_at <= s[0] <= first_end]
@@ -210,6 +211,8 @@ def run(mode: str, kind: str, total: int, seconds: float, timeout: float) -> dic
         for rid, at in ended.items()
         if rid in report["done"]
     ]
+    # How long the COMPLETED push waited at the agent before its POST began.
+    at_agent = [max(0.0, pushed[rid] - at) * 1000 for rid, at in ended.items() if rid in pushed]
     counts = stats["counts"]
     return {
         "mode": mode,
@@ -234,6 +237,7 @@ def run(mode: str, kind: str, total: int, seconds: float, timeout: float) -> dic
         "delay_p95": percentile(delays, 0.95) if delays else float("nan"),
         "delay_max": max(delays) if delays else float("nan"),
         "noticed": len(delays),
+        "at_agent_p95": percentile(at_agent, 0.95) if at_agent else float("nan"),
         "log": str(log),
     }
 
