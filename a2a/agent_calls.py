@@ -147,15 +147,15 @@ def send(task: Task) -> None:
 def _send(task: Task) -> None:
     message = task.outbound_message or {}
     followup = bool(message.get("taskId"))
-    if not followup:
-        task.note(attempts=task.attempts + 1)
     state_before = task.state
+    counted = followup  # a follow-up is part of the current attempt
     try:
         target = _target(task, first_call=not followup)
         transport = transports.transport_for(target)
         _apply_timeout(task, target, followup)
         mode = follow_mode(task, target)
-        push = _push_config(task, target, mode, followup)
+        push = _start_attempt(task, target, mode, followup)
+        counted = True
         if mode == STREAM:
             seconds = long_call_seconds(task)
             task.extend_lease(seconds + LEASE_MARGIN)
@@ -168,6 +168,8 @@ def _send(task: Task) -> None:
         else:
             reply = transport.send(message, push=push)
     except A2ACallError as exc:
+        if not counted:  # failed before the attempt was recorded: it still counts
+            task.note(attempts=task.attempts + 1)
         _outcome(task, exc)
         handle_send_failure(task, exc)
         return
@@ -180,15 +182,21 @@ def _send(task: Task) -> None:
     after_answer(task, target, reply, state_before, mode)
 
 
-def _push_config(task: Task, target: CallTarget, mode: str, followup: bool) -> Any:
-    """The push config for a first send to an agent that pushes (else None), and record
-    how the task is followed (``metadata.followedBy``) before the agent can answer."""
+def _start_attempt(task: Task, target: CallTarget, mode: str, followup: bool) -> Any:
+    """Record a first send as a new attempt, and how the task is followed
+    (``metadata.followedBy``), in one write before the agent can answer; returns the push
+    config for an agent that pushes (else None)."""
     pushes = (
         mode == POLL and not followup and target.push_notifications and settings.AGENT_PUSH_ENABLED
     )
     how = PUSH if pushes else mode
-    if not followup and (task.metadata or {}).get(FOLLOWED_BY) != how:
-        task.note(metadata={**(task.metadata or {}), FOLLOWED_BY: how})
+    fields: dict[str, Any] = {}
+    if not followup:
+        fields["attempts"] = task.attempts + 1
+        if (task.metadata or {}).get(FOLLOWED_BY) != how:
+            fields["metadata"] = {**(task.metadata or {}), FOLLOWED_BY: how}
+    if fields:
+        task.note(**fields)
     return agent_push.push_config(task) if pushes else None
 
 
