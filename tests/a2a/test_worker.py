@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from a2a import services, worker
 from a2a.models import Task
-from a2a.states import NextAction, TaskState
+from a2a.states import NextAction, TaskState, Transport
 
 pytestmark = pytest.mark.django_db
 
@@ -127,3 +127,22 @@ def test_the_sweep_hands_a_long_call_off_with_its_claim(task: Task, settings: An
     assert Task.take_over(task.pk, "not-a-time") is None
     assert Task.take_over(task.pk, (task.lease_until - timedelta(seconds=1)).isoformat()) is None
     assert Task.take_over(task.pk, task.lease_until.isoformat()) is not None
+
+
+def test_a_send_that_fails_before_reaching_the_agent_still_counts_as_an_attempt(
+    make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    # The agent's card names a binding the platform does not speak: the send fails while
+    # choosing the transport, before the attempt is otherwise recorded.
+    skill = make_skill()
+    make_agent(
+        skills=[skill],
+        card_read_at=timezone.now(),
+        interface={"binding": "GRPC", "version": "1.0", "url": "http://127.0.0.1:9/"},
+    )
+    task = services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
+    worker.process_task(task.pk)
+    task.refresh_from_db()
+    assert task.attempts == 1
+    # The platform cannot call it over HTTP: it waits for the agent's WebSocket.
+    assert task.transport == Transport.OFFLINE
