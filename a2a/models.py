@@ -153,9 +153,7 @@ class Task(TaskScheduling, models.Model):
             updates.setdefault("next_poll_at", None)
             updates.setdefault("lease_until", None)
         from_state = self.state
-        # No savepoint inside a caller's transaction: a failure here fails the caller's
-        # transaction anyway, and the savepoint cost two round trips per transition.
-        with transaction.atomic(savepoint=False):
+        with transaction.atomic():
             changed = Task.objects.filter(pk=self.pk, state=from_state).update(**updates)
             if not changed:
                 self.refresh_from_db()

@@ -45,6 +45,12 @@ def _flaw(text: str) -> str | None:
     return "a NUL character" if match.group() == "\x00" else "a lone surrogate"
 
 
+def scrub(text: str) -> str:
+    """``text`` with each NUL and lone surrogate replaced by U+FFFD: for text the platform
+    quotes in its own messages (an agent's error body), which must stay storable."""
+    return _BAD.sub("\ufffd", text)
+
+
 def find_bad_text(value: Any, where: str = "") -> BadText | None:
     """The first NUL or lone surrogate in ``value`` (keys included), or None.
 

@@ -22,6 +22,7 @@ from typing import Any
 from a2a.states import normalize_state
 from a2a.transports import shapes
 from agent_profiles.interfaces import CallTarget
+from platform_site.text import scrub
 
 # A Retry-After longer than this is treated as this (an agent must not park a task forever).
 MAX_RETRY_AFTER = 300.0
@@ -153,6 +154,7 @@ def parse_retry_after(value: str | None) -> float | None:
 
 
 def excerpt(text: str) -> str:
-    """A short one-line excerpt of a body, for error messages."""
-    text = " ".join(text.split())
+    """A short one-line excerpt of a body, for error messages (which are stored: a NUL
+    or a lone surrogate from the agent becomes U+FFFD, or PostgreSQL would refuse it)."""
+    text = scrub(" ".join(text.split()))
     return text[:EXCERPT] + ("…" if len(text) > EXCERPT else "")

@@ -24,7 +24,8 @@ from tests.a2a.test_peers import drive, settled
 from tests.support.agents import TestAgent
 from tests.support.peers import BEARER, CLIENT_ID, CLIENT_SECRET, run_peer
 
-pytestmark = [pytest.mark.slow]
+# Not marked slow although it boots agents (a few seconds): these error paths store what
+# agents answer, and PostgreSQL refuses bytes SQLite accepts, so they run in both passes.
 
 WRONG_TOKEN = "wrong-bearer-secret-0000"
 

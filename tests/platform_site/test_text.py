@@ -61,3 +61,13 @@ def test_brackets_inside_strings_do_not_count() -> None:
 def test_other_parse_errors_stay_value_errors() -> None:
     with pytest.raises(ValueError, match="Expecting"):
         loads_bounded("{")
+
+
+def test_scrub_replaces_what_postgresql_cannot_store() -> None:
+    from a2a.transports.base import excerpt
+    from platform_site.text import find_bad_text, scrub
+
+    text = "ok\x00 and \ud800 end"
+    assert scrub(text) == "ok\ufffd and \ufffd end"
+    assert find_bad_text(excerpt(text)) is None
+    assert scrub("plain ü") == "plain ü"
