@@ -32,6 +32,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils.crypto import salted_hmac
 
+from a2a import rows
 from a2a.creation import queue_processing
 from a2a.models import Direction, Task
 from a2a.states import ACTIVE_STATES, INTERRUPTED_STATES, TaskState, normalize_state
@@ -213,13 +214,10 @@ def _timestamp(status: dict[str, Any] | None) -> datetime | None:
 def _read(task_id: uuid.UUID, *, lock: bool) -> Task:
     """The task row alone (the skill is read only if a COMPLETED needs its schema);
     ``lock``: under its row lock (on SQLite the transaction holds the write lock)."""
-    rows = Task.objects.all()
-    if lock and connection.vendor == "postgresql":
-        rows = rows.select_for_update()
-    try:
-        return rows.get(pk=task_id)
-    except Task.DoesNotExist:
-        raise NotFound(f"No task {task_id}.", {"taskId": str(task_id)}) from None
+    task = rows.task(task_id, lock=lock)
+    if task is None:
+        raise NotFound(f"No task {task_id}.", {"taskId": str(task_id)})
+    return task
 
 
 def _check_ties(task: Task, push: Push, attempt: int) -> None:

@@ -73,7 +73,7 @@ class TaskScheduling:
         lease = now + timedelta(seconds=lease_seconds())
         if not cls._rows().filter(due_filter(now), pk=pk).update(lease_until=lease):
             return None
-        return cls._rows().select_related("skill", "agent").get(pk=pk)
+        return cls._claimed(pk)
 
     @classmethod
     def claim_due(cls, limit: int) -> list[Any]:
@@ -107,7 +107,17 @@ class TaskScheduling:
         fresh = timezone.now() + timedelta(seconds=lease_seconds())
         if not cls._rows().filter(pk=pk, lease_until=held).update(lease_until=max(held, fresh)):
             return None
-        return cls._rows().select_related("skill", "agent").get(pk=pk)
+        return cls._claimed(pk)
+
+    @classmethod
+    def _claimed(cls, pk: Any) -> Task:
+        """A task this worker just claimed, with its agent and skill."""
+        from a2a import rows  # a2a.rows imports the Task model, which imports this module
+
+        task = rows.task_for_work(pk)
+        if task is None:
+            raise cls.DoesNotExist(f"Task {pk} vanished after its claim.")  # type: ignore[attr-defined]
+        return task
 
     def release(self) -> None:
         """Give up the claim without changing what is due."""

@@ -1,0 +1,85 @@
+"""Compiled reads return exactly what the ORM's ``get()`` returns (on SQLite and on
+PostgreSQL, whose drivers hand back different types for the same columns)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from a2a.models import Task
+from a2a.states import TaskState
+from agent_profiles import keys
+from agent_profiles.models import UserToken
+from platform_site.compiled import CompiledGet
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def task(make_skill: Any, make_agent: Any, make_user: Any) -> Task:
+    skill = make_skill()
+    agent = make_agent(skills=[skill])
+    return Task.objects.create(
+        skill=skill,
+        agent=agent,
+        input={"product": "x", "nested": [1, {"ü": None}]},
+        artifacts=[{"artifactId": "a", "parts": [{"data": {"n": 1.5}}]}],
+        metadata={"followedBy": "push"},
+        deadline_at=timezone.now(),
+        created_by=make_user(),
+    )
+
+
+def test_a_compiled_read_equals_the_orms(task: Task) -> None:
+    read = CompiledGet(Task).get(task.pk)
+    expected = Task.objects.get(pk=task.pk)
+    assert read is not None
+    for field in Task._meta.concrete_fields:
+        assert getattr(read, field.attname) == getattr(expected, field.attname), field.name
+        assert type(getattr(read, field.attname)) is type(getattr(expected, field.attname))
+    assert (read._state.db, read._state.adding) == ("default", False)
+    assert read.output is None
+    assert read.question is None
+
+
+def test_a_compiled_read_accepts_the_id_as_text_and_finds_nothing_for_an_unknown_one(
+    task: Task,
+) -> None:
+    reads = CompiledGet(Task)
+    found = reads.get(str(task.pk))
+    assert found is not None
+    assert found.pk == task.pk
+    assert reads.get(uuid.uuid4()) is None
+
+
+def test_a_compiled_read_by_a_unique_column(make_user: Any) -> None:
+    raw = UserToken.issue(make_user())
+    token = UserToken.objects.get(prefix=keys.parse_prefix(raw, "usr"))
+    found = CompiledGet(UserToken, "prefix").get(token.prefix)
+    assert found is not None
+    assert found.pk == token.pk
+    assert found.digest == token.digest
+    assert CompiledGet(UserToken, "prefix").get("usr_nothing") is None
+
+
+def test_the_instance_read_can_be_written_back(task: Task) -> None:
+    read = CompiledGet(Task).get(task.pk)
+    assert read is not None
+    assert read.start_work("test")
+    assert Task.objects.get(pk=task.pk).state == TaskState.WORKING
+
+
+def test_a_locked_read_takes_the_row_lock_on_postgresql(task: Task) -> None:
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        read = CompiledGet(Task).get(task.pk, lock=True)
+    assert read is not None
+    assert read.pk == task.pk
+    selects = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SELECT")]
+    assert len(selects) == 1
+    assert selects[0].endswith("FOR UPDATE") == (connection.vendor == "postgresql")
+    assert "ORDER BY" not in selects[0]  # Task's default ordering is useless for one row
