@@ -16,12 +16,22 @@ row goes through the ORM's converters and ``Model.from_db``, so the instance is 
 from __future__ import annotations
 
 import threading
+import uuid
 from typing import Any, Generic, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 M = TypeVar("M", bound=models.Model)
+
+
+def _sample(field: Any) -> Any:
+    """Any value of the field's type: only the SQL (with its one placeholder) is kept."""
+    if isinstance(field, models.UUIDField):
+        return uuid.uuid4()
+    if isinstance(field, models.IntegerField):
+        return 0
+    return "x"
 
 
 class CompiledGet(Generic[M]):
@@ -41,9 +51,7 @@ class CompiledGet(Generic[M]):
         found = self._compiled.get(connection.vendor)
         if found is not None:
             return found
-        # Any value of the right type: only the SQL (with its one placeholder) is kept.
-        sample = self.model._meta.pk.get_default() if self.field.primary_key else ""
-        query = self.model._default_manager.filter(**{self.field.name: sample}).query
+        query = self.model._default_manager.filter(**{self.field.name: _sample(self.field)}).query
         query.clear_ordering(force=True)
         compiler = query.get_compiler(connection=connection)
         sql, params = compiler.as_sql()

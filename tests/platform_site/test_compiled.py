@@ -83,3 +83,17 @@ def test_a_locked_read_takes_the_row_lock_on_postgresql(task: Task) -> None:
     assert len(selects) == 1
     assert selects[0].endswith("FOR UPDATE") == (connection.vendor == "postgresql")
     assert "ORDER BY" not in selects[0]  # Task's default ordering is useless for one row
+
+
+def test_a_compiled_read_by_an_integer_key(make_user: Any) -> None:
+    from django.contrib.auth import get_user_model
+
+    user = make_user()
+    found = CompiledGet(get_user_model()).get(user.pk)
+    assert found is not None
+    assert (found.username, found.is_active, found.date_joined) == (
+        user.username,
+        user.is_active,
+        get_user_model().objects.get(pk=user.pk).date_joined,
+    )
+    assert CompiledGet(get_user_model()).get(user.pk + 1000) is None
