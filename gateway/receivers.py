@@ -16,6 +16,7 @@ from a2a.states import TERMINAL_STATES
 from agent_profiles.access import KEY_REVOKED, access_revoked
 from agent_profiles.models import AgentProfile
 from gateway import observe, services  # noqa: F401  (observe: metrics at scrape time)
+from gateway.offline import close_open_deliveries
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ def withdraw_deliveries_of_finished_task(sender: Any, task_id: Any, **kwargs: An
         if state is None:
             state = Task.objects.filter(pk=task_id).values_list("state", flat=True).first()
         if state in TERMINAL_STATES:
-            services.close_open_deliveries(task_id, f"task {state}")
+            close_open_deliveries(task_id, f"task {state}")
     except Exception:  # receivers must not raise into the transition's caller
         log.exception("gateway: could not withdraw deliveries of task %s", task_id)
 

@@ -113,6 +113,39 @@ def test_a_finished_task_withdraws_its_open_deliveries(
     assert not OfflineTask.objects.exists()
 
 
+def test_withdrawing_touches_only_that_tasks_open_deliveries_and_keeps_cancels(
+    make_task: Callable[..., Task],
+) -> None:
+    from gateway.offline import close_open_deliveries
+
+    task, other = make_task(), make_task()
+    assign = Delivery.objects.create(
+        task=task, agent_id=task.agent_id, kind=DeliveryKind.ASSIGN, payload={}
+    )
+    cancel = Delivery.objects.create(
+        task=task, agent_id=task.agent_id, kind=DeliveryKind.CANCEL, payload={}
+    )
+    acked = Delivery.objects.create(
+        task=task,
+        agent_id=task.agent_id,
+        kind=DeliveryKind.MESSAGE,
+        status=DeliveryStatus.ACKED,
+        payload={},
+    )
+    elsewhere = Delivery.objects.create(
+        task=other, agent_id=other.agent_id, kind=DeliveryKind.ASSIGN, payload={}
+    )
+    assert close_open_deliveries(str(task.pk), "task TASK_STATE_FAILED") == 1
+    assign.refresh_from_db()
+    assert (assign.status, assign.closed_reason) == (
+        DeliveryStatus.CANCELED,
+        "task TASK_STATE_FAILED",
+    )
+    for untouched, status in ((cancel, "pending"), (acked, "acked"), (elsewhere, "pending")):
+        untouched.refresh_from_db()
+        assert untouched.status == status
+
+
 def test_a_reply_while_offline_waits_in_the_outbox(make_task: Callable[..., Task]) -> None:
     task = make_task(transport=Transport.WEBSOCKET)
     reply = {"messageId": "r-1", "role": "ROLE_USER", "parts": [{"text": "blue"}]}
