@@ -26,6 +26,7 @@ from a2a.states import (
     Transport,
 )
 from agent_profiles.models import AgentProfile, Skill
+from platform_site.compiled import update_row
 from platform_site.errors import Conflict
 
 
@@ -154,7 +155,9 @@ class Task(TaskScheduling, models.Model):
             updates.setdefault("lease_until", None)
         from_state = self.state
         with transaction.atomic():
-            changed = Task.objects.filter(pk=self.pk, state=from_state).update(**updates)
+            changed = update_row(Task, self.pk, {"state": from_state}, updates)
+            if changed is None:  # a value only the ORM can write (the agent, on a reassign)
+                changed = Task.objects.filter(pk=self.pk, state=from_state).update(**updates)
             if not changed:
                 self.refresh_from_db()
                 return False

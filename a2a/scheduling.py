@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from a2a.states import NextAction, Transport
+from platform_site.compiled import update_row
 
 if TYPE_CHECKING:
     from a2a.models import Task
@@ -58,7 +59,9 @@ class TaskScheduling:
 
     def _set(self, conditions: dict[str, Any], fields: dict[str, Any]) -> bool:
         fields = {**fields, "updated_at": timezone.now()}
-        updated = self._rows().filter(pk=self.pk, **conditions).update(**fields)
+        updated = update_row(type(self), self.pk, conditions, fields)  # type: ignore[arg-type]
+        if updated is None:
+            updated = self._rows().filter(pk=self.pk, **conditions).update(**fields)
         if updated:
             for name, value in fields.items():
                 setattr(self, name, value)

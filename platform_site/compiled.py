@@ -1,5 +1,4 @@
-"""Hot reads compiled once: one model row by a unique column, without the ORM's per-query
-compilation.
+"""The hot paths' reads and writes below the ORM's per-query compilation.
 
 Django compiles every queryset into SQL on every evaluation. For a wide row such as a
 platform task (about 35 columns) that compilation costs three quarters of the read: a
@@ -11,6 +10,11 @@ times per task (the push webhook's, a worker's claim, a caller's token) use
 The SQL is the ORM's own (compiled lazily, once per process and database vendor), and the
 row goes through the ORM's converters and ``Model.from_db``, so the instance is the one
 ``get()`` would return: same field values and types, ``_state.db`` set, nothing deferred.
+
+:func:`update_row` is the conditional single-row UPDATE the task verbs are made of
+(``filter(pk=..., state=...).update(...)``), written as one plain statement with the
+fields' own database preparation; anything beyond plain values and equality is left to
+the ORM.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import threading
 import uuid
 from typing import Any, Generic, TypeVar
 
+from django.core.exceptions import FieldDoesNotExist
 from django.db import DEFAULT_DB_ALIAS, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -81,3 +86,57 @@ class CompiledGet(Generic[M]):
             for convert in functions:
                 values[index] = convert(values[index], expression, connection)
         return self.model.from_db(using, attnames, values)
+
+
+def update_row(
+    model: type[models.Model], pk: Any, conditions: dict[str, Any], fields: dict[str, Any]
+) -> int | None:
+    """``model.objects.filter(pk=pk, **conditions).update(**fields)`` as one plain
+    statement; returns the rows changed, or None when it cannot (a value that is an
+    expression or a model instance, a condition that is not plain equality): the caller
+    then uses the ORM. The ORM's update compiled anew cost three times the CPU.
+    """
+    connection = connections[DEFAULT_DB_ALIAS]
+    meta = model._meta
+    qn = connection.ops.quote_name
+    sets: list[str] = []
+    params: list[Any] = []
+    for name, value in fields.items():
+        field = _field(meta, name)
+        if field is None or not field.concrete or field.is_relation or _not_plain(value):
+            return None
+        sets.append(f"{qn(field.column)} = %s")
+        params.append(field.get_db_prep_save(value, connection))
+    assert meta.pk is not None
+    where = [f"{qn(meta.pk.column)} = %s"]
+    params.append(meta.pk.get_db_prep_value(meta.pk.to_python(pk), connection))
+    for name, value in conditions.items():
+        if "__" in name:  # a lookup other than equality
+            return None
+        field = _field(meta, name)
+        if field is None or not field.concrete or field.is_relation or _not_plain(value):
+            return None
+        if value is None:
+            where.append(f"{qn(field.column)} IS NULL")
+            continue
+        if field.get_internal_type() == "JSONField":
+            return None  # JSON equality is not plain SQL equality
+        where.append(f"{qn(field.column)} = %s")
+        params.append(field.get_db_prep_value(field.get_prep_value(value), connection))
+    if not sets:
+        return 0
+    sql = f"UPDATE {qn(meta.db_table)} SET {', '.join(sets)} WHERE {' AND '.join(where)}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return int(cursor.rowcount)
+
+
+def _field(meta: Any, name: str) -> Any:
+    try:
+        return meta.get_field(name)
+    except FieldDoesNotExist:  # "pk", say: the ORM knows what it means
+        return None
+
+
+def _not_plain(value: Any) -> bool:
+    return hasattr(value, "resolve_expression") or isinstance(value, models.Model)

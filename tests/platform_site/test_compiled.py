@@ -97,3 +97,34 @@ def test_a_compiled_read_by_an_integer_key(make_user: Any) -> None:
         get_user_model().objects.get(pk=user.pk).date_joined,
     )
     assert CompiledGet(get_user_model()).get(user.pk + 1000) is None
+
+
+def test_a_plain_update_writes_what_the_orms_update_writes(task: Task) -> None:
+    from platform_site.compiled import update_row
+
+    now = timezone.now()
+    fields = {"metadata": {"a": [1, "ü"]}, "output": None, "deadline_at": now, "attempts": 3}
+    assert update_row(Task, task.pk, {"state": TaskState.SUBMITTED}, fields) == 1
+    row = Task.objects.get(pk=task.pk)
+    assert (row.metadata, row.output, row.deadline_at, row.attempts) == (
+        {"a": [1, "ü"]},
+        None,
+        now,
+        3,
+    )
+    # A condition that does not hold changes nothing; NULL conditions are IS NULL.
+    assert update_row(Task, task.pk, {"state": TaskState.WORKING}, {"attempts": 9}) == 0
+    assert update_row(Task, str(task.pk), {"lease_until": None}, {"attempts": 4}) == 1
+    assert Task.objects.get(pk=task.pk).attempts == 4
+
+
+def test_a_plain_update_leaves_what_it_cannot_write_to_the_orm(task: Task) -> None:
+    from django.db.models import F
+
+    from platform_site.compiled import update_row
+
+    assert update_row(Task, task.pk, {}, {"attempts": F("attempts") + 1}) is None
+    assert update_row(Task, task.pk, {}, {"agent": task.agent}) is None
+    assert update_row(Task, task.pk, {"state__in": ["x"]}, {"attempts": 1}) is None
+    assert update_row(Task, task.pk, {"metadata": {}}, {"attempts": 1}) is None
+    assert Task.objects.get(pk=task.pk).attempts == 0
