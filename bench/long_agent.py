@@ -10,6 +10,8 @@ measure how late the platform noticed:
 
 * ``GET /_stats`` → ``{"counts": {path kind: n}, "pushes": n, "pushFailures": n}``
 * ``GET /_ended`` → ``{agent task id: end time}``
+* ``GET /_pushed`` → ``{agent task id: when its COMPLETED push began}`` (the part of the
+  notice delay spent at the agent: its queue of events and earlier pushes)
 """
 
 from __future__ import annotations

@@ -252,20 +252,23 @@ def table(results: list[dict[str, Any]]) -> str:
         "",
         "| Mode | Agent | Tasks x s | Followed by | Platform cores (plateau) | RSS MiB "
         "| CPU ms/task | Agent requests/task (sends + polls) | Pushes/task "
-        "| Agent cores while tasks end | Notice delay p50 / p95 / max | Done |",
-        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| Agent cores while tasks end | Notice delay p50 / p95 / max "
+        "| of which at the agent, p95 | Done |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results:
         follow = ", ".join(f"{k} {v}" for k, v in r["followedBy"].items())
         agent_cores = r.get("agent_cores_ending", float("nan"))
         agent = "—" if agent_cores != agent_cores else f"{agent_cores:.2f}"  # NaN: not measured
+        waited = r.get("at_agent_p95", float("nan"))
+        at_agent = "—" if waited != waited else f"{waited / 1000:.2f} s"
         lines.append(
             f"| {r['mode']} | {r['agent']} | {r['tasks']:,} x {r['seconds']:g} | {follow} "
             f"| {r['cores']:.2f} | {r['rss_mib']:.0f} | {r['cpu_ms_per_task']:.1f} "
             f"| {r['requests']:.2f} ({r['sends']:.2f} + {r['polls']:.2f}) "
             f"| {r['pushes']:.2f} | {agent} "
             f"| {r['delay_p50'] / 1000:.2f} / {r['delay_p95'] / 1000:.2f} / "
-            f"{r['delay_max'] / 1000:.2f} s | {r['noticed']:,}/{r['tasks']:,} |"
+            f"{r['delay_max'] / 1000:.2f} s | {at_agent} | {r['noticed']:,}/{r['tasks']:,} |"
         )
     return "\n".join(lines)
 
