@@ -36,3 +36,17 @@ def staff_client(db: None) -> DjangoClient:
     c = DjangoClient()
     c.force_login(user)
     return c
+
+
+@pytest.fixture
+def open_registration(settings: Any) -> None:
+    """The embedded defaults for registration, also in the distributed pass (where they
+    differ): anyone may register, loopback agents are allowed, private addresses not."""
+    settings.REGISTRATION_MODE = "open"
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.ALLOW_PRIVATE_URLS = False
+
+
+@pytest.fixture
+def skill(make_skill: Any) -> Any:
+    return make_skill()

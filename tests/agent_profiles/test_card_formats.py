@@ -10,23 +10,11 @@ import pytest
 
 from agent_profiles.interfaces import call_target
 from agent_profiles.models import AgentCard, AgentProfile
-from tests.agent_profiles.test_card_reading import assert_nothing_written
+from tests.agent_profiles.test_card_reading import WELL_KNOWN, assert_nothing_written
 from tests.agent_profiles.test_registration import assert_error, body
 from tests.support.cardserver import card_v03, card_v1, json_response, serve
 
-WELL_KNOWN = "/.well-known/agent-card.json"
-
-
-@pytest.fixture(autouse=True)
-def _defaults(settings: Any) -> None:
-    settings.REGISTRATION_MODE = "open"
-    settings.ALLOW_LOOPBACK_URLS = True
-    settings.ALLOW_PRIVATE_URLS = False
-
-
-@pytest.fixture
-def skill(make_skill: Any) -> Any:
-    return make_skill()
+pytestmark = pytest.mark.usefixtures("open_registration")
 
 
 def test_a_03_card_is_read_as_such(register: Any, skill: Any) -> None:

@@ -24,16 +24,7 @@ from tests.support.cardserver import (
 WELL_KNOWN = "/.well-known/agent-card.json"
 
 
-@pytest.fixture(autouse=True)
-def _defaults(settings: Any) -> None:
-    settings.REGISTRATION_MODE = "open"
-    settings.ALLOW_LOOPBACK_URLS = True
-    settings.ALLOW_PRIVATE_URLS = False
-
-
-@pytest.fixture
-def skill(make_skill: Any) -> Any:
-    return make_skill()
+pytestmark = pytest.mark.usefixtures("open_registration")
 
 
 def assert_nothing_written() -> None:

@@ -19,16 +19,7 @@ BEARER = {"type": "bearer", "token": SECRET}
 API_KEY = {"type": "apiKey", "in": "header", "name": "X-Api-Key", "value": SECRET}
 
 
-@pytest.fixture(autouse=True)
-def _defaults(settings: Any) -> None:
-    settings.REGISTRATION_MODE = "open"
-    settings.ALLOW_LOOPBACK_URLS = True
-    settings.ALLOW_PRIVATE_URLS = False
-
-
-@pytest.fixture
-def skill(make_skill: Any) -> Any:
-    return make_skill()
+pytestmark = pytest.mark.usefixtures("open_registration")
 
 
 def oauth2(**overrides: Any) -> dict[str, Any]:

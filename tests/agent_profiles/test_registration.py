@@ -40,17 +40,7 @@ def assert_nothing_written() -> None:
     assert not ApiKey.objects.exists()
 
 
-@pytest.fixture(autouse=True)
-def _defaults(settings: Any) -> None:
-    # The embedded defaults, also in the distributed pass (where they differ).
-    settings.REGISTRATION_MODE = "open"
-    settings.ALLOW_LOOPBACK_URLS = True
-    settings.ALLOW_PRIVATE_URLS = False
-
-
-@pytest.fixture
-def skill(make_skill: Any) -> Any:
-    return make_skill()
+pytestmark = pytest.mark.usefixtures("open_registration")
 
 
 def test_it_registers_a_new_agent_and_returns_its_key_once(register: Any, skill: Any) -> None:
