@@ -46,7 +46,7 @@ from a2a.transports.jsonrpc import JsonRpcTransport  # noqa: E402
 from a2a.transports.rest import RestTransport  # noqa: E402
 from a2a.wire import user_message  # noqa: E402
 from agent_profiles.interfaces import CallTarget  # noqa: E402
-from tests.support.agents import free_port  # noqa: E402
+from tests.support.serving import free_port  # noqa: E402
 
 AGENT = """
 import sys, time

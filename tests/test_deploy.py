@@ -10,7 +10,8 @@ import httpx
 import pytest
 from django.conf import settings
 
-from tests.support.processes import PYTHON, Proc, free_port, platform_env, running
+from tests.support.processes import PYTHON, Proc, platform_env, running
+from tests.support.serving import free_port
 
 DEPLOY = Path(settings.BASE_DIR) / "deploy"
 

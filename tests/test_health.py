@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.processes import free_port
+from tests.support.serving import free_port
 
 
 def test_healthz_answers_without_touching_anything(client: Any) -> None:

@@ -15,14 +15,9 @@ from a2a import services
 from a2a.models import Task, TaskEvent
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
-from tests.support.processes import (
-    celery_beat,
-    celery_worker,
-    daphne_process,
-    embedded_platform,
-    free_port,
-)
+from tests.support.processes import celery_beat, celery_worker, daphne_process, embedded_platform
 from tests.support.push_agents import PushAgent, run_push_agent
+from tests.support.serving import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,8 @@ from a2a import creation, services
 from a2a.models import Task, TaskEvent
 from a2a.states import NextAction, TaskState
 from tests.a2a.helpers import embedded_workers, wait_for
-from tests.support.agents import TestAgent, down_url, run_agent
+from tests.support.agents import TestAgent, run_agent
+from tests.support.serving import down_url
 
 pytestmark = [pytest.mark.slow]
 

@@ -15,7 +15,8 @@ from a2a.transports import parse_retry_after
 from a2a.transports.rest import RestTransport
 from a2a.wire import user_message
 from agent_profiles.interfaces import CallTarget
-from tests.support.agents import TestAgent, down_url, run_agent
+from tests.support.agents import TestAgent, run_agent
+from tests.support.serving import down_url
 
 
 @pytest.fixture(scope="module")

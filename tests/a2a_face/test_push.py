@@ -238,7 +238,7 @@ def test_a_config_is_disabled_after_repeated_failures(
     settings.A2A_PUSH_BACKOFF = 0
     settings.A2A_PUSH_DISABLE_AFTER = 2
     settings.A2A_PUSH_TIMEOUT = 2
-    from tests.support.agents import down_url
+    from tests.support.serving import down_url
 
     config = _configure(task, down_url() + "/hook")
     with django_capture_on_commit_callbacks(execute=True):

@@ -13,7 +13,8 @@ from a2a import services
 from a2a.states import TaskState
 from agent_profiles.models import AgentProfile
 from tests.a2a.helpers import embedded_workers, wait_for
-from tests.support.agents import free_port, run_agent
+from tests.support.agents import run_agent
+from tests.support.serving import free_port
 
 pytestmark = [pytest.mark.slow]
 

@@ -15,8 +15,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from agent_profiles.models import AgentProfile, Skill
-from tests.support.agents import down_url
 from tests.support.processes import LivePlatform, embedded_platform
+from tests.support.serving import down_url
 
 pytestmark = [pytest.mark.slow]
 

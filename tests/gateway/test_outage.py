@@ -11,7 +11,7 @@ from django.db import connections
 
 from agent_profiles.models import AgentProfile
 from tests.gateway.conftest import open_client
-from tests.support.processes import free_port
+from tests.support.serving import free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from tests.support.processes import free_port
+from tests.support.serving import free_port
 
 
 @pytest.fixture

@@ -15,7 +15,8 @@ import pytest
 from django.conf import settings
 from django.utils import formats
 
-from tests.support.processes import BASE_DIR, free_port, platform_env
+from tests.support.processes import BASE_DIR, platform_env
+from tests.support.serving import free_port
 
 
 def test_the_landing_page_links_admin_api_docs_card_and_health(client: Any) -> None:

@@ -12,7 +12,8 @@ import pytest
 
 from a2a.adapter import render_adapter
 from tests.refagent.conftest import SCRIPTS
-from tests.support.processes import PYTHON, Proc, free_port, running
+from tests.support.processes import PYTHON, Proc, running
+from tests.support.serving import free_port
 
 NODE = shutil.which("node")
 

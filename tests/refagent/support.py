@@ -14,7 +14,7 @@ import httpx
 from reference_agent.agent import ReferenceAgent
 from reference_agent.config import Config
 
-from tests.support.processes import free_port
+from tests.support.serving import free_port
 
 OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",

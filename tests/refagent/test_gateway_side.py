@@ -17,7 +17,7 @@ from reference_agent.skill import QUESTION, schema_errors
 from websockets.asyncio.server import ServerConnection, serve
 
 from tests.refagent.support import OUTPUT_SCHEMA, SKILL
-from tests.support.processes import free_port
+from tests.support.serving import free_port
 
 
 class FakeGateway:

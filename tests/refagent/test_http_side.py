@@ -19,7 +19,8 @@ from reference_agent.skill import QUESTION, schema_errors
 from a2a.adapter import render_adapter
 from tests.refagent.a2a_client import cancel, output_of, send, user_message, wait_for
 from tests.refagent.support import OUTPUT_SCHEMA, SKILL, http_side
-from tests.support.processes import Proc, free_port, running
+from tests.support.processes import Proc, running
+from tests.support.serving import free_port
 
 NODE = shutil.which("node")
 NODE_DRIVER = """

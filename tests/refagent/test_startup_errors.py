@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tests.refagent.conftest import SCRIPTS
-from tests.support.processes import free_port
+from tests.support.serving import free_port
 
 SCRIPT = SCRIPTS / "a2a_server_reference.py"
 

@@ -46,7 +46,8 @@ every A2A path (``/message:send``, ``/tasks/{id}``, ``/tasks/{id}:cancel``) as:
 ==============  =====================================================================
 
 ``GET /_stats`` answers the request counts as JSON (for a benchmark in another process).
-``down_url()`` gives the URL of a closed port (connection refused).
+These modes live in :mod:`tests.support.raw_modes`; serving (ports, uvicorn in a thread,
+``down_url()`` for a closed port) in :mod:`tests.support.serving`.
 
 Every request is counted by path (``peer.counts``, ``peer.total``, ``peer.sends``);
 ``peer.requests_for(id)`` counts the polls and cancels that name one remote task id.
@@ -56,9 +57,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import socket
 import threading
 import time
 import uuid
@@ -67,7 +66,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from a2a.helpers import get_data_parts, get_message_text
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
@@ -77,27 +75,18 @@ from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
+
+from tests.support.raw_modes import RawModes
+from tests.support.serving import free_port, serve_agent
 
 # The SDK's telemetry wrappers complain when agent work is cut off at shutdown.
 logging.getLogger("opentelemetry.context").setLevel(logging.CRITICAL)
 
 VALID_OUTPUT: dict[str, Any] = {"verdict": "pass"}
 INVALID_OUTPUT: dict[str, Any] = {"verdict": "maybe"}
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def down_url() -> str:
-    """The URL of a port nobody listens on: every call is refused."""
-    return f"http://127.0.0.1:{free_port()}"
 
 
 def _data_part(data: dict[str, Any]) -> pb.Part:
@@ -227,105 +216,6 @@ class BehaviourExecutor(AgentExecutor):
         await updater.cancel()
 
 
-class RawModes:
-    """ASGI middleware serving ``/x/{mode}/...``: non-A2A answers, or faults in front of A2A."""
-
-    def __init__(self, app: ASGIApp, agent: TestAgent) -> None:
-        self.app = app
-        self.agent = agent
-        self.seen: set[str] = set()
-        self.legacy: dict[str, int] = {}
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        path: str = scope["path"]
-        if path == "/_stats":  # for benchmarks in another process; not counted
-            await JSONResponse({"counts": dict(self.agent.counts)})(scope, receive, send)
-            return
-        self.agent.count(path)
-        self.agent.record_headers(path, scope.get("headers") or [])
-        if not path.startswith("/x/"):
-            await self.app(scope, receive, send)
-            return
-        _, _, rest = path.partition("/x/")
-        mode, _, tail = rest.partition("/")
-        tail = "/" + tail
-        response: Response | None = None
-        if mode == "500":
-            response = JSONResponse({"error": "internal"}, status_code=500)
-        elif mode == "html":
-            response = Response(
-                "<html><body>Welcome to nginx</body></html>", media_type="text/html"
-            )
-        elif mode == "garbage":
-            response = Response("{not json at all", media_type="application/json")
-        elif mode == "wrongshape":
-            response = JSONResponse({"status": "ok", "items": [1, 2, 3]})
-        elif mode == "hang":
-            await self.agent.stopping.wait()
-            response = Response("", status_code=503)
-        elif mode == "legacy":
-            response = await self._legacy(tail, receive)
-        elif mode in ("flaky", "busy"):
-            key = f"{mode}:{scope['method']}:{tail}"
-            if key not in self.seen:
-                self.seen.add(key)
-                if mode == "busy":
-                    response = JSONResponse({}, status_code=429, headers={"Retry-After": "1"})
-                else:
-                    response = JSONResponse({"error": "unavailable"}, status_code=503)
-            else:
-                scope = {**scope, "path": tail, "raw_path": tail.encode()}
-                await self.app(scope, receive, send)
-                return
-        else:
-            response = JSONResponse({"error": f"unknown mode {mode}"}, status_code=404)
-        await response(scope, receive, send)
-
-    async def _legacy(self, tail: str, receive: Receive) -> Response:
-        """An A2A 0.3-style agent: lowercase states, ``kind`` everywhere, unknown fields."""
-        if tail.endswith("message:send"):
-            body = b""
-            while True:
-                chunk = await receive()
-                body += chunk.get("body", b"")
-                if not chunk.get("more_body"):
-                    break
-            message = json.loads(body or b"{}").get("message", {})
-            task_id = str(uuid.uuid4())
-            self.legacy[task_id] = 0
-            task = {
-                "kind": "task",
-                "id": task_id,
-                "contextId": message.get("contextId") or str(uuid.uuid4()),
-                "status": {"state": "submitted"},
-                "vendorExtra": {"anything": True},
-            }
-            return JSONResponse({"task": task})
-        task_id = tail.removeprefix("/tasks/").split(":")[0]
-        if tail.endswith(":cancel"):
-            return JSONResponse({"id": task_id, "status": {"state": "canceled"}, "kind": "task"})
-        return JSONResponse(
-            {
-                "kind": "task",
-                "id": task_id,
-                "contextId": "legacy-context",
-                "status": {"state": "completed", "timestamp": "2025-01-01T00:00:00Z"},
-                "artifacts": [
-                    {
-                        "artifactId": "a1",
-                        "parts": [{"kind": "data", "data": dict(VALID_OUTPUT)}],
-                        "unknownArtifactField": 1,
-                    }
-                ],
-                "history": [],
-                "someFutureField": "ignored",
-            }
-        )
-
-
 @dataclass
 class TestAgent:
     """A running test agent: its URLs, what it received and how often it was called."""
@@ -427,12 +317,7 @@ def build_app(agent: TestAgent) -> ASGIApp:
         *create_agent_card_routes(card),
         *create_rest_routes(handler),
     ]
-    return RawModes(Starlette(routes=routes), agent)
-
-
-class _Server(uvicorn.Server):
-    def install_signal_handlers(self) -> None:  # a thread cannot own signals
-        pass
+    return RawModes(Starlette(routes=routes), agent, output=VALID_OUTPUT)
 
 
 @contextlib.contextmanager
@@ -444,54 +329,6 @@ def run_agent(
     agent = TestAgent(port=port or free_port())
     with serve_agent(agent, (build or build_app)(agent)):
         yield agent
-
-
-@contextlib.contextmanager
-def serve_agent(agent: TestAgent, app: ASGIApp) -> Iterator[TestAgent]:
-    """Serve ``app`` for ``agent`` (its host and port) with uvicorn in a background
-    thread; stopped on exit, its unfinished work ended quietly."""
-    config = uvicorn.Config(
-        app,
-        host=agent.host,
-        port=agent.port,
-        log_level="warning",
-        access_log=False,
-        lifespan="off",
-        timeout_graceful_shutdown=1,
-    )
-    server = _Server(config)
-    loop_holder: dict[str, asyncio.AbstractEventLoop] = {}
-
-    def serve() -> None:
-        loop = asyncio.new_event_loop()
-        loop_holder["loop"] = loop
-        asyncio.set_event_loop(loop)
-        # The event must belong to the server's loop.
-        agent.stopping = asyncio.Event()
-        loop.run_until_complete(server.serve())
-        # Tasks of unfinished agent work (asked, working, hanging): end them quietly.
-        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-        for task in pending:
-            task.cancel()
-        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        loop.close()
-
-    name = f"{type(agent).__name__}-{agent.port}"
-    thread = threading.Thread(target=serve, name=name, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"{name} did not start on port {agent.port}")
-        time.sleep(0.02)
-    try:
-        yield agent
-    finally:
-        loop = loop_holder.get("loop")
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(agent.stopping.set)
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def main() -> None:

@@ -41,7 +41,14 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tests.support.agents import BehaviourExecutor, RawModes, TestAgent, agent_card, run_agent
+from tests.support.agents import (
+    VALID_OUTPUT,
+    BehaviourExecutor,
+    TestAgent,
+    agent_card,
+    run_agent,
+)
+from tests.support.raw_modes import RawModes
 
 BEARER = "peer-bearer-secret-1234"
 API_KEY = "peer-api-key-secret-5678"
@@ -220,7 +227,7 @@ def peer_builder(
         if "HTTP+JSON" in bindings:
             routes += create_rest_routes(handler, enable_v0_3_compat=rest_03)
         app = Starlette(routes=routes)
-        return PeerFaces(RawModes(app, agent), agent, auth, no_get_task)
+        return PeerFaces(RawModes(app, agent, output=VALID_OUTPUT), agent, auth, no_get_task)
 
     return build
 
@@ -244,8 +251,8 @@ def run_legacy_peer() -> Iterator[TestAgent]:
 
     import httpx
 
-    from tests.support.agents import free_port
     from tests.support.legacy_sdk import legacy_python
+    from tests.support.serving import free_port
 
     port = free_port()
     script = Path(__file__).with_name("legacy_agent.py")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,17 +30,11 @@ from django.conf import settings
 from django.db import connection
 
 from tests.support.secrets_scan import find_secrets
+from tests.support.serving import free_port
 
 BASE_DIR = Path(settings.BASE_DIR)
 LEAKS: list[str] = []  # secrets found in the logs of closed processes
 PYTHON = sys.executable
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def database_env() -> dict[str, str]:

@@ -35,14 +35,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from tests.support.agents import (
-    BehaviourExecutor,
-    RawModes,
-    TestAgent,
-    agent_card,
-    free_port,
-    serve_agent,
-)
+from tests.support.agents import VALID_OUTPUT, BehaviourExecutor, TestAgent, agent_card
+from tests.support.raw_modes import RawModes
+from tests.support.serving import free_port, serve_agent
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +111,7 @@ def build_push_app(agent: PushAgent) -> ASGIApp:
         *create_agent_card_routes(card),
         *create_rest_routes(handler),
     ]
-    return RawModes(Starlette(routes=routes), agent)
+    return RawModes(Starlette(routes=routes), agent, output=VALID_OUTPUT)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,118 @@
+"""The test agent's non-A2A behaviours: ASGI middleware serving ``/x/{mode}/...``.
+
+See :mod:`tests.support.agents` for the modes. Every request is counted on the
+:class:`~tests.support.agents.TestAgent` before it is answered.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from tests.support.agents import TestAgent
+
+
+class RawModes:
+    """ASGI middleware serving ``/x/{mode}/...``: non-A2A answers, or faults in front of A2A."""
+
+    def __init__(self, app: ASGIApp, agent: TestAgent, *, output: dict[str, Any]) -> None:
+        """``output`` is what the ``legacy`` mode's finished tasks carry."""
+        self.app = app
+        self.agent = agent
+        self.output = output
+        self.seen: set[str] = set()
+        self.legacy: dict[str, int] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        if path == "/_stats":  # for benchmarks in another process; not counted
+            await JSONResponse({"counts": dict(self.agent.counts)})(scope, receive, send)
+            return
+        self.agent.count(path)
+        self.agent.record_headers(path, scope.get("headers") or [])
+        if not path.startswith("/x/"):
+            await self.app(scope, receive, send)
+            return
+        _, _, rest = path.partition("/x/")
+        mode, _, tail = rest.partition("/")
+        tail = "/" + tail
+        response: Response | None = None
+        if mode == "500":
+            response = JSONResponse({"error": "internal"}, status_code=500)
+        elif mode == "html":
+            response = Response(
+                "<html><body>Welcome to nginx</body></html>", media_type="text/html"
+            )
+        elif mode == "garbage":
+            response = Response("{not json at all", media_type="application/json")
+        elif mode == "wrongshape":
+            response = JSONResponse({"status": "ok", "items": [1, 2, 3]})
+        elif mode == "hang":
+            await self.agent.stopping.wait()
+            response = Response("", status_code=503)
+        elif mode == "legacy":
+            response = await self._legacy(tail, receive)
+        elif mode in ("flaky", "busy"):
+            key = f"{mode}:{scope['method']}:{tail}"
+            if key not in self.seen:
+                self.seen.add(key)
+                if mode == "busy":
+                    response = JSONResponse({}, status_code=429, headers={"Retry-After": "1"})
+                else:
+                    response = JSONResponse({"error": "unavailable"}, status_code=503)
+            else:
+                scope = {**scope, "path": tail, "raw_path": tail.encode()}
+                await self.app(scope, receive, send)
+                return
+        else:
+            response = JSONResponse({"error": f"unknown mode {mode}"}, status_code=404)
+        await response(scope, receive, send)
+
+    async def _legacy(self, tail: str, receive: Receive) -> Response:
+        """An A2A 0.3-style agent: lowercase states, ``kind`` everywhere, unknown fields."""
+        if tail.endswith("message:send"):
+            body = b""
+            while True:
+                chunk = await receive()
+                body += chunk.get("body", b"")
+                if not chunk.get("more_body"):
+                    break
+            message = json.loads(body or b"{}").get("message", {})
+            task_id = str(uuid.uuid4())
+            self.legacy[task_id] = 0
+            task = {
+                "kind": "task",
+                "id": task_id,
+                "contextId": message.get("contextId") or str(uuid.uuid4()),
+                "status": {"state": "submitted"},
+                "vendorExtra": {"anything": True},
+            }
+            return JSONResponse({"task": task})
+        task_id = tail.removeprefix("/tasks/").split(":")[0]
+        if tail.endswith(":cancel"):
+            return JSONResponse({"id": task_id, "status": {"state": "canceled"}, "kind": "task"})
+        return JSONResponse(
+            {
+                "kind": "task",
+                "id": task_id,
+                "contextId": "legacy-context",
+                "status": {"state": "completed", "timestamp": "2025-01-01T00:00:00Z"},
+                "artifacts": [
+                    {
+                        "artifactId": "a1",
+                        "parts": [{"kind": "data", "data": dict(self.output)}],
+                        "unknownArtifactField": 1,
+                    }
+                ],
+                "history": [],
+                "someFutureField": "ignored",
+            }
+        )
