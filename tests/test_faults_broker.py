@@ -22,8 +22,9 @@ from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
 from tests.support.agents import TestAgent
 from tests.support.processes import (
+    FAST_ENGINE,
     celery_beat,
-    celery_worker,
+    celery_workers,
     daphne_process,
     redis_server,
 )
@@ -32,16 +33,7 @@ pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 OUTAGES = 3
 OUTAGE_SECONDS = 10
-ENV = {
-    "A2A_POLL_INTERVAL": 0.2,
-    "A2A_POLL_INTERVAL_MAX": 0.5,
-    "A2A_RETRY_BACKOFF": 0.2,
-    "A2A_SWEEP_INTERVAL": 0.3,
-    "A2A_LEASE_SECONDS": 5,
-    "A2A_HTTP_TIMEOUT": 5,
-    "A2A_CONNECT_TIMEOUT": 0.5,
-    "ALLOW_LOOPBACK_URLS": True,
-}
+ENV = {**FAST_ENGINE, "A2A_LEASE_SECONDS": 5}
 
 
 @pytest.fixture
@@ -66,7 +58,7 @@ def test_workers_survive_repeated_redis_outages_and_no_task_is_sent_twice(
     with ExitStack() as stack:
         redis = stack.enter_context(redis_server())
         env = {**ENV, "REDIS_URL": redis.url}
-        workers = [stack.enter_context(celery_worker(f"fault{i}", **env)) for i in range(2)]
+        workers = stack.enter_context(celery_workers("fault0", "fault1", **env))
         beat = stack.enter_context(celery_beat(**env))
         daphne = stack.enter_context(daphne_process(**env))
         for _ in range(OUTAGES):

@@ -15,18 +15,11 @@ from a2a import services
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
 from tests.support.agents import TestAgent
-from tests.support.processes import celery_beat, worker_proc
+from tests.support.processes import FAST_ENGINE, celery_beat, celery_worker
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
-ENV = {
-    "A2A_POLL_INTERVAL": 0.2,
-    "A2A_POLL_INTERVAL_MAX": 0.5,
-    "A2A_RETRY_BACKOFF": 0.2,
-    "A2A_SWEEP_INTERVAL": 0.3,
-    "A2A_LEASE_SECONDS": 3,
-    "ALLOW_LOOPBACK_URLS": True,
-}
+ENV = FAST_ENGINE
 
 
 def _drop_other_connections() -> int:
@@ -47,9 +40,7 @@ def test_a_worker_replaces_connections_the_database_dropped(
     data = {"product": "lamp"}
     with ExitStack() as stack:
         stack.enter_context(celery_beat(**ENV))
-        worker = worker_proc("kept", **ENV)
-        stack.callback(worker.close)
-        worker.wait_log(r"ready\.", timeout=60)
+        worker = stack.enter_context(celery_worker("kept", **ENV))
         before = [services.create_task(skill_id="ce-review", input=data, user=user)]
         before += [services.create_task(skill_id="ce-review", input=data, user=user)]
         before = [wait_for(t, timeout=30) for t in before]

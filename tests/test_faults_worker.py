@@ -18,20 +18,11 @@ from a2a.models import TaskEvent
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
 from tests.support.agents import TestAgent
-from tests.support.processes import celery_beat, worker_proc
+from tests.support.processes import FAST_ENGINE, celery_beat, worker_proc
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
-ENV = {
-    "A2A_POLL_INTERVAL": 0.2,
-    "A2A_POLL_INTERVAL_MAX": 0.5,
-    "A2A_RETRY_BACKOFF": 0.2,
-    "A2A_SWEEP_INTERVAL": 0.3,
-    "A2A_LEASE_SECONDS": 3,
-    "A2A_HTTP_TIMEOUT": 5,
-    "A2A_CONNECT_TIMEOUT": 0.5,
-    "ALLOW_LOOPBACK_URLS": True,
-}
+ENV = FAST_ENGINE
 
 
 def test_a_worker_killed_mid_send_leaves_one_task_per_message_at_the_agent(

@@ -17,20 +17,11 @@ from a2a.models import Task, TaskEvent
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
 from tests.support.agents import TestAgent
-from tests.support.processes import celery_beat, celery_worker, worker_proc
+from tests.support.processes import FAST_ENGINE, celery_beat, celery_worker, celery_workers
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
-ENV = {
-    "A2A_POLL_INTERVAL": 0.2,
-    "A2A_POLL_INTERVAL_MAX": 0.5,
-    "A2A_RETRY_BACKOFF": 0.2,
-    "A2A_SWEEP_INTERVAL": 0.3,
-    "A2A_LEASE_SECONDS": 3,
-    "A2A_HTTP_TIMEOUT": 2,
-    "A2A_CONNECT_TIMEOUT": 0.5,
-    "ALLOW_LOOPBACK_URLS": True,
-}
+ENV = {**FAST_ENGINE, "A2A_HTTP_TIMEOUT": 2}
 
 
 @pytest.fixture
@@ -90,11 +81,7 @@ def test_a_killed_worker_only_delays_the_task_which_completes_once(
 def test_concurrent_workers_never_process_a_task_twice(setup: Any, peer: TestAgent) -> None:
     with ExitStack() as stack:
         stack.enter_context(celery_beat(**ENV))
-        workers = [worker_proc(f"w{i}", **ENV) for i in range(2)]
-        for proc in workers:
-            stack.callback(proc.close)
-        for proc in workers:
-            proc.wait_log(r"ready\.", timeout=60)
+        stack.enter_context(celery_workers("w0", "w1", **ENV))
         tasks = [start(setup, "slow", seconds=0.5) for _ in range(10)]
         tasks = [wait_for(t, timeout=40) for t in tasks]
     assert all(t.state == TaskState.COMPLETED for t in tasks)

@@ -15,20 +15,17 @@ from a2a.models import Task, TaskEvent
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
 from tests.support.agents import TestAgent
-from tests.support.processes import celery_beat, worker_proc
+from tests.support.processes import FAST_ENGINE, celery_beat, celery_workers
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 N = 24
 ENV = {
-    "A2A_POLL_INTERVAL": 0.2,
+    **FAST_ENGINE,
     "A2A_POLL_INTERVAL_MAX": 0.4,
-    "A2A_SWEEP_INTERVAL": 0.3,
     "A2A_POLL_ENGINE_BATCH": 6,  # several batches per sweep, so a kill lands inside one
     "A2A_LEASE_SECONDS": 10,  # a loaded machine must not let a live claim run out
     "A2A_HTTP_TIMEOUT": 3,
-    "A2A_CONNECT_TIMEOUT": 0.5,
-    "ALLOW_LOOPBACK_URLS": True,
 }
 
 
@@ -40,11 +37,7 @@ def test_a_worker_killed_mid_batch_only_delays_and_nothing_runs_twice(
     user = make_user()
     with ExitStack() as stack:
         stack.enter_context(celery_beat(**ENV))
-        workers = [worker_proc(name, **ENV) for name in ("first", "second")]
-        for proc in workers:
-            stack.callback(proc.close)
-        for proc in workers:
-            proc.wait_log(r"ready\.", timeout=60)
+        workers = stack.enter_context(celery_workers("first", "second", **ENV))
         requests = [
             services.TaskRequest(
                 "ce-review", {"product": f"p{i}", "behaviour": "slow", "seconds": 3}

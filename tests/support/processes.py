@@ -33,6 +33,18 @@ from tests.support.secrets_scan import find_secrets
 from tests.support.serving import free_port
 
 BASE_DIR = Path(settings.BASE_DIR)
+# The engine's timings shrunk for live tests: polls, sweeps, retries and leases in tenths of
+# a second, so a killed process or a lost message shows within a test's patience.
+FAST_ENGINE: dict[str, str | int | float | bool] = {
+    "A2A_POLL_INTERVAL": 0.2,
+    "A2A_POLL_INTERVAL_MAX": 0.5,
+    "A2A_RETRY_BACKOFF": 0.2,
+    "A2A_SWEEP_INTERVAL": 0.3,
+    "A2A_LEASE_SECONDS": 3,
+    "A2A_HTTP_TIMEOUT": 5,
+    "A2A_CONNECT_TIMEOUT": 0.5,
+    "ALLOW_LOOPBACK_URLS": True,
+}
 LEAKS: list[str] = []  # secrets found in the logs of closed processes
 PYTHON = sys.executable
 
@@ -219,6 +231,17 @@ def celery_worker(name: str | None = None, **env: str | int | float | bool) -> I
     with running(worker_proc(name, **env)) as proc:
         proc.wait_log(r"ready\.", timeout=60)
         yield proc
+
+
+@contextmanager
+def celery_workers(*names: str, **env: str | int | float | bool) -> Iterator[list[Proc]]:
+    """Several ready ``celery worker`` children, started side by side (each takes seconds
+    to boot) and stopped on exit."""
+    with ExitStack() as stack:
+        procs = [stack.enter_context(running(worker_proc(name, **env))) for name in names]
+        for proc in procs:
+            proc.wait_log(r"ready\.", timeout=60)
+        yield procs
 
 
 @contextmanager
