@@ -1,10 +1,13 @@
 """Benchmark: many long tasks in flight, at an agent that pushes and at one that is polled.
 
     .venv/bin/python bench/long_tasks.py --tasks 2000 --seconds 60 --agent push poll
-        [--mode embedded|distributed] [--write]
+        [--mode embedded|distributed] [--agents N] [--save FILE] [--write]
+    .venv/bin/python bench/long_tasks.py --load FILE... [--write]
 
-N tasks are created through ``POST /api/tasks:batch`` (100 per request) for one
-``bench/long_agent.py`` agent whose tasks each take ``--seconds`` at the agent. Measured:
+N tasks are created through ``POST /api/tasks:batch`` (100 per request) for
+``bench/long_agent.py`` agents (``--agents``, default 1, each its own process and
+registered agent; the platform spreads the tasks) whose tasks each take ``--seconds`` at
+the agent. Measured:
 
 * platform CPU (cores) and RSS while the tasks are in flight (the plateau: from the last
   creation until the agent ends its first task), and CPU ms per task over the whole run;
@@ -16,7 +19,8 @@ Embedded: ``manage.py runplatform`` (SQLite). Distributed: daphne + ``celery wor
 ``celery beat`` on PostgreSQL + Redis (``BENCH_DATABASE_URL`` recreated,
 ``BENCH_REDIS_URL``). Loopback only; every process is stopped at the end, and a run
 gives up after ``--timeout`` seconds. ``--write`` replaces this benchmark's section of
-docs/benchmarks.md.
+docs/benchmarks.md; ``--save`` keeps each run's result so that runs made separately (a
+cost curve: 100 to 10,000 tasks) become one table with ``--load``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -57,8 +62,9 @@ schema_out = {"type": "object", "properties": {"verdict": {"enum": ["pass", "fai
               "required": ["verdict"]}
 skill = Skill.objects.create(id="ce-review", name="CE review", domain="compliance",
                              input_schema={"type": "object"}, output_schema=schema_out)
-agent = AgentProfile.objects.create(id="long-agent", name="Long", a2a_endpoint=AGENT_URL)
-agent.skills.set([skill])
+for i, url in enumerate(AGENT_URLS):
+    agent = AgentProfile.objects.create(id=f"long-agent-{i}", name="Long", a2a_endpoint=url)
+    agent.skills.set([skill])
 user = get_user_model().objects.create_user(username="bench")
 print(UserToken.issue(user))
 """
@@ -120,7 +126,9 @@ def count_final(url: str, token: str) -> int:
     return done
 
 
-def run(mode: str, kind: str, total: int, seconds: float, timeout: float) -> dict[str, Any]:
+def run(
+    mode: str, kind: str, total: int, seconds: float, timeout: float, agents: int = 1
+) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-long-{mode}-{kind}-"))
     log = tmp / "processes.log"
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
@@ -146,13 +154,16 @@ def run(mode: str, kind: str, total: int, seconds: float, timeout: float) -> dic
     else:
         env["SQLITE_PATH"] = str(tmp / "db.sqlite3")
     with ExitStack() as stack:
-        agent_port = free_port()
-        agent_url = f"http://127.0.0.1:{agent_port}"
-        args = [PYTHON, "bench/long_agent.py", str(agent_port), "--seconds", str(seconds)]
-        agent = Proc(args + (["--push"] if kind == "push" else []), env, log, "agent")
-        stack.callback(agent.stop)
-        agent.wait_http(f"{agent_url}/health")
-        token = django_script(SETUP.replace("AGENT_URL", repr(agent_url)), env)
+        agent_urls, agent_pids = [], []
+        for i in range(agents):
+            agent_port = free_port()
+            agent_urls.append(f"http://127.0.0.1:{agent_port}")
+            args = [PYTHON, "bench/long_agent.py", str(agent_port), "--seconds", str(seconds)]
+            agent = Proc(args + (["--push"] if kind == "push" else []), env, log, f"agent{i}")
+            stack.callback(agent.stop)
+            agent.wait_http(f"{agent_urls[-1]}/health")
+            agent_pids.append(agent.popen.pid)
+        token = django_script(SETUP.replace("AGENT_URLS", repr(agent_urls)), env)
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         env["PUBLIC_URL"] = url
@@ -180,16 +191,24 @@ def run(mode: str, kind: str, total: int, seconds: float, timeout: float) -> dic
         deadline = time.monotonic() + timeout
         final = 0
         while time.monotonic() < deadline:
-            agent_cpu = cpu_seconds([agent.popen.pid])
+            agent_cpu = cpu_seconds(agent_pids)
             samples.append((time.time(), cpu_seconds(pids), rss_mib(pids), agent_cpu))
             final = count_final(url, token)
             if final >= total:
                 break
             time.sleep(1.0)
         cpu1, t1 = cpu_seconds(pids), time.time()
-        stats = httpx.get(f"{agent_url}/_stats", timeout=30).json()
-        ended = httpx.get(f"{agent_url}/_ended", timeout=60).json()
-        pushed = httpx.get(f"{agent_url}/_pushed", timeout=60).json()
+        counts: Counter[str] = Counter()
+        pushes = push_failures = 0
+        ended: dict[str, float] = {}
+        pushed: dict[str, float] = {}
+        for agent_url in agent_urls:  # one agent's task ids never clash with another's
+            stats = httpx.get(f"{agent_url}/_stats", timeout=30).json()
+            counts.update(stats["counts"])
+            pushes += stats.get("pushes", 0)
+            push_failures += stats.get("pushFailures", 0)
+            ended.update(httpx.get(f"{agent_url}/_ended", timeout=60).json())
+            pushed.update(httpx.get(f"{agent_url}/_pushed", timeout=60).json())
         report = json.loads(django_script(REPORT, env))
     first_end = min(ended.values()) if ended else t1
     plateau = [s for s in samples if created_at <= s[0] <= first_end]
@@ -213,10 +232,10 @@ def run(mode: str, kind: str, total: int, seconds: float, timeout: float) -> dic
     ]
     # How long the COMPLETED push waited at the agent before its POST began.
     at_agent = [max(0.0, pushed[rid] - at) * 1000 for rid, at in ended.items() if rid in pushed]
-    counts = stats["counts"]
     return {
         "mode": mode,
         "agent": kind,
+        "agents": agents,
         "tasks": total,
         "seconds": seconds,
         "final": final,
@@ -231,24 +250,28 @@ def run(mode: str, kind: str, total: int, seconds: float, timeout: float) -> dic
         "sends": counts.get("send", 0) / total,
         "polls": counts.get("get", 0) / total,
         "requests": sum(counts.values()) / total,
-        "pushes": stats.get("pushes", 0) / total,
-        "push_failures": stats.get("pushFailures", 0),
+        "pushes": pushes / total,
+        "push_failures": push_failures,
         "delay_p50": statistics.median(delays) if delays else float("nan"),
         "delay_p95": percentile(delays, 0.95) if delays else float("nan"),
         "delay_max": max(delays) if delays else float("nan"),
         "noticed": len(delays),
         "at_agent_p95": percentile(at_agent, 0.95) if at_agent else float("nan"),
         "log": str(log),
+        "load": os.getloadavg()[0],
+        "at": time.time(),
     }
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    load = os.getloadavg()[0]
+    load = max((r.get("load", 0.0) for r in results), default=os.getloadavg()[0])
+    at = max((r.get("at", 0.0) for r in results), default=0.0) or time.time()
     lines = [
         f"`bench/long_tasks.py` on this machine ({os.cpu_count()} CPUs running nothing but "
-        f"the benchmark: load average {load:.1f} at the end), "
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. One `bench/long_agent.py` "
-        "agent (a2a-sdk) per run; every task works for the given seconds at the agent.",
+        f"the benchmark: load average at most {load:.1f} at the end of a run), "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(at))}. `bench/long_agent.py` "
+        'agents (a2a-sdk), one process each ("x N": N agents sharing the tasks); every '
+        "task works for the given seconds at its agent.",
         "",
         "| Mode | Agent | Tasks x s | Followed by | Platform cores (plateau) | RSS MiB "
         "| CPU ms/task | Agent requests/task (sends + polls) | Pushes/task "
@@ -262,8 +285,9 @@ def table(results: list[dict[str, Any]]) -> str:
         agent = "—" if agent_cores != agent_cores else f"{agent_cores:.2f}"  # NaN: not measured
         waited = r.get("at_agent_p95", float("nan"))
         at_agent = "—" if waited != waited else f"{waited / 1000:.2f} s"
+        agents = f" x {r['agents']}" if r.get("agents", 1) > 1 else ""
         lines.append(
-            f"| {r['mode']} | {r['agent']} | {r['tasks']:,} x {r['seconds']:g} | {follow} "
+            f"| {r['mode']} | {r['agent']}{agents} | {r['tasks']:,} x {r['seconds']:g} | {follow} "
             f"| {r['cores']:.2f} | {r['rss_mib']:.0f} | {r['cpu_ms_per_task']:.1f} "
             f"| {r['requests']:.2f} ({r['sends']:.2f} + {r['polls']:.2f}) "
             f"| {r['pushes']:.2f} | {agent} "
@@ -282,15 +306,30 @@ def main() -> None:
         "--mode", nargs="+", choices=["embedded", "distributed"], default=["embedded"]
     )
     parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument(
+        "--agents", type=int, default=1, help="agent processes (each registered as an agent)"
+    )
     parser.add_argument("--write", action="store_true")
+    parser.add_argument("--save", default="", help="append each run's result (JSON line) here")
+    parser.add_argument(
+        "--load", nargs="+", default=[], help="run nothing: tabulate the results saved in these"
+    )
     parser.add_argument("--analysis", default="", help="a file whose text follows the table")
     args = parser.parse_args()
-    results = []
-    for mode in args.mode:
+    results = [
+        json.loads(line)
+        for name in args.load
+        for line in Path(name).read_text().splitlines()
+        if line.strip()
+    ]
+    for mode in args.mode if not args.load else []:
         for kind in args.agent:
             for total in args.tasks:
-                result = run(mode, kind, total, args.seconds, args.timeout)
+                result = run(mode, kind, total, args.seconds, args.timeout, args.agents)
                 print(json.dumps(result, indent=1), flush=True)
+                if args.save:  # several invocations can make one table (--load)
+                    with open(args.save, "a") as saved:
+                        saved.write(json.dumps(result) + "\n")
                 results.append(result)
     section = table(results)
     print(section)
