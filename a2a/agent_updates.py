@@ -18,7 +18,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from a2a import observe
+from a2a import lookups, observe
 from a2a.exceptions import A2AProtocolError
 from a2a.models import Direction, Task, TaskMessage
 from a2a.states import ACTIVE_STATES, INTERRUPTED_STATES, TaskState, normalize_state
@@ -198,9 +198,20 @@ def _update(task: Task, fields: dict[str, Any]) -> None:
         task.note(**fields)
 
 
+def _output_schema(task: Task) -> dict[str, Any]:
+    """The task's skill's output schema: from the skill the read joined (a worker's claim)
+    or else from the registry cache (a push reads the task alone), instead of one more
+    query per completed task. A schema edited in another process is seen within
+    ``A2A_REGISTRY_CACHE_SECONDS``, as for creation."""
+    skill = task.skill if Task.skill.is_cached(task) else lookups.skill(task.skill_id)
+    if skill is None:  # never judged on a cache's word
+        skill = task.skill
+    return skill.output_schema or {}
+
+
 def _complete(task: Task, artifacts: list[Any], fields: dict[str, Any], via_text: str) -> bool:
     output = collect_output(artifacts)
-    errors = schema_errors(task.skill.output_schema or {}, output)
+    errors = schema_errors(_output_schema(task), output)
     fields = {**fields, "artifacts": artifacts}
     if errors:
         first = errors[0]

@@ -34,6 +34,7 @@ from a2a.states import NextAction, Transport
 from a2a.wire import relay_message, schema_errors, user_message
 from agent_profiles.matching import match_agent
 from agent_profiles.models import AgentProfile, Skill
+from platform_site.compiled import insert_rows
 from platform_site.errors import Conflict
 
 log = logging.getLogger(__name__)
@@ -290,9 +291,9 @@ def insert(new: list[NewTask]) -> None:
         return
     tasks = [n.task for n in new]
     observe.tasks_creating(tasks)  # each task's trace starts here (context in metadata)
-    Task.objects.bulk_create(tasks)
-    TaskEvent.objects.bulk_create([n.event for n in new])
-    TaskMessage.objects.bulk_create([n.message for n in new])
+    insert_rows(tasks)  # below the ORM: see platform_site.compiled
+    insert_rows([n.event for n in new])
+    insert_rows([n.message for n in new])
     gateway = [t for t in tasks if t.next_action == ""]
     if gateway and _gateway_hand_off is not None:
         _gateway_hand_off(gateway)

@@ -26,7 +26,7 @@ from a2a.states import (
     Transport,
 )
 from agent_profiles.models import AgentProfile, Skill
-from platform_site.compiled import update_row
+from platform_site.compiled import insert_rows, update_row
 from platform_site.errors import Conflict
 
 
@@ -161,8 +161,17 @@ class Task(TaskScheduling, models.Model):
             if not changed:
                 self.refresh_from_db()
                 return False
-            TaskEvent.objects.create(
-                task=self, at=now, from_state=from_state, to_state=to_state, reason=reason[:2000]
+            reason = reason[:2000]
+            insert_rows(
+                [
+                    TaskEvent(
+                        task_id=self.pk,
+                        at=now,
+                        from_state=from_state,
+                        to_state=to_state,
+                        reason=reason,
+                    )
+                ]
             )
             for name, value in updates.items():
                 setattr(self, name, value)

@@ -14,7 +14,8 @@ row goes through the ORM's converters and ``Model.from_db``, so the instance is 
 :func:`update_row` is the conditional single-row UPDATE the task verbs are made of
 (``filter(pk=..., state=...).update(...)``), written as one plain statement with the
 fields' own database preparation; anything beyond plain values and equality is left to
-the ORM.
+the ORM. :func:`insert_rows` is ``bulk_create`` for rows nobody reads back (a task's
+events and messages): one INSERT, no ids returned.
 """
 
 from __future__ import annotations
@@ -129,6 +130,41 @@ def update_row(
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return int(cursor.rowcount)
+
+
+def insert_rows(objs: list[M]) -> None:
+    """``bulk_create(objs)`` as plain INSERTs, for new rows of one model whose auto id
+    nobody reads back: an auto primary key left unset stays None on the objects (the
+    database numbers the rows). Each field is saved as ``save()`` would save it
+    (``pre_save``, then its database preparation); no signals are sent, as with
+    ``bulk_create``. Compiling the ORM's insert anew cost more than running it.
+    """
+    if not objs:
+        return
+    model = type(objs[0])
+    numbered = objs[0].pk is None  # an auto id the database gives
+    if any(type(obj) is not model or (obj.pk is None) != numbered for obj in objs):
+        raise ValueError("insert_rows takes new rows of one model, all with ids or none")
+    connection = connections[DEFAULT_DB_ALIAS]
+    meta = model._meta
+    qn = connection.ops.quote_name
+    fields = [f for f in meta.concrete_fields if not (f.primary_key and numbered)]
+    columns = ", ".join(qn(f.column) for f in fields)
+    row = f"({', '.join(['%s'] * len(fields))})"
+    size = max(1, connection.ops.bulk_batch_size(fields, objs))
+    with connection.cursor() as cursor:
+        for start in range(0, len(objs), size):
+            batch = objs[start : start + size]
+            params = [
+                f.get_db_prep_save(f.pre_save(obj, True), connection)
+                for obj in batch
+                for f in fields
+            ]
+            values = ", ".join([row] * len(batch))
+            cursor.execute(f"INSERT INTO {qn(meta.db_table)} ({columns}) VALUES {values}", params)
+    for obj in objs:
+        obj._state.adding = False
+        obj._state.db = DEFAULT_DB_ALIAS
 
 
 def _field(meta: Any, name: str) -> Any:

@@ -128,3 +128,64 @@ def test_a_plain_update_leaves_what_it_cannot_write_to_the_orm(task: Task) -> No
     assert update_row(Task, task.pk, {"state__in": ["x"]}, {"attempts": 1}) is None
     assert update_row(Task, task.pk, {"metadata": {}}, {"attempts": 1}) is None
     assert Task.objects.get(pk=task.pk).attempts == 0
+
+
+def test_plain_inserts_store_what_bulk_create_stores(
+    task: Task, make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    """Rows with their own ids (tasks) and rows the database numbers (events), JSON,
+    times, NULLs and foreign keys: read back, each equals its bulk_create twin."""
+    from a2a.models import TaskEvent, TaskMessage
+    from platform_site.compiled import insert_rows
+
+    def twins() -> list[Task]:
+        return [
+            Task(
+                skill=task.skill,
+                agent=task.agent,
+                input={"n": i, "deep": [{"ü": None}]},
+                metadata={"match": {"at": "now"}},
+                deadline_at=task.deadline_at,
+                created_by=task.created_by,
+            )
+            for i in range(3)
+        ]
+
+    plain, orm = twins(), twins()
+    insert_rows(plain)
+    Task.objects.bulk_create(orm)
+    assert all((t._state.adding, t._state.db) == (False, "default") for t in plain)
+    for mine, theirs in zip(plain, orm, strict=True):
+        mine_row, their_row = Task.objects.get(pk=mine.pk), Task.objects.get(pk=theirs.pk)
+        for field in Task._meta.concrete_fields:
+            if field.primary_key or field.name in (
+                "created_at",
+                "updated_at",
+                "state_changed_at",
+                "next_poll_at",
+            ):
+                continue
+            assert getattr(mine_row, field.attname) == getattr(their_row, field.attname), field.name
+    now = timezone.now()
+    events = [TaskEvent(task=t, at=now, from_state="", to_state="x", reason="r") for t in plain]
+    insert_rows(events)
+    assert [e.pk for e in events] == [None] * 3  # numbered by the database, not read back
+    stored = TaskEvent.objects.filter(task__in=plain).order_by("id")
+    assert [(e.task_id, e.at, e.to_state, e.reason) for e in stored] == [
+        (t.pk, now, "x", "r") for t in plain
+    ]
+    insert_rows([])  # nothing to do
+    message = TaskMessage(task=task, direction="to_agent", message={"parts": []})
+    with pytest.raises(ValueError, match="one model"):
+        insert_rows([message, events[0]])
+
+
+def test_plain_inserts_are_batched_under_the_databases_parameter_limit(task: Task) -> None:
+    """8,000 rows of 5 columns: 40,000 parameters, over SQLite's limit (32,766) for one
+    statement."""
+    from a2a.models import TaskEvent
+    from platform_site.compiled import insert_rows
+
+    now = timezone.now()
+    insert_rows([TaskEvent(task=task, at=now, to_state=f"s{i}") for i in range(8000)])
+    assert TaskEvent.objects.filter(task=task, at=now).count() == 8000
