@@ -50,11 +50,16 @@ def _deadline() -> Any:
 def queue_processing(task_id: Any, countdown: float | None = None) -> None:
     """After commit, ask a worker to do the task's next action now (or in ``countdown`` s).
 
-    Only a hint: if the broker loses it, the sweep finds the due task anyway.
+    Only a hint: if the broker loses it, the sweep finds the due task anyway. In the
+    embedded mode's platform process an immediate hint goes to :mod:`a2a.local_dispatch`.
     """
 
     def send() -> None:
+        from a2a import local_dispatch  # both import the worker, which imports this module
         from a2a.tasks import process
+
+        if not countdown and local_dispatch.submit([task_id]):
+            return
 
         try:
             if countdown and countdown > 0:
@@ -78,8 +83,11 @@ def queue_processing_many(task_ids: list[Any]) -> None:
         return
 
     def send() -> None:
+        from a2a import local_dispatch
         from a2a.tasks import process_many
 
+        if local_dispatch.submit(task_ids):
+            return
         try:
             process_many.delay([str(pk) for pk in task_ids])
         except Exception:  # the rows are the source of truth; the sweep will pick them up

@@ -29,7 +29,8 @@ def process(task_id: str, lease: str | None = None) -> None:
         worker.process_task(task_id)
 
 
-def _process_on_pool_thread(task_id: str) -> None:
+def process_on_pool_thread(task_id: str) -> None:
+    """Do the task's due next action on a thread of a pool (which keeps its connection)."""
     tidy_connections()  # the thread keeps its connection for the whole batch
     try:
         worker.process_task(task_id)
@@ -45,7 +46,7 @@ def process_many(task_ids: list[str]) -> None:
     width = max(1, min(len(task_ids), settings.A2A_POLL_CONCURRENCY))
     pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="a2a-batch")
     try:
-        list(pool.map(_process_on_pool_thread, task_ids))
+        list(pool.map(process_on_pool_thread, task_ids))
     finally:
         shutdown_closing_connections(pool)
 
