@@ -60,25 +60,32 @@ agent, the benchmark client and (distributed) PostgreSQL and Redis, throughput f
 CPU per task, so the ratio is roughly what the ceiling spends per task over what the
 platform spends: the bare loop costs the agent's 6-7 ms and little else; the platform
 adds an authenticated, validated, matched and durably stored task (the API column:
-daphne, Django REST framework, 6 queries and a Celery message) and a worker that claims
-the task, calls the agent, validates the output and records the transition with its
-event. What remains is spread over the HTTP stacks (daphne, httpx), Django REST
-framework, Celery's message handling, commits and the ORM's model instances; no single
-stage dominates.
+daphne, Django REST framework, a few statements and, distributed, a Celery message) and
+a worker that claims the task, calls the agent, validates the output and records the
+transition with its event. What remains is spread over the HTTP stacks (daphne, httpx),
+Django REST framework, token checks (uncached, so a revoked token is refused at once),
+commits and, distributed, Celery: publishing one message is about a fifth of the API
+process's CPU and handling it about a third of the worker's, half of that in the Redis
+round trips any hint would need.
 
-Two rounds of profiling (py-spy on the live processes) cut the platform's CPU per task
-from 48-58 ms to 23-25 ms on this machine. The first: Celery's Django fix-up opened a
-new PostgreSQL session for every task (workers now keep their connections); every
-transition published a stream snapshot although nobody streamed (now only when a
-subscriber's marker is in Redis); matching counted each candidate's active tasks on every
-creation (now once a second per process); the sweep read each claimed task on its own.
-The second found that compiling SQL cost more than running it (a 35-column task read:
-1.5 ms of CPU through the ORM, 0.4 ms compiled once), so the statements every task runs
-went below the ORM's per-query compilation (`platform_site/compiled.py`: the claim's
-reads, token authentication, the task verbs' UPDATE, the face's push-config lookup, the
-gateway's withdrawal), and a first send records its attempt in one write instead of
-two. Distributed API 14 -> 11.7 ms, worker 19 -> 13.4 ms; the ratio went from 15% to
-25-27%. What would close the rest: more CPUs (the distributed mode scales out: daphne
-and worker processes on other cores, the database the only shared part), and the
-remaining ORM writes (the task's insert and its event) as plain statements.
+Three rounds of profiling (py-spy on the live processes) cut the platform's CPU per task
+from 48-58 ms to 17 ms embedded and 23 ms distributed on this machine. The first:
+Celery's Django fix-up opened a new PostgreSQL session for every task (workers now keep
+their connections); every transition published a stream snapshot although nobody
+streamed (now only when a subscriber's marker is in Redis); matching counted each
+candidate's active tasks on every creation (now once a second per process); the sweep
+read each claimed task on its own. The second found that compiling SQL cost more than
+running it (a 35-column task read: 1.5 ms of CPU through the ORM, 0.4 ms compiled once),
+so the statements every task runs went below the ORM's per-query compilation
+(`platform_site/compiled.py`: the claim's reads, token authentication, the task verbs'
+UPDATE, the face's push-config lookup, the gateway's withdrawal). The third: the
+embedded mode starts new tasks on its own threads instead of a Celery message through
+the memory broker (`a2a/local_dispatch.py`), new tasks' rows and transitions' events go
+in as plain INSERTs, and daphne no longer lets Twisted parse each POST's `Content-Type`
+through `email.message` (0.28 ms a request): embedded 23.0 -> 17.4 ms per task (p50
+143 -> 57 ms), distributed 25.3 -> 23.1 ms. Tried and dropped: psycopg's server-side binding (same client CPU for a read,
+an UPDATE and an INSERT, one more round trip). What would close the rest: more CPUs (the
+distributed mode scales out: daphne and worker processes on other cores, the database
+the only shared part), and a lighter hint than a Celery message for new tasks in the
+distributed mode.
 """
