@@ -14,8 +14,8 @@ row goes through the ORM's converters and ``Model.from_db``, so the instance is 
 :func:`update_row` is the conditional single-row UPDATE the task verbs are made of
 (``filter(pk=..., state=...).update(...)``), written as one plain statement with the
 fields' own database preparation; anything beyond plain values and equality is left to
-the ORM. :func:`insert_rows` is ``bulk_create`` for rows nobody reads back (a task's
-events and messages): one INSERT, no ids returned.
+the ORM. :func:`insert_rows` is ``bulk_create`` for new rows (a task, its first event and
+message, a transition's event): one INSERT per batch, no database-numbered ids read back.
 """
 
 from __future__ import annotations

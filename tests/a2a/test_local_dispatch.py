@@ -68,3 +68,10 @@ def test_without_the_embedded_worker_creation_sends_the_celery_message(
     assert messages[1][0] == "many"
     task.refresh_from_db()
     assert task.state == TaskState.SUBMITTED  # left for a worker (or the sweep)
+
+
+def test_the_embedded_worker_starts_and_stops_local_dispatch() -> None:
+    """a2a registers it at app start; platform_site.embedded runs it with the worker."""
+    from platform_site import embedded
+
+    assert (local_dispatch.start, local_dispatch.stop) in embedded._services
