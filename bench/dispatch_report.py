@@ -83,9 +83,9 @@ embedded mode starts new tasks on its own threads instead of a Celery message th
 the memory broker (`a2a/local_dispatch.py`), new tasks' rows and transitions' events go
 in as plain INSERTs, and daphne no longer lets Twisted parse each POST's `Content-Type`
 through `email.message` (0.28 ms a request): embedded 23.0 -> 17.4 ms per task (p50
-143 -> 57 ms), distributed 25.3 -> 23.1 ms. Tried and dropped: psycopg's server-side binding (same client CPU for a read,
-an UPDATE and an INSERT, one more round trip). What would close the rest: more CPUs (the
-distributed mode scales out: daphne and worker processes on other cores, the database
-the only shared part), and a lighter hint than a Celery message for new tasks in the
-distributed mode.
+143 -> 57 ms), distributed 25.3 -> 23.1 ms. Tried and dropped: psycopg's server-side
+binding (same client CPU for a read, an UPDATE and an INSERT, one more round trip). What
+would close the rest: more CPUs (the distributed mode scales out: daphne and worker
+processes on other cores, the database the only shared part), and a lighter hint than a
+Celery message for new tasks in the distributed mode.
 """

@@ -10,7 +10,8 @@ registered agent; the platform spreads the tasks) whose tasks each take ``--seco
 the agent. Measured:
 
 * platform CPU (cores) and RSS while the tasks are in flight (the plateau: from the last
-  creation until the agent ends its first task), and CPU ms per task over the whole run;
+  creation until the agent ends its first task), and CPU ms per task over the whole run,
+  also net of what the idle platform spends (measured for 10 s before the first task);
 * agent requests per task (sends, polls) and pushes per task;
 * notice delay: the platform's COMPLETED (its ``TaskEvent``) minus the moment the agent
   ended the task (both clocks of this machine), p50 / p95 / max.
@@ -82,6 +83,7 @@ print(json.dumps({"states": states, "done": {k: v.timestamp() for k, v in done.i
                   "followedBy": {str(k): v for k, v in follow.items()}}))
 """
 
+IDLE_SECONDS = 10.0
 FINAL = ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED")
 
 
@@ -185,6 +187,11 @@ def run(
                 stack.callback(proc.stop)
         procs[0].wait_http(f"{url}/healthz")
         pids = [p.popen.pid for p in procs]
+        # What the platform spends with nothing to do (sweeps, beat, idle servers): the
+        # cost per task is shown with and without it.
+        idle0, idle_t0 = cpu_seconds(pids), time.time()
+        time.sleep(IDLE_SECONDS)
+        idle_cores = (cpu_seconds(pids) - idle0) / (time.time() - idle_t0)
         cpu0, t0 = cpu_seconds(pids), time.time()
         created_at = asyncio.run(create(url, token, total, seconds))
         samples: list[tuple[float, float, float, float]] = []  # (time, cpu, rss, agent cpu)
@@ -247,6 +254,8 @@ def run(
         "agent_cores_ending": agent_cores,
         "rss_mib": max((s[2] for s in plateau), default=rss_mib(pids)),
         "cpu_ms_per_task": (cpu1 - cpu0) / total * 1000,
+        "idle_cores": idle_cores,
+        "cpu_ms_per_task_net": max(0.0, (cpu1 - cpu0) - idle_cores * (t1 - t0)) / total * 1000,
         "sends": counts.get("send", 0) / total,
         "polls": counts.get("get", 0) / total,
         "requests": sum(counts.values()) / total,
@@ -274,7 +283,7 @@ def table(results: list[dict[str, Any]]) -> str:
         "task works for the given seconds at its agent.",
         "",
         "| Mode | Agent | Tasks x s | Followed by | Platform cores (plateau) | RSS MiB "
-        "| CPU ms/task | Agent requests/task (sends + polls) | Pushes/task "
+        "| CPU ms/task (beyond idle) | Agent requests/task (sends + polls) | Pushes/task "
         "| Agent cores while tasks end | Notice delay p50 / p95 / max "
         "| of which at the agent, p95 | Done |",
         "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -286,9 +295,10 @@ def table(results: list[dict[str, Any]]) -> str:
         waited = r.get("at_agent_p95", float("nan"))
         at_agent = "—" if waited != waited else f"{waited / 1000:.2f} s"
         agents = f" x {r['agents']}" if r.get("agents", 1) > 1 else ""
+        net = f" ({r['cpu_ms_per_task_net']:.1f})" if "cpu_ms_per_task_net" in r else ""
         lines.append(
             f"| {r['mode']} | {r['agent']}{agents} | {r['tasks']:,} x {r['seconds']:g} | {follow} "
-            f"| {r['cores']:.2f} | {r['rss_mib']:.0f} | {r['cpu_ms_per_task']:.1f} "
+            f"| {r['cores']:.2f} | {r['rss_mib']:.0f} | {r['cpu_ms_per_task']:.1f}{net} "
             f"| {r['requests']:.2f} ({r['sends']:.2f} + {r['polls']:.2f}) "
             f"| {r['pushes']:.2f} | {agent} "
             f"| {r['delay_p50'] / 1000:.2f} / {r['delay_p95'] / 1000:.2f} / "
