@@ -38,7 +38,8 @@ def local() -> Iterator[None]:
 
 
 @pytest.fixture
-def user(make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent) -> Any:
+def user(make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent, settings: Any) -> Any:
+    settings.ALLOW_LOOPBACK_URLS = True  # the test agent is on loopback (off when distributed)
     make_agent(skills=[make_skill()], a2a_endpoint=peer.url)
     return make_user()
 
