@@ -29,12 +29,12 @@ _pool: ThreadPoolExecutor | None = None
 
 
 def start() -> None:
-    """Accept work from now on (``A2A_POLL_CONCURRENCY`` threads)."""
+    """Accept work from now on (``A2A_EMBEDDED_THREADS`` threads)."""
     global _pool
     with _lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(
-                max(1, settings.A2A_POLL_CONCURRENCY), thread_name_prefix="a2a-local"
+                max(1, settings.A2A_EMBEDDED_THREADS), thread_name_prefix="a2a-local"
             )
 
 
