@@ -2,7 +2,7 @@
 
 Measures requests/s and p50/p99 latency of ``message:send`` (``returnImmediately``) and
 ``GET /tasks/{id}`` on both, in the same run, and the platform/SDK ratio. The platform runs
-as ``make run`` does (embedded: daphne + in-process Celery worker, SQLite) and persists every
+as ``make run`` does (embedded: daphne + in-process worker, SQLite) and persists every
 task, then dispatches it to a real a2a-sdk agent; the plain server is that same a2a-sdk
 agent (``tests/support/agents.py``: Starlette + ``DefaultRequestHandler`` + in-memory store).
 
@@ -293,7 +293,7 @@ def table(rows: list[dict[str, Any]], total: int, concurrency: int, rounds: int)
         f"alternating rounds (so both servers see the same machine load), {concurrency} "
         f"concurrent, one process per server, on this machine ({os.cpu_count()} CPUs), "
         f"{time.strftime('%Y-%m-%d')}. The platform runs embedded (daphne + in-process "
-        "Celery worker, SQLite) and dispatches every task to the a2a-sdk agent; it is idle "
+        "worker threads, SQLite) and dispatches every task to the a2a-sdk agent; it is idle "
         "(all tasks dispatched) at the start of each of its rounds.",
         "",
         "| Operation | Platform req/s | p50 ms | p99 ms | a2a-sdk req/s | p50 ms | p99 ms "
