@@ -69,7 +69,7 @@ process's CPU and handling it about a third of the worker's, half of that in the
 round trips any hint would need.
 
 Three rounds of profiling (py-spy on the live processes) cut the platform's CPU per task
-from 48-58 ms to 17 ms embedded and 23 ms distributed on this machine. The first:
+from 48-58 ms to 18 ms embedded and 23 ms distributed on this machine. The first:
 Celery's Django fix-up opened a new PostgreSQL session for every task (workers now keep
 their connections); every transition published a stream snapshot although nobody
 streamed (now only when a subscriber's marker is in Redis); matching counted each
@@ -82,8 +82,8 @@ UPDATE, the face's push-config lookup, the gateway's withdrawal). The third: the
 embedded mode starts new tasks on its own threads instead of a Celery message through
 the memory broker (`a2a/local_dispatch.py`), new tasks' rows and transitions' events go
 in as plain INSERTs, and daphne no longer lets Twisted parse each POST's `Content-Type`
-through `email.message` (0.28 ms a request): embedded 23.0 -> 17.4 ms per task (p50
-143 -> 57 ms), distributed 25.3 -> 23.1 ms. Tried and dropped: psycopg's server-side
+through `email.message` (0.28 ms a request): embedded 23.0 -> 17.7 ms per task (p50
+143 -> 65 ms), distributed 25.3 -> 23.1 ms. Tried and dropped: psycopg's server-side
 binding (same client CPU for a read, an UPDATE and an INSERT, one more round trip). What
 would close the rest: more CPUs (the distributed mode scales out: daphne and worker
 processes on other cores, the database the only shared part), and a lighter hint than a
