@@ -8,9 +8,10 @@ give: the row is the truth, and a hint that is lost only waits for the next swee
 
 So while the embedded worker runs (it starts this module through
 :func:`platform_site.embedded.register_service`), :func:`submit` puts the tasks to act on
-straight onto a pool of threads here. Everywhere else (the distributed mode, management
-commands, tests without a running platform) it declines, and the caller sends the Celery
-message as before. Delayed hints (a retry in N seconds) and the sweep stay with Celery.
+at once (a new task, a reply, a cancel, a retry) straight onto a pool of threads here.
+Everywhere else (the distributed mode, management commands, tests without a running
+platform) it declines, and the caller sends the Celery message as before. Delayed hints
+(a retry in N seconds) and the sweep stay with Celery.
 """
 
 from __future__ import annotations

@@ -300,7 +300,8 @@ A2A_POLL_SWEEP_MAX = envint("A2A_POLL_SWEEP_MAX", 2000)
 A2A_AGENT_POLL_RATE = envfloat("A2A_AGENT_POLL_RATE", 100.0)
 A2A_AGENT_SENDS_IN_FLIGHT = envint("A2A_AGENT_SENDS_IN_FLIGHT", 16)  # per agent and process
 A2A_POLL_CONCURRENCY = envint("A2A_POLL_CONCURRENCY", 16)
-# Embedded mode: threads of the platform process that start new tasks (a2a.local_dispatch).
+# Embedded mode: threads of the platform process that act on a task at once after a change
+# (a new task, a reply, a cancel: a2a.local_dispatch).
 # Four measured best on 2 CPUs: 16 took CPU from the requests (face message:send 0.55x of
 # a plain a2a-sdk server with 4, 0.36x with 16) and started tasks no faster.
 A2A_EMBEDDED_THREADS = envint("A2A_EMBEDDED_THREADS", 4)
