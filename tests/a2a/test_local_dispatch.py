@@ -76,3 +76,25 @@ def test_the_embedded_worker_starts_and_stops_local_dispatch() -> None:
     from platform_site import embedded
 
     assert (local_dispatch.start, local_dispatch.stop) in embedded._services
+
+
+def test_a_stopping_pool_leaves_queued_tasks_due_for_the_sweep(
+    user: Any, messages: list[Any], peer: TestAgent
+) -> None:
+    """What waited for a thread when the platform stopped is not sent; nothing is lost
+    either: the row stays SUBMITTED and due."""
+    task = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
+    local_dispatch._run(str(task.pk))  # a queued job running after stop()
+    task.refresh_from_db()
+    assert (task.state, task.next_action, peer.sends) == (TaskState.SUBMITTED, "send", 0)
+
+
+def test_a_pool_shut_down_under_a_submit_declines_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shut down between the check and the submit: no error reaches the caller's commit
+    hook, and no Celery message is needed (the sweep acts on the due rows)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    closed = ThreadPoolExecutor(1)
+    closed.shutdown()
+    monkeypatch.setattr(local_dispatch, "_pool", closed)
+    assert local_dispatch.submit(["a", "b"]) is True

@@ -175,6 +175,35 @@ def test_completed_with_invalid_output_fails_keeping_the_errors(task: Task) -> N
     assert task.artifacts == artifacts
 
 
+def test_a_task_read_alone_is_judged_against_the_cached_skill(task: Task) -> None:
+    """A push reads the task without its skill: the output schema comes from the registry
+    cache (no query for the skill), and from the database when the cache knows no skill."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from a2a import lookups
+
+    lookups.skill(task.skill_id)  # cached, as creation leaves it
+    alone = Task.objects.get(pk=task.pk)
+    artifacts = [{"artifactId": "a", "parts": [{"data": {"verdict": "maybe"}}]}]
+    with CaptureQueriesContext(connection) as queries:
+        services.apply_agent_update(
+            alone, status={"state": "TASK_STATE_COMPLETED"}, artifacts=artifacts, via="push"
+        )
+    assert not [q for q in queries.captured_queries if "agent_profiles_skill" in q["sql"]]
+    alone.refresh_from_db()
+    assert (alone.state, alone.error["code"]) == (TaskState.FAILED, "output_invalid")
+
+    other = services.create_task(skill_id=task.skill_id, input={"product": "x"}, user=None)
+    lookups._put(lookups._skills, task.skill_id, None)  # a stale "no such skill"
+    other = Task.objects.get(pk=other.pk)
+    services.apply_agent_update(
+        other, status={"state": "TASK_STATE_COMPLETED"}, artifacts=artifacts, via="push"
+    )
+    other.refresh_from_db()
+    assert (other.state, other.error["code"]) == (TaskState.FAILED, "output_invalid")
+
+
 def test_completed_without_data_fails_as_invalid_output(task: Task) -> None:
     services.apply_agent_update(task, status={"state": "completed"}, artifacts=[], via="a2a")
     task.refresh_from_db()
