@@ -18,7 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from a2a.states import NextAction, Transport
-from platform_site.compiled import update_row
+from platform_site.compiled import update_row, update_rows
 
 if TYPE_CHECKING:
     from a2a.models import Task
@@ -212,23 +212,26 @@ class TaskScheduling:
 
     @classmethod
     def poll_later(cls, rows: list[tuple[Task, datetime, float]], lease: Any) -> int:
-        """Re-schedule many polls, each ``(task, due, interval)``, releasing their claim:
-        one UPDATE per state for the lot. A task counts only if it is still in the state
+        """Re-schedule many polls, each ``(task, due, interval)``, releasing their claim,
+        in one round trip. A task counts only if it is still in the state
         its worker saw and still held under ``lease`` (the batch's claim): a person's
         cancel meanwhile, or a claim that ran out and was taken by another worker, wins.
-        Returns how many were re-scheduled."""
-        by_state: dict[str, list[Task]] = {}
+        Returns how many were re-scheduled. The updates go as one ``executemany``
+        (:func:`~platform_site.compiled.update_rows`); ``bulk_update``'s ``CASE`` cost a
+        third of a polling worker's CPU."""
+        fields = ("next_action", "next_poll_at", "poll_interval", "lease_until")
+        updates = []
+        for task, due, interval in rows:
+            values = dict(zip(fields, (NextAction.POLL, due, interval, None), strict=True))
+            updates.append((task.pk, {"state": task.state, "lease_until": lease}, values))
+        with transaction.atomic():
+            updated = update_rows(cls, updates)  # type: ignore[arg-type]
+        if updated is None:
+            raise TypeError(f"a batch's lease is a datetime, not {lease!r}")
         for task, due, interval in rows:
             task.next_action, task.next_poll_at, task.poll_interval = NextAction.POLL, due, interval
             task.lease_until = None
-            by_state.setdefault(task.state, []).append(task)
-        fields = ["next_action", "next_poll_at", "poll_interval", "lease_until"]
-        updated = 0
-        with transaction.atomic():
-            for state, tasks in by_state.items():
-                held = cls._rows().filter(state=state, lease_until=lease)
-                updated += held.bulk_update(tasks, fields, batch_size=500)
-        return updated
+        return int(updated)
 
     @classmethod
     def pause_polls(cls, agent_id: str, until: datetime) -> int:

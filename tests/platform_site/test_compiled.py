@@ -130,6 +130,46 @@ def test_a_plain_update_leaves_what_it_cannot_write_to_the_orm(task: Task) -> No
     assert Task.objects.get(pk=task.pk).attempts == 0
 
 
+def test_many_plain_updates_go_together_and_count_what_they_changed(task: Task) -> None:
+    from platform_site.compiled import update_rows
+
+    others = [
+        Task.objects.create(
+            skill=task.skill, agent=task.agent, input={}, created_by=task.created_by
+        )
+        for _ in range(3)
+    ]
+    due = timezone.now()
+    updates: list[tuple[Any, dict[str, Any], dict[str, Any]]] = [
+        (row.pk, {"state": TaskState.SUBMITTED}, {"attempts": 7, "next_poll_at": due})
+        for row in [task, *others[:2]]
+    ]
+    # Another state than the row's: that row's condition fails, the others still count.
+    updates.append(
+        (others[2].pk, {"state": TaskState.WORKING}, {"attempts": 7, "next_poll_at": due})
+    )
+    with CaptureQueriesContext(connection) as queries:
+        assert update_rows(Task, updates) == 3
+    assert len(queries) <= 2  # one executemany for the three alike, one for the odd one
+    attempts = dict(Task.objects.values_list("pk", "attempts"))
+    assert [attempts[row.pk] for row in [task, *others]] == [7, 7, 7, 0]
+    assert Task.objects.get(pk=task.pk).next_poll_at == due
+
+
+def test_many_updates_write_nothing_when_one_cannot_be_written_plainly(task: Task) -> None:
+    from django.db.models import F
+
+    from platform_site.compiled import update_rows
+
+    updates = [
+        (task.pk, {}, {"attempts": 5}),
+        (task.pk, {}, {"attempts": F("attempts") + 1}),
+    ]
+    assert update_rows(Task, updates) is None
+    assert Task.objects.get(pk=task.pk).attempts == 0
+    assert update_rows(Task, []) == 0
+
+
 def test_plain_inserts_store_what_bulk_create_stores(
     task: Task, make_skill: Any, make_agent: Any, make_user: Any
 ) -> None:
