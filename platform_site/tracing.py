@@ -4,8 +4,10 @@
 ``OTEL_TRACES_EXPORTER=otlp`` (OTLP over HTTP) or ``console`` it installs the SDK's tracer
 provider (resource and sampler from the standard ``OTEL_*`` variables, service name
 ``a2a-platform`` unless ``OTEL_SERVICE_NAME`` says otherwise) and instruments Django,
-Celery and httpx; httpx then sends W3C ``traceparent`` on every call, calls to agents
-included. Without it nothing is installed and the helpers below cost next to nothing.
+Celery and httpx; httpx then sends W3C ``traceparent`` on every call. The plain calls to
+agents, which go over urllib3 (``agent_profiles.guarded_pool``), get the same client span
+and header from :func:`client_span`. Without it nothing is installed and the helpers below
+cost next to nothing.
 
 A platform task is one trace across processes: its context is stored on the task
 (:func:`context_of` / :func:`carrier`), and each process acting on the task later opens
@@ -130,6 +132,19 @@ def teardown() -> None:
 
 def tracer() -> trace.Tracer:
     return trace.get_tracer(TRACER)
+
+
+@contextmanager
+def client_span(method: str, url: str, headers: dict[str, str]) -> Iterator[None]:
+    """A CLIENT span around an HTTP call that httpx's instrumentation does not see, its
+    context added to ``headers`` (``traceparent``), as the instrumentation would."""
+    if not _enabled:
+        yield
+        return
+    attributes = {"http.request.method": method, "url.full": url}
+    with tracer().start_as_current_span(method, kind=trace.SpanKind.CLIENT, attributes=attributes):
+        inject(headers)
+        yield
 
 
 def carrier() -> dict[str, str]:

@@ -1,0 +1,155 @@
+"""Plain requests to agents over urllib3, through the same URL guard as httpx's calls.
+
+The platform's calls to agents are many and small: a send, a poll, a cancel, each one
+JSON body and one JSON answer. Through ``httpx.Client`` such a call cost 1.8 ms of the
+caller's CPU with 16 threads calling at once (its client layers, and httpcore's pool
+scanning every connection on every change); through a urllib3 pool, 0.6 ms. The batched
+poll engine spent half its CPU in httpx. Streams (SSE), token fetches and card reads stay
+on httpx: they are few, and long.
+
+The guard is the same: the URL is checked and its name resolved once per request
+(:func:`~agent_profiles.urlguard.checked_addresses`), the connection goes to the checked
+address, and the ``Host`` header, the TLS server name and the certificate check keep the
+URL's name. One pool per (address, name), so a TLS connection made for one name is never
+reused for another on the same address. No redirects, no retries, no proxies.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from email.message import Message
+from typing import Any
+from urllib.parse import urlsplit
+
+import certifi
+import urllib3
+from urllib3.exceptions import (
+    HTTPError,
+    NewConnectionError,
+    ProtocolError,
+    ReadTimeoutError,
+)
+from urllib3.exceptions import (
+    TimeoutError as Urllib3Timeout,
+)
+
+from agent_profiles.urlguard import checked_addresses, literal_address, split_url
+
+__all__ = ["CallFailed", "CallTimedOut", "GuardedPool", "PlainResponse", "shared_pool"]
+
+
+class CallFailed(Exception):
+    """The target could not be reached, or broke the connection before answering."""
+
+
+class CallTimedOut(CallFailed):
+    """The target did not accept the connection or send its answer in time."""
+
+
+def _failure(exc: HTTPError) -> CallFailed:
+    """urllib3's error as one of ours, its text without the connection's repr."""
+    text = str(exc)
+    if isinstance(exc, (NewConnectionError, ReadTimeoutError)):
+        text = text.split("): ", 1)[-1]  # "HTTPConnection(host=..., port=...): <reason>"
+    elif isinstance(exc, ProtocolError) and len(exc.args) == 2:
+        text = f"{exc.args[0]} {exc.args[1]}"  # ("Connection aborted.", RemoteDisconnected(...))
+    if isinstance(exc, Urllib3Timeout) and not isinstance(exc, NewConnectionError):
+        return CallTimedOut(text or type(exc).__name__)
+    return CallFailed(text or type(exc).__name__)
+
+
+@dataclass(frozen=True)
+class PlainResponse:
+    """A whole answer: the status, the headers (case-insensitive ``get``) and the body."""
+
+    status_code: int
+    headers: Any
+    content: bytes
+
+    def close(self) -> None:
+        """Nothing to release: the body was read whole and the connection went back."""
+
+    @property
+    def text(self) -> str:
+        """The body decoded with the charset its ``Content-Type`` names (UTF-8 if none)."""
+        message = Message()
+        message["Content-Type"] = self.headers.get("Content-Type", "")
+        charset = message.get_content_charset() or "utf-8"
+        try:
+            return self.content.decode(charset, errors="replace")
+        except LookupError:  # a charset Python does not know
+            return self.content.decode("utf-8", errors="replace")
+
+
+class GuardedPool:
+    """Pooled keep-alive connections to agents, every request through the URL guard."""
+
+    def __init__(self, *, per_host: int = 32, hosts: int = 256) -> None:
+        # block=False: past ``per_host`` connections a request opens one more and closes
+        # it afterwards instead of waiting; the callers' threads bound the concurrency.
+        self._manager = urllib3.PoolManager(
+            num_pools=hosts,
+            maxsize=per_host,
+            block=False,
+            retries=False,
+            ca_certs=certifi.where(),  # the same CA bundle httpx uses
+        )
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: dict[str, str],
+        body: bytes | None,
+        connect_timeout: float,
+        read_timeout: float,
+    ) -> PlainResponse:
+        """Send one request and read the whole answer. Raises
+        :class:`~agent_profiles.urlguard.UnsafeURL` for a refused target,
+        :class:`CallTimedOut` when it does not answer in time, :class:`CallFailed` when
+        it cannot be reached."""
+        scheme, host, port = split_url(url)
+        address = checked_addresses(url)[0]
+        parts = urlsplit(url)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        pool_options: dict[str, Any] = {}
+        if scheme == "https" and literal_address(host) is None:
+            pool_options = {"server_hostname": host, "assert_hostname": host}
+        pool = self._manager.connection_from_host(
+            str(address), port=port, scheme=scheme, pool_kwargs=pool_options
+        )
+        try:
+            answer = pool.urlopen(
+                method,
+                path,
+                body=body,
+                headers={**headers, "Host": parts.netloc},
+                redirect=False,
+                retries=False,
+                assert_same_host=False,
+                timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout),
+                preload_content=True,
+            )
+        except HTTPError as exc:
+            raise _failure(exc) from exc
+        return PlainResponse(answer.status, answer.headers, answer.data)
+
+    def clear(self) -> None:
+        """Close every pooled connection."""
+        self._manager.clear()
+
+
+_lock = threading.Lock()
+_shared: tuple[int, GuardedPool] | None = None
+
+
+def shared_pool() -> GuardedPool:
+    """The process-wide pool (made again after a fork: sockets are not shared)."""
+    global _shared
+    with _lock:
+        if _shared is None or _shared[0] != os.getpid():
+            _shared = (os.getpid(), GuardedPool())
+        return _shared[1]
