@@ -44,6 +44,38 @@ def test_a_task_waiting_for_a_person_is_not_claimed(task: Task) -> None:
     assert worker.claim_due(10) == []
 
 
+@pytest.mark.parametrize(
+    ("action", "due_in", "held_for", "claimed"),
+    [
+        (NextAction.SEND, -1, None, True),
+        (NextAction.POLL, 0, None, True),  # due this very moment
+        (NextAction.POLL, -1, -1, True),  # a lease that ran out
+        (NextAction.POLL, -1, 60, False),  # held by another worker
+        (NextAction.SEND, 60, None, False),  # not yet due
+        (NextAction.SEND, None, None, False),  # no time set
+        (NextAction.NONE, -1, None, False),  # nothing to do
+    ],
+)
+def test_the_plain_claim_takes_exactly_what_the_due_filter_names(
+    task: Task, action: str, due_in: int | None, held_for: int | None, claimed: bool
+) -> None:
+    from a2a.scheduling import due_filter
+
+    now = timezone.now()
+    Task.objects.filter(pk=task.pk).update(
+        next_action=action,
+        next_poll_at=None if due_in is None else now + timedelta(seconds=due_in),
+        lease_until=None if held_for is None else now + timedelta(seconds=held_for),
+    )
+    assert Task.objects.filter(due_filter(now), pk=task.pk).exists() is claimed
+    lease = now + timedelta(seconds=30)
+    assert Task._claim_row(task.pk, now, lease) == int(claimed)
+    expected = (
+        lease if claimed else (None if held_for is None else now + timedelta(seconds=held_for))
+    )
+    assert Task.objects.get(pk=task.pk).lease_until == expected
+
+
 def test_the_sweep_fails_overdue_tasks(task: Task) -> None:
     Task.objects.filter(pk=task.pk).update(deadline_at=timezone.now() - timedelta(seconds=1))
     assert worker.expire_overdue() == 1
