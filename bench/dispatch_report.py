@@ -62,14 +62,14 @@ platform spends: the bare loop costs the agent's 6-7 ms and little else; the pla
 adds an authenticated, validated, matched and durably stored task (the API column:
 daphne, Django REST framework, a few statements and, distributed, a Celery message) and
 a worker that claims the task, calls the agent, validates the output and records the
-transition with its event. What remains is spread over the HTTP stacks (daphne, httpx),
+transition with its event. What remains is spread over the HTTP stacks (daphne, urllib3),
 Django REST framework, token checks (uncached, so a revoked token is refused at once),
 commits and, distributed, Celery: publishing one message is about a fifth of the API
 process's CPU and handling it about a third of the worker's, half of that in the Redis
 round trips any hint would need.
 
-Three rounds of profiling (py-spy on the live processes) cut the platform's CPU per task
-from 48-58 ms to 18 ms embedded and 23 ms distributed on this machine. The first:
+Four rounds of profiling (py-spy on the live processes) cut the platform's CPU per task
+from 48-58 ms to about 14 ms embedded and 21 ms distributed on this machine. The first:
 Celery's Django fix-up opened a new PostgreSQL session for every task (workers now keep
 their connections); every transition published a stream snapshot although nobody
 streamed (now only when a subscriber's marker is in Redis); matching counted each
@@ -83,9 +83,14 @@ embedded mode starts new tasks on its own threads instead of a Celery message th
 the memory broker (`a2a/local_dispatch.py`), new tasks' rows and transitions' events go
 in as plain INSERTs, and daphne no longer lets Twisted parse each POST's `Content-Type`
 through `email.message` (0.28 ms a request): embedded 23.0 -> 17.7 ms per task (p50
-143 -> 65 ms), distributed 25.3 -> 23.1 ms. Tried and dropped: psycopg's server-side
-binding (same client CPU for a read, an UPDATE and an INSERT, one more round trip). What
-would close the rest: more CPUs (the distributed mode scales out: daphne and worker
-processes on other cores, the database the only shared part), and a lighter hint than a
-Celery message for new tasks in the distributed mode.
+143 -> 65 ms), distributed 25.3 -> 23.1 ms. The fourth: the calls to agents (send, poll,
+cancel) go over a guarded urllib3 pool (`agent_profiles/guarded_pool.py`) instead of
+`httpx.Client`, which cost 1.8 ms of CPU per call with 16 threads calling against
+urllib3's 0.6 ms, and a worker's claim of one task is one plain UPDATE: embedded 17.7 ->
+13.3-14.7 ms per task over five runs (54 -> 62-69 tasks/s, 35-42% of the ceiling),
+distributed 23.1 -> 19.4-21.3 ms over three. Tried and dropped: psycopg's server-side binding (same
+client CPU for a read, an UPDATE and an INSERT, one more round trip). What would close
+the rest: more CPUs (the distributed mode scales out: daphne and worker processes on
+other cores, the database the only shared part), and a lighter hint than a Celery
+message for new tasks in the distributed mode.
 """

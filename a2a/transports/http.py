@@ -141,7 +141,7 @@ def _request(
         except (httpx.TimeoutException, CallTimedOut) as exc:
             raise A2ATransientError(
                 f"Agent '{target.agent_id}' did not answer {method} {url} in time "
-                f"({type(exc).__name__}).",
+                f"({exc or type(exc).__name__}).",
                 code="agent_timeout",
             ) from None
         except (httpx.TransportError, CallFailed) as exc:

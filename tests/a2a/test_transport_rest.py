@@ -93,12 +93,15 @@ def test_a_hanging_agent_is_a_timeout(peer: TestAgent, settings: Any) -> None:
     with pytest.raises(A2ATransientError) as info:
         rest(peer.url_for("hang")).send(message())
     assert info.value.code == "agent_timeout"
+    assert "timed out" in str(info.value)  # the reason, not an exception's class name
 
 
 def test_a_closed_port_is_unreachable() -> None:
     with pytest.raises(A2ATransientError) as info:
         rest(down_url()).send(message())
     assert info.value.code == "agent_unreachable"
+    assert "refused" in str(info.value).lower()
+    assert "HTTPConnection(" not in str(info.value)  # urllib3's repr of the connection
 
 
 def test_no_endpoint_is_a_permanent_error() -> None:
