@@ -11,7 +11,9 @@ class A2AConfig(AppConfig):
         # The A2A face's task_changed receiver (streams, push notifications) and its
         # Celery tasks.
         # Metrics, lifecycle log lines and traces at the task's seams.
-        from a2a import local_dispatch, observe
+        from celery.signals import worker_ready, worker_shutdown
+
+        from a2a import hint_queue, local_dispatch, observe
         from a2a.face import push, signals  # noqa: F401
         from a2a.match_stats import TaskTableStats
         from agent_profiles.matching import register_task_stats
@@ -20,5 +22,8 @@ class A2AConfig(AppConfig):
         observe.connect()
         # The embedded worker starts new tasks on this process's threads (no Celery message).
         register_service(local_dispatch.start, local_dispatch.stop)
+        # A distributed worker process pops the hints of new tasks from Redis instead.
+        worker_ready.connect(hint_queue.start_listening, weak=False)
+        worker_shutdown.connect(hint_queue.stop_listening, weak=False)
         # The matcher (in the registry, below this app) reads load and history here.
         register_task_stats(TaskTableStats())

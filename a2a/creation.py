@@ -50,15 +50,17 @@ def _deadline() -> Any:
 def queue_processing(task_id: Any, countdown: float | None = None) -> None:
     """After commit, ask a worker to do the task's next action now (or in ``countdown`` s).
 
-    Only a hint: if the broker loses it, the sweep finds the due task anyway. In the
-    embedded mode's platform process an immediate hint goes to :mod:`a2a.local_dispatch`.
+    Only a hint: if the broker loses it, the sweep finds the due task anyway. An
+    immediate hint goes to this process's threads where they run (:mod:`a2a.local_dispatch`:
+    the embedded platform, a distributed worker), else to the workers' Redis list
+    (:mod:`a2a.hint_queue`), else as a Celery message.
     """
 
     def send() -> None:
-        from a2a import local_dispatch  # both import the worker, which imports this module
+        from a2a import hint_queue, local_dispatch  # they import the worker, which imports us
         from a2a.tasks import process
 
-        if not countdown and local_dispatch.submit([task_id]):
+        if not countdown and (local_dispatch.submit([task_id]) or hint_queue.publish([task_id])):
             return
 
         try:
@@ -83,10 +85,10 @@ def queue_processing_many(task_ids: list[Any]) -> None:
         return
 
     def send() -> None:
-        from a2a import local_dispatch
+        from a2a import hint_queue, local_dispatch
         from a2a.tasks import process_many
 
-        if local_dispatch.submit(task_ids):
+        if local_dispatch.submit(task_ids) or hint_queue.publish(task_ids):
             return
         try:
             process_many.delay([str(pk) for pk in task_ids])

@@ -9,9 +9,10 @@ give: the row is the truth, and a hint that is lost only waits for the next swee
 So while the embedded worker runs (it starts this module through
 :func:`platform_site.embedded.register_service`), :func:`submit` puts the tasks to act on
 at once (a new task, a reply, a cancel, a retry) straight onto a pool of threads here.
-Everywhere else (the distributed mode, management commands, tests without a running
-platform) it declines, and the caller sends the Celery message as before. Delayed hints
-(a retry in N seconds) and the sweep stay with Celery.
+A distributed worker process runs the same pool for the hints it pops from Redis
+(:mod:`a2a.hint_queue`). Everywhere else (the API processes, management commands, tests
+without a running platform) it declines, and the caller publishes the hint otherwise.
+Delayed hints (a retry in N seconds) and the sweep stay with Celery.
 """
 
 from __future__ import annotations
@@ -27,16 +28,21 @@ from platform_site.dbthreads import shutdown_closing_connections
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
+_pending = 0  # submitted and not yet done (queued or running)
 
 
-def start() -> None:
-    """Accept work from now on (``A2A_EMBEDDED_THREADS`` threads)."""
+def start(threads: int | None = None) -> None:
+    """Accept work from now on (``threads``, else ``A2A_EMBEDDED_THREADS`` threads)."""
     global _pool
+    width = threads if threads is not None else settings.A2A_EMBEDDED_THREADS
     with _lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(
-                max(1, settings.A2A_EMBEDDED_THREADS), thread_name_prefix="a2a-local"
-            )
+            _pool = ThreadPoolExecutor(max(1, width), thread_name_prefix="a2a-local")
+
+
+def pending() -> int:
+    """Tasks submitted here that have not finished (waiting for a thread or running)."""
+    return _pending
 
 
 def stop() -> None:
@@ -59,13 +65,27 @@ def submit(task_ids: list[Any]) -> bool:
         return False
     try:
         for task_id in task_ids:
-            pool.submit(_run, str(task_id))
+            _count(1)
+            try:
+                pool.submit(_run, str(task_id))
+            except RuntimeError:
+                _count(-1)
+                raise
     except RuntimeError:  # shut down between the check and the submit: the sweep will act
         return True
     return True
 
 
+def _count(change: int) -> None:
+    global _pending
+    with _lock:
+        _pending += change
+
+
 def _run(task_id: str) -> None:
-    if _pool is None:  # stopping: leave the task due rather than delay the shutdown
-        return
-    process_on_pool_thread(task_id)
+    try:
+        if _pool is None:  # stopping: leave the task due rather than delay the shutdown
+            return
+        process_on_pool_thread(task_id)
+    finally:
+        _count(-1)

@@ -305,6 +305,11 @@ A2A_POLL_CONCURRENCY = envint("A2A_POLL_CONCURRENCY", 16)
 # Four measured best on 2 CPUs: 16 took CPU from the requests (face message:send 0.55x of
 # a plain a2a-sdk server with 4, 0.36x with 16) and started tasks no faster.
 A2A_EMBEDDED_THREADS = envint("A2A_EMBEDDED_THREADS", 4)
+# Distributed: immediate hints go to the workers through one Redis list instead of a
+# Celery message each (a2a.hint_queue); each worker process starts them on this many
+# threads of its own.
+A2A_HINT_QUEUE = envbool("A2A_HINT_QUEUE", True)
+A2A_HINT_THREADS = envint("A2A_HINT_THREADS", 4)
 A2A_SWEEP_INTERVAL = envfloat("A2A_SWEEP_INTERVAL", 1.0)
 # Longest single stream or blocking send to an agent that cannot be polled (then the
 # stream is picked up again, up to the task's deadline).

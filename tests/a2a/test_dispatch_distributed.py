@@ -1,8 +1,9 @@
 """The distributed mode: PostgreSQL, Redis, and Celery worker and beat as processes.
 
-The crash test kills a worker (SIGKILL) while it waits on the agent's answer: the task's
+The crash tests kill a worker (SIGKILL) while it waits on the agent's answer: the task's
 lease expires, beat's sweep hands it to a new worker, which sends the same message
-again (same messageId), and the task completes exactly once.
+again (same messageId), and the task completes exactly once; the hints the worker had
+popped from the Redis list die with it, and the sweep starts their tasks.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from contextlib import ExitStack
 from typing import Any
 
 import pytest
+import redis
+from django.conf import settings
 
-from a2a import services
+from a2a import hint_queue, services
 from a2a.models import Task, TaskEvent
 from a2a.states import TaskState
+from platform_site.celery import app as celery_app
 from tests.a2a.helpers import wait_for
 from tests.support.agents import TestAgent
 from tests.support.processes import FAST_ENGINE, celery_beat, celery_worker, celery_workers
@@ -88,3 +92,36 @@ def test_concurrent_workers_never_process_a_task_twice(setup: Any, peer: TestAge
     assert peer.sends == 10
     completed = TaskEvent.objects.filter(to_state=TaskState.COMPLETED).count()
     assert completed == 10
+
+
+def test_a_worker_killed_holding_hints_only_delays_their_tasks(setup: Any, peer: TestAgent) -> None:
+    env = {**ENV, "A2A_HINT_THREADS": 1}  # room for two popped hints: one sent, one waiting
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.delete(hint_queue.key())
+    # An earlier test's beat may have left sweeps queued (they expire after 5 s): one
+    # run by this worker would send the tasks whose hints it holds.
+    celery_app.control.purge()
+    with ExitStack() as stack:
+        first = stack.enter_context(celery_worker("first", **env))
+        first.wait_log(r"listening for task hints", timeout=10)
+        hint_queue.forget_listeners()
+        tasks = [start(setup, "slowsend", seconds=1.5) for _ in range(3)]
+        # The hints went through the list: the worker took the two it had room for (one
+        # is being sent, one waits for its thread) and left the third there.
+        wait_for(
+            tasks[0],
+            lambda t: len(peer.messages) == 1 and client.llen(hint_queue.key()) == 1,
+            timeout=20,
+        )
+        first.kill()
+        stack.enter_context(celery_beat(**ENV))
+        second = stack.enter_context(celery_worker("second", **ENV))
+        tasks = [wait_for(t, timeout=40) for t in tasks]
+        assert second.alive()
+    assert [t.state for t in tasks] == [TaskState.COMPLETED] * 3
+    assert TaskEvent.objects.filter(to_state=TaskState.COMPLETED).count() == 3
+    sent = [m["messageId"] for m in peer.messages]
+    # Each went with its own messageId; the one cut off in its send (if the kill landed
+    # inside it) went again with the same one.
+    assert set(sent) == {t.outbound_message["messageId"] for t in tasks}
+    assert len(sent) - len(set(sent)) <= 1

@@ -17,10 +17,12 @@ pytestmark = pytest.mark.django_db(transaction=True)  # pool threads see committ
 
 
 @pytest.fixture
-def messages(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
-    """The Celery messages creation sends (recorded, not sent)."""
+def messages(monkeypatch: pytest.MonkeyPatch, settings: Any) -> list[tuple[str, Any]]:
+    """The Celery messages creation sends (recorded, not sent); not through the
+    distributed mode's Redis list (a2a.hint_queue, tested on its own)."""
     from a2a import tasks
 
+    settings.A2A_HINT_QUEUE = False
     sent: list[tuple[str, Any]] = []
     monkeypatch.setattr(tasks.process, "delay", lambda *a: sent.append(("process", a)))
     monkeypatch.setattr(tasks.process_many, "delay", lambda *a: sent.append(("many", a)))
@@ -84,7 +86,9 @@ def test_a_stopping_pool_leaves_queued_tasks_due_for_the_sweep(
     """What waited for a thread when the platform stopped is not sent; nothing is lost
     either: the row stays SUBMITTED and due."""
     task = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
-    local_dispatch._run(str(task.pk))  # a queued job running after stop()
+    local_dispatch._count(1)  # submitted before stop() ...
+    local_dispatch._run(str(task.pk))  # ... and its thread ran after
+    assert local_dispatch.pending() == 0
     task.refresh_from_db()
     assert (task.state, task.next_action, peer.sends) == (TaskState.SUBMITTED, "send", 0)
 

@@ -1,0 +1,154 @@
+"""a2a.hint_queue: in the distributed mode, immediate hints go to the workers through one
+Redis list while a worker listens, and as Celery messages while none does."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from django.conf import settings
+
+from a2a import hint_queue, local_dispatch, services
+from a2a.states import TaskState
+from tests.a2a.helpers import wait_for
+from tests.support.agents import TestAgent
+from tests.support.serving import free_port
+
+pytestmark = [pytest.mark.distributed, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def client() -> Iterator[redis.Redis]:
+    """Redis with this deployment's hint list and listeners empty before and after."""
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    keys = [hint_queue.key(), f"{hint_queue.key()}:listeners"]
+    client.delete(*keys)
+    hint_queue.forget_listeners()
+    yield client
+    client.delete(*keys)
+    hint_queue.forget_listeners()
+
+
+@pytest.fixture
+def messages(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
+    """The Celery messages creation sends (recorded, not sent)."""
+    from a2a import tasks
+
+    sent: list[tuple[str, Any]] = []
+    monkeypatch.setattr(tasks.process, "delay", lambda *a: sent.append(("process", a)))
+    monkeypatch.setattr(tasks.process_many, "delay", lambda *a: sent.append(("many", a)))
+    return sent
+
+
+@pytest.fixture
+def user(make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent, settings: Any) -> Any:
+    settings.ALLOW_LOOPBACK_URLS = True  # the test agent is on loopback (off when distributed)
+    make_agent(skills=[make_skill()], a2a_endpoint=peer.url)
+    return make_user()
+
+
+@pytest.fixture
+def listener(client: redis.Redis) -> Iterator[hint_queue.Listener]:
+    listener = hint_queue.Listener(threads=2)
+    listener.start()
+    try:
+        yield listener
+    finally:
+        listener.stop()
+
+
+def test_a_listening_worker_starts_new_tasks_without_a_celery_message(
+    listener: hint_queue.Listener, user: Any, messages: list[Any], peer: TestAgent
+) -> None:
+    wait_for_listener()
+    one = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
+    requests = [services.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(5)]
+    batch = [o.task for o in services.create_tasks(requests, user=user)]
+    done = [wait_for(t, timeout=20) for t in [one, *batch]]
+    assert [t.state for t in done] == [TaskState.COMPLETED] * 6
+    assert (peer.sends, messages) == (6, [])
+
+
+def wait_for_listener() -> None:
+    deadline = time.monotonic() + 10
+    while not hint_queue._listener_alive(hint_queue._redis()):
+        assert time.monotonic() < deadline, "the listener never said it was alive"
+        hint_queue.forget_listeners()
+        time.sleep(0.05)
+
+
+def test_without_a_listener_the_celery_message_is_sent(
+    client: redis.Redis, user: Any, messages: list[Any]
+) -> None:
+    task = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
+    assert messages == [("process", (str(task.pk),))]
+    assert client.llen(hint_queue.key()) == 0
+
+
+def test_a_listener_is_seen_as_soon_as_it_started_and_forgotten_once_stopped(
+    client: redis.Redis,
+) -> None:
+    listener = hint_queue.Listener(threads=1)
+    listener.start()
+    try:
+        assert hint_queue.publish([uuid.uuid4()]) is True  # no wait: start() vouched for it
+    finally:
+        listener.stop()
+    assert hint_queue.publish([uuid.uuid4()]) is False  # its entry is gone, not stale
+
+
+def test_a_busy_listener_leaves_the_hints_to_other_workers(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[list[str]] = []
+    monkeypatch.setattr(local_dispatch, "submit", lambda ids: started.append(ids) or True)
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+    client.rpush(hint_queue.key(), *ids)
+    listener = hint_queue.Listener(threads=1)
+    monkeypatch.setattr(local_dispatch, "pending", lambda: 2)  # its two slots are taken
+    listener._once(client)
+    assert (client.llen(hint_queue.key()), started) == (3, [])
+    monkeypatch.setattr(local_dispatch, "pending", lambda: 0)
+    listener._once(client)  # room for two: pops two, leaves one for another worker
+    assert (client.llen(hint_queue.key()), started) == (1, [ids[:2]])
+
+
+def test_the_list_keeps_only_the_newest_hints(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With every worker stopped nothing drains it: it must not grow without bound (the
+    sweep acts on the rows whose hints were dropped)."""
+    monkeypatch.setattr(hint_queue, "MAX_WAITING", 3)
+    monkeypatch.setattr(hint_queue, "_listener_alive", lambda client: True)
+    ids = [str(uuid.uuid4()) for _ in range(5)]
+    assert hint_queue.publish(ids) is True
+    assert [raw.decode() for raw in client.lrange(hint_queue.key(), 0, -1)] == ids[2:]
+
+
+def test_when_redis_fails_the_sender_falls_back_to_celery(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    down = redis.Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=0.5)
+    monkeypatch.setattr(hint_queue, "_client", down)
+    hint_queue.forget_listeners()
+    monkeypatch.setattr(hint_queue, "_listener_alive", lambda client: True)
+    assert hint_queue.publish([uuid.uuid4()]) is False
+    assert "could not publish" in caplog.text
+
+
+def test_switched_off_it_declines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(settings, "A2A_HINT_QUEUE", False)
+    assert hint_queue.enabled() is False
+    assert hint_queue.publish([uuid.uuid4()]) is False
+
+
+def test_celery_workers_listen_while_they_run() -> None:
+    """a2a connects the listener to Celery's worker signals at app start."""
+    from celery.signals import worker_ready, worker_shutdown
+
+    assert hint_queue.start_listening in [r[1] for r in worker_ready.receivers]
+    assert hint_queue.stop_listening in [r[1] for r in worker_shutdown.receivers]
