@@ -135,16 +135,19 @@ def tracer() -> trace.Tracer:
 
 
 @contextmanager
-def client_span(method: str, url: str, headers: dict[str, str]) -> Iterator[None]:
+def client_span(method: str, url: str, headers: dict[str, str]) -> Iterator[Any]:
     """A CLIENT span around an HTTP call that httpx's instrumentation does not see, its
-    context added to ``headers`` (``traceparent``), as the instrumentation would."""
+    context added to ``headers`` (``traceparent``), as the instrumentation would. Yields
+    the span (None when tracing is off) for the caller to record the answer's status."""
     if not _enabled:
-        yield
+        yield None
         return
     attributes = {"http.request.method": method, "url.full": url}
-    with tracer().start_as_current_span(method, kind=trace.SpanKind.CLIENT, attributes=attributes):
+    with tracer().start_as_current_span(
+        method, kind=trace.SpanKind.CLIENT, attributes=attributes
+    ) as span:
         inject(headers)
-        yield
+        yield span
 
 
 def carrier() -> dict[str, str]:

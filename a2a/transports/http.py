@@ -166,8 +166,8 @@ def _plain(
 ) -> PlainResponse:
     """A whole request and answer over the urllib3 pool (a third of httpx's CPU)."""
     read = timeout if timeout is not None else settings.A2A_HTTP_TIMEOUT
-    with tracing.client_span(method, url, headers):
-        return shared_pool().request(
+    with tracing.client_span(method, url, headers) as span:
+        response = shared_pool().request(
             method,
             url,
             headers=headers,
@@ -175,6 +175,9 @@ def _plain(
             connect_timeout=settings.A2A_CONNECT_TIMEOUT,
             read_timeout=read,
         )
+        if span is not None:
+            span.set_attribute("http.response.status_code", response.status_code)
+        return response
 
 
 def _open(

@@ -90,6 +90,9 @@ def test_a_task_with_a_question_and_a_reply_is_one_trace_and_the_agent_sees_it(
     # the calls to the agent are httpx spans in the trace, and carried traceparent
     calls = [s for s in mine if s.kind.name == "CLIENT"]
     assert len(calls) >= 2  # the send, (polls, when the agent was not done at once,) the reply
+    plain = [s for s in calls if "url.full" in s.attributes]  # urllib3's, not httpx's
+    assert plain
+    assert {s.attributes.get("http.response.status_code") for s in plain} == {200}
     seen = [h["traceparent"] for path, h in peer.trace_headers if "traceparent" in h]
     assert any(int(value.split("-")[1], 16) == trace_id for value in seen)
 
