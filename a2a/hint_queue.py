@@ -35,6 +35,7 @@ import redis
 from django.conf import settings
 
 from a2a import local_dispatch
+from platform_site import redis_clients
 
 log = logging.getLogger(__name__)
 
@@ -44,19 +45,12 @@ MAX_WAITING = 100_000
 ALIVE_SECONDS = 5.0  # a listener's entry outlives a few missed refreshes
 CHECK_SECONDS = 1.0  # how long a sender trusts what it read of the mark
 
-_lock = threading.Lock()
-_client: redis.Redis | None = None
 _alive: tuple[float, bool] = (0.0, False)
 
 
 def _redis() -> redis.Redis:
-    global _client
-    with _lock:
-        if _client is None:
-            _client = redis.Redis.from_url(
-                settings.REDIS_URL, socket_timeout=5.0, socket_connect_timeout=1.0
-            )
-        return _client
+    # Longer than BLPOP's one-second wait.
+    return redis_clients.shared(socket_timeout=5.0)
 
 
 def key() -> str:

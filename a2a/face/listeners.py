@@ -16,27 +16,19 @@ finds the mark. When Redis cannot answer, the publisher assumes a listener.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 
 import redis
 from django.conf import settings
 
-log = logging.getLogger(__name__)
+from platform_site import redis_clients
 
-_lock = threading.Lock()
-_client: redis.Redis | None = None
+log = logging.getLogger(__name__)
 
 
 def _redis() -> redis.Redis:
-    global _client
-    with _lock:
-        if _client is None:
-            _client = redis.Redis.from_url(
-                settings.REDIS_URL, socket_timeout=1.0, socket_connect_timeout=1.0
-            )
-        return _client
+    return redis_clients.shared(socket_timeout=1.0)
 
 
 def _key(task_id: uuid.UUID | str) -> str:

@@ -133,7 +133,7 @@ def test_when_redis_fails_the_sender_falls_back_to_celery(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     down = redis.Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=0.5)
-    monkeypatch.setattr(hint_queue, "_client", down)
+    monkeypatch.setattr(hint_queue, "_redis", lambda: down)
     hint_queue.forget_listeners()
     monkeypatch.setattr(hint_queue, "_listener_alive", lambda client: True)
     assert hint_queue.publish([uuid.uuid4()]) is False
