@@ -1,5 +1,5 @@
 """Cached registry reads for task creation: a skill by id, the active agents offering it
-(or the one a caller names).
+(or the one a caller names), the skills an agent offers (the face's tenant route).
 
 Every ``POST /api/tasks`` and every ``message:send`` of the A2A face needs the skill (its
 input schema) and the agents that may take it; both change rarely and are read on every
@@ -36,6 +36,7 @@ _skills: dict[str, tuple[float, Skill | None]] = {}
 _candidates: dict[str, tuple[float, list[AgentProfile]]] = {}
 _chosen: dict[tuple[str, str], tuple[float, AgentProfile]] = {}
 _loads: dict[tuple[str, ...], tuple[float, dict[str, int]]] = {}
+_offers: dict[str, tuple[float, list[str] | None]] = {}
 _MISSING = object()
 
 
@@ -95,6 +96,24 @@ def candidate(skill: Skill, agent_id: str) -> AgentProfile | None:
     return found  # type: ignore[no-any-return]
 
 
+def offered(agent_id: str, *, fresh: bool = False) -> list[str] | None:
+    """The ids of the active skills the active agent ``agent_id`` offers, ordered by id;
+    None if there is no such active agent (``fresh``: as :func:`skill`). The face's tenant
+    route (``/v1/a2a/{agentId}``) picks its skill from these on every send."""
+    found = _MISSING if fresh else _get(_offers, agent_id)
+    if found is _MISSING:
+        if AgentProfile.objects.filter(pk=agent_id, status=AgentStatus.ACTIVE).exists():
+            found = list(
+                Skill.objects.filter(agents__id=agent_id, is_active=True)
+                .order_by("id")
+                .values_list("id", flat=True)
+            )
+        else:
+            found = None
+        _put(_offers, agent_id, found)
+    return None if found is None else list(found)  # type: ignore[arg-type]
+
+
 def load(agents: list[AgentProfile]) -> dict[str, int]:
     """Active task counts of these candidates (see the module's docstring); a copy."""
     key = tuple(a.id for a in agents)
@@ -124,6 +143,7 @@ def clear() -> None:
         _candidates.clear()
         _chosen.clear()
         _loads.clear()
+        _offers.clear()
 
 
 def _changed(sender: Any, **kwargs: Any) -> None:

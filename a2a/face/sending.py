@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 
-from a2a import services
+from a2a import lookups, services
 from a2a.face import push, queries, sse
 from a2a.face.context import CallContext
 from a2a.face.db import db_call
@@ -27,7 +27,7 @@ from a2a.face.serializers import agent_message, caller_context, task_json
 from a2a.face.visibility import visible_task
 from a2a.models import Direction, Task, TaskEvent, TaskMessage
 from a2a.states import TaskState
-from agent_profiles.models import AgentProfile, AgentStatus, Skill
+from agent_profiles.models import Skill
 
 # What the dispatcher records when an agent answers with a bare Message.
 MESSAGE_ARTIFACT_ID = "message"
@@ -42,34 +42,7 @@ def choose_skill(ctx: CallContext, request: dict[str, Any]) -> tuple[str, str | 
     if skill_id is not None and not isinstance(skill_id, str):
         raise InvalidParams("metadata.skillId must be a string.")
     if ctx.tenant:
-        ids = list(
-            Skill.objects.filter(
-                agents__id=ctx.tenant, agents__status=AgentStatus.ACTIVE, is_active=True
-            )
-            .order_by("id")
-            .values_list("id", flat=True)
-        )
-        if (
-            not ids
-            and not AgentProfile.objects.filter(pk=ctx.tenant, status=AgentStatus.ACTIVE).exists()
-        ):
-            raise AgentNotFound(
-                f"No active agent {ctx.tenant!r}.", metadata={"agentId": ctx.tenant}
-            )
-        if skill_id:
-            if skill_id not in ids:
-                raise InvalidParams(
-                    f"Agent {ctx.tenant!r} does not offer skill {skill_id!r}; it offers {ids}.",
-                    metadata={"skillId": skill_id[:200], "skills": ids},
-                )
-            return skill_id, ctx.tenant
-        if settings.A2A_DEFAULT_SKILL in ids:
-            return settings.A2A_DEFAULT_SKILL, ctx.tenant
-        if len(ids) == 1:
-            return ids[0], ctx.tenant
-        raise InvalidParams(
-            f"Say which skill: set metadata.skillId to one of {ids}.", metadata={"skills": ids}
-        )
+        return _tenant_skill(ctx.tenant, skill_id), ctx.tenant
     # The default routes: create_task checks the skill.
     if skill_id or settings.A2A_DEFAULT_SKILL:
         return str(skill_id or settings.A2A_DEFAULT_SKILL), None
@@ -81,6 +54,39 @@ def choose_skill(ctx: CallContext, request: dict[str, Any]) -> tuple[str, str | 
     raise InvalidParams(
         f"Say which skill: set metadata.skillId to one of {ids}." if ids else "No skills.",
         metadata={"skills": ids},
+    )
+
+
+def _pick(ids: list[str] | None, skill_id: str | None) -> str | None:
+    if ids is None:
+        return None
+    if skill_id:
+        return skill_id if skill_id in ids else None
+    if settings.A2A_DEFAULT_SKILL in ids:
+        return str(settings.A2A_DEFAULT_SKILL)
+    return ids[0] if len(ids) == 1 else None
+
+
+def _tenant_skill(agent_id: str, skill_id: str | None) -> str:
+    """The skill for a send to ``/v1/a2a/{agent_id}``: the one named, else the default
+    skill if the agent offers it, else the agent's only skill. Picked from the cached
+    registry; a refusal is always checked against the database first."""
+    ids = lookups.offered(agent_id)
+    chosen = _pick(ids, skill_id)
+    if chosen is None:
+        ids = lookups.offered(agent_id, fresh=True)
+        chosen = _pick(ids, skill_id)
+    if chosen is not None:
+        return chosen
+    if ids is None:
+        raise AgentNotFound(f"No active agent {agent_id!r}.", metadata={"agentId": agent_id})
+    if skill_id:
+        raise InvalidParams(
+            f"Agent {agent_id!r} does not offer skill {skill_id!r}; it offers {ids}.",
+            metadata={"skillId": skill_id[:200], "skills": ids},
+        )
+    raise InvalidParams(
+        f"Say which skill: set metadata.skillId to one of {ids}.", metadata={"skills": ids}
     )
 
 
