@@ -37,7 +37,16 @@ from urllib3.exceptions import (
 
 from agent_profiles.urlguard import checked_addresses, literal_address, split_url
 
-__all__ = ["CallFailed", "CallTimedOut", "GuardedPool", "PlainResponse", "shared_pool"]
+__all__ = [
+    "AnswerTooLarge",
+    "CallFailed",
+    "CallTimedOut",
+    "GuardedPool",
+    "PlainResponse",
+    "shared_pool",
+]
+
+_CHUNK = 64 * 1024
 
 
 class CallFailed(Exception):
@@ -46,6 +55,14 @@ class CallFailed(Exception):
 
 class CallTimedOut(CallFailed):
     """The target did not accept the connection or send its answer in time."""
+
+
+class AnswerTooLarge(Exception):
+    """The answer's body is longer than the caller's limit; the rest was not read."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the answer is larger than {limit} bytes")
+        self.limit = limit
 
 
 def _failure(exc: HTTPError) -> CallFailed:
@@ -106,11 +123,13 @@ class GuardedPool:
         body: bytes | None,
         connect_timeout: float,
         read_timeout: float,
+        max_bytes: int | None = None,
     ) -> PlainResponse:
         """Send one request and read the whole answer. Raises
         :class:`~agent_profiles.urlguard.UnsafeURL` for a refused target,
         :class:`CallTimedOut` when it does not answer in time, :class:`CallFailed` when
-        it cannot be reached."""
+        it cannot be reached, :class:`AnswerTooLarge` when its body (decoded) is longer
+        than ``max_bytes``."""
         scheme, host, port = split_url(url)
         address = checked_addresses(url)[0]
         parts = urlsplit(url)
@@ -131,15 +150,42 @@ class GuardedPool:
                 retries=False,
                 assert_same_host=False,
                 timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout),
-                preload_content=True,
+                preload_content=False,
             )
+            content = _read_body(answer, max_bytes)
         except HTTPError as exc:
             raise _failure(exc) from exc
-        return PlainResponse(answer.status, answer.headers, answer.data)
+        return PlainResponse(answer.status, answer.headers, content)
 
     def clear(self) -> None:
         """Close every pooled connection."""
         self._manager.clear()
+
+
+def _read_body(answer: urllib3.BaseHTTPResponse, max_bytes: int | None) -> bytes:
+    """The whole body, read in chunks so that an agent's endless or huge answer costs at
+    most ``max_bytes`` of memory; the connection goes back to the pool only when read to
+    its end."""
+    try:
+        declared = int(answer.headers.get("Content-Length", ""))
+    except ValueError:
+        declared = -1
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        if max_bytes is not None and declared > max_bytes:
+            raise AnswerTooLarge(max_bytes)
+        while chunk := answer.read(_CHUNK):
+            size += len(chunk)
+            if max_bytes is not None and size > max_bytes:
+                raise AnswerTooLarge(max_bytes)
+            chunks.append(chunk)
+    except BaseException:
+        answer.close()  # unread bytes left: this connection cannot serve another request
+        raise
+    finally:
+        answer.release_conn()
+    return b"".join(chunks)
 
 
 _lock = threading.Lock()

@@ -19,13 +19,17 @@ import httpx
 from django.conf import settings
 
 from a2a.exceptions import A2AAuthError, A2ATransientError
+from agent_profiles.guarded_pool import AnswerTooLarge
 from agent_profiles.interfaces import CallTarget
 from agent_profiles.urlguard import UnsafeURL
+from platform_site.text import loads_bounded
 
 # Seconds a token is taken as expired before its ``expires_in`` says (clock skew, call time).
 EARLY_EXPIRY = 30.0
 # A token without ``expires_in`` is kept this long.
 DEFAULT_TOKEN_LIFETIME = 300.0
+# A token endpoint's answer is a few hundred bytes; more than this is refused unread.
+TOKEN_MAX_BYTES = 64_000
 
 _tokens: dict[tuple[str, ...], tuple[str, float]] = {}
 _tokens_lock = threading.Lock()
@@ -106,7 +110,7 @@ def oauth2_token(target: CallTarget, *, refresh: bool = False) -> str:
 
 
 def _fetch_token(target: CallTarget, auth: dict[str, Any]) -> tuple[str, float]:
-    from a2a.transports.http import agent_call, shared_http_client
+    from a2a.transports.http import agent_call, read_capped, shared_http_client
 
     url = _field(target, auth, "tokenUrl")
     client_id = _field(target, auth, "clientId")
@@ -122,9 +126,17 @@ def _fetch_token(target: CallTarget, auth: dict[str, Any]) -> tuple[str, float]:
     basic = httpx.BasicAuth(quote(client_id, safe=""), quote(secret, safe=""))
     with agent_call(target, "oauth2_token"):
         try:
-            response = shared_http_client().post(
-                url, data=form, auth=basic, timeout=timeout, headers={"Accept": "application/json"}
-            )
+            with shared_http_client().stream(
+                "POST",
+                url,
+                data=form,
+                auth=basic,
+                timeout=timeout,
+                headers={"Accept": "application/json"},
+            ) as response:
+                content = read_capped(response, TOKEN_MAX_BYTES)
+        except AnswerTooLarge:
+            raise A2AAuthError(f"{The} answered more than {TOKEN_MAX_BYTES} bytes.") from None
         except httpx.TransportError as exc:
             raise A2ATransientError(
                 f"Could not reach {who}: {type(exc).__name__}.", code="agent_auth_failed"
@@ -137,7 +149,7 @@ def _fetch_token(target: CallTarget, auth: dict[str, Any]) -> tuple[str, float]:
                 code="agent_auth_failed",
                 status=response.status_code,
             )
-        body = _json_or_none(response)
+        body = _json_or_none(content)
         if response.status_code >= 300:
             reason = ""
             if isinstance(body, dict) and isinstance(body.get("error"), str):
@@ -166,8 +178,8 @@ def _fetch_token(target: CallTarget, auth: dict[str, Any]) -> tuple[str, float]:
         return token.strip(), max(0.0, lifetime)
 
 
-def _json_or_none(response: httpx.Response) -> Any:
+def _json_or_none(content: bytes) -> Any:
     try:
-        return response.json()
+        return loads_bounded(content)
     except (ValueError, UnicodeDecodeError):
         return None

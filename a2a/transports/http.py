@@ -20,6 +20,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -39,7 +40,13 @@ from a2a.exceptions import (
 )
 from a2a.transports import credentials
 from a2a.transports.base import excerpt, parse_retry_after
-from agent_profiles.guarded_pool import CallFailed, CallTimedOut, PlainResponse, shared_pool
+from agent_profiles.guarded_pool import (
+    AnswerTooLarge,
+    CallFailed,
+    CallTimedOut,
+    PlainResponse,
+    shared_pool,
+)
 from agent_profiles.interfaces import CallTarget
 from agent_profiles.urlguard import GuardedTransport, UnsafeURL
 from platform_site import metrics, tracing
@@ -154,6 +161,8 @@ def _request(
                 f"Agent '{target.agent_id}': its endpoint is not allowed: {exc.message}",
                 code="endpoint_refused",
             ) from None
+        except AnswerTooLarge as exc:
+            raise too_large(target, method, url, exc.limit) from None
         if response.status_code == 401 and scheme == "oauth2" and attempt == 1:
             response.close()  # the token may have been revoked early: fetch one more
             continue
@@ -174,6 +183,7 @@ def _plain(
             body=content,
             connect_timeout=settings.A2A_CONNECT_TIMEOUT,
             read_timeout=read,
+            max_bytes=settings.AGENT_ANSWER_MAX_BYTES,
         )
         if span is not None:
             span.set_attribute("http.response.status_code", response.status_code)
@@ -220,9 +230,10 @@ def open_stream(
         )
         try:
             if response.status_code >= 300:
-                response.read()
-            check_status(target, response, method, url, scheme, operation)
+                check_status(target, read_whole(response), method, url, scheme, operation)
             yield response
+        except AnswerTooLarge as exc:
+            raise too_large(target, method, url, exc.limit) from None
         except httpx.TimeoutException:
             raise A2ATransientError(
                 f"Agent '{target.agent_id}' sent nothing on its stream for {timeout:g} s.",
@@ -237,22 +248,84 @@ def open_stream(
             response.close()
 
 
-def iter_sse(response: httpx.Response) -> Iterator[str]:
-    """The ``data`` of each server-sent event (multi-line data joined with newlines)."""
-    data: list[str] = []
-    for line in response.iter_lines():
+def too_large(target: CallTarget, method: str, url: str, limit: int) -> A2AProtocolError:
+    """The error for an answer (or one stream event) over ``AGENT_ANSWER_MAX_BYTES``."""
+    return A2AProtocolError(
+        f"Agent '{target.agent_id}' answered {method} {url} with more than {limit} bytes "
+        "(AGENT_ANSWER_MAX_BYTES); the rest was not read.",
+        {"maxBytes": limit},
+        code="answer_too_large",
+    )
+
+
+def read_capped(response: httpx.Response, limit: int | None = None) -> bytes:
+    """An open httpx response's whole body, at most ``limit`` (``AGENT_ANSWER_MAX_BYTES``)
+    bytes of it held: more raises :class:`AnswerTooLarge`."""
+    limit = settings.AGENT_ANSWER_MAX_BYTES if limit is None else limit
+    declared = response.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise AnswerTooLarge(limit)
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise AnswerTooLarge(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def read_whole(response: httpx.Response) -> PlainResponse:
+    """An open stream's response read whole (an error, or JSON instead of events)."""
+    return PlainResponse(response.status_code, response.headers, read_capped(response))
+
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+def _lines(response: httpx.Response, limit: int) -> Iterator[bytes]:
+    """The lines of a stream (CRLF, LF or CR ends one); a line longer than ``limit``
+    raises :class:`AnswerTooLarge` before it is held whole."""
+    rest = b""
+    for chunk in response.iter_bytes():
+        pending = rest + chunk
+        # A CR at the end may be the first half of a CRLF: keep it for the next chunk.
+        cut = len(pending) - 1 if pending.endswith(b"\r") else len(pending)
+        *lines, rest = _LINE_END.split(pending[:cut])
+        rest += pending[cut:]
+        yield from lines
+        if len(rest) > limit:
+            raise AnswerTooLarge(limit)
+    if rest:
+        yield rest.rstrip(b"\r")
+
+
+def iter_sse(response: httpx.Response, limit: int | None = None) -> Iterator[str]:
+    """The ``data`` of each server-sent event (multi-line data joined with newlines).
+
+    Lines are split here, not by httpx, so that no event (or endless line) held in memory
+    grows past ``limit`` (``AGENT_ANSWER_MAX_BYTES``): :class:`AnswerTooLarge` instead.
+    """
+    limit = settings.AGENT_ANSWER_MAX_BYTES if limit is None else limit
+    data: list[bytes] = []
+    held = 0
+    for line in _lines(response, limit):
         if not line:
             if data:
-                yield "\n".join(data)
-                data = []
+                yield b"\n".join(data).decode("utf-8", errors="replace")
+                data, held = [], 0
             continue
-        if line.startswith(":"):
+        if line.startswith(b":"):
             continue
-        name, _, value = line.partition(":")
-        if name == "data":
-            data.append(value[1:] if value.startswith(" ") else value)
+        name, _, value = line.partition(b":")
+        if name == b"data":
+            value = value[1:] if value.startswith(b" ") else value
+            held += len(value) + 1
+            if held > limit:
+                raise AnswerTooLarge(limit)
+            data.append(value)
     if data:
-        yield "\n".join(data)
+        yield b"\n".join(data).decode("utf-8", errors="replace")
 
 
 def response_json(response: Response) -> Any:

@@ -185,8 +185,8 @@ class JsonRpcTransport(AgentTransport):
         ) as response:
             if "json" in response.headers.get("Content-Type", ""):
                 # An error (or a plain answer) instead of a stream.
-                response.read()
-                result = self._result(http.read_json(response, method), request_id, method)
+                answer = http.read_json(http.read_whole(response), method)
+                result = self._result(answer, request_id, method)
                 events: Iterator[Any] = iter([result])
             else:
                 events = (

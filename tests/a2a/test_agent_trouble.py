@@ -156,6 +156,7 @@ def test_an_oauth2_token_is_reused_and_fetched_again_once_after_a_401(
         ("/oauth/garbage", "did not answer an OAuth2 token"),
         ("/oauth/broken", "did not answer an OAuth2 token"),
         ("/oauth/nowhere", "HTTP 404"),
+        ("/oauth/huge", "answered more than 64000 bytes"),
     ],
 )
 def test_a_token_endpoint_answering_garbage_is_a_clear_task_error(
@@ -195,6 +196,39 @@ def test_a_json_rpc_answer_for_another_id_or_not_json_fails_the_task_clearly(
     task = drive(start(user), settled)
     assert (task.state, task.error["code"]) == (TaskState.FAILED, "not_a2a")
     assert words in task.error["message"]
+
+
+# --- answers too large to hold --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "binding"), [("huge", "HTTP+JSON"), ("endless", "HTTP+JSON"), ("huge", "JSONRPC")]
+)
+def test_an_answer_over_the_size_cap_fails_the_task_clearly_unread(
+    bearer_peer: TestAgent,
+    make_agent: Any,
+    skill: Any,
+    user: Any,
+    settings: Any,
+    mode: str,
+    binding: str,
+) -> None:
+    """A 2 MB answer (declared), or one that never ends (chunked), against a 100 kB cap:
+    the task fails with ``answer_too_large``, and the worker held at most the cap."""
+    settings.AGENT_ANSWER_MAX_BYTES = 100_000
+    agent = make_agent(
+        skills=[skill],
+        a2a_endpoint=bearer_peer.url_for(mode),
+        protocol_binding=binding,
+        card_read_at=timezone.now(),
+    )
+    with_auth(agent, {"type": "bearer", "token": BEARER})
+    task = drive(start(user), settled)
+    assert (task.state, task.error["code"]) == (TaskState.FAILED, "answer_too_large")
+    assert "more than 100000 bytes" in task.error["message"]
+    assert "AGENT_ANSWER_MAX_BYTES" in task.error["message"]
+    assert task.error["details"] == {"maxBytes": 100_000}
+    assert "internalErrors" not in task.metadata
 
 
 # --- never wait silently ---------------------------------------------------------------------

@@ -19,7 +19,13 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from agent_profiles.guarded_pool import CallFailed, CallTimedOut, GuardedPool, PlainResponse
+from agent_profiles.guarded_pool import (
+    AnswerTooLarge,
+    CallFailed,
+    CallTimedOut,
+    GuardedPool,
+    PlainResponse,
+)
 from agent_profiles.urlguard import UnsafeURL, use_resolver
 
 TIMEOUTS = {"connect_timeout": 2.0, "read_timeout": 2.0}
@@ -35,11 +41,22 @@ def strict(settings: Any) -> Any:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     seen: list[dict[str, Any]] = []
+    ports: list[int] = []  # the client's port of each request: which connection it used
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         _Handler.seen.append({"host": self.headers["Host"], "path": self.path, "body": body})
-        if self.path == "/redirect":
+        _Handler.ports.append(self.client_address[1])
+        if self.path == "/big":
+            self._answer(200, b"x" * 300_000, {"Content-Type": "application/json"})
+        elif self.path == "/chunked":
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for _ in range(300):
+                self.wfile.write(b"3e8\r\n" + b"y" * 1000 + b"\r\n")
+            self.wfile.write(b"0\r\n\r\n")
+        elif self.path == "/redirect":
             self._answer(302, b"", {"Location": "http://10.0.0.1/"})
         elif self.path == "/latin":
             self._answer(
@@ -67,7 +84,7 @@ def receiver() -> Iterator[int]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    _Handler.seen = []
+    _Handler.seen, _Handler.ports = [], []
     yield server.server_address[1]
     server.shutdown()
     server.server_close()
@@ -201,7 +218,7 @@ def test_tls_names_the_url_host_and_checks_the_certificate(strict: Any, tmp_path
     context.load_cert_chain(cert_file, key_file)
     names: list[str | None] = []
     context.sni_callback = lambda sock, name, ctx: names.append(name)  # type: ignore[assignment]
-    _Handler.seen = []
+    _Handler.seen, _Handler.ports = [], []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -218,3 +235,26 @@ def test_tls_names_the_url_host_and_checks_the_certificate(strict: Any, tmp_path
         server.server_close()
     assert names == ["agent.example"]
     assert _Handler.seen == []
+
+
+@pytest.mark.parametrize("path", ["/big", "/chunked"])
+def test_an_answer_over_the_cap_is_refused_and_its_connection_not_reused(
+    settings: Any, receiver: int, path: str
+) -> None:
+    """A declared length over the cap is refused before reading; a chunked body once the
+    cap is passed (300 kB against 70 kB: most of it unread). The half-read connection is
+    closed, so the next call gets a new one."""
+    settings.ALLOW_LOOPBACK_URLS = True
+    pool = GuardedPool()
+    url = f"http://127.0.0.1:{receiver}"
+    whole = pool.request("POST", url + path, headers={}, body=b"", max_bytes=300_000, **TIMEOUTS)
+    assert len(whole.content) == 300_000
+    pool.request("POST", url + "/ok", headers={}, body=b"", max_bytes=11, **TIMEOUTS)
+    with pytest.raises(AnswerTooLarge) as refused:
+        pool.request("POST", url + path, headers={}, body=b"", max_bytes=70_000, **TIMEOUTS)
+    assert refused.value.limit == 70_000
+    after = pool.request("POST", url + "/ok", headers={}, body=b"", max_bytes=11, **TIMEOUTS)
+    assert after.content == b'{"ok":true}'
+    ports = _Handler.ports
+    assert ports[0] == ports[1] == ports[2]  # read whole: the connection was kept
+    assert ports[3] != ports[2]  # left half-read: closed, not reused

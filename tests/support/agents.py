@@ -38,6 +38,8 @@ every A2A path (``/message:send``, ``/tasks/{id}``, ``/tasks/{id}:cancel``) as:
 ``garbage``     HTTP 200 with ``application/json`` that is not JSON
 ``wrongshape``  HTTP 200 with JSON that is neither a Task nor a Message
 ``hang``        never answers (until the server stops)
+``huge``        HTTP 200 with a 2 MB JSON body (its ``Content-Length`` says so)
+``endless``     HTTP 200 with a chunked body that goes on for 200 MB
 ``legacy``      an 0.3-style agent: lowercase states, ``kind`` fields, unknown fields;
                 send answers ``submitted``, the first poll ``completed``
 ``flaky``       the first request of each path answers 503, then the real A2A agent

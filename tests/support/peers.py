@@ -15,10 +15,11 @@
   ``{url}/oauth/token`` for :data:`CLIENT_ID` / :data:`CLIENT_SECRET`, HTTP Basic);
   anything else gets 401. The card and ``/oauth/*`` stay open.
 
-``/oauth/garbage`` answers HTML with 200 and ``/oauth/broken`` JSON without a token (bad
-token endpoints). ``/x/rpc-wrongid`` answers every JSON-RPC call for another id, and
-``/x/rpc-notjson`` with a body that is not JSON. ``peer.issued`` lists the tokens given
-out; ``peer.revoke()`` invalidates them (the next call gets 401).
+``/oauth/garbage`` answers HTML with 200, ``/oauth/broken`` JSON without a token and
+``/oauth/huge`` a 200 kB token (bad token endpoints). ``/x/rpc-wrongid`` answers every
+JSON-RPC call for another id, and ``/x/rpc-notjson`` with a body that is not JSON.
+``peer.issued`` lists the tokens given out; ``peer.revoke()`` invalidates them (the next
+call gets 401).
 """
 
 from __future__ import annotations
@@ -194,10 +195,14 @@ def _oauth_routes(agent: TestAgent) -> list[Route]:
     async def broken(request: Request) -> Response:
         return JSONResponse({"token_type": "Bearer"})
 
+    async def huge(request: Request) -> Response:
+        return JSONResponse({"access_token": "x" * 200_000, "token_type": "Bearer"})
+
     return [
         Route("/oauth/token", token, methods=["POST"]),
         Route("/oauth/garbage", garbage, methods=["POST"]),
         Route("/oauth/broken", broken, methods=["POST"]),
+        Route("/oauth/huge", huge, methods=["POST"]),
     ]
 
 

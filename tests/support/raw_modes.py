@@ -8,13 +8,26 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from tests.support.agents import TestAgent
+
+
+# The size of the ``huge`` answer, and the most ``endless`` sends before it gives up.
+HUGE_BYTES = 2_000_000
+ENDLESS_BYTES = 200_000_000
+
+
+async def _endless() -> AsyncIterator[bytes]:
+    yield b'{"task": {"id": "endless", "pad": "'
+    chunk = b"x" * 65536
+    for _ in range(ENDLESS_BYTES // len(chunk)):
+        yield chunk
 
 
 class RawModes:
@@ -58,6 +71,11 @@ class RawModes:
         elif mode == "hang":
             await self.agent.stopping.wait()
             response = Response("", status_code=503)
+        elif mode == "huge":  # a declared length over any sane cap
+            pad = "x" * HUGE_BYTES
+            response = JSONResponse({"task": {"id": "huge", "pad": pad}})
+        elif mode == "endless":  # no declared length: chunks until the client hangs up
+            response = StreamingResponse(_endless(), media_type="application/json")
         elif mode == "legacy":
             response = await self._legacy(tail, receive)
         elif mode in ("flaky", "busy"):

@@ -1,0 +1,81 @@
+"""Reading agents' streams and whole answers within ``AGENT_ANSWER_MAX_BYTES``: server-sent
+events split however the bytes arrive, and an event, a line without an end, or a body
+over the cap refused before it is held whole."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from a2a.transports.http import iter_sse, read_capped
+from agent_profiles.guarded_pool import AnswerTooLarge
+
+
+def stream(*chunks: bytes, headers: dict[str, str] | None = None) -> httpx.Response:
+    """An open response whose body arrives in exactly these chunks."""
+    return httpx.Response(200, headers=headers, content=iter(chunks))
+
+
+def split_everywhere(raw: bytes) -> Iterator[tuple[bytes, ...]]:
+    yield (raw,)
+    yield tuple(raw[i : i + 1] for i in range(len(raw)))
+    for cut in range(1, len(raw)):
+        yield (raw[:cut], raw[cut:])
+
+
+EVENTS = (
+    b": a comment\r\n"
+    b'data: {"a": 1}\r\n\r\n'
+    b"event: status\n"
+    b"data: line one\n"
+    b"data:line two\n\n"
+    b"data: cr only\r\r"
+    b"id: 7\r\n"
+    b"data: last, no blank line"
+)
+
+
+def test_events_are_the_same_however_the_bytes_are_split() -> None:
+    expected = ['{"a": 1}', "line one\nline two", "cr only", "last, no blank line"]
+    for chunks in split_everywhere(EVENTS):
+        assert list(iter_sse(stream(*chunks), limit=1000)) == expected, chunks
+
+
+def test_utf8_split_inside_a_character_is_whole_again() -> None:
+    raw = "data: café ☕\n\n".encode()
+    for chunks in split_everywhere(raw):
+        assert list(iter_sse(stream(*chunks), limit=1000)) == ["café ☕"]
+
+
+def test_an_event_over_the_cap_is_refused() -> None:
+    lines = b"".join(b"data: " + b"x" * 90 + b"\n" for _ in range(20))  # ~1,820 bytes
+    with pytest.raises(AnswerTooLarge):
+        list(iter_sse(stream(lines + b"\n"), limit=1000))
+    # The same bytes as small events pass: the cap is per event.
+    small = lines.replace(b"\n", b"\n\n")
+    assert len(list(iter_sse(stream(small), limit=1000))) == 20
+
+
+def test_a_line_that_never_ends_is_refused_before_it_is_held() -> None:
+    held: list[int] = []
+
+    def endless() -> Iterator[bytes]:
+        yield b"data: "
+        for sent in range(1, 10_000):
+            held.append(sent)
+            yield b"y" * 100
+
+    with pytest.raises(AnswerTooLarge):
+        list(iter_sse(httpx.Response(200, content=endless()), limit=1000))
+    assert len(held) < 20  # stopped reading soon after the cap, not at the stream's end
+
+
+def test_a_whole_body_is_read_up_to_the_cap() -> None:
+    assert read_capped(stream(b"a" * 600, b"b" * 400), limit=1000) == b"a" * 600 + b"b" * 400
+    with pytest.raises(AnswerTooLarge):
+        read_capped(stream(b"a" * 600, b"b" * 401), limit=1000)
+    declared = stream(b"tiny", headers={"Content-Length": "5000"})
+    with pytest.raises(AnswerTooLarge):  # refused on its declared length, unread
+        read_capped(declared, limit=1000)
