@@ -19,6 +19,7 @@ import httpx
 from django.conf import settings
 
 from a2a.exceptions import A2AAuthError, A2ATransientError
+from a2a.transports.answers import read_capped
 from agent_profiles.guarded_pool import AnswerTooLarge
 from agent_profiles.interfaces import CallTarget
 from agent_profiles.urlguard import UnsafeURL
@@ -110,7 +111,7 @@ def oauth2_token(target: CallTarget, *, refresh: bool = False) -> str:
 
 
 def _fetch_token(target: CallTarget, auth: dict[str, Any]) -> tuple[str, float]:
-    from a2a.transports.http import agent_call, read_capped, shared_http_client
+    from a2a.transports.http import agent_call, shared_http_client
 
     url = _field(target, auth, "tokenUrl")
     client_id = _field(target, auth, "clientId")

@@ -22,7 +22,7 @@ from a2a.exceptions import (
     A2ATransientError,
     A2AUnsupportedOperation,
 )
-from a2a.transports import http, shapes
+from a2a.transports import answers, http, shapes
 from a2a.transports.base import AgentReply, AgentTransport, excerpt, send_params
 from agent_profiles.interfaces import JSONRPC, V0_3
 
@@ -133,7 +133,7 @@ class JsonRpcTransport(AgentTransport):
         response = http.call(
             self.target, "POST", self._url(), body, operation=operation, timeout=timeout
         )
-        data = http.read_json(response, f"answer to {method}")
+        data = answers.read_json(response, f"answer to {method}")
         return self._result(data, request_id, method)
 
     def _send_params(
@@ -185,13 +185,13 @@ class JsonRpcTransport(AgentTransport):
         ) as response:
             if "json" in response.headers.get("Content-Type", ""):
                 # An error (or a plain answer) instead of a stream.
-                answer = http.read_json(http.read_whole(response), method)
+                answer = answers.read_json(answers.read_whole(response), method)
                 result = self._result(answer, request_id, method)
                 events: Iterator[Any] = iter([result])
             else:
                 events = (
-                    self._result(http.parse_event_json(data), request_id, method)
-                    for data in http.iter_sse(response)
+                    self._result(answers.parse_event_json(data), request_id, method)
+                    for data in answers.iter_sse(response)
                 )
             for result in events:
                 kind, payload = shapes.read_stream_event(result, v03=self.v03, rest=False)

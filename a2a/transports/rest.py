@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 from a2a.exceptions import A2APermanentError
-from a2a.transports import http, shapes
+from a2a.transports import answers, http, shapes
 from a2a.transports.base import AgentReply, AgentTransport, parse_retry_after, send_params
 from agent_profiles.interfaces import HTTP_JSON, V0_3
 
@@ -58,7 +58,7 @@ class RestTransport(AgentTransport):
         url = self._base() + "/message:send"
         body = self._send_body(message, blocking, push)
         response = http.call(self.target, "POST", url, body, operation="send", timeout=timeout)
-        data = http.read_json(response, "answer to message:send")
+        data = answers.read_json(response, "answer to message:send")
         task, reply_message = shapes.read_send_answer(
             data, v03=self.v03, rest=True, what="answer to message:send"
         )
@@ -82,7 +82,7 @@ class RestTransport(AgentTransport):
         timeout: float | None = None,
     ) -> AgentReply:
         response = http.call(self.target, method, url, body, operation=operation, timeout=timeout)
-        data = http.read_json(response, f"answer to {what}")
+        data = answers.read_json(response, f"answer to {what}")
         task = shapes.read_task_answer(data, v03=self.v03, rest=True, what=f"answer to {what}")
         retry_after = parse_retry_after(response.headers.get("Retry-After"))
         return AgentReply(task=task, retry_after=retry_after)
@@ -104,8 +104,8 @@ class RestTransport(AgentTransport):
         with http.open_stream(
             self.target, method, url, body, operation=operation, timeout=timeout
         ) as response:
-            for data in http.iter_sse(response):
-                event = http.parse_event_json(data)
+            for data in answers.iter_sse(response):
+                event = answers.parse_event_json(data)
                 kind, payload = shapes.read_stream_event(event, v03=self.v03, rest=True)
                 if kind == "message":
                     yield AgentReply(message=payload)

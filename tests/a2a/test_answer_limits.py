@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from a2a.transports.http import iter_sse, read_capped
+from a2a.transports.answers import iter_sse, read_capped
 from agent_profiles.guarded_pool import AnswerTooLarge
 
 

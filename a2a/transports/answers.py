@@ -1,0 +1,172 @@
+"""Reading agents' answers: whole bodies and server-sent events within
+``AGENT_ANSWER_MAX_BYTES``, JSON with bounded depth, and what an error body says.
+
+Every binding reads its answers here. A body is never held past the cap: an answer that
+declares or sends more raises :class:`~agent_profiles.guarded_pool.AnswerTooLarge`, which
+:func:`too_large` turns into the task's ``answer_too_large`` error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+from django.conf import settings
+
+from a2a.exceptions import A2AProtocolError
+from a2a.transports.base import excerpt
+from agent_profiles.guarded_pool import AnswerTooLarge, PlainResponse
+from agent_profiles.interfaces import CallTarget
+from platform_site.text import loads_bounded
+
+# A whole answer (urllib3's, for plain calls) or an open stream (httpx's).
+Response = PlainResponse | httpx.Response
+
+
+def too_large(target: CallTarget, method: str, url: str, limit: int) -> A2AProtocolError:
+    """The error for an answer (or one stream event) over ``AGENT_ANSWER_MAX_BYTES``."""
+    return A2AProtocolError(
+        f"Agent '{target.agent_id}' answered {method} {url} with more than {limit} bytes "
+        "(AGENT_ANSWER_MAX_BYTES); the rest was not read.",
+        {"maxBytes": limit},
+        code="answer_too_large",
+    )
+
+
+def read_capped(response: httpx.Response, limit: int | None = None) -> bytes:
+    """An open httpx response's whole body, at most ``limit`` (``AGENT_ANSWER_MAX_BYTES``)
+    bytes of it held: more raises :class:`AnswerTooLarge`."""
+    limit = settings.AGENT_ANSWER_MAX_BYTES if limit is None else limit
+    declared = response.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise AnswerTooLarge(limit)
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise AnswerTooLarge(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def read_whole(response: httpx.Response) -> PlainResponse:
+    """An open stream's response read whole (an error, or JSON instead of events)."""
+    return PlainResponse(response.status_code, response.headers, read_capped(response))
+
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+def _lines(response: httpx.Response, limit: int) -> Iterator[bytes]:
+    """The lines of a stream (CRLF, LF or CR ends one); a line longer than ``limit``
+    raises :class:`AnswerTooLarge` before it is held whole."""
+    rest = b""
+    for chunk in response.iter_bytes():
+        pending = rest + chunk
+        # A CR at the end may be the first half of a CRLF: keep it for the next chunk.
+        cut = len(pending) - 1 if pending.endswith(b"\r") else len(pending)
+        *lines, rest = _LINE_END.split(pending[:cut])
+        rest += pending[cut:]
+        yield from lines
+        if len(rest) > limit:
+            raise AnswerTooLarge(limit)
+    if rest:
+        yield rest.rstrip(b"\r")
+
+
+def iter_sse(response: httpx.Response, limit: int | None = None) -> Iterator[str]:
+    """The ``data`` of each server-sent event (multi-line data joined with newlines).
+
+    Lines are split here, not by httpx, so that no event (or endless line) held in memory
+    grows past ``limit`` (``AGENT_ANSWER_MAX_BYTES``): :class:`AnswerTooLarge` instead.
+    """
+    limit = settings.AGENT_ANSWER_MAX_BYTES if limit is None else limit
+    data: list[bytes] = []
+    held = 0
+    for line in _lines(response, limit):
+        if not line:
+            if data:
+                yield b"\n".join(data).decode("utf-8", errors="replace")
+                data, held = [], 0
+            continue
+        if line.startswith(b":"):
+            continue
+        name, _, value = line.partition(b":")
+        if name == b"data":
+            value = value[1:] if value.startswith(b" ") else value
+            held += len(value) + 1
+            if held > limit:
+                raise AnswerTooLarge(limit)
+            data.append(value)
+    if data:
+        yield b"\n".join(data).decode("utf-8", errors="replace")
+
+
+def response_json(response: Response) -> Any:
+    """The body as JSON; a body nested deeper than the text rule allows is a ValueError
+    (``JSONTooDeep``), not a RecursionError that would crash the worker's task."""
+    return loads_bounded(response.content)
+
+
+def read_json(response: Response, what: str) -> Any:
+    """The response's JSON, or :class:`A2AProtocolError` naming what was expected."""
+    try:
+        return response_json(response)
+    except (ValueError, UnicodeDecodeError):
+        ctype = response.headers.get("Content-Type", "")
+        raise A2AProtocolError(
+            f"The agent's {what} is not JSON (Content-Type {ctype or 'missing'}).",
+            {"body": excerpt(response.text)},
+        ) from None
+
+
+def error_message(response: Response) -> str:
+    """The agent's own error message, if its body is the A2A (or any JSON) error shape."""
+    try:
+        body = response_json(response)
+    except (ValueError, UnicodeDecodeError):
+        return excerpt(response.text)
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return excerpt(error["message"])
+        if isinstance(error, str):
+            return excerpt(error)
+        if isinstance(body.get("message"), str):
+            return excerpt(body["message"])
+    return excerpt(response.text)
+
+
+def error_reason(response: Response) -> str:
+    """The A2A 1.0 error reason (``TASK_NOT_FOUND``, ...) of an error body, if any."""
+    try:
+        body = response_json(response)
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    error = body.get("error") if isinstance(body, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    for detail in details if isinstance(details, list) else []:
+        if isinstance(detail, dict) and isinstance(detail.get("reason"), str):
+            return detail["reason"]
+    return ""
+
+
+def is_json(response: Response) -> bool:
+    try:
+        response_json(response)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return True
+
+
+def parse_event_json(data: str) -> Any:
+    """One SSE ``data`` as JSON, or :class:`A2AProtocolError`."""
+    try:
+        return loads_bounded(data)
+    except ValueError:
+        raise A2AProtocolError(
+            "A stream event from the agent is not JSON.", {"body": excerpt(data)}
+        ) from None
