@@ -334,7 +334,11 @@ rate. An earlier run at 0.77-0.91x shared the machine with other test suites (lo
 which gave the platform's many threads more of the contended CPU than the one-process
 plain server: that figure flattered the platform and is replaced by this one. Creation
 itself is 6 queries (skill and candidates cached per process, the candidates' load
-counted once a second, one INSERT per row kind).
+counted once a second, one INSERT per row kind); the tenant route picks its skill from
+the same cache (two uncached queries there were a fifth of its CPU, which had made it
+the slower route: 93 req/s against 124 before). Back-to-back runs on this VM differ by
+up to a quarter: four runs of 2026-12-02 gave 94-133 req/s (tenant) and 79-126 (default)
+against 140-182 for the plain server: ratios 0.68-0.75x (tenant) and 0.53-0.69x (default).
 """
 
 
