@@ -7,9 +7,7 @@ from __future__ import annotations
 import datetime
 import socket
 import ssl
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from agent_profiles.guarded_pool import (
     PlainResponse,
 )
 from agent_profiles.urlguard import UnsafeURL, use_resolver
+from tests.support.recorder import Recording, recording_server
 
 TIMEOUTS = {"connect_timeout": 2.0, "read_timeout": 2.0}
 
@@ -38,60 +37,14 @@ def strict(settings: Any) -> Any:
     return settings
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    seen: list[dict[str, Any]] = []
-    ports: list[int] = []  # the client's port of each request: which connection it used
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        _Handler.seen.append({"host": self.headers["Host"], "path": self.path, "body": body})
-        _Handler.ports.append(self.client_address[1])
-        if self.path == "/big":
-            self._answer(200, b"x" * 300_000, {"Content-Type": "application/json"})
-        elif self.path == "/chunked":
-            self.send_response(200)
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            for _ in range(300):
-                self.wfile.write(b"3e8\r\n" + b"y" * 1000 + b"\r\n")
-            self.wfile.write(b"0\r\n\r\n")
-        elif self.path == "/redirect":
-            self._answer(302, b"", {"Location": "http://10.0.0.1/"})
-        elif self.path == "/latin":
-            self._answer(
-                200, "café".encode("latin-1"), {"Content-Type": "text/plain; charset=latin-1"}
-            )
-        elif self.path == "/odd-charset":
-            self._answer(200, b"ok", {"Content-Type": "text/plain; charset=no-such-thing"})
-        else:
-            self._answer(200, b'{"ok":true}', {"Content-Type": "application/json"})
-
-    def _answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
-def receiver() -> Iterator[int]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    _Handler.seen, _Handler.ports = [], []
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+def server() -> Iterator[Recording]:
+    with recording_server() as recording:
+        yield recording
 
 
 def test_it_connects_to_the_checked_address_with_the_names_host_header(
-    strict: Any, receiver: int
+    strict: Any, server: Recording
 ) -> None:
     strict.ALLOW_LOOPBACK_URLS = True
     calls: list[str] = []
@@ -105,7 +58,7 @@ def test_it_connects_to_the_checked_address_with_the_names_host_header(
     with use_resolver(rebinding):
         answer = GuardedPool().request(
             "POST",
-            f"http://hook.example:{receiver}/in?x=1",
+            f"http://hook.example:{server.port}/in?x=1",
             headers={"Content-Type": "application/json"},
             body=b'{"a":1}',
             **TIMEOUTS,
@@ -113,38 +66,38 @@ def test_it_connects_to_the_checked_address_with_the_names_host_header(
     assert (answer.status_code, answer.content, answer.text) == (200, b'{"ok":true}', '{"ok":true}')
     assert answer.headers.get("content-type") == "application/json"  # any case
     assert calls == ["hook.example"]
-    assert _Handler.seen == [
-        {"host": f"hook.example:{receiver}", "path": "/in?x=1", "body": b'{"a":1}'}
+    assert server.seen == [
+        {"host": f"hook.example:{server.port}", "path": "/in?x=1", "body": b'{"a":1}'}
     ]
 
 
 def test_a_name_that_resolves_to_a_refused_address_is_not_called(
-    strict: Any, receiver: int
+    strict: Any, server: Recording
 ) -> None:
     with use_resolver(lambda host, port: ["127.0.0.1"]), pytest.raises(UnsafeURL, match="loopback"):
         GuardedPool().request(
-            "POST", f"http://hook.example:{receiver}/in", headers={}, body=None, **TIMEOUTS
+            "POST", f"http://hook.example:{server.port}/in", headers={}, body=None, **TIMEOUTS
         )
-    assert _Handler.seen == []
+    assert server.seen == []
 
 
-def test_redirects_are_answers_not_followed(strict: Any, receiver: int) -> None:
+def test_redirects_are_answers_not_followed(strict: Any, server: Recording) -> None:
     strict.ALLOW_LOOPBACK_URLS = True
     answer = GuardedPool().request(
-        "POST", f"http://127.0.0.1:{receiver}/redirect", headers={}, body=None, **TIMEOUTS
+        "POST", f"http://127.0.0.1:{server.port}/redirect", headers={}, body=None, **TIMEOUTS
     )
     assert answer.status_code == 302
-    assert len(_Handler.seen) == 1
+    assert len(server.seen) == 1
 
 
-def test_the_text_follows_the_declared_charset(strict: Any, receiver: int) -> None:
+def test_the_text_follows_the_declared_charset(strict: Any, server: Recording) -> None:
     strict.ALLOW_LOOPBACK_URLS = True
     pool = GuardedPool()
     latin = pool.request(
-        "POST", f"http://127.0.0.1:{receiver}/latin", headers={}, body=None, **TIMEOUTS
+        "POST", f"http://127.0.0.1:{server.port}/latin", headers={}, body=None, **TIMEOUTS
     )
     odd = pool.request(
-        "POST", f"http://127.0.0.1:{receiver}/odd-charset", headers={}, body=None, **TIMEOUTS
+        "POST", f"http://127.0.0.1:{server.port}/odd-charset", headers={}, body=None, **TIMEOUTS
     )
     assert (latin.text, odd.text) == ("café", "ok")
     assert PlainResponse(200, {}, b"\xff").text == "\ufffd"
@@ -218,35 +171,27 @@ def test_tls_names_the_url_host_and_checks_the_certificate(strict: Any, tmp_path
     context.load_cert_chain(cert_file, key_file)
     names: list[str | None] = []
     context.sni_callback = lambda sock, name, ctx: names.append(name)  # type: ignore[assignment]
-    _Handler.seen, _Handler.ports = [], []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"https://agent.example:{server.server_address[1]}/in"
+    with recording_server(tls=context) as server:
+        url = f"https://agent.example:{server.port}/in"
         with (
             use_resolver(lambda host, port: ["127.0.0.1"]),
             pytest.raises(CallFailed, match="certificate"),
         ):
             GuardedPool().request("POST", url, headers={}, body=b"{}", **TIMEOUTS)
-    finally:
-        server.shutdown()
-        server.server_close()
     assert names == ["agent.example"]
-    assert _Handler.seen == []
+    assert server.seen == []
 
 
 @pytest.mark.parametrize("path", ["/big", "/chunked"])
 def test_an_answer_over_the_cap_is_refused_and_its_connection_not_reused(
-    settings: Any, receiver: int, path: str
+    settings: Any, server: Recording, path: str
 ) -> None:
     """A declared length over the cap is refused before reading; a chunked body once the
     cap is passed (300 kB against 70 kB: most of it unread). The half-read connection is
     closed, so the next call gets a new one."""
     settings.ALLOW_LOOPBACK_URLS = True
     pool = GuardedPool()
-    url = f"http://127.0.0.1:{receiver}"
+    url = f"http://127.0.0.1:{server.port}"
     whole = pool.request("POST", url + path, headers={}, body=b"", max_bytes=300_000, **TIMEOUTS)
     assert len(whole.content) == 300_000
     pool.request("POST", url + "/ok", headers={}, body=b"", max_bytes=11, **TIMEOUTS)
@@ -255,6 +200,6 @@ def test_an_answer_over_the_cap_is_refused_and_its_connection_not_reused(
     assert refused.value.limit == 70_000
     after = pool.request("POST", url + "/ok", headers={}, body=b"", max_bytes=11, **TIMEOUTS)
     assert after.content == b'{"ok":true}'
-    ports = _Handler.ports
+    ports = server.ports
     assert ports[0] == ports[1] == ports[2]  # read whole: the connection was kept
     assert ports[3] != ports[2]  # left half-read: closed, not reused

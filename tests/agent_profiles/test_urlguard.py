@@ -1,8 +1,7 @@
 from __future__ import annotations
 
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from agent_profiles.urlguard import (
     guarded_client,
     use_resolver,
 )
+from tests.support.recorder import Recording, recording_server
 
 
 @pytest.fixture
@@ -196,38 +196,14 @@ def test_sending_refuses_a_name_with_any_unsafe_address(strict: Any) -> None:
         check_outbound_url("https://mixed.example/")
 
 
-class _Recorder(BaseHTTPRequestHandler):
-    seen: list[dict[str, str]] = []
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        _Recorder.seen.append({"host": self.headers["Host"], "path": self.path})
-        if self.path == "/redirect":
-            self.send_response(302)
-            self.send_header("Location", "http://10.0.0.1/")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
-def receiver() -> Any:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    _Recorder.seen = []
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+def server() -> Iterator[Recording]:
+    with recording_server() as recording:
+        yield recording
 
 
 def test_the_connection_goes_to_the_checked_address_with_the_names_host_header(
-    strict: Any, receiver: int
+    strict: Any, server: Recording
 ) -> None:
     strict.ALLOW_LOOPBACK_URLS = True
     calls: list[str] = []
@@ -239,30 +215,32 @@ def test_the_connection_goes_to_the_checked_address_with_the_names_host_header(
         return ["127.0.0.1"] if len(calls) == 1 else ["10.9.9.9"]
 
     with use_resolver(rebinding), guarded_client(timeout=5) as client:
-        response = client.post(f"http://hook.example:{receiver}/in", json={"a": 1})
-    assert response.status_code == 204
+        response = client.post(f"http://hook.example:{server.port}/in", json={"a": 1})
+    assert response.status_code == 200
     assert calls == ["hook.example"]
-    assert _Recorder.seen == [{"host": f"hook.example:{receiver}", "path": "/in"}]
+    assert [(s["host"], s["path"]) for s in server.seen] == [(f"hook.example:{server.port}", "/in")]
 
 
-def test_redirects_are_not_followed(strict: Any, receiver: int) -> None:
+def test_redirects_are_not_followed(strict: Any, server: Recording) -> None:
     strict.ALLOW_LOOPBACK_URLS = True
     loopback = use_resolver(lambda host, port: ["127.0.0.1"])
     with loopback, guarded_client(timeout=5, follow_redirects=True) as client:
-        response = client.post(f"http://hook.example:{receiver}/redirect")
+        response = client.post(f"http://hook.example:{server.port}/redirect")
     assert response.status_code == 302
-    assert len(_Recorder.seen) == 1
+    assert len(server.seen) == 1
 
 
 @pytest.mark.anyio
-async def test_the_async_client_pins_the_checked_address_too(strict: Any, receiver: int) -> None:
+async def test_the_async_client_pins_the_checked_address_too(
+    strict: Any, server: Recording
+) -> None:
     strict.ALLOW_LOOPBACK_URLS = True
     with use_resolver(lambda host, port: ["127.0.0.1"]):
         async with guarded_async_client(timeout=5) as client:
-            response = await client.post(f"http://hook.example:{receiver}/in")
-        assert response.status_code == 204
+            response = await client.post(f"http://hook.example:{server.port}/in")
+        assert response.status_code == 200
         strict.ALLOW_LOOPBACK_URLS = False
         async with guarded_async_client(timeout=5) as client:
             with pytest.raises(UnsafeURL, match="loopback"):
-                await client.post(f"http://hook.example:{receiver}/in")
-    assert [s["host"] for s in _Recorder.seen] == [f"hook.example:{receiver}"]
+                await client.post(f"http://hook.example:{server.port}/in")
+    assert [s["host"] for s in server.seen] == [f"hook.example:{server.port}"]
