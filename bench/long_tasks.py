@@ -207,6 +207,8 @@ def run(
         cpu1, t1 = cpu_seconds(pids), time.time()
         counts: Counter[str] = Counter()
         pushes = push_failures = 0
+        push_waits: list[float] = []
+        push_answers: list[float] = []
         ended: dict[str, float] = {}
         pushed: dict[str, float] = {}
         for agent_url in agent_urls:  # one agent's task ids never clash with another's
@@ -214,6 +216,8 @@ def run(
             counts.update(stats["counts"])
             pushes += stats.get("pushes", 0)
             push_failures += stats.get("pushFailures", 0)
+            push_waits += stats.get("pushWaitsMs", [])
+            push_answers += stats.get("pushAnswersMs", [])
             ended.update(httpx.get(f"{agent_url}/_ended", timeout=60).json())
             pushed.update(httpx.get(f"{agent_url}/_pushed", timeout=60).json())
         report = json.loads(django_script(REPORT, env))
@@ -266,10 +270,20 @@ def run(
         "delay_max": max(delays) if delays else float("nan"),
         "noticed": len(delays),
         "at_agent_p95": percentile(at_agent, 0.95) if at_agent else float("nan"),
+        # The platform's webhook as the agents saw it: each push's wait for one of the
+        # agent's slots, then the POST until the platform's answer (ms, p50 / p95).
+        "push_wait_ms": _quantiles(push_waits),
+        "push_answer_ms": _quantiles(push_answers),
         "log": str(log),
         "load": os.getloadavg()[0],
         "at": time.time(),
     }
+
+
+def _quantiles(values: list[float]) -> list[float] | None:
+    if not values:
+        return None
+    return [statistics.median(values), percentile(values, 0.95)]
 
 
 def table(results: list[dict[str, Any]]) -> str:

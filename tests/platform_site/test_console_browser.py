@@ -170,9 +170,12 @@ def test_a_person_finds_answers_and_follows_a_waiting_task(
         shots(browser, "task-waiting")
         browser.find_element(By.NAME, "text").send_keys("EU")
         browser.find_element(By.ID, "send-answer").click()
-        assert (
-            "Reply sent to the agent." in browser.find_element(By.CSS_SELECTOR, ".messagelist").text
+        # A form POST: the click may return before the answer page has loaded.
+        confirmation = wait_until(
+            lambda: browser.find_elements(By.CSS_SELECTOR, ".messagelist"),
+            what="the reply's confirmation",
         )
+        assert "Reply sent to the agent." in confirmation[0].text
 
         def completed() -> bool:
             browser.refresh()
