@@ -69,7 +69,9 @@ def revoke_keys(keys: QuerySet[ApiKey]) -> int:
     """Revoke API keys; their agents' open sockets close with 4401.
 
     A connection does not record which key opened it, so every socket of an affected agent
-    closes; one holding another live key reconnects at once.
+    closes. That is exactly the sockets the revoked key opened: an agent has one live key
+    at a time (:meth:`~agent_profiles.models.AgentProfile.issue_key` revokes the others),
+    and a key already revoked is not announced again.
     """
     with transaction.atomic():
         live = keys.filter(revoked_at__isnull=True)
