@@ -52,9 +52,9 @@ ENDED: dict[str, float] = {}
 COMPLETED_PUSHED: dict[str, float] = {}
 COUNTS: Counter[str] = Counter()
 PUSHES = {"sent": 0, "failed": 0}
-# Per push, in ms: the wait for a slot, then the platform's answer (the POST itself).
-PUSH_WAITS: list[float] = []
-PUSH_ANSWERS: list[float] = []
+# Per push: when it was asked for (Unix time), its wait for a slot and the platform's
+# answer time (the POST itself), both in ms.
+PUSH_TIMES: list[tuple[float, float, float]] = []
 
 
 def _kind(path: str, method: str) -> str:
@@ -118,12 +118,12 @@ class CountingClient(httpx.AsyncClient):
         if update.get("status", {}).get("state") == "TASK_STATE_COMPLETED":
             COMPLETED_PUSHED[update.get("taskId", "")] = time.time()
         try:
-            asked = time.perf_counter()
+            asked, asked_at = time.perf_counter(), time.time()
             async with self.slots:
                 started = time.perf_counter()
-                PUSH_WAITS.append((started - asked) * 1000)
                 response = await super().post(url, **kwargs)
-                PUSH_ANSWERS.append((time.perf_counter() - started) * 1000)
+                answered = time.perf_counter()
+            PUSH_TIMES.append((asked_at, (started - asked) * 1000, (answered - started) * 1000))
         except httpx.HTTPError:
             PUSHES["failed"] += 1
             raise
@@ -142,7 +142,7 @@ class Stats:
             if path == "/_stats":
                 body = {"counts": dict(COUNTS), "pushes": PUSHES["sent"]}
                 body["pushFailures"] = PUSHES["failed"]
-                body["pushWaitsMs"], body["pushAnswersMs"] = PUSH_WAITS, PUSH_ANSWERS
+                body["pushTimes"] = PUSH_TIMES
                 await JSONResponse(body)(scope, receive, send)
                 return
             if path == "/_ended":
