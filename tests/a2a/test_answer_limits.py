@@ -5,12 +5,17 @@ over the cap refused before it is held whole."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
 
+from a2a.exceptions import A2AProtocolError
+from a2a.transports import http
 from a2a.transports.answers import iter_sse, read_capped
 from agent_profiles.guarded_pool import AnswerTooLarge
+from agent_profiles.interfaces import CallTarget
+from tests.support.recorder import Recording, recording_server
 
 
 def stream(*chunks: bytes, headers: dict[str, str] | None = None) -> httpx.Response:
@@ -79,3 +84,33 @@ def test_a_whole_body_is_read_up_to_the_cap() -> None:
     declared = stream(b"tiny", headers={"Content-Length": "5000"})
     with pytest.raises(AnswerTooLarge):  # refused on its declared length, unread
         read_capped(declared, limit=1000)
+
+
+# --- wired into the calls: the task's error, not a crash ------------------------------------
+
+
+@pytest.fixture
+def server(settings: Any) -> Iterator[Recording]:
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.AGENT_ANSWER_MAX_BYTES = 70_000
+    with recording_server() as recording:
+        yield recording
+
+
+def test_a_stream_over_the_cap_is_answer_too_large(server: Recording) -> None:
+    """300 kB without a line end, read as a stream against a 70 kB cap."""
+    target = CallTarget(agent_id="peer", url=f"http://127.0.0.1:{server.port}")
+    url = f"{target.url}/chunked"
+    stream = http.open_stream(target, "POST", url, {}, operation="stream", timeout=5)
+    with pytest.raises(A2AProtocolError) as refused, stream as response:
+        list(iter_sse(response))
+    assert refused.value.code == "answer_too_large"
+    assert refused.value.details == {"maxBytes": 70_000}
+
+
+@pytest.mark.parametrize("path", ["/big", "/chunked"])
+def test_a_plain_call_over_the_cap_is_answer_too_large(server: Recording, path: str) -> None:
+    target = CallTarget(agent_id="peer", url=f"http://127.0.0.1:{server.port}")
+    with pytest.raises(A2AProtocolError, match="more than 70000 bytes") as refused:
+        http.call(target, "POST", f"{target.url}{path}", {}, operation="send")
+    assert refused.value.code == "answer_too_large"

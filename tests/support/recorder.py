@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ssl
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -78,6 +79,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _RecordingServer(ThreadingHTTPServer):
     recording: Recording
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up mid-answer (a refused oversize body) is expected."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 @contextlib.contextmanager
