@@ -42,6 +42,7 @@ from a2a.models import Task
 from a2a.scheduling import due_filter, lease_seconds
 from a2a.states import NextAction, normalize_state
 from agent_profiles.interfaces import CallTarget
+from platform_site.metrics import cpu_stage
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,7 @@ class Polled:
     error: A2ACallError | None = None
 
 
+@cpu_stage("poll")
 def _call(polled: Polled) -> Polled:
     try:
         polled.reply = transports.transport_for(polled.target).get_task(polled.task.remote_task_id)

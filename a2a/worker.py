@@ -28,6 +28,7 @@ from a2a.scheduling import lease_seconds
 from a2a.states import ACTIVE_STATES, NextAction, Transport
 from agent_profiles.interfaces import call_target
 from platform_site.dbthreads import shutdown_closing_connections, tidy_connections
+from platform_site.metrics import cpu_stage
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +127,7 @@ def _fail_offline(task: Task) -> bool:
 # --- processing one claimed task --------------------------------------------------------
 
 
+@cpu_stage("worker")
 def process_task(task_id: Any) -> None:
     """Claim the task and do its due action (the body of the ``a2a.process`` Celery task)."""
     task = claim(task_id)
@@ -219,6 +221,7 @@ def _hand_off(task: Task) -> None:
         log.warning("could not hand task %s off; a later sweep will", task.pk, exc_info=True)
 
 
+@cpu_stage("worker")
 def process_claimed(task_id: Any, lease: str) -> None:
     """Run a task the sweep claimed and handed off (``lease`` proves the claim)."""
     task = Task.take_over(task_id, lease)
@@ -226,6 +229,7 @@ def process_claimed(task_id: Any, lease: str) -> None:
         run_claimed(task)
 
 
+@cpu_stage("sweep")
 def _run_in_thread(task: Task) -> None:
     tidy_connections()  # a sweep thread keeps its connection from one task to the next
     try:
@@ -237,6 +241,7 @@ def _run_in_thread(task: Task) -> None:
         log.exception("task %s: sweep could not process it", task.pk)
 
 
+@cpu_stage("sweep")
 def sweep() -> dict[str, int]:
     """Fail overdue tasks, then claim due ones and process them concurrently.
 

@@ -136,6 +136,20 @@ def cpu_seconds(pids: list[int]) -> float:
     return total
 
 
+def stage_cpu(url: str) -> dict[str, float]:
+    """``a2a_cpu_seconds_total`` by stage, from the platform's ``/metrics`` (every
+    process's, in the distributed mode's multi-process metrics)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    page = httpx.get(f"{url}/metrics", timeout=30).text
+    return {
+        sample.labels["stage"]: sample.value
+        for family in text_string_to_metric_families(page)
+        for sample in family.samples
+        if sample.name == "a2a_cpu_seconds_total"
+    }
+
+
 def django_script(script: str, env: dict[str, str]) -> str:
     out = subprocess.run(
         [PYTHON, "-c", script], env=env, cwd=BASE_DIR, capture_output=True, text=True
@@ -301,10 +315,13 @@ def run(
     )
     if mode == "distributed":
         recreate_postgres(BENCH_DATABASE_URL)
+        (tmp / "metrics").mkdir()
         env.update(
             {
                 "DATABASE_URL": BENCH_DATABASE_URL,
                 "REDIS_URL": BENCH_REDIS_URL,
+                # one /metrics page for daphne, worker and beat: the CPU by stage of all
+                "PROMETHEUS_MULTIPROC_DIR": str(tmp / "metrics"),
                 "CELERY_QUEUE": "dispatch-bench",
                 "CHANNELS_PREFIX": "dispatch-bench",
             }
@@ -356,7 +373,9 @@ def run(
         bare["agent_cpu_ms"] = (cpu_seconds([agent.popen.pid]) - agent_cpu) / total * 1000
         agent_cpu, platform_cpu = cpu_seconds([agent.popen.pid]), cpu_seconds(platform_pids)
         by_process = {p.name: cpu_seconds([p.popen.pid]) for p in platform_procs}
+        stages_before = stage_cpu(url)
         ours = platform(url, token, agent_url, env, total, concurrency)
+        stages_after = stage_cpu(url)
         ours["agent_cpu_ms"] = (cpu_seconds([agent.popen.pid]) - agent_cpu) / total * 1000
         ours["platform_cpu_ms"] = (cpu_seconds(platform_pids) - platform_cpu) / total * 1000
         # Distributed: daphne = the API (creation), worker = dispatch, beat = scheduling.
@@ -364,6 +383,15 @@ def run(
             p.name: (cpu_seconds([p.popen.pid]) - by_process[p.name]) / total * 1000
             for p in platform_procs
         }
+        # The threads' CPU by stage of work; the rest is the event loops (HTTP) and
+        # threads no stage covers (Celery's own, the beat).
+        by_stage = {
+            name: (seconds - stages_before.get(name, 0.0)) / total * 1000
+            for name, seconds in sorted(stages_after.items())
+            if seconds - stages_before.get(name, 0.0) > 0
+        }
+        by_stage["event loops and other"] = ours["platform_cpu_ms"] - sum(by_stage.values())
+        ours["cpu_stages"] = by_stage
     return {"mode": mode, "via": VIA["how"], "platform": ours, "ceiling": bare, "log": str(log)}
 
 

@@ -46,7 +46,11 @@ def table(results: list[dict[str, Any]], total: int, concurrency: int) -> str:
         stages = result["platform"].get("stages") or {}
         if len(stages) > 1:
             parts = ", ".join(f"{name} {ms:.1f}" for name, ms in stages.items())
-            lines.append(f"  CPU ms per task by process (stage): {parts}.")
+            lines.append(f"  CPU ms per task by process: {parts}.")
+        by_stage = result["platform"].get("cpu_stages") or {}
+        if by_stage:
+            parts = ", ".join(f"{name} {ms:.1f}" for name, ms in by_stage.items())
+            lines.append(f"  CPU ms per task by stage (`a2a_cpu_seconds_total`): {parts}.")
     return "\n".join(lines)
 
 

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import hmac
 import os
-from collections.abc import Callable, Iterable
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -97,6 +100,38 @@ FACE_REQUESTS = Counter(
     "Requests to the platform's A2A face, by operation and HTTP status.",
     ["operation", "status"],
 )
+
+# --- Where the CPU goes ---------------------------------------------------------------
+CPU_SECONDS = Counter(
+    "a2a_cpu_seconds_total",
+    "CPU seconds of the platform's threads, by the stage of work they ran (tasks-api, "
+    "a2a-face, agent-push, worker, sweep, poll). The rest of a process's CPU is its event "
+    "loop (HTTP, WebSockets) and threads no stage covers.",
+    ["stage"],
+)
+_stage = threading.local()
+
+
+@contextmanager
+def cpu_stage(stage: str) -> Iterator[None]:
+    """Count this thread's CPU time inside the block (or decorated function) under
+    ``stage`` in ``a2a_cpu_seconds_total``.
+
+    Thread CPU time, so time spent waiting (for an agent, a lock, the GIL) is not counted
+    and concurrent threads do not count each other's work. A stage entered inside another
+    on the same thread counts to the outer one: nothing is counted twice.
+    """
+    if getattr(_stage, "active", False):
+        yield
+        return
+    _stage.active = True
+    started = time.thread_time()
+    try:
+        yield
+    finally:
+        _stage.active = False
+        CPU_SECONDS.labels(stage).inc(time.thread_time() - started)
+
 
 _scrape_collectors: list[Callable[[], Iterable[Metric]]] = []
 

@@ -11,6 +11,6 @@ from platform_site.dbthreads import ConnectionPool, tidy_connections
 
 __all__ = ["close_pool", "db_call", "pool", "tidy_connections"]
 
-pool = ConnectionPool("a2a-face-db", "A2A_FACE_DB_THREADS")
+pool = ConnectionPool("a2a-face-db", "A2A_FACE_DB_THREADS", stage="a2a-face")
 db_call = pool.call
 close_pool = pool.close

@@ -235,4 +235,10 @@ def test_daphne_serves_the_worker_processes_counters_in_multi_process_mode(
         - value(before, "a2a_tasks_ended_total", **done)
         == 1
     )
+    # the CPU of the API's threads (daphne) and the worker's (celery), on the same page
+    for stage in ("tasks-api", "worker"):
+        moved = value(after, "a2a_cpu_seconds_total", stage=stage) - value(
+            before, "a2a_cpu_seconds_total", stage=stage
+        )
+        assert moved > 0, stage
     assert len(list(tmp_path.glob("*.db"))) >= 2  # files of more than one process
