@@ -13,6 +13,7 @@ Subclasses: :class:`a2a.face.asgi.FaceASGIHandler` (async views, disconnect hand
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -69,6 +70,15 @@ class LeanASGIHandler(ASGIHandler):
         for name, value in SECURITY_HEADERS.items():
             response.headers.setdefault(name, value)
         return response
+
+
+def release(response: HttpResponse) -> None:
+    """Release the response's resources without sending request_finished."""
+    for closer in response._resource_closers:
+        with contextlib.suppress(Exception):
+            closer()
+    response._resource_closers.clear()
+    response.closed = True
 
 
 def route_to(handler: ASGIApp, predicate: Callable[[Scope], bool], app: ASGIApp) -> ASGIApp:

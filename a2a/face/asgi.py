@@ -24,7 +24,7 @@ from django.urls import set_script_prefix, set_urlconf
 from django.utils.log import log_response
 
 from a2a.face.errors import FaceError, InvalidRequest, PayloadTooLarge
-from platform_site.lean_asgi import ASGIApp, LeanASGIHandler, route_to
+from platform_site.lean_asgi import ASGIApp, LeanASGIHandler, release, route_to
 
 FACE_PREFIXES = ("/v1/a2a/", "/.well-known/agent-card.json")
 
@@ -108,7 +108,7 @@ class FaceASGIHandler(LeanASGIHandler):
                 with contextlib.suppress(RequestAborted):
                     task.result()
         if not tasks[1].cancelled() and tasks[1].exception() is None:
-            _close(tasks[1].result())
+            release(tasks[1].result())
         body_file.close()
 
 
@@ -123,15 +123,6 @@ def _error_for_path(path: str, error: FaceError) -> HttpResponse:
     from a2a.face import rest
 
     return rest.error_response(error)
-
-
-def _close(response: HttpResponse) -> None:
-    """Release the response's resources without sending request_finished."""
-    for closer in response._resource_closers:
-        with contextlib.suppress(Exception):
-            closer()
-    response._resource_closers.clear()
-    response.closed = True
 
 
 def with_face(app: ASGIApp) -> ASGIApp:

@@ -63,3 +63,59 @@ def test_a_disallowed_host_is_refused(user: Any, settings: Any) -> None:
     auth = {"Authorization": f"Bearer {user.raw_token}"}
     response = call("GET", "/api/tasks", headers=auth)
     assert response.status_code == 400
+
+
+def test_bad_bodies_get_the_platform_error_shape_on_the_lean_path(user: Any, settings: Any) -> None:
+    auth = {"Authorization": f"Bearer {user.raw_token}", "Content-Type": "application/json"}
+    broken = call("POST", "/api/tasks", content=b'{"skillId": ', headers=auth)
+    assert broken.status_code == 400
+    assert broken.json()["error"]["code"]
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    big = {"skillId": "ce-review", "input": {"product": "x" * 5000}}
+    too_large = call("POST", "/api/tasks", json=big, headers=auth)
+    assert too_large.status_code == 413
+    assert too_large.json()["error"]["code"]
+    assert not Task.objects.exists()
+
+
+def test_a_client_that_goes_away_still_gets_its_task_created_once(user: Any) -> None:
+    """The view runs to its end on its thread; its answer to the closed connection is
+    dropped, and nothing is raised into the server."""
+    body = b'{"skillId": "ce-review", "input": {"product": "lamp"}}'
+    messages = [
+        {"type": "http.request", "body": body, "more_body": False},
+        {"type": "http.disconnect"},
+    ]
+    sent: list[dict[str, Any]] = []
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/api/tasks",
+        "raw_path": b"/api/tasks",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"testserver"),
+            (b"authorization", f"Bearer {user.raw_token}".encode()),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        "client": ("127.0.0.1", 5000),
+        "server": ("testserver", 80),
+    }
+
+    async def receive() -> dict[str, Any]:
+        if len(messages) > 1:
+            return messages.pop(0)
+        await asyncio.sleep(0.01)  # disconnected: what a server keeps answering
+        return messages[0]
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)  # a server drops what is sent to a closed connection
+
+    asyncio.run(application(scope, receive, send))
+    assert Task.objects.filter(created_by=user).count() == 1
+    assert sent[0]["status"] == 201
