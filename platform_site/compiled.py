@@ -171,6 +171,30 @@ def _update_sql(
     return f"UPDATE {qn(meta.db_table)} SET {', '.join(sets)} WHERE {' AND '.join(where)}", params
 
 
+# (model, vendor, numbered) -> the fields an INSERT writes, its column list, one row's
+# placeholders: working them out anew for every row cost more than running the INSERT.
+_insert_plans: dict[tuple[type, str, bool], tuple[list[Any], str, str]] = {}
+
+
+def _insert_plan(
+    model: type[models.Model], connection: BaseDatabaseWrapper, numbered: bool
+) -> tuple[list[Any], str, str]:
+    key = (model, connection.vendor, numbered)
+    plan = _insert_plans.get(key)
+    if plan is None:
+        meta = model._meta
+        qn = connection.ops.quote_name
+        fields = [f for f in meta.concrete_fields if not (f.primary_key and numbered)]
+        columns = ", ".join(qn(f.column) for f in fields)
+        plan = (
+            fields,
+            f"INSERT INTO {qn(meta.db_table)} ({columns}) VALUES ",
+            f"({', '.join(['%s'] * len(fields))})",
+        )
+        _insert_plans[key] = plan
+    return plan
+
+
 def insert_rows(objs: list[M]) -> None:
     """``bulk_create(objs)`` as plain INSERTs, for new rows of one model whose auto id
     nobody reads back: an auto primary key left unset stays None on the objects (the
@@ -185,12 +209,8 @@ def insert_rows(objs: list[M]) -> None:
     if any(type(obj) is not model or (obj.pk is None) != numbered for obj in objs):
         raise ValueError("insert_rows takes new rows of one model, all with ids or none")
     connection = connections[DEFAULT_DB_ALIAS]
-    meta = model._meta
-    qn = connection.ops.quote_name
-    fields = [f for f in meta.concrete_fields if not (f.primary_key and numbered)]
-    columns = ", ".join(qn(f.column) for f in fields)
-    row = f"({', '.join(['%s'] * len(fields))})"
-    size = max(1, connection.ops.bulk_batch_size(fields, objs))
+    fields, insert, row = _insert_plan(model, connection, numbered)
+    size = 1 if len(objs) == 1 else max(1, connection.ops.bulk_batch_size(fields, objs))
     with connection.cursor() as cursor:
         for start in range(0, len(objs), size):
             batch = objs[start : start + size]
@@ -199,8 +219,7 @@ def insert_rows(objs: list[M]) -> None:
                 for obj in batch
                 for f in fields
             ]
-            values = ", ".join([row] * len(batch))
-            cursor.execute(f"INSERT INTO {qn(meta.db_table)} ({columns}) VALUES {values}", params)
+            cursor.execute(insert + ", ".join([row] * len(batch)), params)
     for obj in objs:
         obj._state.adding = False
         obj._state.db = DEFAULT_DB_ALIAS
