@@ -58,6 +58,7 @@ class ConnectionPool:
         self.name = name
         self.size_setting = size_setting
         self.stage = stage or name
+        self._cpu = cpu_stage(self.stage)
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -76,7 +77,7 @@ class ConnectionPool:
 
         @functools.wraps(func)
         def run(*args: P.args, **kwargs: P.kwargs) -> R:
-            with cpu_stage(self.stage):
+            with self._cpu:
                 tidy_connections()
                 return func(*args, **kwargs)
 

@@ -18,8 +18,9 @@ import hmac
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
+from contextlib import ContextDecorator
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -112,25 +113,33 @@ CPU_SECONDS = Counter(
 _stage = threading.local()
 
 
-@contextmanager
-def cpu_stage(stage: str) -> Iterator[None]:
+class cpu_stage(ContextDecorator):  # lower case: used like a function, `with` or `@`
     """Count this thread's CPU time inside the block (or decorated function) under
     ``stage`` in ``a2a_cpu_seconds_total``.
 
     Thread CPU time, so time spent waiting (for an agent, a lock, the GIL) is not counted
     and concurrent threads do not count each other's work. A stage entered inside another
-    on the same thread counts to the outer one: nothing is counted twice.
+    on the same thread counts to the outer one: nothing is counted twice. One instance may
+    be shared by threads (what it measures is kept per thread); it costs a few
+    microseconds per use.
     """
-    if getattr(_stage, "active", False):
-        yield
-        return
-    _stage.active = True
-    started = time.thread_time()
-    try:
-        yield
-    finally:
-        _stage.active = False
-        CPU_SECONDS.labels(stage).inc(time.thread_time() - started)
+
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+        self._counter: Any = None  # the labelled counter, looked up once
+
+    def __enter__(self) -> None:
+        depth = getattr(_stage, "depth", 0)
+        if depth == 0:
+            _stage.started = time.thread_time()
+        _stage.depth = depth + 1
+
+    def __exit__(self, *exc: object) -> None:
+        _stage.depth -= 1
+        if _stage.depth == 0:
+            if self._counter is None:
+                self._counter = CPU_SECONDS.labels(self.stage)
+            self._counter.inc(time.thread_time() - _stage.started)
 
 
 _scrape_collectors: list[Callable[[], Iterable[Metric]]] = []

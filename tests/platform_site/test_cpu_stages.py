@@ -99,3 +99,30 @@ def test_the_worker_counts_its_actions_under_worker(db: None) -> None:
     before = counted("worker")
     worker.process_task("00000000-0000-0000-0000-000000000000")  # nothing to claim: a read
     assert counted("worker") > before
+
+
+def test_one_stage_object_serves_several_threads_at_once() -> None:
+    shared = cpu_stage("test-shared")
+    started = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            with shared:
+                started.wait(10)  # both threads inside the same stage object at once
+                burn()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    before = counted("test-shared")
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert not errors
+    one = counted("test-one-burn")
+    with cpu_stage("test-one-burn"):
+        burn()
+    # each thread counted its own burn: more than one burn's worth in all
+    assert counted("test-shared") - before > (counted("test-one-burn") - one) * 1.2
