@@ -112,12 +112,25 @@ class TaskScheduling:
             return int(cursor.rowcount)
 
     @classmethod
-    def claim_due(cls, limit: int) -> list[Any]:
-        """Claim up to ``limit`` due tasks, oldest due first; returns their ids."""
+    def claim_due(cls, limit: int, *, leave_new_for: float = 0.0) -> list[Any]:
+        """Claim up to ``limit`` due tasks, oldest due first; returns their ids.
+
+        ``leave_new_for``: a new task nobody has claimed yet is left alone for that many
+        seconds after it became due. Its hint (a thread of this process, the workers'
+        Redis list or a Celery message) starts it; the sweep is the safety net for a lost
+        hint, and racing the hint would only add a claim, a read and a thread.
+        """
         now = timezone.now()
         lease = now + timedelta(seconds=lease_seconds())
         with transaction.atomic():
             rows = cls._rows().filter(due_filter(now)).order_by("next_poll_at")
+            if leave_new_for > 0:
+                rows = rows.exclude(
+                    next_action=NextAction.SEND,
+                    attempts=0,
+                    lease_until__isnull=True,
+                    next_poll_at__gt=now - timedelta(seconds=leave_new_for),
+                )
             if connection.vendor == "postgresql":
                 rows = rows.select_for_update(skip_locked=True)
             ids = list(rows.values_list("pk", flat=True)[:limit])

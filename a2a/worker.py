@@ -54,9 +54,10 @@ def claim(task_id: Any) -> Task | None:
     return Task.claim(task_id)
 
 
-def claim_due(limit: int) -> list[Any]:
-    """Claim up to ``limit`` due tasks, oldest due first; returns their ids."""
-    return Task.claim_due(limit)
+def claim_due(limit: int, *, leave_new_for: float = 0.0) -> list[Any]:
+    """Claim up to ``limit`` due tasks, oldest due first; returns their ids (new tasks
+    that became due less than ``leave_new_for`` seconds ago are left to their hints)."""
+    return Task.claim_due(limit, leave_new_for=leave_new_for)
 
 
 def schedule_poll(task: Task, *, grow: bool, retry_after: float | None = None) -> bool:
@@ -256,7 +257,10 @@ def sweep() -> dict[str, int]:
     pool: ThreadPoolExecutor | None = None
     try:
         while processed < settings.A2A_POLL_BATCH:
-            ids = claim_due(min(width, settings.A2A_POLL_BATCH - processed))
+            ids = claim_due(
+                min(width, settings.A2A_POLL_BATCH - processed),
+                leave_new_for=settings.A2A_HINT_GRACE,
+            )
             if not ids:
                 break
             if pool is None:

@@ -312,6 +312,8 @@ A2A_EMBEDDED_THREADS = envint("A2A_EMBEDDED_THREADS", 4)
 A2A_HINT_QUEUE = envbool("A2A_HINT_QUEUE", True)
 A2A_HINT_THREADS = envint("A2A_HINT_THREADS", 4)
 A2A_SWEEP_INTERVAL = envfloat("A2A_SWEEP_INTERVAL", 1.0)
+# Seconds the sweep leaves a new task to the hint that starts it (its safety net after).
+A2A_HINT_GRACE = envfloat("A2A_HINT_GRACE", 5.0)
 # Longest single stream or blocking send to an agent that cannot be polled (then the
 # stream is picked up again, up to the task's deadline).
 A2A_LONG_CALL_MAX = envfloat("A2A_LONG_CALL_MAX", 240.0)

@@ -33,6 +33,28 @@ def test_an_expired_lease_can_be_claimed_again(task: Task) -> None:
     assert worker.claim_due(10) == [task.pk]
 
 
+def test_the_sweep_leaves_a_new_task_to_its_hint_for_the_grace_only(task: Task) -> None:
+    # just created, never claimed: its hint starts it; the sweep does not race it
+    assert worker.claim_due(10, leave_new_for=5) == []
+    Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now() - timedelta(seconds=6))
+    # the hint was lost: after the grace the sweep takes it
+    assert worker.claim_due(10, leave_new_for=5) == [task.pk]
+
+
+def test_the_grace_covers_only_new_never_claimed_sends(task: Task) -> None:
+    # claimed once, then its worker died: its lease ran out, so the sweep takes it at once
+    Task.objects.filter(pk=task.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
+    assert worker.claim_due(10, leave_new_for=5) == [task.pk]
+    # a send that failed once and is due again (a retry) is not new either
+    Task.objects.filter(pk=task.pk).update(lease_until=None, attempts=1)
+    assert worker.claim_due(10, leave_new_for=5) == [task.pk]
+    # nor is a poll
+    Task.objects.filter(pk=task.pk).update(
+        lease_until=None, attempts=0, next_action=NextAction.POLL
+    )
+    assert worker.claim_due(10, leave_new_for=5) == [task.pk]
+
+
 def test_a_task_not_yet_due_is_not_claimed(task: Task) -> None:
     Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now() + timedelta(seconds=60))
     assert worker.claim(task.pk) is None
