@@ -47,6 +47,38 @@ def test_a_compiled_read_equals_the_orms(task: Task) -> None:
     assert read.question is None
 
 
+def test_a_joined_read_equals_the_orms_select_related(task: Task) -> None:
+    reads = CompiledGet(Task, related=("agent", "skill"))
+    expected = Task.objects.select_related("agent", "skill").get(pk=task.pk)
+    with CaptureQueriesContext(connection) as queries:
+        read = reads.get(task.pk)
+        assert read is not None
+        # the agent and the skill came with the task: no query to reach them
+        rows = [(read, expected), (read.agent, expected.agent), (read.skill, expected.skill)]
+    assert len(queries.captured_queries) == 1
+    for ours, theirs in rows:
+        for field in type(theirs)._meta.concrete_fields:
+            name = field.attname
+            assert getattr(ours, name) == getattr(theirs, name), (type(theirs), name)
+            assert type(getattr(ours, name)) is type(getattr(theirs, name)), (type(theirs), name)
+        assert (ours._state.db, ours._state.adding) == ("default", False)
+    assert reads.get(uuid.uuid4()) is None
+
+
+def test_a_joined_read_takes_no_row_lock(task: Task) -> None:
+    with pytest.raises(ValueError, match="no row lock"), transaction.atomic():
+        CompiledGet(Task, related=("agent",)).get(task.pk, lock=True)
+
+
+def test_a_token_and_its_user_are_read_in_one_statement(make_user: Any) -> None:
+    user = make_user()
+    with CaptureQueriesContext(connection) as queries:
+        found = UserToken.authenticate(user.raw_token)
+    assert found == user
+    assert [q["sql"].split()[0] for q in queries.captured_queries][:1] == ["SELECT"]
+    assert sum(q["sql"].startswith("SELECT") for q in queries.captured_queries) == 1
+
+
 def test_a_compiled_read_accepts_the_id_as_text_and_finds_nothing_for_an_unknown_one(
     task: Task,
 ) -> None:
