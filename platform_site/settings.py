@@ -302,10 +302,11 @@ A2A_AGENT_POLL_RATE = envfloat("A2A_AGENT_POLL_RATE", 100.0)
 A2A_AGENT_SENDS_IN_FLIGHT = envint("A2A_AGENT_SENDS_IN_FLIGHT", 16)  # per agent and process
 A2A_POLL_CONCURRENCY = envint("A2A_POLL_CONCURRENCY", 16)
 # Embedded mode: threads of the platform process that act on a task at once after a change
-# (a new task, a reply, a cancel: a2a.local_dispatch).
-# Four measured best on 2 CPUs: 16 took CPU from the requests (face message:send 0.55x of
-# a plain a2a-sdk server with 4, 0.36x with 16) and started tasks no faster.
-A2A_EMBEDDED_THREADS = envint("A2A_EMBEDDED_THREADS", 4)
+# (a new task, a reply, a cancel: a2a.local_dispatch). On 2 CPUs 16 took CPU from the
+# requests (face message:send 0.36x of a plain a2a-sdk server, 0.55x with 4); since the
+# sweep stopped racing new tasks' hints, 4 left new tasks queueing under load (dispatch
+# p50 132 ms, 52-57 ms with 8, the face's rate the same).
+A2A_EMBEDDED_THREADS = envint("A2A_EMBEDDED_THREADS", 8)
 # Distributed: immediate hints go to the workers through one Redis list instead of a
 # Celery message each (a2a.hint_queue); each worker process starts them on this many
 # threads of its own.
