@@ -93,6 +93,14 @@ class FaceASGIHandler(LeanASGIHandler):
                 await self.send_response(response, send)
             return response
 
+        if not may_stream(request.path):
+            # One answer, at once: the client going away changes nothing (the answer to a
+            # closed connection is dropped), so no watch (two asyncio tasks per request).
+            try:
+                release(await respond())
+            finally:
+                body_file.close()
+            return
         # Like Django: a client that goes away cancels the view (an SSE stream ends).
         tasks = [
             asyncio.create_task(self.listen_for_disconnect(receive)),
@@ -110,6 +118,13 @@ class FaceASGIHandler(LeanASGIHandler):
         if not tasks[1].cancelled() and tasks[1].exception() is None:
             release(tasks[1].result())
         body_file.close()
+
+
+def may_stream(path: str) -> bool:
+    """Whether the answer to ``path`` can be a stream, which must end when its client goes
+    away: the REST streaming operations, and any JSON-RPC call (its method is in the
+    body)."""
+    return path.endswith((":stream", ":subscribe")) or "/jsonrpc" in path
 
 
 def _error_for_path(path: str, error: FaceError) -> HttpResponse:

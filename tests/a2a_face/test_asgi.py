@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from a2a.face.asgi import FaceASGIHandler, is_face_path
+from a2a.face.asgi import FaceASGIHandler, is_face_path, may_stream
 from a2a.face.db import close_pool
 from a2a.models import Task
 
@@ -121,3 +121,110 @@ def test_a_bad_host_on_the_jsonrpc_url_is_a_jsonrpc_envelope(settings: Any) -> N
     assert status == 200
     assert set(body) == {"jsonrpc", "id", "error"}
     assert body["error"]["code"] == -32600
+
+
+@pytest.mark.parametrize(
+    ("path", "streams"),
+    [
+        ("/v1/a2a/message:stream", True),
+        ("/v1/a2a/agent-x/message:stream", True),
+        ("/v1/a2a/tasks/t1:subscribe", True),
+        ("/v1/a2a/jsonrpc", True),  # the method (maybe a stream) is in the body
+        ("/v1/a2a/agent-x/jsonrpc/", True),
+        ("/v1/a2a/message:send", False),
+        ("/v1/a2a/tasks/t1", False),
+        ("/v1/a2a/tasks/t1:cancel", False),
+        ("/.well-known/agent-card.json", False),
+    ],
+)
+def test_only_answers_that_can_stream_watch_for_the_client_going_away(
+    path: str, streams: bool
+) -> None:
+    assert may_stream(path) is streams
+
+
+def _scope(path: str, method: str, token: str, body: bytes) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"127.0.0.1"),
+            (b"authorization", f"Bearer {token}".encode()),
+            (b"a2a-version", b"1.0"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 80),
+    }
+
+
+def test_a_stream_ends_when_its_client_goes_away(
+    alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)  # not final: its subscription would stream until it ends
+    scope = _scope(f"/v1/a2a/tasks/{task.id}:subscribe", "GET", alice.raw_token, b"")
+    sent: list[dict[str, Any]] = []
+
+    async def run() -> None:
+        streaming = asyncio.Event()
+        asked = 0
+
+        async def receive() -> dict[str, Any]:
+            nonlocal asked
+            asked += 1
+            if asked == 1:
+                return {"type": "http.request", "body": b"", "more_body": False}
+            await streaming.wait()  # the client leaves once the stream has begun
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+            if message["type"] == "http.response.body" and message.get("body"):
+                streaming.set()
+
+        handler = asyncio.create_task(FaceASGIHandler()(scope, receive, send))
+        await streaming.wait()
+        # the task never ends here: only the client's going away can stop its stream
+        done, _ = await asyncio.wait([handler], timeout=15)
+        handler.cancel()
+        assert done, "the stream went on after its client had gone"
+
+    asyncio.run(run())
+    assert sent[0]["status"] == 200
+    assert any(m.get("body") for m in sent[1:])
+
+
+def test_a_send_whose_client_went_away_still_creates_its_task_once(
+    alice: Any, skill: Any, agent: Any
+) -> None:
+    message = {
+        "messageId": "m-gone-1",
+        "role": "ROLE_USER",
+        "parts": [{"data": {"product": "lamp"}}],
+        "metadata": {"skillId": skill.id},
+    }
+    body = json.dumps({"message": message, "configuration": {"returnImmediately": True}})
+    scope = _scope("/v1/a2a/message:send", "POST", alice.raw_token, body.encode())
+    messages = [{"type": "http.request", "body": body.encode(), "more_body": False}]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop()
+        await asyncio.sleep(0.01)
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)  # a server drops what is sent to a closed connection
+
+    asyncio.run(FaceASGIHandler()(scope, receive, send))
+    assert Task.objects.filter(created_by=alice).count() == 1
+    assert sent[0]["status"] == 200
