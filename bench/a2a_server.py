@@ -337,8 +337,14 @@ itself is 6 queries (skill and candidates cached per process, the candidates' lo
 counted once a second, one INSERT per row kind); the tenant route picks its skill from
 the same cache (two uncached queries there were a fifth of its CPU, which had made it
 the slower route: 93 req/s against 124 before). Back-to-back runs on this VM differ by
-up to a quarter: four runs of 2026-12-02 gave 94-133 req/s (tenant) and 79-126 (default)
-against 140-182 for the plain server: ratios 0.68-0.75x (tenant) and 0.53-0.69x (default).
+up to a quarter: four earlier runs of 2026-12-02 gave 94-133 req/s (tenant) and 79-126
+(default) against 140-182 for the plain server: ratios 0.68-0.75x (tenant) and
+0.53-0.69x (default). This run's figures (0.80x, 0.74x; reads 0.98x) follow a round
+that took from every task what the platform did beyond the work itself: the sweep no
+longer races new tasks' hints (it had claimed, read and sent tasks already queued on the
+local threads), the worker reads its task, agent and skill in one statement, and a
+request whose answer cannot stream no longer starts two asyncio tasks to watch for its
+client going away.
 """
 
 

@@ -59,19 +59,24 @@ ANALYSIS = """
 answer to `message:send` (with `returnImmediately`) is already the finished task, and the
 platform does not poll a task that has ended (aim: at most 2).
 
-**Why the platform is below half of the ceiling (the aim).** On 2 CPUs that also run the
-agent, the benchmark client and (distributed) PostgreSQL and Redis, throughput follows
-CPU per task, so the ratio is roughly what the ceiling spends per task over what the
-platform spends: the bare loop costs the agent's 6-7 ms and little else; the platform
-adds an authenticated, validated, matched and durably stored task (the API column:
-daphne, Django REST framework, a few statements and, distributed, a Celery message) and
-a worker that claims the task, calls the agent, validates the output and records the
-transition with its event. What remains is spread over the HTTP stacks (daphne, urllib3),
-Django REST framework, token checks (uncached, so a revoked token is refused at once)
-and commits.
+**Why the platform is below half of the ceiling (the aim).** Embedded, both sides are
+bound by one Python process each: the bare loop by the agent's (about one core), the
+platform path by the platform's (about one core too, while the agent waits for it). So
+the ratio is close to the agent's CPU per task over the platform's: 5.5 / 11.9 ms here,
+0.46 at best, 0.42 measured. The bare loop costs the agent's 6 ms and little else; the
+platform adds an authenticated, validated, matched and durably stored task and a worker
+that claims it, calls the agent, validates the output and records the transition with
+its event. The counter `a2a_cpu_seconds_total` (by stage, thread CPU time) splits the
+11.9 ms: the tasks API's request threads 4.3 (token check, Django REST framework,
+validation, matching, three INSERTs), the worker 5.3 (claim, the call to the agent,
+output validation, the transition), the sweep 0.1, and 2.2 for daphne's event loop
+(HTTP parsing and answering) and threads no stage covers. Distributed, the machine's two
+CPUs are full (the platform's three processes, PostgreSQL, Redis, the agent, the
+client): creations (82/s) outrun the one worker process and queue, which is what its
+p50 shows.
 
-Four rounds of profiling (py-spy on the live processes) cut the platform's CPU per task
-from 48-58 ms to about 14 ms embedded and 18 ms distributed on this machine. The first:
+Five rounds of profiling (py-spy on the live processes) cut the platform's CPU per task
+from 48-58 ms to 11.9 ms embedded and 13.7 ms distributed on this machine. The first:
 Celery's Django fix-up opened a new PostgreSQL session for every task (workers now keep
 their connections); every transition published a stream snapshot although nobody streamed
 (now only when a subscriber's marker is in Redis); matching counted each candidate's
@@ -84,20 +89,23 @@ UPDATE, the face's push-config lookup, the gateway's withdrawal). The third: the
 mode starts new tasks on its own threads instead of a Celery message through the memory
 broker (`a2a/local_dispatch.py`), new tasks' rows and transitions' events go in as plain
 INSERTs, and daphne no longer lets Twisted parse each POST's `Content-Type` through
-`email.message` (0.28 ms a request): embedded 23.0 -> 17.7 ms per task (p50 143 -> 65
-ms), distributed 25.3 -> 23.1 ms. The fourth: the calls to agents (send, poll, cancel) go
-over a guarded urllib3 pool (`agent_profiles/guarded_pool.py`) instead of `httpx.Client`,
-which cost 1.8 ms of CPU per call with 16 threads calling against urllib3's 0.6 ms, and a
-worker's claim of one task is one plain UPDATE: embedded 17.7 -> 13.3-15.0 ms per task
-over six runs (54 -> 61-69 tasks/s, 35-42% of the ceiling), distributed 23.1 -> 19.4-21.3
-ms over three. Then the distributed mode's hints of new tasks moved from one Celery
-message each to one Redis list that every worker process pops (`a2a/hint_queue.py`):
-measured back to back with 1,500 tasks, 21.2 ms per task with Celery messages (API 10.4,
-worker 10.7) against 18.1 ms with the list (API 9.4, worker 8.6), 49 -> 52 tasks/s; 16.6
-ms in the table's run. Tried and dropped: psycopg's server-side binding (same client CPU
-for a read, an UPDATE and an INSERT, one more round trip). What would close the rest is
-more CPUs: the distributed mode scales out (daphne and worker processes on other cores,
-the database the only shared part); on these 2 CPUs the platform, the agent, the clients,
-PostgreSQL and Redis share the same cores, and the queue of tasks waiting for the one
-worker process is what the distributed p50 shows.
+`email.message` (0.28 ms a request): embedded 23.0 -> 17.7 ms per task, distributed 25.3
+-> 23.1 ms. The fourth: the calls to agents go over a guarded urllib3 pool
+(`agent_profiles/guarded_pool.py`: 0.6 ms of CPU per call against `httpx.Client`'s 1.8
+ms), a worker's claim of one task is one plain UPDATE, and the distributed mode's hints
+of new tasks go through one Redis list (`a2a/hint_queue.py`) instead of a Celery message
+each: embedded 17.7 -> 13.3-15.0 ms, distributed 23.1 -> 16.6 ms. The fifth, with the
+stage counter: the tasks API's lean path no longer sends Django's request signals (a
+thread hop each way) nor watches for the client going away (two asyncio tasks) for views
+that answer at once, which halved the event loop's share (4.4 -> 2.5 ms); the sweep
+leaves a new task to its hint for `A2A_HINT_GRACE` instead of racing it (it had claimed,
+read and sent tasks already queued on the local threads: sweep 1.2-1.5 -> 0.2 ms), with
+8 local threads instead of 4 so new tasks do not queue under load (p50 132 -> 52-57 ms);
+a worker reads its task with the agent and skill in one compiled, joined statement, and
+a token with its user (0.66 -> 0.46-0.50 ms for the claim's read on SQLite); the
+INSERTs keep their plan per model. Embedded 15.0 -> 11.9 ms per task (61 -> 74 tasks/s),
+distributed 16.6 -> 13.7 ms (56 -> 64 tasks/s). Tried and dropped: psycopg's
+server-side binding (same client CPU for a read, an UPDATE and an INSERT, one more round
+trip). What would close the rest is more CPUs: the distributed mode scales out (daphne
+and worker processes on other cores, the database the only shared part).
 """
