@@ -14,6 +14,7 @@ from django.db import connections
 from a2a.api.asgi import close_pool
 from a2a.models import Task
 from platform_site.asgi import application
+from tests.support.asgi_calls import body_then_gone, http_scope, recording
 
 
 def call(method: str, path: str, **kwargs: Any) -> httpx.Response:
@@ -82,40 +83,13 @@ def test_a_client_that_goes_away_still_gets_its_task_created_once(user: Any) -> 
     """The view runs to its end on its thread; its answer to the closed connection is
     dropped, and nothing is raised into the server."""
     body = b'{"skillId": "ce-review", "input": {"product": "lamp"}}'
-    messages = [
-        {"type": "http.request", "body": body, "more_body": False},
-        {"type": "http.disconnect"},
+    headers = [
+        (b"authorization", f"Bearer {user.raw_token}".encode()),
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
     ]
+    scope = http_scope("/api/tasks", method="POST", headers=headers, host=b"testserver")
     sent: list[dict[str, Any]] = []
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/api/tasks",
-        "raw_path": b"/api/tasks",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
-            (b"host", b"testserver"),
-            (b"authorization", f"Bearer {user.raw_token}".encode()),
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ],
-        "client": ("127.0.0.1", 5000),
-        "server": ("testserver", 80),
-    }
-
-    async def receive() -> dict[str, Any]:
-        if len(messages) > 1:
-            return messages.pop(0)
-        await asyncio.sleep(0.01)  # disconnected: what a server keeps answering
-        return messages[0]
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)  # a server drops what is sent to a closed connection
-
-    asyncio.run(application(scope, receive, send))
+    asyncio.run(application(scope, body_then_gone(body), recording(sent)))
     assert Task.objects.filter(created_by=user).count() == 1
     assert sent[0]["status"] == 201

@@ -13,6 +13,7 @@ import pytest
 from a2a.face.asgi import FaceASGIHandler, is_face_path, may_stream
 from a2a.face.db import close_pool
 from a2a.models import Task
+from tests.support.asgi_calls import body_then_gone, http_scope, recording
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -77,29 +78,15 @@ def test_it_checks_allowed_hosts(settings: Any) -> None:
 
 def _raw_call(path: str, query: bytes = b"", host: bytes = b"127.0.0.1") -> tuple[int, Any]:
     """One request straight through the ASGI interface (bytes no HTTP client would send)."""
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST" if "jsonrpc" in path else "GET",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": query,
-        "root_path": "",
-        "headers": [(b"host", host), (b"content-type", b"application/json")],
-        "client": ("127.0.0.1", 5000),
-        "server": ("127.0.0.1", 80),
-    }
+    method = "POST" if "jsonrpc" in path else "GET"
+    headers = [(b"content-type", b"application/json")]
+    scope = http_scope(path, method=method, headers=headers, query=query, host=host)
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": b"{}", "more_body": False}
 
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    asyncio.run(FaceASGIHandler()(scope, receive, send))
+    asyncio.run(FaceASGIHandler()(scope, receive, recording(sent)))
     start = next(m for m in sent if m["type"] == "http.response.start")
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     headers = dict(start["headers"])
@@ -144,26 +131,13 @@ def test_only_answers_that_can_stream_watch_for_the_client_going_away(
 
 
 def _scope(path: str, method: str, token: str, body: bytes) -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
-            (b"host", b"127.0.0.1"),
-            (b"authorization", f"Bearer {token}".encode()),
-            (b"a2a-version", b"1.0"),
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ],
-        "client": ("127.0.0.1", 5000),
-        "server": ("127.0.0.1", 80),
-    }
+    headers = [
+        (b"authorization", f"Bearer {token}".encode()),
+        (b"a2a-version", b"1.0"),
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    return http_scope(path, method=method, headers=headers)
 
 
 def test_a_stream_ends_when_its_client_goes_away(
@@ -213,18 +187,7 @@ def test_a_send_whose_client_went_away_still_creates_its_task_once(
     }
     body = json.dumps({"message": message, "configuration": {"returnImmediately": True}})
     scope = _scope("/v1/a2a/message:send", "POST", alice.raw_token, body.encode())
-    messages = [{"type": "http.request", "body": body.encode(), "more_body": False}]
     sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        if messages:
-            return messages.pop()
-        await asyncio.sleep(0.01)
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)  # a server drops what is sent to a closed connection
-
-    asyncio.run(FaceASGIHandler()(scope, receive, send))
+    asyncio.run(FaceASGIHandler()(scope, body_then_gone(body.encode()), recording(sent)))
     assert Task.objects.filter(created_by=alice).count() == 1
     assert sent[0]["status"] == 200
