@@ -286,12 +286,14 @@ def apply(task_id: uuid.UUID, attempt: int, push: Push) -> Applied:
 
     Applied under the task's row lock, in one transaction whose writes are one UPDATE of
     the task (and its event, for a transition); a push that changes nothing writes
-    nothing. On SQLite, whose write lock is the whole database's, such a push (and a
-    refusal) is answered from a plain read first, so repeats do not queue behind writers.
+    nothing. On SQLite, whose write lock is the whole database's, a status (or a Task)
+    that may repeat what the task holds is answered from a plain read first, so repeats
+    do not queue behind writers; an artifact or a message always writes, so it goes
+    straight to the locked read (its refusals are checked there).
     """
     from a2a.services import apply_agent_update, record_message
 
-    if connection.vendor != "postgresql":
+    if connection.vendor != "postgresql" and push.kind in ("status", "task"):
         task = _read(task_id, lock=False)
         _check_ties(task, push, attempt)
         if _changes_nothing(task, push):

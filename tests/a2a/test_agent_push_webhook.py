@@ -189,6 +189,25 @@ def test_a_finished_task_takes_no_push(task: Task) -> None:
     assert fresh(task).state == TaskState.COMPLETED
 
 
+def artifact(data: Any, agent_task: str = "agent-task-1") -> dict[str, Any]:
+    part = {"artifactId": "a9", "parts": [{"data": data}]}
+    return {"artifactUpdate": {"taskId": agent_task, "contextId": "c", "artifact": part}}
+
+
+def test_an_artifact_push_is_refused_as_a_status_is_and_changes_nothing(task: Task) -> None:
+    # artifacts and messages skip the plain pre-read on SQLite: the locked read refuses them
+    wrong = push(task, artifact({"n": 1}, agent_task="someone-else"))
+    assert (wrong.status_code, wrong.json()["error"]["code"]) == (409, "wrong_task")
+    Task.objects.filter(pk=task.pk).update(attempts=2)
+    stale = push(task, artifact({"n": 1}), attempt=1)
+    assert (stale.status_code, stale.json()["error"]["code"]) == (409, "stale_update")
+    Task.objects.filter(pk=task.pk).update(attempts=1)
+    push(task, done({"verdict": "pass"}))
+    finished = push(task, artifact({"n": 2}))
+    assert (finished.status_code, finished.json()["error"]["code"]) == (409, "task_finished")
+    assert [a["artifactId"] for a in fresh(task).artifacts] == ["a1"]
+
+
 @pytest.mark.parametrize("token", [None, "nope", "x" * 64])
 def test_a_missing_or_forged_token_is_refused(task: Task, token: str | None) -> None:
     response = push(task, status("TASK_STATE_WORKING"), token=token)
