@@ -8,7 +8,8 @@ HTTP requests per task. In the same run the same agent is driven by a bare httpx
 same concurrency): the ceiling. The ratio is platform / ceiling.
 
     .venv/bin/python bench/dispatch.py [--tasks 500] [--concurrency 16]
-        [--mode embedded|distributed|both] [--write]
+        [--mode embedded|distributed|both] [--save FILE] [--write]
+    .venv/bin/python bench/dispatch.py --load FILE [--tasks N] [--write]
 
 Embedded: ``manage.py runplatform`` (daphne + in-process Celery worker and beat, SQLite).
 Distributed: daphne + ``celery worker`` (threads) + ``celery beat`` on PostgreSQL and
@@ -392,7 +393,15 @@ def run(
         }
         by_stage["event loops and other"] = ours["platform_cpu_ms"] - sum(by_stage.values())
         ours["cpu_stages"] = by_stage
-    return {"mode": mode, "via": VIA["how"], "platform": ours, "ceiling": bare, "log": str(log)}
+    return {
+        "mode": mode,
+        "via": VIA["how"],
+        "platform": ours,
+        "ceiling": bare,
+        "log": str(log),
+        "date": time.strftime("%Y-%m-%d"),
+        "load": os.getloadavg()[0],
+    }
 
 
 def main() -> None:
@@ -407,12 +416,19 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
     parser.add_argument("--via", choices=["single", "batch"], default="single")
     parser.add_argument("--analysis", default="", help="a file whose text replaces ANALYSIS")
+    parser.add_argument("--save", default="", help="write the results (JSON) to this file")
+    parser.add_argument("--load", default="", help="run nothing: tabulate results saved here")
     args = parser.parse_args()
     VIA["how"] = args.via
     EXTRA_INPUT.update({"behaviour": args.behaviour, "seconds": args.seconds})
     extra_env = dict(item.split("=", 1) for item in args.env)
     modes = ["embedded", "distributed"] if args.mode == "both" else [args.mode]
-    results = [run(m, args.tasks, args.concurrency, args.warmup, extra_env) for m in modes]
+    if args.load:
+        results = json.loads(Path(args.load).read_text())
+    else:
+        results = [run(m, args.tasks, args.concurrency, args.warmup, extra_env) for m in modes]
+    if args.save:
+        Path(args.save).write_text(json.dumps(results, indent=1))
     analysis = Path(args.analysis).read_text() if args.analysis else ANALYSIS
     section = table(results, args.tasks, args.concurrency) + "\n" + analysis
     print(section)

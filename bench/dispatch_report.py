@@ -8,11 +8,13 @@ from typing import Any
 
 
 def table(results: list[dict[str, Any]], total: int, concurrency: int) -> str:
-    load = os.getloadavg()[0]
+    # When and under what load the (last) run was made: saved with it (--load), else now.
+    load = results[-1].get("load", os.getloadavg()[0]) if results else os.getloadavg()[0]
+    date = results[-1].get("date", time.strftime("%Y-%m-%d")) if results else ""
     lines = [
         f"`bench/dispatch.py` — {total} tasks per run, {concurrency} concurrent clients, an "
         f"a2a-sdk agent that completes at once, on this machine ({os.cpu_count()} CPUs), "
-        f"{time.strftime('%Y-%m-%d')}, load average {load:.1f} at the end (the benchmark's own "
+        f"{date}, load average {load:.1f} at the end (the benchmark's own "
         "processes: agent, platform, clients, and in the distributed mode PostgreSQL and Redis).",
         "",
         "| Mode | Path | Tasks/s | p50 ms | p95 ms | Agent requests/task | CPU ms/task: "
