@@ -24,10 +24,7 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -37,14 +34,20 @@ from typing import Any
 
 import httpx
 from dispatch_report import ANALYSIS, table
+from procs import (
+    BENCH_DATABASE_URL,
+    BENCH_REDIS_URL,
+    PYTHON,
+    Proc,
+    cpu_seconds,
+    django_script,
+    free_port,
+    percentile,
+    recreate_postgres,
+    stage_cpu,
+)
 from report import write_section
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-PYTHON = sys.executable
-BENCH_DATABASE_URL = os.environ.get(
-    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:54329/platform_bench"
-)
-BENCH_REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:63799/2")
 A2A = {"A2A-Version": "1.0"}
 # Extra skill input (--behaviour/--seconds): what the test agent should do.
 EXTRA_INPUT: dict[str, Any] = {}
@@ -82,101 +85,9 @@ print(json.dumps({"states": states, "latencies": lat, "span": span}))
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Proc:
-    """A child process logging to a file, stopped on exit."""
-
-    def __init__(self, args: list[str], env: dict[str, str], log: Path, name: str) -> None:
-        self.name = name
-        self.log = log
-        self.popen = subprocess.Popen(
-            args, cwd=BASE_DIR, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT
-        )
-
-    def wait_http(self, url: str, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.popen.poll() is not None:
-                raise RuntimeError(f"{self.name} exited; see {self.log}")
-            try:
-                httpx.get(url, timeout=2.0)
-                return
-            except httpx.TransportError:
-                time.sleep(0.1)
-        raise TimeoutError(f"{self.name}: {url}")
-
-    def wait_log(self, text: str, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in self.log.read_text(errors="replace"):
-            if self.popen.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name} not ready; see {self.log}")
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        self.popen.terminate()
-        try:
-            self.popen.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.popen.kill()
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU seconds used so far by these processes (Linux /proc)."""
-    total = 0.0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
-
-
-def stage_cpu(url: str) -> dict[str, float]:
-    """``a2a_cpu_seconds_total`` by stage, from the platform's ``/metrics`` (every
-    process's, in the distributed mode's multi-process metrics)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    page = httpx.get(f"{url}/metrics", timeout=30).text
-    return {
-        sample.labels["stage"]: sample.value
-        for family in text_string_to_metric_families(page)
-        for sample in family.samples
-        if sample.name == "a2a_cpu_seconds_total"
-    }
-
-
-def django_script(script: str, env: dict[str, str]) -> str:
-    out = subprocess.run(
-        [PYTHON, "-c", script], env=env, cwd=BASE_DIR, capture_output=True, text=True
-    )
-    if out.returncode:
-        raise RuntimeError(out.stderr[-3000:])
-    return out.stdout.strip().splitlines()[-1]
-
-
-def recreate_postgres(url: str) -> None:
-    import psycopg
-
-    base, _, name = url.rpartition("/")
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
 def agent_requests(agent_url: str) -> int:
     counts = httpx.get(f"{agent_url}/_stats", timeout=5).json()["counts"]
     return sum(n for path, n in counts.items() if path != "/health")
-
-
-def percentile(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(len(values) * q))]
 
 
 # --- the ceiling: a bare httpx send + poll loop -----------------------------------------

@@ -42,13 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from gateway_report import write_doc
+from procs import BASE_DIR, BENCH_DATABASE_URL, BENCH_REDIS_URL, recreate_postgres
 
-BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
-BENCH_DATABASE_URL = os.environ.get(
-    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:54329/platform_bench"
-)
-BENCH_REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:63799/2")
 
 
 def raise_fd_limit(wanted: int) -> int:
@@ -79,8 +75,6 @@ def setup_django(mode: str) -> None:
     os.environ.pop("DATABASE_URL", None)
     os.environ.pop("REDIS_URL", None)
     if mode == "distributed":
-        from dispatch import recreate_postgres
-
         recreate_postgres(BENCH_DATABASE_URL)
         os.environ["DATABASE_URL"] = BENCH_DATABASE_URL
         os.environ["REDIS_URL"] = BENCH_REDIS_URL

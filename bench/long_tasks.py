@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from dispatch import (
+from procs import (
     BENCH_DATABASE_URL,
     BENCH_REDIS_URL,
     PYTHON,
