@@ -42,15 +42,20 @@ class NextAction(models.TextChoices):
     FOLLOW = "follow", "Follow the agent's task over a stream (it cannot be polled)"
 
 
+# Django rebuilds ``TaskState.values`` (a list) at every access: normalize_state runs for
+# every poll answer and push, where that list cost 2% of the server's CPU.
+_STATE_NAMES: frozenset[str] = frozenset(TaskState.values)
+
+
 def normalize_state(raw: object) -> str | None:
     """Map an agent's state spelling to ours: A2A 1.0 names, 0.3 lowercase, or None."""
     if not isinstance(raw, str):
         return None
     value = raw.strip()
-    if value in TaskState.values:
+    if value in _STATE_NAMES:
         return value
     name = value.upper().replace("-", "_").removeprefix("TASK_STATE_")
     legacy = "TASK_STATE_" + name  # 0.3 JSON-RPC "input-required", 0.3 proto "..._CANCELLED"
     if legacy == "TASK_STATE_CANCELLED":
         legacy = TaskState.CANCELED
-    return legacy if legacy in TaskState.values else None
+    return legacy if legacy in _STATE_NAMES else None

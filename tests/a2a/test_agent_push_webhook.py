@@ -94,6 +94,22 @@ def test_the_push_config_names_a_webhook_and_token_per_task(task: Task, settings
     assert config["token"] != agent_push.token_for(task.pk, 2)
 
 
+def test_tokens_are_djangos_salted_hmac_and_follow_the_secret_key(settings: Any) -> None:
+    """The same tokens as Django's salted_hmac (so a task sent before an upgrade keeps its
+    webhook), and a new SECRET_KEY makes new ones (the derived key is not kept stale)."""
+    from django.utils.crypto import salted_hmac
+
+    task_id = "3f2b6c1e-0000-4000-8000-000000000001"
+    for secret in ("first-secret", "second-secret"):
+        settings.SECRET_KEY = secret
+        expected = salted_hmac(
+            "a2a.agent_push", f"{task_id}:3", secret=secret, algorithm="sha256"
+        ).hexdigest()
+        assert agent_push.token_for(task_id, 3) == expected
+        assert agent_push.token_matches(task_id, 3, expected)
+        assert not agent_push.token_matches(task_id, 2, expected)
+
+
 def test_a_status_push_moves_the_task(task: Task) -> None:
     response = push(task, status("TASK_STATE_WORKING", T1))
     assert response.status_code == 200, response.text

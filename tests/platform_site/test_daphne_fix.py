@@ -57,3 +57,45 @@ def test_plain_twisted_requests_still_parse_forms(monkeypatch: pytest.MonkeyPatc
     request = _received(http.Request)
     assert request.seen == {b"a": [b"1"], b"b": [b"2"]}  # type: ignore[attr-defined]
     assert parsed == [b"application/x-www-form-urlencoded"]
+
+
+class _Lines:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def write(self, line: str) -> None:
+        self.lines.append(line)
+
+    def flush(self) -> None:
+        pass
+
+
+def _factory_log(verbosity: int) -> list[str]:
+    """What daphne's HTTP factory writes to Twisted's log for one finished request."""
+    from daphne.http_protocol import HTTPFactory
+
+    factory = HTTPFactory(SimpleNamespace(verbosity=verbosity))
+    factory._logFile = _Lines()
+    request = _received(WebRequest)
+    request.setResponseCode(200)
+    factory.log(request)
+    return factory._logFile.lines
+
+
+def test_no_access_line_is_formatted_when_daphne_discards_twisteds_log(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    daphne_fix.install()
+    formatted: list[Any] = []
+    real = http.combinedLogFormatter
+    monkeypatch.setattr(http, "combinedLogFormatter", lambda *a: formatted.append(a) or real(*a))
+    assert _factory_log(verbosity=1) == []
+    assert _factory_log(verbosity=0) == []
+    assert formatted == []
+
+
+def test_a_verbose_daphne_still_gets_twisteds_access_line() -> None:
+    daphne_fix.install()
+    lines = _factory_log(verbosity=2)
+    assert len(lines) == 1
+    assert '"POST /api/tasks HTTP/1.1" 200' in lines[0]
