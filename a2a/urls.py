@@ -6,8 +6,6 @@ from a2a.adapter import adapter_js
 from a2a.api import registry, views
 
 urlpatterns: list[URLPattern | URLResolver] = [
-    # The A2A server face: /.well-known/agent-card.json and /v1/a2a/...
-    path("", include("a2a.face.urls")),
     path("api/a2a/adapter.js", adapter_js, name="a2a-adapter-js"),
     # Registry discovery (public): the skill catalogue and the AgentCards.
     path("api/a2a/skills", registry.SkillListView.as_view(), name="skill-list"),
@@ -21,4 +19,6 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("api/tasks/<uuid:pk>/cancel", views.TaskCancelView.as_view(), name="task-cancel"),
     path("api/tasks/<uuid:pk>/retry", views.TaskRetryView.as_view(), name="task-retry"),
     path("api/tasks/<uuid:pk>/reassign", views.TaskReassignView.as_view(), name="task-reassign"),
+    # The A2A server face: /.well-known/agent-card.json and /v1/a2a/...
+    path("", include("a2a.face.urls")),
 ]
