@@ -325,3 +325,25 @@ class UserToken(models.Model):
             return None
         mark_used(token)
         return user
+
+
+class RateWindow(models.Model):
+    """Requests one client made in one window of a rate limit (the registration throttle).
+
+    Kept in the database so that every daphne process counts against the same limit; see
+    :mod:`agent_profiles.ratelimit`. ``client`` is a hash of the client's address, so
+    whatever a header carried is stored in a fixed size.
+    """
+
+    scope = models.CharField(max_length=50)
+    client = models.CharField(max_length=64)
+    slot = models.BigIntegerField(help_text="the window's start, in windows since the epoch")
+    hits = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "client", "slot"], name="rate_window_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.client[:8]}… slot {self.slot}: {self.hits}"

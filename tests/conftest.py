@@ -68,8 +68,8 @@ SKILL_OUTPUT_SCHEMA: dict[str, Any] = {
 
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> None:
-    """Each test starts with empty caches: no throttle counts carried over, and no skill or
-    agent of an earlier (rolled back) test remembered by task creation."""
+    """Each test starts with empty caches: no skill or agent of an earlier (rolled back)
+    test remembered by task creation, nothing an earlier test cached."""
     from django.core.cache import cache
 
     from a2a import lookups

@@ -11,19 +11,22 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from agent_profiles import services
+from agent_profiles import ratelimit, services
 from agent_profiles.api.serializers import (
     AgentProfileSerializer,
     RegistrationResultSerializer,
     RegistrationSerializer,
 )
 from agent_profiles.authentication import AgentPrincipal
+from platform_site.clientip import client_ip
 
 ERROR_RESPONSE = OpenApiResponse(description='`{"error": {"code", "message", "details"}}`')
 
 
 class RegistrationThrottle(ScopedRateThrottle):
-    """Registration attempts per client address (``REGISTRATION_THROTTLE``, e.g. ``30/min``).
+    """Registration attempts per client address (``REGISTRATION_THROTTLE``, e.g. ``30/min``),
+    counted in the database (:mod:`agent_profiles.ratelimit`), so every process shares
+    them; DRF's own counts live in each process's cache.
 
     Reads the rate at request time, so a changed setting applies without a restart of
     the class (DRF's own reads it once at import).
@@ -33,6 +36,19 @@ class RegistrationThrottle(ScopedRateThrottle):
         from rest_framework.settings import api_settings
 
         return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        self.scope = getattr(view, self.scope_attr, None)
+        self.rate = self.get_rate() if self.scope else None
+        if not self.scope or self.rate is None:
+            return True
+        limit, seconds = self.parse_rate(self.rate)
+        verdict = ratelimit.hit(self.scope, client_ip(request), limit, seconds)
+        self._retry_after = verdict.retry_after
+        return verdict.allowed
+
+    def wait(self) -> float | None:
+        return getattr(self, "_retry_after", None)
 
 
 class RegisterAgentView(APIView):
