@@ -78,6 +78,9 @@ def pick_fairly(candidates: list[tuple[Any, str]], limit: int, per_agent: int) -
     return picked
 
 
+POLL_DEFERS = ("input", "outbound_message")
+
+
 def claim_polls(limit: int) -> tuple[list[Task], Any]:
     """Claim up to ``limit`` due polls fairly; the tasks and the batch's lease."""
     now = timezone.now()
@@ -95,7 +98,9 @@ def claim_polls(limit: int) -> tuple[list[Task], Any]:
         Task.objects.filter(due_filter(now), pk__in=ids).update(lease_until=lease)
     # The batch's few agents and skills are read once each, not joined to every row: the
     # joined columns (an agent's card data, a skill's schemas) cost more than the task's.
-    held = Task.objects.filter(pk__in=ids, lease_until=lease)
+    # A poll never reads the task's input or the message sent (the rare path that sends
+    # again loads it then): decoding them for every poll grew with every input's size.
+    held = Task.objects.filter(pk__in=ids, lease_until=lease).defer(*POLL_DEFERS)
     return list(held.prefetch_related("skill", "agent")), lease
 
 
