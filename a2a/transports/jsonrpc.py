@@ -157,14 +157,17 @@ class JsonRpcTransport(AgentTransport):
         return AgentReply(task=task, message=reply)
 
     def get_task(self, task_id: str) -> AgentReply:
-        return self._task_call("get_task", task_id)
+        # historyLength 0: no conversation in a poll's answer (see the HTTP+JSON binding).
+        return self._task_call("get_task", {"id": task_id, "historyLength": 0})
 
     def cancel(self, task_id: str, *, timeout: float | None = None) -> AgentReply:
-        return self._task_call("cancel", task_id, timeout)
+        return self._task_call("cancel", {"id": task_id}, timeout)
 
-    def _task_call(self, operation: str, task_id: str, timeout: float | None = None) -> AgentReply:
+    def _task_call(
+        self, operation: str, params: dict[str, Any], timeout: float | None = None
+    ) -> AgentReply:
         method = self._method(operation)
-        result = self._call(operation, {"id": task_id}, timeout)
+        result = self._call(operation, params, timeout)
         task = shapes.read_task_answer(result, v03=self.v03, rest=False, what=f"answer to {method}")
         return AgentReply(task=task)
 

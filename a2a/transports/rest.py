@@ -66,7 +66,10 @@ class RestTransport(AgentTransport):
         return AgentReply(task=task, message=reply_message, retry_after=retry_after)
 
     def get_task(self, task_id: str) -> AgentReply:
-        return self._task_call("GET", self._task_path(task_id), None, "get_task", "tasks/get")
+        # historyLength=0: a poll reads the state, status and artifacts; the agent need not
+        # send (and the platform parse) the whole conversation on every poll.
+        url = self._task_path(task_id) + "?historyLength=0"
+        return self._task_call("GET", url, None, "get_task", "tasks/get")
 
     def cancel(self, task_id: str, *, timeout: float | None = None) -> AgentReply:
         url = self._task_path(task_id, ":cancel")

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from a2a.exceptions import A2APermanentError, A2AProtocolError, A2ATransientError
@@ -49,6 +50,21 @@ def test_it_sends_polls_and_cancels_against_the_sdk(peer: TestAgent, settings: A
     assert polled.task["id"] == working.task["id"]
     canceled = client.cancel(working.task["id"])
     assert canceled.state == TaskState.CANCELED
+
+
+@pytest.mark.slow
+def test_a_poll_asks_for_no_history(peer: TestAgent) -> None:
+    """The agent's task holds the conversation; a poll needs none of it, so it asks for
+    ``historyLength=0`` and the a2a-sdk agent leaves the history out."""
+    client = rest(peer.url)
+    working = client.send(message("working"))
+    task_id = working.task["id"]
+    whole = httpx.get(f"{peer.url}/tasks/{task_id}", headers={"A2A-Version": "1.0"}, timeout=5)
+    assert whole.json()["history"], "without the parameter the agent sends its history"
+    polled = client.get_task(task_id)
+    assert polled.task["id"] == task_id
+    assert not polled.task.get("history")
+    client.cancel(task_id)
 
 
 @pytest.mark.slow
