@@ -4,7 +4,10 @@ PostgreSQL, whose drivers hand back different types for the same columns)."""
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
+from datetime import timezone as timezone_offset
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import connection, transaction
@@ -160,6 +163,55 @@ def test_a_plain_update_leaves_what_it_cannot_write_to_the_orm(task: Task) -> No
     assert update_row(Task, task.pk, {"state__in": ["x"]}, {"attempts": 1}) is None
     assert update_row(Task, task.pk, {"metadata": {}}, {"attempts": 1}) is None
     assert Task.objects.get(pk=task.pk).attempts == 0
+
+
+def test_a_kept_update_plan_follows_each_condition_being_none_or_not(task: Task) -> None:
+    """The statement is kept per set of names and per which conditions are None (IS NULL
+    against = %s), so one kept for the one shape never serves the other."""
+    from platform_site.compiled import update_row
+
+    held = timezone.now()
+    for _ in range(2):  # the second round runs on the kept plans
+        Task.objects.filter(pk=task.pk).update(lease_until=None, attempts=0)
+        assert update_row(Task, task.pk, {"lease_until": held}, {"attempts": 1}) == 0
+        assert update_row(Task, task.pk, {"lease_until": None}, {"attempts": 2}) == 1
+        Task.objects.filter(pk=task.pk).update(lease_until=held)
+        assert update_row(Task, task.pk, {"lease_until": None}, {"attempts": 3}) == 0
+        assert update_row(Task, task.pk, {"lease_until": held}, {"attempts": 4}) == 1
+        assert Task.objects.get(pk=task.pk).attempts == 4
+    # Other values keep going through the plan of their names, not the first call's.
+    assert update_row(Task, task.pk, {"lease_until": held}, {"attempts": 5}) == 1
+    assert Task.objects.get(pk=task.pk).attempts == 5
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        datetime(2026, 12, 2, 7, 42, 14, 43824, tzinfo=UTC),
+        datetime(2026, 12, 2, 7, 42, 14, tzinfo=UTC),  # no microseconds
+        datetime(2026, 12, 2, 9, 42, 14, 5, tzinfo=timezone_offset(timedelta(hours=2))),
+        datetime(2026, 3, 29, 2, 30, tzinfo=ZoneInfo("Europe/Berlin")),
+        None,
+    ],
+)
+def test_prep_save_prepares_a_datetime_as_django_does(value: Any) -> None:
+    from platform_site.compiled import prep_save
+
+    field = Task._meta.get_field("next_poll_at")
+    assert prep_save(field, value, connection) == field.get_db_prep_save(value, connection)
+    other = Task._meta.get_field("remote_task_id")
+    assert prep_save(other, "x", connection) == other.get_db_prep_save("x", connection)
+
+
+def test_a_naive_datetime_still_gets_djangos_warning() -> None:
+    from platform_site.compiled import prep_save
+
+    field = Task._meta.get_field("next_poll_at")
+    naive = datetime(2026, 12, 2, 7, 42, 14)
+    with pytest.warns(RuntimeWarning, match="naive datetime"):
+        saved = prep_save(field, naive, connection)
+    with pytest.warns(RuntimeWarning):
+        assert saved == field.get_db_prep_save(naive, connection)
 
 
 def test_many_plain_updates_go_together_and_count_what_they_changed(task: Task) -> None:
