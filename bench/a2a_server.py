@@ -17,40 +17,16 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import httpx
+from procs import PYTHON, Proc, django_script, free_port
 from report import write_section
-
-BASE_DIR = Path(__file__).resolve().parent.parent
-PYTHON = sys.executable
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{url}: the server exited with {proc.returncode}")
-        try:
-            httpx.get(url, timeout=2.0)
-            return
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise TimeoutError(url)
 
 
 def message(behaviour: str = "complete") -> dict[str, Any]:
@@ -221,14 +197,12 @@ agent.skills.set([skill])
 user = get_user_model().objects.create_user(username="bench")
 print(UserToken.issue(user))
 """
-    out = subprocess.run(
-        [PYTHON, "-c", script], env=env, cwd=BASE_DIR, capture_output=True, text=True, check=True
-    )
-    return out.stdout.strip().splitlines()[-1]
+    return django_script(script, env)
 
 
 def run(total: int, concurrency: int, rounds: int) -> list[dict[str, Any]]:
     tmp = Path(tempfile.mkdtemp(prefix="bench-a2a-"))
+    log = tmp / "servers.log"
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env.update(
         {
@@ -238,52 +212,22 @@ def run(total: int, concurrency: int, rounds: int) -> list[dict[str, Any]]:
             "PYTHONUNBUFFERED": "1",
         }
     )
-    procs: list[subprocess.Popen[bytes]] = []
-    log = (tmp / "servers.log").open("wb")
-    try:
+    with ExitStack() as stack:
         agent_port = free_port()
         agent_url = f"http://127.0.0.1:{agent_port}"
-        agent = subprocess.Popen(
-            [PYTHON, "-m", "tests.support.agents", str(agent_port)],
-            cwd=BASE_DIR,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        procs.append(agent)
-        wait_http(f"{agent_url}/health", agent)
+        agent = Proc([PYTHON, "-m", "tests.support.agents", str(agent_port)], env, log, "agent")
+        stack.callback(agent.stop)
+        agent.wait_http(f"{agent_url}/health")
         token = setup_database(env, agent_url)
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        platform = subprocess.Popen(
-            [
-                PYTHON,
-                "manage.py",
-                "runplatform",
-                "--no-migrate",
-                "--no-seed",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-            ],
-            cwd=BASE_DIR,
-            env={**env, "PUBLIC_URL": url},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        procs.append(platform)
-        wait_http(f"{url}/.well-known/agent-card.json", platform)
-        return asyncio.run(compare(agent_url, url, token, total, concurrency, rounds))
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        log.close()
+        serve = [PYTHON, "manage.py", "runplatform", "--no-migrate", "--no-seed"]
+        serve += ["--host", "127.0.0.1", "--port", str(port)]
+        platform = Proc(serve, {**env, "PUBLIC_URL": url}, log, "platform")
+        stack.callback(platform.stop)
+        platform.wait_http(f"{url}/.well-known/agent-card.json")
+        rows = asyncio.run(compare(agent_url, url, token, total, concurrency, rounds))
+    return rows
 
 
 def table(rows: list[dict[str, Any]], total: int, concurrency: int, rounds: int) -> str:

@@ -1,6 +1,6 @@
 """What the benchmarks share: their child processes, the bench database, CPU readings.
 
-Used by ``dispatch.py``, ``long_tasks.py`` and ``gateway.py``.
+Used by ``dispatch.py``, ``long_tasks.py``, ``gateway.py`` and ``a2a_server.py``.
 """
 
 from __future__ import annotations
