@@ -35,10 +35,10 @@ def _ignore(request: Any, value: bool) -> None:
 
 def _log_unless_discarded(factory: Any, request: Any) -> None:
     """Twisted's access log line, unless daphne discards Twisted's log (verbosity <= 1)."""
-    from twisted.web import http
-
     if getattr(factory.server, "verbosity", 2) <= 1:
         return
+    from twisted.web import http
+
     http.HTTPFactory.log(factory, request)
 
 
