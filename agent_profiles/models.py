@@ -344,6 +344,8 @@ class RateWindow(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["scope", "client", "slot"], name="rate_window_once")
         ]
+        # Dropping a scope's old windows reads by slot, across clients.
+        indexes = [models.Index(fields=["scope", "slot"], name="rate_window_age")]
 
     def __str__(self) -> str:
         return f"{self.scope} {self.client[:8]}… slot {self.slot}: {self.hits}"

@@ -52,8 +52,8 @@ def hit(scope: str, client: str, limit: int, seconds: float, now: float | None =
     """Count one request of ``client`` against ``limit`` per ``seconds`` in ``scope``.
 
     One transaction: the count is added, and taken back (rolled back) when the request
-    is refused. A request that opens a new window also drops the scope's windows that no
-    longer count, so the table holds about two rows per recent client.
+    is refused. The first request of a window in each process drops the scope's windows
+    that no longer count, so the table holds about two rows per recent client.
     """
     now = time.time() if now is None else now
     slot = int(now // seconds)
@@ -69,9 +69,21 @@ def hit(scope: str, client: str, limit: int, seconds: float, now: float | None =
         if before * (1 - into) + hits > limit:
             transaction.set_rollback(True)
             return Verdict(False, _retry_after(before, hits - 1, limit, seconds, into))
-        if hits == 1:
-            RateWindow.objects.filter(scope=scope, slot__lt=slot - 1).delete()
+        _forget_old_windows(scope, slot)
     return Verdict(True)
+
+
+# The window each scope's old rows were last dropped in, by this process.
+_dropped: dict[str, int] = {}
+
+
+def _forget_old_windows(scope: str, slot: int) -> None:
+    """Drop the scope's windows that no longer count, once per window per process (not
+    per client: a flood of new addresses must not make every request scan the table)."""
+    if _dropped.get(scope) == slot:
+        return
+    RateWindow.objects.filter(scope=scope, slot__lt=slot - 1).delete()
+    _dropped[scope] = slot
 
 
 def _retry_after(before: int, current: int, limit: int, seconds: float, into: float) -> float:

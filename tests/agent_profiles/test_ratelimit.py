@@ -72,6 +72,22 @@ def test_windows_that_no_longer_count_are_dropped() -> None:
 
 
 @pytest.mark.django_db
+def test_many_new_clients_in_one_window_drop_old_windows_once() -> None:
+    """Dropping is once per window, not per new client: a flood of addresses must not
+    make each of its requests scan the table."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    start = T0 + 600  # a window no other test used in this process
+    with CaptureQueriesContext(connection) as queries:
+        for i in range(20):
+            assert ratelimit.hit("s", f"10.0.0.{i}", 5, 60, now=start + i).allowed
+    deletes = [q for q in queries if q["sql"].lstrip().upper().startswith("DELETE")]
+    assert len(deletes) == 1
+    assert RateWindow.objects.count() == 20
+
+
+@pytest.mark.django_db
 def test_any_client_text_is_stored_in_a_fixed_size() -> None:
     odd = "x\x00\udc80" * 100  # NUL and a lone surrogate: PostgreSQL refuses both in text
     assert ratelimit.hit("s", odd, 1, 60, now=T0).allowed
