@@ -16,10 +16,17 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from agent_profiles import access, admin_calls
+from agent_profiles import access, admin_calls, ratelimit
 from agent_profiles import console as agent_console
 from agent_profiles.cards import refresh_card
-from agent_profiles.models import AgentProfile, AgentStatus, ApiKey, Skill, UserToken
+from agent_profiles.models import (
+    AgentProfile,
+    AgentStatus,
+    ApiKey,
+    RateWindow,
+    Skill,
+    UserToken,
+)
 from agent_profiles.urlguard import check_url
 from platform_site import console
 from platform_site.errors import PlatformError
@@ -295,3 +302,35 @@ class UserTokenAdmin(ReadOnlyAdmin):
     list_filter = ("revoked_at",)
     search_fields = ("prefix", "user__username")
     fields = ("prefix", "user", "created_at", "last_used_at", "revoked_at")
+
+
+@admin.register(RateWindow)
+class RateWindowAdmin(admin.ModelAdmin):
+    """The registration throttle's counts (:mod:`agent_profiles.ratelimit`). Rows hold a
+    hash of each address, so the search takes an address and finds its rows; deleting
+    them lets that address register again at once."""
+
+    list_display = ("scope", "client_hash", "started_at", "hits")
+    list_filter = ("scope",)
+    search_fields = ("client",)  # searched by address: see get_search_results
+    search_help_text = "A client address, e.g. 203.0.113.7 (rows store its hash)."
+    ordering = ("-started_at",)
+    fields = ("scope", "client", "started_at", "hits")
+
+    @admin.display(description="client (hash)")
+    def client_hash(self, row: RateWindow) -> str:
+        return f"{row.client[:12]}…"
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        return queryset.filter(client=ratelimit.client_key(term)), False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -338,6 +338,7 @@ class RateWindow(models.Model):
     scope = models.CharField(max_length=50)
     client = models.CharField(max_length=64)
     slot = models.BigIntegerField(help_text="the window's start, in windows since the epoch")
+    started_at = models.DateTimeField(help_text="when the window began")
     hits = models.PositiveIntegerField(default=0)
 
     class Meta:

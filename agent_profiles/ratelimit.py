@@ -17,6 +17,7 @@ import hashlib
 import math
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from django.db import connection, transaction
 
@@ -31,19 +32,24 @@ class Verdict:
     retry_after: float = 0.0
 
 
-def _client_key(client: str) -> str:
+def client_key(client: str) -> str:
+    """What a row stores of a client's address: its SHA-256, so whatever a header
+    carried is kept in a fixed size (and the admin finds an address by hashing it)."""
     return hashlib.sha256(client.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _count_one(scope: str, client: str, slot: int) -> int:
+def _count_one(scope: str, client: str, slot: int, seconds: float) -> int:
     """Add one request to the window and return its count (one statement, an upsert)."""
     table = connection.ops.quote_name(RateWindow._meta.db_table)
+    started = RateWindow._meta.get_field("started_at")
+    began = datetime.fromtimestamp(slot * seconds, tz=UTC)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {table} (scope, client, slot, hits) VALUES (%s, %s, %s, 1) "
+            f"INSERT INTO {table} (scope, client, slot, started_at, hits) "
+            "VALUES (%s, %s, %s, %s, 1) "
             f"ON CONFLICT (scope, client, slot) DO UPDATE SET hits = {table}.hits + 1 "
             "RETURNING hits",
-            [scope, client, slot],
+            [scope, client, slot, started.get_db_prep_save(began, connection)],
         )
         return int(cursor.fetchone()[0])
 
@@ -58,9 +64,9 @@ def hit(scope: str, client: str, limit: int, seconds: float, now: float | None =
     now = time.time() if now is None else now
     slot = int(now // seconds)
     into = (now - slot * seconds) / seconds  # how far into its window, 0..1
-    key = _client_key(client)
+    key = client_key(client)
     with transaction.atomic():
-        hits = _count_one(scope, key, slot)
+        hits = _count_one(scope, key, slot, seconds)
         before = (
             RateWindow.objects.filter(scope=scope, client=key, slot=slot - 1)
             .values_list("hits", flat=True)

@@ -151,3 +151,26 @@ def test_agent_list_query_count_does_not_grow_with_agents(
         make_agent(id=f"agent-{i}", skills=[skill])
     with django_assert_max_num_queries(12):
         assert staff_client.get("/admin/agent_profiles/agentprofile/").status_code == 200
+
+
+def test_the_throttle_counts_are_found_by_address_and_deleted(staff_client: Any) -> None:
+    from agent_profiles import ratelimit
+    from agent_profiles.models import RateWindow
+
+    for _ in range(2):
+        ratelimit.hit("registration", "203.0.113.7", 2, 60)
+    ratelimit.hit("registration", "198.51.100.1", 2, 60)
+    assert not ratelimit.hit("registration", "203.0.113.7", 2, 60).allowed
+    listing = "/admin/agent_profiles/ratewindow/"
+    page = staff_client.get(listing, {"q": "203.0.113.7"}).content.decode()
+    mine = RateWindow.objects.get(client=ratelimit.client_key("203.0.113.7"))
+    other = RateWindow.objects.get(client=ratelimit.client_key("198.51.100.1"))
+    assert mine.client[:12] in page
+    assert other.client[:12] not in page
+    assert "203.0.113.7" not in str(list(RateWindow.objects.values_list("client", flat=True)))
+    staff_client.post(
+        listing,
+        {"action": "delete_selected", "_selected_action": [mine.pk], "post": "yes"},
+    )
+    assert list(RateWindow.objects.values_list("pk", flat=True)) == [other.pk]
+    assert ratelimit.hit("registration", "203.0.113.7", 2, 60).allowed
