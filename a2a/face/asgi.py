@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.exceptions import DisallowedHost, RequestAborted
+from django.core.exceptions import DisallowedHost, RequestAborted, SuspiciousOperation
 from django.core.handlers.asgi import get_script_prefix
 from django.http import HttpRequest, HttpResponse
 from django.urls import set_script_prefix, set_urlconf
@@ -25,6 +26,7 @@ from django.utils.log import log_response
 
 from a2a.face.errors import FaceError, InvalidRequest, PayloadTooLarge
 from platform_site.lean_asgi import ASGIApp, LeanASGIHandler, release, route_to
+from platform_site.text import loads_bounded
 
 FACE_PREFIXES = ("/v1/a2a/", "/.well-known/agent-card.json")
 
@@ -93,7 +95,7 @@ class FaceASGIHandler(LeanASGIHandler):
                 await self.send_response(response, send)
             return response
 
-        if not may_stream(request.path):
+        if not may_stream(request.path, _body_of(request) if "/jsonrpc" in request.path else None):
             # One answer, at once: the client going away changes nothing (the answer to a
             # closed connection is dropped), so no watch (two asyncio tasks per request).
             try:
@@ -120,11 +122,47 @@ class FaceASGIHandler(LeanASGIHandler):
         body_file.close()
 
 
-def may_stream(path: str) -> bool:
-    """Whether the answer to ``path`` can be a stream, which must end when its client goes
-    away: the REST streaming operations, and any JSON-RPC call (its method is in the
-    body)."""
-    return path.endswith((":stream", ":subscribe")) or "/jsonrpc" in path
+def may_stream(path: str, body: bytes | None = None) -> bool:
+    """Whether the answer to ``path`` (and, for JSON-RPC, ``body``) can be a stream, which
+    must end when its client goes away: the REST streaming operations, and a JSON-RPC call
+    whose method streams (or whose method cannot be read here: the view will say why)."""
+    if path.endswith((":stream", ":subscribe")):
+        return True
+    if "/jsonrpc" not in path:
+        return False
+    method = _jsonrpc_method(body)
+    return method is None or method in _streaming_methods()
+
+
+def _body_of(request: HttpRequest) -> bytes | None:
+    """The body, or None when it cannot be read here (over the size limit, a broken
+    upload): the view answers that, and the watch stays."""
+    try:
+        return request.body
+    except (SuspiciousOperation, OSError):
+        return None
+
+
+def _jsonrpc_method(body: bytes | None) -> str | None:
+    if body is None:
+        return None
+    try:
+        call = loads_bounded(body)
+    except (ValueError, RecursionError):  # not JSON, too deep, not UTF-8
+        return None
+    method = call.get("method") if isinstance(call, dict) else None
+    return method if isinstance(method, str) else None
+
+
+@functools.cache
+def _streaming_methods() -> frozenset[str]:
+    """The JSON-RPC methods that answer with a stream, 1.0 and 0.3 (read lazily: the
+    bindings pull in the views and models)."""
+    from a2a.face import jsonrpc, legacy
+
+    names = {name for name, (_, streams) in jsonrpc.METHODS.items() if streams}
+    names |= {name for name, (_, streams, _) in legacy.METHODS.items() if streams}
+    return frozenset(names)
 
 
 def _error_for_path(path: str, error: FaceError) -> HttpResponse:

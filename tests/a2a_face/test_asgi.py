@@ -130,6 +130,33 @@ def test_only_answers_that_can_stream_watch_for_the_client_going_away(
     assert may_stream(path) is streams
 
 
+def _rpc(method: Any, **params: Any) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+
+
+@pytest.mark.parametrize(
+    ("body", "streams"),
+    [
+        (_rpc("SendStreamingMessage"), True),
+        (_rpc("SubscribeToTask", id="t1"), True),
+        (_rpc("message/stream"), True),  # A2A 0.3
+        (_rpc("tasks/resubscribe", id="t1"), True),
+        (_rpc("SendMessage"), False),
+        (_rpc("GetTask", id="t1"), False),
+        (_rpc("message/send"), False),
+        (_rpc("NoSuchMethod"), False),  # answered with an error at once
+        (rb'{"jsonrpc": "2.0", "id": 1, "method": "SendStreaming\u004dessage"}', True),
+        (b"not json", True),  # the view says what is wrong; the watch stays
+        (b"[" * 100_000, True),
+        (_rpc(7), True),
+        (b"[]", True),
+    ],
+)
+def test_a_json_rpc_call_is_watched_when_its_method_streams(body: bytes, streams: bool) -> None:
+    assert may_stream("/v1/a2a/jsonrpc", body) is streams
+    assert may_stream("/v1/a2a/agent-x/jsonrpc/", body) is streams
+
+
 def _scope(path: str, method: str, token: str, body: bytes) -> dict[str, Any]:
     headers = [
         (b"authorization", f"Bearer {token}".encode()),
@@ -191,3 +218,57 @@ def test_a_send_whose_client_went_away_still_creates_its_task_once(
     asyncio.run(FaceASGIHandler()(scope, body_then_gone(body.encode()), recording(sent)))
     assert Task.objects.filter(created_by=alice).count() == 1
     assert sent[0]["status"] == 200
+
+
+def test_a_json_rpc_stream_ends_when_its_client_goes_away(
+    alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)  # not final: its subscription would stream until it ends
+    body = _rpc("SubscribeToTask", id=str(task.id))
+    scope = _scope("/v1/a2a/jsonrpc", "POST", alice.raw_token, body)
+    sent: list[dict[str, Any]] = []
+
+    async def run() -> None:
+        streaming = asyncio.Event()
+        asked = 0
+
+        async def receive() -> dict[str, Any]:
+            nonlocal asked
+            asked += 1
+            if asked == 1:
+                return {"type": "http.request", "body": body, "more_body": False}
+            await streaming.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+            if message["type"] == "http.response.body" and message.get("body"):
+                streaming.set()
+
+        handler = asyncio.create_task(FaceASGIHandler()(scope, receive, send))
+        await streaming.wait()
+        done, _ = await asyncio.wait([handler], timeout=15)
+        handler.cancel()
+        assert done, "the JSON-RPC stream went on after its client had gone"
+
+    asyncio.run(run())
+    assert sent[0]["status"] == 200
+
+
+def test_a_json_rpc_send_whose_client_went_away_still_creates_its_task_once(
+    alice: Any, skill: Any, agent: Any
+) -> None:
+    message = {
+        "messageId": "m-gone-rpc-1",
+        "role": "ROLE_USER",
+        "parts": [{"data": {"product": "lamp"}}],
+        "metadata": {"skillId": skill.id},
+    }
+    body = _rpc("SendMessage", message=message, configuration={"returnImmediately": True})
+    scope = _scope("/v1/a2a/jsonrpc", "POST", alice.raw_token, body)
+    sent: list[dict[str, Any]] = []
+    asyncio.run(FaceASGIHandler()(scope, body_then_gone(body), recording(sent)))
+    assert Task.objects.filter(created_by=alice).count() == 1
+    assert sent[0]["status"] == 200
+    answer = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+    assert answer["result"]["task"]["id"]
