@@ -149,6 +149,7 @@ def _rpc(method: Any, **params: Any) -> bytes:
         (b"not json", True),  # the view says what is wrong; the watch stays
         (b"[" * 100_000, True),
         (_rpc(7), True),
+        (_rpc("SendMessage", text="x" * 20_000), True),  # too large to read twice
         (b"[]", True),
     ],
 )
