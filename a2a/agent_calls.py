@@ -37,7 +37,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from a2a import agent_push, agent_registry, send_gate, transports
+from a2a import agent_push, agent_push_tokens, agent_registry, send_gate, transports
 from a2a.agent_updates import apply_agent_reply
 from a2a.creation import queue_processing
 from a2a.exceptions import (
@@ -197,7 +197,7 @@ def _start_attempt(task: Task, target: CallTarget, mode: str, followup: bool) ->
             fields["metadata"] = {**(task.metadata or {}), FOLLOWED_BY: how}
     if fields:
         task.note(**fields)
-    return agent_push.push_config(task) if pushes else None
+    return agent_push_tokens.push_config(task) if pushes else None
 
 
 def _answered(task: Task) -> None:

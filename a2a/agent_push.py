@@ -1,36 +1,26 @@
-"""Agents pushing to the platform: per-task webhooks, tokens, and applying what arrives.
+"""Agents pushing to the platform: parsing and applying what arrives.
 
-When an agent's card offers push notifications, the send carries
-``configuration.taskPushNotificationConfig`` (:func:`push_config`): a webhook URL of its
-own per task and attempt, ``{PUBLIC_URL}/api/a2a/push/{taskId}/{attempt}``, and a token
-for it (in ``token`` and as ``authentication`` Bearer credentials, so an agent sends it in
-``X-A2A-Notification-Token`` or ``Authorization``). The token is an HMAC of the task id and
-attempt under the platform's key: nothing is stored, a forged one is refused before the
-database is read, and the comparison takes constant time.
-
-The webhook (:mod:`a2a.agent_push_asgi`) parses the body (:func:`parse`: an A2A
-``StreamResponse`` — ``task``, ``statusUpdate``, ``artifactUpdate`` or ``message`` — or
-the bare Task / ``kind``-tagged events of A2A 0.3) and :func:`apply` ties it to the
-platform task and the agent's task id, then goes through the one agent-update mapping
-polling uses (:func:`a2a.services.apply_agent_update`): a COMPLETED still has its output
-validated, and a COMPLETED that brings no artifacts (none pushed before either) makes the
-worker read the task once with ``GetTask``. It is idempotent and order-safe: a status
-whose timestamp is older than the latest one applied, a WORKING while the platform waits
-for a person's answer, and anything for a finished task are refused with ``409`` and
-change nothing. Polling stays as the safety net, at ``AGENT_PUSH_POLL_INTERVAL``.
+When an agent's card offers push notifications, the send carries a webhook of its own per
+task and attempt, with a token (:mod:`a2a.agent_push_tokens`). The webhook
+(:mod:`a2a.agent_push_asgi`) parses the body (:func:`parse`: an A2A ``StreamResponse`` —
+``task``, ``statusUpdate``, ``artifactUpdate`` or ``message`` — or the bare Task /
+``kind``-tagged events of A2A 0.3) and :func:`apply` ties it to the platform task and the
+agent's task id, then goes through the one agent-update mapping polling uses
+(:func:`a2a.services.apply_agent_update`): a COMPLETED still has its output validated, and
+a COMPLETED that brings no artifacts (none pushed before either) makes the worker read the
+task once with ``GetTask``. It is idempotent and order-safe: a status whose timestamp is
+older than the latest one applied, a WORKING while the platform waits for a person's
+answer, and anything for a finished task are refused with ``409`` and change nothing.
+Polling stays as the safety net, at ``AGENT_PUSH_POLL_INTERVAL``.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import hmac
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.db import connection, transaction
 
 from a2a import rows
@@ -39,50 +29,8 @@ from a2a.models import Direction, Task
 from a2a.states import ACTIVE_STATES, INTERRUPTED_STATES, TaskState, normalize_state
 from platform_site.errors import Conflict, NotFound, PlatformError, ValidationFailed
 
-PATH_PREFIX = "/api/a2a/push/"
-_SALT = "a2a.agent_push"
 # Metadata key recording how the platform follows a task: "push", "stream" or "poll".
 FOLLOWED_BY = "followedBy"
-
-
-# --- tokens and the config sent to the agent ----------------------------------------
-
-
-@functools.lru_cache(maxsize=4)
-def _key(secret: str) -> bytes:
-    # What salted_hmac derives from the salt and the secret at every call; kept per secret.
-    return hashlib.sha256(_SALT.encode() + secret.encode()).digest()
-
-
-def token_for(task_id: Any, attempt: int) -> str:
-    """The webhook token of one attempt of a task (an HMAC: nothing stored).
-
-    The same value as Django's ``salted_hmac(_SALT, ..., algorithm="sha256")``, with the
-    key derived once per ``SECRET_KEY`` instead of at every push.
-    """
-    message = f"{task_id}:{attempt}".encode()
-    return hmac.new(_key(settings.SECRET_KEY), message, hashlib.sha256).hexdigest()
-
-
-def token_matches(task_id: Any, attempt: int, presented: str) -> bool:
-    """Constant-time check of a presented token."""
-    return hmac.compare_digest(token_for(task_id, attempt).encode(), presented.encode())
-
-
-def webhook_url(task_id: Any, attempt: int) -> str:
-    return f"{settings.PUBLIC_URL}{PATH_PREFIX}{task_id}/{attempt}"
-
-
-def push_config(task: Task) -> dict[str, Any]:
-    """``configuration.taskPushNotificationConfig`` for the task's current attempt."""
-    attempt = max(1, int(task.attempts or 0))
-    token = token_for(task.pk, attempt)
-    return {
-        "id": f"platform-{task.pk}",
-        "url": webhook_url(task.pk, attempt),
-        "token": token,
-        "authentication": {"scheme": "Bearer", "credentials": token},
-    }
 
 
 # --- parsing a pushed body ---------------------------------------------------------------
@@ -373,22 +321,6 @@ def _read_back(task: Task, remote: dict[str, Any], seen: dict[str, Any]) -> Appl
     return Applied(task.state, read_back=True)
 
 
-def is_push_path(path: str) -> bool:
-    return path.startswith(PATH_PREFIX)
-
-
-def parse_path(path: str) -> tuple[uuid.UUID, int]:
-    """``(task id, attempt)`` from ``/api/a2a/push/{taskId}/{attempt}``; 404 otherwise."""
-    tail = path[len(PATH_PREFIX) :].strip("/")
-    parts = tail.split("/")
-    try:
-        if len(parts) != 2:
-            raise ValueError
-        return uuid.UUID(parts[0]), int(parts[1])
-    except ValueError:
-        raise NotFound("No such webhook.", {"path": path[:200]}) from None
-
-
 __all__ = [
     "FOLLOWED_BY",
     "Applied",
@@ -400,8 +332,4 @@ __all__ = [
     "WrongTask",
     "apply",
     "parse",
-    "push_config",
-    "token_for",
-    "token_matches",
-    "webhook_url",
 ]

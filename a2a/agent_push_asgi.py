@@ -22,7 +22,7 @@ from typing import Any
 
 from django.conf import settings
 
-from a2a import agent_push
+from a2a import agent_push, agent_push_tokens
 from platform_site.dbthreads import ConnectionPool
 from platform_site.errors import PlatformError, error_body
 from platform_site.lean_asgi import SECURITY_HEADERS, ASGIApp, route_to
@@ -80,11 +80,11 @@ async def _handle(scope: dict[str, Any], receive: Any) -> tuple[int, dict[str, A
     if scope.get("method") != "POST":
         return _error(405, "method_not_allowed", "Push with POST.")
     try:
-        task_id, attempt = agent_push.parse_path(scope.get("path", ""))
+        task_id, attempt = agent_push_tokens.parse_path(scope.get("path", ""))
     except PlatformError as exc:
         return _error(exc.status_code, exc.code, exc.message)
     presented = _presented_token(scope)
-    if not presented or not agent_push.token_matches(task_id, attempt, presented):
+    if not presented or not agent_push_tokens.token_matches(task_id, attempt, presented):
         return _error(
             401,
             "unauthorized",
@@ -127,4 +127,6 @@ async def push_webhook(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 def with_agent_push(app: ASGIApp) -> ASGIApp:
     """``app``, except the push webhook's paths, which :func:`push_webhook` serves."""
-    return route_to(push_webhook, lambda scope: agent_push.is_push_path(scope.get("path", "")), app)
+    return route_to(
+        push_webhook, lambda scope: agent_push_tokens.is_push_path(scope.get("path", "")), app
+    )

@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connections
 
-from a2a import agent_push
+from a2a import agent_push, agent_push_tokens
 from a2a.agent_push_asgi import close_pool
 from a2a.models import Task, TaskEvent
 from a2a.states import NextAction, TaskState
@@ -53,7 +53,7 @@ def task(
 
 def push(task: Task, body: Any, *, token: str | None = "", attempt: int = 1) -> httpx.Response:
     if token == "":
-        token = agent_push.token_for(task.pk, attempt)
+        token = agent_push_tokens.token_for(task.pk, attempt)
     return post(f"/api/a2a/push/{task.pk}/{attempt}", body, token)
 
 
@@ -87,11 +87,11 @@ def fresh(task: Task) -> Task:
 
 def test_the_push_config_names_a_webhook_and_token_per_task(task: Task, settings: Any) -> None:
     settings.PUBLIC_URL = "https://platform.example"
-    config = agent_push.push_config(task)
+    config = agent_push_tokens.push_config(task)
     assert config["url"] == f"https://platform.example/api/a2a/push/{task.pk}/1"
     assert config["token"] == config["authentication"]["credentials"]
     assert config["authentication"]["scheme"] == "Bearer"
-    assert config["token"] != agent_push.token_for(task.pk, 2)
+    assert config["token"] != agent_push_tokens.token_for(task.pk, 2)
 
 
 def test_tokens_are_djangos_salted_hmac_and_follow_the_secret_key(settings: Any) -> None:
@@ -105,9 +105,9 @@ def test_tokens_are_djangos_salted_hmac_and_follow_the_secret_key(settings: Any)
         expected = salted_hmac(
             "a2a.agent_push", f"{task_id}:3", secret=secret, algorithm="sha256"
         ).hexdigest()
-        assert agent_push.token_for(task_id, 3) == expected
-        assert agent_push.token_matches(task_id, 3, expected)
-        assert not agent_push.token_matches(task_id, 2, expected)
+        assert agent_push_tokens.token_for(task_id, 3) == expected
+        assert agent_push_tokens.token_matches(task_id, 3, expected)
+        assert not agent_push_tokens.token_matches(task_id, 2, expected)
 
 
 def test_a_status_push_moves_the_task(task: Task) -> None:
@@ -118,7 +118,7 @@ def test_a_status_push_moves_the_task(task: Task) -> None:
 
 
 def test_the_token_may_come_as_a_bearer_header(task: Task) -> None:
-    token = agent_push.token_for(task.pk, 1)
+    token = agent_push_tokens.token_for(task.pk, 1)
     response = post(
         f"/api/a2a/push/{task.pk}/1",
         status("TASK_STATE_WORKING"),
@@ -234,7 +234,9 @@ def test_a_missing_or_forged_token_is_refused(task: Task, token: str | None) -> 
 
 def test_another_tasks_token_is_refused(task: Task) -> None:
     other = Task.objects.create(skill=task.skill, agent=task.agent, attempts=1)
-    response = push(task, status("TASK_STATE_WORKING"), token=agent_push.token_for(other.pk, 1))
+    response = push(
+        task, status("TASK_STATE_WORKING"), token=agent_push_tokens.token_for(other.pk, 1)
+    )
     assert response.status_code == 401
     assert fresh(task).state == TaskState.SUBMITTED
 
@@ -243,7 +245,7 @@ def test_an_unknown_task_is_a_404(task: Task) -> None:
     import uuid
 
     ghost = uuid.uuid4()
-    token = agent_push.token_for(ghost, 1)
+    token = agent_push_tokens.token_for(ghost, 1)
     response = post(f"/api/a2a/push/{ghost}/1", status("TASK_STATE_WORKING"), token)
     assert response.status_code == 404
 

@@ -1,0 +1,80 @@
+"""The push webhook's addresses and tokens: the config a send carries, and its checks.
+
+When an agent's card offers push notifications, the send carries
+``configuration.taskPushNotificationConfig`` (:func:`push_config`): a webhook URL of its
+own per task and attempt, ``{PUBLIC_URL}/api/a2a/push/{taskId}/{attempt}``, and a token
+for it (in ``token`` and as ``authentication`` Bearer credentials, so an agent sends it in
+``X-A2A-Notification-Token`` or ``Authorization``). The token is an HMAC of the task id and
+attempt under the platform's key: nothing is stored, a forged one is refused before the
+database is read, and the comparison takes constant time. What arrives is applied by
+:mod:`a2a.agent_push`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import uuid
+from typing import Any
+
+from django.conf import settings
+
+from a2a.models import Task
+from platform_site.errors import NotFound
+
+PATH_PREFIX = "/api/a2a/push/"
+_SALT = "a2a.agent_push"
+
+
+@functools.lru_cache(maxsize=4)
+def _key(secret: str) -> bytes:
+    # What salted_hmac derives from the salt and the secret at every call; kept per secret.
+    return hashlib.sha256(_SALT.encode() + secret.encode()).digest()
+
+
+def token_for(task_id: Any, attempt: int) -> str:
+    """The webhook token of one attempt of a task (an HMAC: nothing stored).
+
+    The same value as Django's ``salted_hmac(_SALT, ..., algorithm="sha256")``, with the
+    key derived once per ``SECRET_KEY`` instead of at every push.
+    """
+    message = f"{task_id}:{attempt}".encode()
+    return hmac.new(_key(settings.SECRET_KEY), message, hashlib.sha256).hexdigest()
+
+
+def token_matches(task_id: Any, attempt: int, presented: str) -> bool:
+    """Constant-time check of a presented token."""
+    return hmac.compare_digest(token_for(task_id, attempt).encode(), presented.encode())
+
+
+def webhook_url(task_id: Any, attempt: int) -> str:
+    return f"{settings.PUBLIC_URL}{PATH_PREFIX}{task_id}/{attempt}"
+
+
+def push_config(task: Task) -> dict[str, Any]:
+    """``configuration.taskPushNotificationConfig`` for the task's current attempt."""
+    attempt = max(1, int(task.attempts or 0))
+    token = token_for(task.pk, attempt)
+    return {
+        "id": f"platform-{task.pk}",
+        "url": webhook_url(task.pk, attempt),
+        "token": token,
+        "authentication": {"scheme": "Bearer", "credentials": token},
+    }
+
+
+def is_push_path(path: str) -> bool:
+    return path.startswith(PATH_PREFIX)
+
+
+def parse_path(path: str) -> tuple[uuid.UUID, int]:
+    """``(task id, attempt)`` from ``/api/a2a/push/{taskId}/{attempt}``; 404 otherwise."""
+    tail = path[len(PATH_PREFIX) :].strip("/")
+    parts = tail.split("/")
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        return uuid.UUID(parts[0]), int(parts[1])
+    except ValueError:
+        raise NotFound("No such webhook.", {"path": path[:200]}) from None
