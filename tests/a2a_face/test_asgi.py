@@ -168,65 +168,10 @@ def _scope(path: str, method: str, token: str, body: bytes) -> dict[str, Any]:
     return http_scope(path, method=method, headers=headers)
 
 
-def test_a_stream_ends_when_its_client_goes_away(
-    alice: Any, make_task: Callable[..., Task]
-) -> None:
-    task = make_task(alice)  # not final: its subscription would stream until it ends
-    scope = _scope(f"/v1/a2a/tasks/{task.id}:subscribe", "GET", alice.raw_token, b"")
-    sent: list[dict[str, Any]] = []
-
-    async def run() -> None:
-        streaming = asyncio.Event()
-        asked = 0
-
-        async def receive() -> dict[str, Any]:
-            nonlocal asked
-            asked += 1
-            if asked == 1:
-                return {"type": "http.request", "body": b"", "more_body": False}
-            await streaming.wait()  # the client leaves once the stream has begun
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
-            if message["type"] == "http.response.body" and message.get("body"):
-                streaming.set()
-
-        handler = asyncio.create_task(FaceASGIHandler()(scope, receive, send))
-        await streaming.wait()
-        # the task never ends here: only the client's going away can stop its stream
-        done, _ = await asyncio.wait([handler], timeout=15)
-        handler.cancel()
-        assert done, "the stream went on after its client had gone"
-
-    asyncio.run(run())
-    assert sent[0]["status"] == 200
-    assert any(m.get("body") for m in sent[1:])
-
-
-def test_a_send_whose_client_went_away_still_creates_its_task_once(
-    alice: Any, skill: Any, agent: Any
-) -> None:
-    message = {
-        "messageId": "m-gone-1",
-        "role": "ROLE_USER",
-        "parts": [{"data": {"product": "lamp"}}],
-        "metadata": {"skillId": skill.id},
-    }
-    body = json.dumps({"message": message, "configuration": {"returnImmediately": True}})
-    scope = _scope("/v1/a2a/message:send", "POST", alice.raw_token, body.encode())
-    sent: list[dict[str, Any]] = []
-    asyncio.run(FaceASGIHandler()(scope, body_then_gone(body.encode()), recording(sent)))
-    assert Task.objects.filter(created_by=alice).count() == 1
-    assert sent[0]["status"] == 200
-
-
-def test_a_json_rpc_stream_ends_when_its_client_goes_away(
-    alice: Any, make_task: Callable[..., Task]
-) -> None:
-    task = make_task(alice)  # not final: its subscription would stream until it ends
-    body = _rpc("SubscribeToTask", id=str(task.id))
-    scope = _scope("/v1/a2a/jsonrpc", "POST", alice.raw_token, body)
+def _leave_once_streaming(scope: dict[str, Any], body: bytes) -> list[dict[str, Any]]:
+    """Run the face for ``scope``: the client sends ``body``, waits for the first chunk
+    of the answer, then goes away. Fails when the handler goes on (a stream that only the
+    client's going away can end); returns what was sent."""
     sent: list[dict[str, Any]] = []
 
     async def run() -> None:
@@ -238,7 +183,7 @@ def test_a_json_rpc_stream_ends_when_its_client_goes_away(
             asked += 1
             if asked == 1:
                 return {"type": "http.request", "body": body, "more_body": False}
-            await streaming.wait()
+            await streaming.wait()  # the client leaves once the stream has begun
             return {"type": "http.disconnect"}
 
         async def send(message: dict[str, Any]) -> None:
@@ -250,26 +195,52 @@ def test_a_json_rpc_stream_ends_when_its_client_goes_away(
         await streaming.wait()
         done, _ = await asyncio.wait([handler], timeout=15)
         handler.cancel()
-        assert done, "the JSON-RPC stream went on after its client had gone"
+        assert done, "the stream went on after its client had gone"
 
     asyncio.run(run())
+    return sent
+
+
+def test_a_stream_ends_when_its_client_goes_away(
+    alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)  # not final: its subscription would stream until it ends
+    scope = _scope(f"/v1/a2a/tasks/{task.id}:subscribe", "GET", alice.raw_token, b"")
+    sent = _leave_once_streaming(scope, b"")
+    assert sent[0]["status"] == 200
+    assert any(m.get("body") for m in sent[1:])
+
+
+def test_a_json_rpc_stream_ends_when_its_client_goes_away(
+    alice: Any, make_task: Callable[..., Task]
+) -> None:
+    task = make_task(alice)  # not final: its subscription would stream until it ends
+    body = _rpc("SubscribeToTask", id=str(task.id))
+    sent = _leave_once_streaming(_scope("/v1/a2a/jsonrpc", "POST", alice.raw_token, body), body)
     assert sent[0]["status"] == 200
 
 
-def test_a_json_rpc_send_whose_client_went_away_still_creates_its_task_once(
-    alice: Any, skill: Any, agent: Any
+@pytest.mark.parametrize("binding", ["rest", "jsonrpc"])
+def test_a_send_whose_client_went_away_still_creates_its_task_once(
+    binding: str, alice: Any, skill: Any, agent: Any
 ) -> None:
+    """No watch for a send (it cannot stream): the task is created and answered once."""
     message = {
-        "messageId": "m-gone-rpc-1",
+        "messageId": f"m-gone-{binding}",
         "role": "ROLE_USER",
         "parts": [{"data": {"product": "lamp"}}],
         "metadata": {"skillId": skill.id},
     }
-    body = _rpc("SendMessage", message=message, configuration={"returnImmediately": True})
-    scope = _scope("/v1/a2a/jsonrpc", "POST", alice.raw_token, body)
+    params = {"message": message, "configuration": {"returnImmediately": True}}
+    if binding == "rest":
+        path, body = "/v1/a2a/message:send", json.dumps(params).encode()
+    else:
+        path, body = "/v1/a2a/jsonrpc", _rpc("SendMessage", **params)
     sent: list[dict[str, Any]] = []
-    asyncio.run(FaceASGIHandler()(scope, body_then_gone(body), recording(sent)))
+    asyncio.run(
+        FaceASGIHandler()(
+            _scope(path, "POST", alice.raw_token, body), body_then_gone(body), recording(sent)
+        )
+    )
     assert Task.objects.filter(created_by=alice).count() == 1
     assert sent[0]["status"] == 200
-    answer = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
-    assert answer["result"]["task"]["id"]
