@@ -17,8 +17,11 @@ How an agent's task is followed (``follow_mode``):
 An agent whose card offers push notifications (and ``AGENT_PUSH_ENABLED``) is polled
 too, but its send carries ``configuration.taskPushNotificationConfig`` with the task's
 own webhook and token (:mod:`a2a.agent_push`): it pushes every update, and polls happen
-only every ``AGENT_PUSH_POLL_INTERVAL`` seconds as a safety net. How a task is followed
-— ``push``, ``poll``, ``stream`` or ``blocking`` — is recorded in
+only every ``AGENT_PUSH_POLL_INTERVAL`` seconds as a safety net. The polled tasks of
+other A2A 1.0 agents are followed by listing (:mod:`a2a.agent_listing`): one
+``ListTasks`` per agent and ``A2A_LIST_INTERVAL`` tells what changed, and each task's own
+polls come every ``A2A_LIST_POLL_INTERVAL`` seconds as the safety net. How a task is
+followed — ``push``, ``list``, ``poll``, ``stream`` or ``blocking`` — is recorded in
 ``metadata.followedBy``.
 
 An agent found not to answer ``GetTask`` (HTTP 404/405/501, JSON-RPC -32601 or
@@ -37,13 +40,21 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from a2a import agent_push, agent_push_tokens, agent_registry, send_gate, transports
+from a2a import (
+    agent_listing,
+    agent_push,
+    agent_push_tokens,
+    agent_registry,
+    send_gate,
+    transports,
+)
 from a2a.agent_updates import apply_agent_reply
 from a2a.creation import queue_processing
 from a2a.exceptions import (
     A2ACallError,
     A2AUnsupportedOperation,
 )
+from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.states import ACTIVE_STATES, NextAction, TaskState, Transport
 from a2a.task_actions import handle_send_failure
@@ -53,6 +64,7 @@ from agent_profiles.interfaces import CallTarget
 log = logging.getLogger(__name__)
 
 POLL, STREAM, BLOCKING, PUSH = "poll", "stream", "blocking", "push"
+LIST = agent_listing.LIST
 FOLLOWED_BY = agent_push.FOLLOWED_BY
 # Seconds a claim outlives a long call's own timeout.
 LEASE_MARGIN = 10.0
@@ -87,6 +99,15 @@ def long_call_seconds(task: Task) -> float:
     return max(1.0, min(cap, left))
 
 
+def safety_interval(task: Task, target: CallTarget) -> float:
+    """The least time between a task's own polls: pushes or listings tell us first."""
+    if (task.metadata or {}).get(FOLLOWED_BY) == PUSH:
+        return settings.AGENT_PUSH_POLL_INTERVAL
+    if agent_listing.follows(task, target):
+        return settings.A2A_LIST_POLL_INTERVAL
+    return 0.0
+
+
 def schedule_poll(
     task: Task, target: CallTarget, *, grow: bool, retry_after: float | None = None
 ) -> bool:
@@ -98,9 +119,7 @@ def schedule_poll(
     interval = task.poll_interval or base
     interval = min(interval * settings.A2A_POLL_BACKOFF, settings.A2A_POLL_INTERVAL_MAX)
     interval = max(interval, base) if grow else base
-    delay = max(interval, retry_after or 0.0)
-    if (task.metadata or {}).get(FOLLOWED_BY) == PUSH:
-        delay = max(delay, settings.AGENT_PUSH_POLL_INTERVAL)  # the pushes tell us first
+    delay = max(interval, retry_after or 0.0, safety_interval(task, target))
     if not task.schedule_poll(delay, interval):
         return False
     if settings.A2A_POLL_MESSAGES and delay < settings.A2A_SWEEP_INTERVAL * 2:
@@ -189,7 +208,8 @@ def _start_attempt(task: Task, target: CallTarget, mode: str, followup: bool) ->
     pushes = (
         mode == POLL and not followup and target.push_notifications and settings.AGENT_PUSH_ENABLED
     )
-    how = PUSH if pushes else mode
+    listed = mode == POLL and not pushes and agent_listing.lists(target)
+    how = PUSH if pushes else LIST if listed else mode
     fields: dict[str, Any] = {}
     if not followup:
         fields["attempts"] = task.attempts + 1
@@ -197,6 +217,8 @@ def _start_attempt(task: Task, target: CallTarget, mode: str, followup: bool) ->
             fields["metadata"] = {**(task.metadata or {}), FOLLOWED_BY: how}
     if fields:
         task.note(**fields)
+    if agent_listing.follows(task, target):
+        AgentListing.follow(task.agent_id)  # before the agent can answer: see agent_listing
     return agent_push_tokens.push_config(task) if pushes else None
 
 

@@ -160,7 +160,8 @@ class Applied:
     read_back: bool = False
 
 
-def _timestamp(status: dict[str, Any] | None) -> datetime | None:
+def status_time(status: dict[str, Any] | None) -> datetime | None:
+    """A TaskStatus's ``timestamp`` (aware), or None when missing or not ISO 8601."""
     raw = (status or {}).get("timestamp")
     if not isinstance(raw, str):
         return None
@@ -203,8 +204,8 @@ def _check_ties(task: Task, push: Push, attempt: int) -> None:
 def _check_order(task: Task, push: Push) -> datetime | None:
     """The push's status time; 409 when it is older than what was applied, or resumes
     work the platform has not answered yet."""
-    stamp = _timestamp(push.status)
-    seen = _timestamp({"timestamp": (task.metadata or {}).get("agentStatusAt")})
+    stamp = status_time(push.status)
+    seen = status_time({"timestamp": (task.metadata or {}).get("agentStatusAt")})
     if stamp is not None and seen is not None and stamp < seen:
         raise StaleUpdate(
             f"The pushed status ({stamp.isoformat()}) is older than the one applied "
@@ -241,8 +242,9 @@ def _changes_nothing(task: Task, push: Push) -> bool:
     return True
 
 
-def apply(task_id: uuid.UUID, attempt: int, push: Push) -> Applied:
-    """Apply one push to the platform task (the webhook's database side).
+def apply(task_id: uuid.UUID, attempt: int, push: Push, *, via: str = "push") -> Applied:
+    """Apply one push to the platform task (the webhook's database side, and a listing's:
+    ``via="list"``, see :mod:`a2a.agent_listing`).
 
     Applied under the task's row lock, in one transaction whose writes are one UPDATE of
     the task (and its event, for a transition); a push that changes nothing writes
@@ -283,7 +285,7 @@ def apply(task_id: uuid.UUID, attempt: int, push: Push) -> Applied:
         if state == TaskState.COMPLETED and not artifacts:
             return _read_back(task, remote, seen)
         apply_agent_update(
-            task, status=status, artifacts=artifacts, remote=remote, via="push", also=seen
+            task, status=status, artifacts=artifacts, remote=remote, via=via, also=seen
         )
         return Applied(task.state)
 

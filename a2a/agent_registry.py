@@ -3,6 +3,7 @@
 * :func:`target_for` — how to call the agent (``agent_profiles.interfaces.call_target``),
   with its card read first if it was not reachable at registration (``ensure_card``);
 * :func:`mark_no_polling` — the agent does not answer ``GetTask``;
+* :func:`mark_no_listing` — its tasks cannot be followed by ``ListTasks``;
 * :func:`record_call_outcome` — feeds the agent's health (an ``agent_auth_failed`` shows
   there as a credential problem). Outcomes that say nothing about the agent's health (its
   task is unknown, it cannot be polled) are not recorded.
@@ -33,6 +34,11 @@ def target_for(profile: AgentProfile, *, first_call: bool = False) -> CallTarget
 def mark_no_polling(profile: AgentProfile, reason: str) -> None:
     """Record that the agent cannot be polled (its tasks are followed another way)."""
     health.mark_no_polling(profile, reason)
+
+
+def mark_no_listing(profile: AgentProfile, reason: str) -> None:
+    """Record that the agent's tasks cannot be followed by listing (polled one by one)."""
+    health.mark_no_listing(profile, reason)
 
 
 def record_call_outcome(profile: AgentProfile, error: A2ACallError | None = None) -> None:

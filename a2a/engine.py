@@ -35,7 +35,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from a2a import agent_calls, agent_registry, transports
+from a2a import agent_calls, agent_listing, agent_registry, transports
 from a2a.agent_updates import apply_agent_reply
 from a2a.exceptions import A2ACallError, A2AUnsupportedOperation
 from a2a.models import Task
@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 _pool: ThreadPoolExecutor | None = None
 
 
-def _executor() -> ThreadPoolExecutor:
+def executor() -> ThreadPoolExecutor:
     global _pool
     if _pool is None:
         width = max(1, settings.A2A_POLL_CONCURRENCY)
@@ -155,9 +155,7 @@ def _next_poll(task: Task, target: CallTarget) -> tuple[float, float]:
     base = agent_calls.base_interval(task, target)
     interval = max(task.poll_interval or base, base) * settings.A2A_POLL_BACKOFF
     interval = min(interval, settings.A2A_POLL_INTERVAL_MAX)
-    if (task.metadata or {}).get("followedBy") == "push":
-        return max(interval, settings.AGENT_PUSH_POLL_INTERVAL), interval
-    return interval, interval
+    return max(interval, agent_calls.safety_interval(task, target)), interval
 
 
 def reschedule_quiet(quiet: list[Polled], lease: Any) -> int:
@@ -180,6 +178,7 @@ def _apply_one(polled: Polled) -> None:
         assert polled.reply is not None
         if task.error:
             task.note(error=None, if_state=task.state)
+        agent_listing.check_poll(task, target, polled.reply)
         apply_agent_reply(task, task_json=polled.reply.task, message=None, via="a2a")
     except A2ACallError as exc:
         polled.error = exc
@@ -213,7 +212,7 @@ def poll_due(limit: int) -> int:
         if task.agent_id not in targets:
             targets[task.agent_id] = agent_registry.target_for(task.agent)
         batch.append(Polled(task, targets[task.agent_id]))
-    results = list(_executor().map(_call, batch))
+    results = list(executor().map(_call, batch))
     quiet, rest = [], []
     for polled in results:
         calm = polled.error is None and polled.reply and is_quiet(polled.task, polled.reply)

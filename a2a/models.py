@@ -290,6 +290,7 @@ class TaskMessage(models.Model):
 
 
 # The A2A face's push notification models live in their own module.
+from a2a.listing_models import AgentListing  # noqa: E402, F401  (registers the model)
 from a2a.push_models import DeliveryStatus, PushDelivery, PushNotificationConfig  # noqa: E402
 
 __all__ = [

@@ -288,6 +288,17 @@ class TaskScheduling:
         )
         return int(rows.update(next_poll_at=until, updated_at=timezone.now()))
 
+    @classmethod
+    def poll_agent_soon(cls, agent_id: str) -> int:
+        """The agent's tasks can no longer be followed by listing: their polls, spaced out
+        while the listing told the platform first, are due now (unless a worker holds one)."""
+        now = timezone.now()
+        free = Q(lease_until__isnull=True) | Q(lease_until__lt=now)
+        rows = cls._rows().filter(
+            free, agent_id=agent_id, next_action=NextAction.POLL, next_poll_at__gt=now
+        )
+        return int(rows.update(next_poll_at=now, updated_at=now))
+
     def note(self, *, if_state: str | None = None, **fields: Any) -> bool:
         """Store non-scheduling fields (error, metadata, attempts) without a transition."""
         if SCHEDULING_FIELDS & set(fields) or "state" in fields:

@@ -250,7 +250,10 @@ def sweep() -> dict[str, int]:
     at once (up to ``A2A_POLL_BATCH`` per sweep), so no claimed task waits in a queue
     while its lease runs out. The sweep's threads keep one connection each for the sweep.
     """
+    from a2a import agent_listing
+
     expired = expire_overdue()
+    listed = agent_listing.list_due()
     polled = _poll_batches()
     width = max(1, settings.A2A_POLL_CONCURRENCY)
     processed = 0
@@ -271,7 +274,7 @@ def sweep() -> dict[str, int]:
     finally:
         if pool is not None:
             shutdown_closing_connections(pool)
-    return {"expired": expired, "processed": processed, "polled": polled}
+    return {"expired": expired, "processed": processed, "polled": polled, "listed": listed}
 
 
 def _poll_batches() -> int:

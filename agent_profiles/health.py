@@ -60,6 +60,25 @@ def mark_no_polling(agent: AgentProfile, reason: str) -> None:
     )
 
 
+def mark_no_listing(agent: AgentProfile, reason: str) -> None:
+    """Record that ``agent``'s tasks cannot be followed by listing them (``ListTasks``):
+    dispatch polls them one by one from now on."""
+    if not agent.listing and agent.no_listing_reason == reason:
+        return
+    agent.listing = False
+    agent.no_listing_reason = reason[:2000]
+    agent.no_listing_at = timezone.now()
+    AgentProfile.objects.filter(pk=agent.pk).update(
+        listing=False, no_listing_reason=agent.no_listing_reason, no_listing_at=agent.no_listing_at
+    )
+    logger.info(
+        "Agent %s marked no-listing: %s",
+        agent.pk,
+        agent.no_listing_reason,
+        extra={"agent_id": agent.pk},
+    )
+
+
 def record_call_outcome(
     agent: AgentProfile, *, ok: bool, code: str = "", message: str = ""
 ) -> None:

@@ -32,7 +32,8 @@ class CallTarget:
 
     ``auth`` is the decrypted credential in one of DESIGN.md's shapes (``bearer``,
     ``apiKey``, ``oauth2``) or None; it must never be logged or stored elsewhere.
-    ``polling`` is False once the agent was found not to answer ``GetTask``.
+    ``polling`` is False once the agent was found not to answer ``GetTask``, ``listing``
+    once its tasks were found not to be followed by ``ListTasks``.
     """
 
     agent_id: str
@@ -44,6 +45,7 @@ class CallTarget:
     streaming: bool = False
     push_notifications: bool = False
     polling: bool = True
+    listing: bool = True
     timeout_seconds: float | None = None
     poll_interval_seconds: float | None = None
     # Names of the card's securitySchemes (for messages such as agent_auth_failed).
@@ -71,6 +73,7 @@ def call_target(profile: AgentProfile) -> CallTarget:
         streaming=profile.streaming,
         push_notifications=profile.push_notifications,
         polling=profile.polling,
+        listing=profile.listing,
         timeout_seconds=profile.timeout,
         poll_interval_seconds=profile.poll_interval,
         security_schemes=tuple(sorted(profile.security_schemes or {})),

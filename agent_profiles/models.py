@@ -177,6 +177,11 @@ class AgentProfile(models.Model):
     polling = models.BooleanField(default=True)  # False: GetTask is not answered
     no_polling_reason = models.TextField(blank=True)
     no_polling_at = models.DateTimeField(null=True, blank=True)
+    # False: ListTasks is not answered (or its statuses carry no time): its polled tasks
+    # are followed by GetTask alone (a2a.agent_listing).
+    listing = models.BooleanField(default=True)
+    no_listing_reason = models.TextField(blank=True)
+    no_listing_at = models.DateTimeField(null=True, blank=True)
     health_status = models.CharField(
         max_length=16, choices=HealthStatus.choices, default=HealthStatus.UNKNOWN
     )

@@ -335,6 +335,11 @@ TASKS_BATCH_MAX = envint("TASKS_BATCH_MAX", 100)
 # a per-task webhook (PUBLIC_URL must reach the platform from the agent); polling stays as
 # the safety net at AGENT_PUSH_POLL_INTERVAL seconds.
 AGENT_PUSH_ENABLED = envbool("AGENT_PUSH_ENABLED", True)
+# Other A2A 1.0 agents' polled tasks are followed by listing: one ListTasks per agent every
+# A2A_LIST_INTERVAL seconds (0: off, every task polled on its own), each task's own polls
+# every A2A_LIST_POLL_INTERVAL seconds as the safety net (a2a.agent_listing).
+A2A_LIST_INTERVAL = envfloat("A2A_LIST_INTERVAL", 1.0)
+A2A_LIST_POLL_INTERVAL = envfloat("A2A_LIST_POLL_INTERVAL", 60.0)
 AGENT_PUSH_POLL_INTERVAL = envfloat("AGENT_PUSH_POLL_INTERVAL", 60.0)
 AGENT_PUSH_MAX_BYTES = envint("AGENT_PUSH_MAX_BYTES", 1_000_000)  # one pushed body
 # Database threads applying pushes (each keeps its connection); 0: the shared sync thread.

@@ -72,10 +72,11 @@ def _fresh_cache() -> None:
     test remembered by task creation, nothing an earlier test cached."""
     from django.core.cache import cache
 
-    from a2a import lookups
+    from a2a import listing_models, lookups
 
     cache.clear()
     lookups.clear()
+    listing_models.forget()
 
 
 @pytest.fixture

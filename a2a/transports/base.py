@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from a2a.exceptions import A2AUnsupportedOperation
 from a2a.states import normalize_state
 from a2a.transports import shapes
 from agent_profiles.interfaces import CallTarget
@@ -46,6 +47,28 @@ class AgentReply:
         if self.task is None:
             return None
         return normalize_state((self.task.get("status") or {}).get("state"))
+
+
+@dataclass
+class TaskPage:
+    """One page of an agent's ``ListTasks`` answer (A2A 1.0 Tasks, newest status first)."""
+
+    tasks: list[dict[str, Any]]
+    next_page_token: str = ""
+
+
+def list_params(since: str, page_size: int, page_token: str) -> dict[str, Any]:
+    """``ListTasks`` parameters of a listing: the tasks whose status changed at or after
+    ``since``, with their artifacts (a COMPLETED needs its output) and no conversation."""
+    params: dict[str, Any] = {
+        "statusTimestampAfter": since,
+        "pageSize": page_size,
+        "includeArtifacts": True,
+        "historyLength": 0,
+    }
+    if page_token:
+        params["pageToken"] = page_token
+    return params
 
 
 class AgentTransport(abc.ABC):
@@ -80,6 +103,14 @@ class AgentTransport(abc.ABC):
     @abc.abstractmethod
     def get_task(self, task_id: str) -> AgentReply:
         """The agent's current view of its task."""
+
+    def list_tasks(self, *, since: str, page_size: int, page_token: str = "") -> TaskPage:
+        """One page of the agent's tasks whose status changed at or after ``since`` (ISO
+        8601, the agent's clock), newest first. A2A 1.0 only: 0.3 has no ``ListTasks``."""
+        raise A2AUnsupportedOperation(
+            f"Agent '{self.target.agent_id}' speaks A2A {self.target.version}, which has no "
+            "ListTasks."
+        )
 
     @abc.abstractmethod
     def cancel(self, task_id: str, *, timeout: float | None = None) -> AgentReply:

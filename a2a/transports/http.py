@@ -277,7 +277,7 @@ def check_status(
             f"to {method} {url}: {said}",
             status=status,
         )
-    following = operation in ("get_task", "subscribe")
+    following = operation in ("get_task", "subscribe", "list_tasks")
     reason = error_reason(response)
     task_gone = reason == "TASK_NOT_FOUND" or (
         not reason and is_json(response) and "task" in said.lower()

@@ -2,7 +2,7 @@
 to the interface URL.
 
 1.0 methods ``SendMessage``, ``GetTask``, ``CancelTask``, ``SendStreamingMessage``,
-``SubscribeToTask`` (params in the 1.0 shapes, a tenant as the ``tenant`` field); 0.3
+``SubscribeToTask``, ``ListTasks`` (params in the 1.0 shapes, a tenant as the ``tenant`` field); 0.3
 methods ``message/send``, ``tasks/get``, ``tasks/cancel``, ``message/stream``,
 ``tasks/resubscribe`` (``kind`` fields, lowercase roles, ``configuration.blocking``).
 An answer must carry our request id and exactly one of ``result`` / ``error``; A2A error
@@ -23,7 +23,14 @@ from a2a.exceptions import (
     A2AUnsupportedOperation,
 )
 from a2a.transports import answers, http, shapes
-from a2a.transports.base import AgentReply, AgentTransport, excerpt, send_params
+from a2a.transports.base import (
+    AgentReply,
+    AgentTransport,
+    TaskPage,
+    excerpt,
+    list_params,
+    send_params,
+)
 from agent_profiles.interfaces import JSONRPC, V0_3
 
 METHODS = {
@@ -33,6 +40,7 @@ METHODS = {
         "get_task": "GetTask",
         "cancel": "CancelTask",
         "subscribe": "SubscribeToTask",
+        "list_tasks": "ListTasks",
     },
     "0.3": {
         "send": "message/send",
@@ -159,6 +167,13 @@ class JsonRpcTransport(AgentTransport):
     def get_task(self, task_id: str) -> AgentReply:
         # historyLength 0: no conversation in a poll's answer (see the HTTP+JSON binding).
         return self._task_call("get_task", {"id": task_id, "historyLength": 0})
+
+    def list_tasks(self, *, since: str, page_size: int, page_token: str = "") -> TaskPage:
+        if self.v03:
+            return super().list_tasks(since=since, page_size=page_size, page_token=page_token)
+        result = self._call("list_tasks", list_params(since, page_size, page_token))
+        tasks, token = shapes.read_task_page(result, what="answer to ListTasks")
+        return TaskPage(tasks, token)
 
     def cancel(self, task_id: str, *, timeout: float | None = None) -> AgentReply:
         return self._task_call("cancel", {"id": task_id}, timeout)

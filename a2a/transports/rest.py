@@ -1,7 +1,8 @@
 """The HTTP+JSON binding, A2A 1.0 and 0.3.
 
 1.0: ``POST {url}/message:send``, ``GET {url}/tasks/{id}``, ``POST {url}/tasks/{id}:cancel``,
-``POST {url}/message:stream`` and ``GET {url}/tasks/{id}:subscribe`` (SSE); a tenant is a
+``POST {url}/message:stream``, ``GET {url}/tasks/{id}:subscribe`` (SSE) and ``GET {url}/tasks``
+(a listing); a tenant is a
 ``/{tenant}`` path prefix. 0.3: the same under ``{url}/v1``, in the 0.3 proto's JSON
 (``content`` parts, ``configuration.blocking``).
 """
@@ -10,11 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from a2a.exceptions import A2APermanentError
 from a2a.transports import answers, http, shapes
-from a2a.transports.base import AgentReply, AgentTransport, parse_retry_after, send_params
+from a2a.transports.base import (
+    AgentReply,
+    AgentTransport,
+    TaskPage,
+    list_params,
+    parse_retry_after,
+    send_params,
+)
 from agent_profiles.interfaces import HTTP_JSON, V0_3
 
 
@@ -70,6 +78,17 @@ class RestTransport(AgentTransport):
         # send (and the platform parse) the whole conversation on every poll.
         url = self._task_path(task_id) + "?historyLength=0"
         return self._task_call("GET", url, None, "get_task", "tasks/get")
+
+    def list_tasks(self, *, since: str, page_size: int, page_token: str = "") -> TaskPage:
+        if self.v03:
+            return super().list_tasks(since=since, page_size=page_size, page_token=page_token)
+        query = list_params(since, page_size, page_token)
+        query["includeArtifacts"] = "true"
+        url = f"{self._base()}/tasks?{urlencode(query)}"
+        response = http.call(self.target, "GET", url, operation="list_tasks")
+        data = answers.read_json(response, "answer to GET /tasks")
+        tasks, token = shapes.read_task_page(data, what="answer to GET /tasks")
+        return TaskPage(tasks, token)
 
     def cancel(self, task_id: str, *, timeout: float | None = None) -> AgentReply:
         url = self._task_path(task_id, ":cancel")

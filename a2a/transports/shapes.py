@@ -201,6 +201,24 @@ def read_task_answer(data: Any, *, v03: bool, rest: bool, what: str) -> dict[str
     return check_task(data, what)
 
 
+def read_task_page(data: Any, *, what: str) -> tuple[list[dict[str, Any]], str]:
+    """The tasks and next page token of a 1.0 ``ListTasks`` answer; one item that is not
+    an A2A Task makes the whole page a protocol error (the agent is not listing A2A).
+
+    ``tasks`` may be left out when empty (protobuf JSON omits empty lists), but then the
+    answer must still be a ListTasksResponse: one Task, or any other object, is not."""
+    page_fields = ("tasks", "nextPageToken", "pageSize", "totalSize")
+    if not isinstance(data, dict) or not any(key in data for key in page_fields):
+        raise A2AProtocolError(f"The agent's {what} is not a ListTasksResponse.")
+    tasks = data.get("tasks") or []
+    if not isinstance(tasks, list) or is_task(data):
+        raise A2AProtocolError(f"The agent's {what} is not a ListTasksResponse.")
+    token = data.get("nextPageToken") or ""
+    if not isinstance(token, str):
+        raise A2AProtocolError(f"The agent's {what} has a nextPageToken that is not a string.")
+    return [check_task(task, what) for task in tasks], token
+
+
 def read_stream_event(data: Any, *, v03: bool, rest: bool) -> tuple[str, Any]:
     """One stream event as ``(kind, payload)``: task, message, status or artifact.
 

@@ -53,7 +53,9 @@ def test_worker_processes_follow_tasks_to_the_end(setup: Any, peer: TestAgent) -
         asked = wait_for(asked, timeout=30)
     assert (done.state, done.output) == (TaskState.COMPLETED, {"verdict": "pass"})
     assert slow.state == TaskState.COMPLETED
-    assert peer.requests_for(slow.remote_task_id) >= 1
+    # Followed by the worker's listings of the agent (no GetTask needed).
+    assert slow.metadata["followedBy"] == "list"
+    assert peer.counts["/tasks"] >= 1
     assert asked.state == TaskState.COMPLETED
     assert asked.output["answer"] == "EU"
 

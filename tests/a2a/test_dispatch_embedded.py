@@ -149,14 +149,26 @@ def test_an_agent_failure_ends_the_task(
 
 
 def test_a_slow_agent_is_polled_with_backoff_until_it_completes(
-    peer: TestAgent, agent: Any, user: Any
+    peer: TestAgent, agent: Any, user: Any, settings: Any
 ) -> None:
+    settings.A2A_LIST_INTERVAL = 0  # no listing: each task polled on its own
     task = wait_for(start(user, "slow", seconds=1.2))
     assert task.state == TaskState.COMPLETED
+    assert task.metadata["followedBy"] == "poll"
     polls = peer.requests_for(task.remote_task_id)
     assert 2 <= polls <= 10
     assert task.poll_interval > FAST["A2A_POLL_INTERVAL"]
     assert completed_events(task) == 1
+
+
+def test_a_slow_agent_is_followed_by_listing_it(peer: TestAgent, agent: Any, user: Any) -> None:
+    tasks = [start(user, "slow", seconds=1.2) for _ in range(3)]
+    for task in tasks:
+        task = wait_for(task)
+        assert (task.state, task.metadata["followedBy"]) == (TaskState.COMPLETED, "list")
+        assert peer.requests_for(task.remote_task_id) == 0  # the listings told
+        assert completed_events(task) == 1
+    assert peer.counts["/tasks"] >= 1
 
 
 def test_a_down_agent_falls_back_to_the_gateway_after_the_retries(

@@ -1,6 +1,7 @@
-"""The batched poll engine across worker processes (PostgreSQL, Redis, Celery): two
-workers share the polling without ever acting on one task twice, and one SIGKILLed in
-the middle of its batches only delays its tasks, which each complete exactly once."""
+"""The batched poll engine and the listings across worker processes (PostgreSQL, Redis,
+Celery): two workers share the polling (or the agent's listings) without ever acting on
+one task twice, and one SIGKILLed in the middle of its batches (or of a listing) only
+delays its tasks, which each complete exactly once."""
 
 from __future__ import annotations
 
@@ -29,15 +30,29 @@ ENV = {
 }
 
 
+def followed(peer: TestAgent, follow: str) -> int:
+    """The agent requests that followed the tasks so far: polls, or listings."""
+    if follow == "list":
+        return peer.counts["/tasks"]
+    return sum(n for p, n in peer.counts.items() if "/tasks/" in p)
+
+
+@pytest.mark.parametrize("follow", ["poll", "list"])
 def test_a_worker_killed_mid_batch_only_delays_and_nothing_runs_twice(
-    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent
+    transactional_db: None,
+    make_skill: Any,
+    make_agent: Any,
+    make_user: Any,
+    peer: TestAgent,
+    follow: str,
 ) -> None:
     skill = make_skill()
     make_agent(skills=[skill], a2a_endpoint=peer.url)
     user = make_user()
+    env = {**ENV, "A2A_LIST_INTERVAL": 0.3 if follow == "list" else 0}
     with ExitStack() as stack:
-        stack.enter_context(celery_beat(**ENV))
-        workers = stack.enter_context(celery_workers("first", "second", **ENV))
+        stack.enter_context(celery_beat(**env))
+        workers = stack.enter_context(celery_workers("first", "second", **env))
         requests = [
             services.TaskRequest(
                 "ce-review", {"product": f"p{i}", "behaviour": "slow", "seconds": 3}
@@ -45,12 +60,12 @@ def test_a_worker_killed_mid_batch_only_delays_and_nothing_runs_twice(
             for i in range(N)
         ]
         tasks = [o.task for o in services.create_tasks(requests, user=user)]
-        # Every task was sent and both workers are polling: kill one while its batches
-        # are in flight.
+        # Every task was sent and the workers are polling (or listing): kill one while its
+        # batches (or a listing) are in flight.
         deadline = time.monotonic() + 30
+        enough = N if follow == "poll" else 2
         while time.monotonic() < deadline and (
-            Task.objects.filter(remote_task_id="").exists()
-            or sum(n for p, n in peer.counts.items() if "/tasks/" in p) < N
+            Task.objects.filter(remote_task_id="").exists() or followed(peer, follow) < enough
         ):
             time.sleep(0.05)
         workers[0].kill()
@@ -58,6 +73,7 @@ def test_a_worker_killed_mid_batch_only_delays_and_nothing_runs_twice(
         tasks = [wait_for(t, timeout=60) for t in tasks if t is not None]
         assert workers[1].alive()
     assert [t.state for t in tasks] == [TaskState.COMPLETED] * N
+    assert {t.metadata["followedBy"] for t in tasks} == {follow}
     # Every task was sent (the kill came after the sends), none of them again.
     assert len({m["messageId"] for m in peer.messages}) == N
     assert peer.sends == N

@@ -45,6 +45,9 @@ every A2A path (``/message:send``, ``/tasks/{id}``, ``/tasks/{id}:cancel``) as:
 ``flaky``       the first request of each path answers 503, then the real A2A agent
 ``busy``        the first request of each path answers 429 with ``Retry-After: 1``,
                 then the real A2A agent
+``nolist``      the real A2A agent, but ``GET /tasks`` (ListTasks) answers 404
+``badlist``     the real A2A agent, but ``GET /tasks`` answers a list of non-Tasks
+``busylist``    the real A2A agent, but ``GET /tasks`` answers 503 (``Retry-After: 7``)
 ==============  =====================================================================
 
 ``GET /_stats`` answers the request counts as JSON (for a benchmark in another process).

@@ -78,6 +78,19 @@ class RawModes:
             response = StreamingResponse(_endless(), media_type="application/json")
         elif mode == "legacy":
             response = await self._legacy(tail, receive)
+        elif mode in ("nolist", "badlist", "busylist") and tail == "/tasks":
+            # ListTasks (GET /tasks) not served, answered with a non-Task, or busy; the
+            # rest of the agent works (under the same prefix).
+            if mode == "nolist":
+                response = Response("Not Found", status_code=404, media_type="text/plain")
+            elif mode == "badlist":
+                response = JSONResponse({"tasks": [{"nope": 1}], "nextPageToken": ""})
+            else:
+                response = JSONResponse({}, status_code=503, headers={"Retry-After": "7"})
+        elif mode in ("nolist", "badlist", "busylist"):
+            scope = {**scope, "path": tail, "raw_path": tail.encode()}
+            await self.app(scope, receive, send)
+            return
         elif mode in ("flaky", "busy"):
             key = f"{mode}:{scope['method']}:{tail}"
             if key not in self.seen:

@@ -1,0 +1,120 @@
+"""Each agent's listing cursor (:mod:`a2a.agent_listing`).
+
+Imported by :mod:`a2a.models` so Django registers it in the ``a2a`` app.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import IntegrityError, models, transaction
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from agent_profiles.models import AgentProfile
+
+# A process that recorded a follow for an agent this recently does not write it again:
+# under load every send would otherwise update the one row.
+FOLLOW_MEMO = 1.0
+# A cursor rests only if no follow was recorded this long before its listing began, so a
+# task sent meanwhile (recorded, or skipped by the memo) is never left unlisted.
+REST_MARGIN = timedelta(seconds=5)
+
+_followed: dict[str, float] = {}
+
+
+def forget() -> None:
+    """Forget the follows this process recorded (tests: their rows are gone)."""
+    _followed.clear()
+
+
+class AgentListing(models.Model):
+    """Where the platform is in listing one agent's tasks (``ListTasks``).
+
+    While the agent has polled tasks in flight the sweep asks it, once per
+    ``A2A_LIST_INTERVAL``, for the tasks whose status changed at or after ``since`` (the
+    agent's clock), instead of asking for each task. ``next_at`` None: nothing to follow
+    (the cursor rests). ``lease_until`` keeps two workers from listing one agent at once.
+    Fields change only through the verbs below.
+    """
+
+    agent = models.OneToOneField(
+        AgentProfile, primary_key=True, on_delete=models.CASCADE, related_name="+"
+    )
+    since = models.DateTimeField(null=True, blank=True)  # None: to be probed
+    next_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    followed_at = models.DateTimeField(default=timezone.now)
+    listed_at = models.DateTimeField(null=True, blank=True)
+    # Changes a listing should have shown but a task's own poll found (a2a.agent_listing).
+    misses = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"listing {self.agent_id} since {self.since}"
+
+    @classmethod
+    def follow(cls, agent_id: str) -> None:
+        """A task of this agent is followed by listing: keep listing (start if resting)."""
+        clock = time.monotonic()
+        if clock - _followed.get(agent_id, -FOLLOW_MEMO) < FOLLOW_MEMO:
+            return
+        now = timezone.now()
+        fields: dict[str, Any] = {"followed_at": now, "next_at": Coalesce("next_at", now)}
+        if not cls.objects.filter(pk=agent_id).update(**fields):
+            try:
+                with transaction.atomic():
+                    cls.objects.create(agent_id=agent_id, followed_at=now, next_at=now)
+            except IntegrityError:  # another process created it meanwhile
+                cls.objects.filter(pk=agent_id).update(**fields)
+        _followed[agent_id] = clock
+
+    @classmethod
+    def claim_due(cls, now: datetime, lease: datetime) -> list[AgentListing]:
+        """The cursors due now that no other worker holds, each claimed until ``lease``."""
+        free = Q(lease_until__isnull=True) | Q(lease_until__lt=now)
+        claimed = []
+        for row in cls.objects.filter(free, next_at__lte=now).select_related("agent"):
+            seen = {"pk": row.pk, "next_at": row.next_at, "lease_until": row.lease_until}
+            if cls.objects.filter(**seen).update(lease_until=lease):
+                row.lease_until = lease
+                claimed.append(row)
+        return claimed
+
+    def _mine(self) -> Any:
+        return type(self).objects.filter(pk=self.pk, lease_until=self.lease_until)
+
+    def listed(self, since: datetime | None, next_at: datetime) -> bool:
+        """A listing went through: changes before ``since`` are known; list again then."""
+        now = timezone.now()
+        return bool(
+            self._mine().update(since=since, next_at=next_at, lease_until=None, listed_at=now)
+        )
+
+    def put_off(self, next_at: datetime) -> bool:
+        """The listing failed for now: try again at ``next_at``, from the same point."""
+        return bool(self._mine().update(next_at=next_at, lease_until=None))
+
+    def rest(self, began: datetime) -> bool:
+        """Nothing to follow at this agent: stop listing, unless a task was sent to be
+        followed since ``began`` (the next follow starts it again, probing anew)."""
+        rows = self._mine().filter(followed_at__lt=began - REST_MARGIN)
+        return bool(rows.update(next_at=None, since=None, lease_until=None))
+
+    @classmethod
+    def missed(cls, agent_id: str, stamp: datetime) -> int | None:
+        """A task's own poll found a change of ``stamp`` (the agent's clock) that a listing
+        should have shown: the agent's misses so far, or None if the listings had not
+        covered that time yet (no miss)."""
+        rows = cls.objects.filter(pk=agent_id, since__gt=stamp)
+        if not rows.update(misses=F("misses") + 1):
+            return None
+        return int(cls.objects.filter(pk=agent_id).values_list("misses", flat=True).first() or 0)
+
+    @classmethod
+    def stop(cls, agent_id: str) -> None:
+        """The agent cannot be followed by listing: its cursor rests for good."""
+        cls.objects.filter(pk=agent_id).update(next_at=None, since=None, lease_until=None)
+        _followed.pop(agent_id, None)

@@ -1,0 +1,329 @@
+"""Polled tasks followed by listing: one ``ListTasks`` per agent tells what changed.
+
+Against real a2a-sdk agents (HTTP+JSON and JSON-RPC): the transports' listing, a task
+followed to its end by listings alone (its own polls spaced to the safety interval), the
+cursor in the agent's clock, agents that cannot be listed (404, non-A2A answers, A2A 0.3,
+statuses without time) going back to polling at once, and the guarantees: one worker per
+agent's listing, a listed task applied only to that agent's platform task, never a
+regression.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from a2a import agent_listing, engine, listing_models, services, transports
+from a2a.exceptions import A2AProtocolError, A2AUnsupportedOperation
+from a2a.listing_models import AgentListing
+from a2a.models import Task, TaskEvent
+from a2a.states import NextAction, TaskState
+from a2a.transports import shapes
+from a2a.worker import process_task
+from agent_profiles.interfaces import CallTarget, call_target
+from agent_profiles.models import AgentProfile
+from tests.support.agents import TestAgent, run_agent
+from tests.support.peers import RPC_PATH, run_peer
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def peer() -> Iterator[TestAgent]:
+    with run_agent() as agent:
+        yield agent
+
+
+@pytest.fixture
+def rpc_peer() -> Iterator[TestAgent]:
+    with run_peer(bindings=("JSONRPC",)) as agent:
+        yield agent
+
+
+@pytest.fixture(autouse=True)
+def listing_on(settings: Any) -> None:
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_LIST_INTERVAL = 1.0
+    settings.A2A_LIST_POLL_INTERVAL = 60.0
+
+
+def start(user: Any, behaviour: str = "working", **extra: Any) -> Task:
+    task = services.create_task(
+        skill_id="ce-review", input={"product": "lamp", "behaviour": behaviour, **extra}, user=user
+    )
+    process_task(task.pk)
+    task.refresh_from_db()
+    return task
+
+
+def listed_now(agent_id: str = "agent-one") -> int:
+    """Make the agent's listing due and run the sweep's listing step."""
+    AgentListing.objects.filter(pk=agent_id).update(next_at=timezone.now())
+    return agent_listing.list_due()
+
+
+@pytest.fixture
+def setup(make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent) -> Any:
+    skill = make_skill(id="ce-review")
+    make_agent(skills=[skill], a2a_endpoint=peer.url)
+    return make_user()
+
+
+# --- the transports ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("binding", ["HTTP+JSON", "JSONRPC"])
+def test_both_bindings_list_what_changed_since_a_time(
+    binding: str, peer: TestAgent, rpc_peer: TestAgent
+) -> None:
+    served = peer if binding == "HTTP+JSON" else rpc_peer
+    url = served.url + (RPC_PATH if binding == "JSONRPC" else "")
+    transport = transports.transport_for(CallTarget("a", binding=binding, url=url))
+    message = {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"data": {"behaviour": "slow"}}]}
+    sent = transport.send({**message, "parts": [{"data": {"behaviour": "slow", "seconds": 0.1}}]})
+    transport.send({**message, "messageId": "m-2", "parts": [{"data": {"behaviour": "working"}}]})
+    time.sleep(0.4)
+    page = transport.list_tasks(since="1970-01-01T00:00:00Z", page_size=100)
+    by_id = {task["id"]: task for task in page.tasks}
+    assert by_id[sent.task["id"]]["status"]["state"] == TaskState.COMPLETED
+    assert by_id[sent.task["id"]]["artifacts"][0]["parts"][0]["data"] == {"verdict": "pass"}
+    assert all(task.get("history", []) == [] for task in page.tasks)  # historyLength 0
+    assert page.next_page_token == ""
+    first = transport.list_tasks(since="1970-01-01T00:00:00Z", page_size=1)
+    assert len(first.tasks) == 1
+    assert first.next_page_token
+    later = transport.list_tasks(since="2999-01-01T00:00:00Z", page_size=100)
+    assert later.tasks == []
+
+
+def test_an_03_agent_has_no_listing() -> None:
+    transport = transports.transport_for(CallTarget("a", url="http://127.0.0.1:9", version="0.3"))
+    with pytest.raises(A2AUnsupportedOperation):
+        transport.list_tasks(since="1970-01-01T00:00:00Z", page_size=10)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        [],
+        {"tasks": "no"},
+        {"tasks": [{"id": "t"}]},
+        {"tasks": [{"id": "t", "status": {"state": "MADE_UP"}}]},
+        {"tasks": [], "nextPageToken": 7},
+        {},
+        {"id": "t", "status": {"state": "TASK_STATE_COMPLETED"}},  # one Task
+        {"kind": "task", "id": "t", "status": {"state": "completed"}, "pageSize": 1},
+    ],
+)
+def test_a_page_that_is_not_a2a_is_refused(data: Any) -> None:
+    with pytest.raises(A2AProtocolError):
+        shapes.read_task_page(data, what="answer to GET /tasks")
+
+
+def test_an_empty_page_may_leave_its_tasks_out() -> None:
+    assert shapes.read_task_page({"nextPageToken": ""}, what="page") == ([], "")
+
+
+# --- following by listing ---------------------------------------------------------------------
+
+
+def test_a_task_is_followed_to_its_end_by_listings_alone(setup: Any, peer: TestAgent) -> None:
+    task = start(setup, "slow", seconds=0.3)
+    assert task.metadata["followedBy"] == "list"
+    assert task.next_action == NextAction.POLL
+    # Its own polls are the safety net only.
+    assert task.next_poll_at >= timezone.now() + timedelta(seconds=50)
+    row = AgentListing.objects.get(pk="agent-one")
+    assert row.next_at is not None
+    assert row.since is None
+    time.sleep(0.6)
+    assert listed_now() == 1
+    task.refresh_from_db()
+    assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "pass"})
+    assert peer.requests_for(task.remote_task_id) == 0  # no GetTask
+    assert TaskEvent.objects.filter(task=task, reason__contains="via list").exists()
+    row.refresh_from_db()
+    # The cursor is in the agent's clock: its newest status time, less the overlap.
+    completed_at = agent_listing.agent_push.status_time(
+        {"timestamp": task.metadata["agentStatusAt"]}
+    )
+    assert row.since == completed_at - agent_listing.OVERLAP
+    assert row.lease_until is None
+
+
+def test_listings_cost_one_request_per_agent_not_per_task(setup: Any, peer: TestAgent) -> None:
+    tasks = [start(setup) for _ in range(5)]
+    listed_now()  # probe and first listing: WORKING applied to each
+    peer.reset()
+    listed_now()
+    assert peer.counts["/tasks"] == 1
+    for task in tasks:
+        task.refresh_from_db()
+        assert task.state == TaskState.WORKING
+        assert peer.requests_for(task.remote_task_id) == 0
+
+
+def test_the_cursor_rests_when_nothing_is_in_flight_and_starts_again(
+    setup: Any, peer: TestAgent
+) -> None:
+    task = start(setup, "slow", seconds=0.1)
+    time.sleep(0.3)
+    AgentListing.objects.filter(pk="agent-one").update(followed_at=timezone.now() - timedelta(60))
+    listed_now()
+    task.refresh_from_db()
+    assert task.state == TaskState.COMPLETED
+    row = AgentListing.objects.get(pk="agent-one")
+    assert (row.next_at, row.since) == (None, None)  # resting: no more requests
+    peer.reset()
+    assert agent_listing.list_due() == 0
+    assert peer.total == 0
+    listing_models.forget()  # this process's last follow was long ago
+    start(setup)
+    assert AgentListing.objects.get(pk="agent-one").next_at is not None
+
+
+def test_a_task_sent_while_the_listing_ran_keeps_it_going(setup: Any) -> None:
+    start(setup, "slow", seconds=0.1)
+    time.sleep(0.3)
+    listed_now()  # the task completed, but a follow was recorded just now
+    assert AgentListing.objects.get(pk="agent-one").next_at is not None
+
+
+def test_two_workers_never_list_one_agent_at_once(setup: Any) -> None:
+    start(setup)
+    now = timezone.now()
+    lease = now + timedelta(seconds=30)
+    assert len(AgentListing.claim_due(now, lease)) == 1
+    assert AgentListing.claim_due(now, lease) == []
+    # A worker killed mid-listing: its lease runs out, and another lists again.
+    later = lease + timedelta(seconds=1)
+    assert len(AgentListing.claim_due(later, later + timedelta(seconds=30))) == 1
+
+
+def test_a_listed_task_changes_only_that_agents_task(
+    setup: Any, make_agent: Any, peer: TestAgent
+) -> None:
+    mine = start(setup, "slow", seconds=0.1)
+    other = services.create_task(
+        skill_id="ce-review", input={"product": "lamp"}, user=setup, agent_id="agent-one"
+    )
+    make_agent(id="agent-two", skills=[mine.skill], a2a_endpoint="http://127.0.0.1:9/")
+    # Another agent's task that happens to carry the same remote id.
+    Task.objects.filter(pk=other.pk).update(
+        agent_id="agent-two", remote_task_id=mine.remote_task_id, next_action=NextAction.POLL
+    )
+    time.sleep(0.3)
+    listed_now()
+    mine.refresh_from_db()
+    other.refresh_from_db()
+    assert mine.state == TaskState.COMPLETED
+    assert other.state == TaskState.SUBMITTED
+
+
+def test_a_listing_never_takes_a_task_back(setup: Any, peer: TestAgent) -> None:
+    task = start(setup, "ask")
+    time.sleep(0.2)
+    listed_now()
+    task.refresh_from_db()
+    assert task.state == TaskState.INPUT_REQUIRED
+    # The platform holds a newer status than the agent lists (a person's answer is on its
+    # way): the listed one is older and changes nothing.
+    newer = (timezone.now() + timedelta(hours=1)).isoformat()
+    Task.objects.filter(pk=task.pk).update(
+        state=TaskState.WORKING, metadata={**task.metadata, "agentStatusAt": newer}
+    )
+    listed_now()
+    task.refresh_from_db()
+    assert task.state == TaskState.WORKING
+
+
+# --- agents that cannot be listed -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["nolist", "badlist"])
+def test_an_agent_that_cannot_be_listed_goes_back_to_polling(
+    mode: str, make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent
+) -> None:
+    skill = make_skill(id="ce-review")
+    make_agent(skills=[skill], a2a_endpoint=peer.url_for(mode), card_read_at=timezone.now())
+    user = make_user()
+    task = start(user, "slow", seconds=0.1)
+    assert task.metadata["followedBy"] == "list"
+    listed_now()
+    profile = AgentProfile.objects.get(pk="agent-one")
+    assert profile.listing is False
+    assert profile.no_listing_reason
+    assert AgentListing.objects.get(pk="agent-one").next_at is None
+    task.refresh_from_db()
+    assert task.next_poll_at <= timezone.now()  # polled at once
+    time.sleep(0.2)
+    engine.poll_due(10)
+    task.refresh_from_db()
+    assert task.state == TaskState.COMPLETED
+    # From now on its tasks are polled one by one.
+    later = start(user)
+    assert later.metadata["followedBy"] == "poll"
+    assert later.next_poll_at < timezone.now() + timedelta(seconds=5)
+
+
+def test_a_busy_listing_is_tried_again_later_from_the_same_point(
+    make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent
+) -> None:
+    skill = make_skill(id="ce-review")
+    make_agent(skills=[skill], a2a_endpoint=peer.url_for("busylist"), card_read_at=timezone.now())
+    start(make_user())
+    listed_now()
+    row = AgentListing.objects.get(pk="agent-one")
+    assert AgentProfile.objects.get(pk="agent-one").listing is True
+    assert row.since is None
+    assert row.lease_until is None
+    assert row.next_at >= timezone.now() + timedelta(seconds=6)  # its Retry-After
+
+
+def test_a_change_without_a_status_time_stops_the_listing(setup: Any, peer: TestAgent) -> None:
+    task = start(setup)
+    polled = engine.Polled(task, call_target(task.agent))
+    undated = {"id": task.remote_task_id, "status": {"state": TaskState.COMPLETED}}
+    agent_listing.check_poll(task, polled.target, transports.AgentReply(task=undated))
+    assert AgentProfile.objects.get(pk="agent-one").listing is False
+    task.refresh_from_db()
+    assert task.next_poll_at <= timezone.now()
+    dated = {**undated, "status": {**undated["status"], "timestamp": "2026-01-01T00:00:00Z"}}
+    AgentProfile.objects.filter(pk="agent-one").update(listing=True)
+    task.agent.refresh_from_db()
+    agent_listing.check_poll(task, call_target(task.agent), transports.AgentReply(task=dated))
+    assert AgentProfile.objects.get(pk="agent-one").listing is True
+
+
+def test_listing_off_polls_every_task(setup: Any, settings: Any) -> None:
+    settings.A2A_LIST_INTERVAL = 0
+    task = start(setup)
+    assert task.metadata["followedBy"] == "poll"
+    assert task.next_poll_at < timezone.now() + timedelta(seconds=5)
+    assert not AgentListing.objects.exists()
+
+
+def test_listings_that_skip_changes_stop_after_a_few(setup: Any) -> None:
+    task = start(setup)
+    target = call_target(task.agent)
+    dated = {
+        "id": task.remote_task_id,
+        "status": {"state": TaskState.COMPLETED, "timestamp": "2026-01-01T00:00:00Z"},
+    }
+    # The listings have not covered that time yet: not a miss.
+    agent_listing.check_poll(task, target, transports.AgentReply(task=dated))
+    assert AgentListing.objects.get(pk="agent-one").misses == 0
+    # They have (the cursor is past it) and did not show it: a miss, and the third stops them.
+    AgentListing.objects.filter(pk="agent-one").update(since=timezone.now())
+    for _ in range(agent_listing.MISSES - 1):
+        agent_listing.check_poll(task, target, transports.AgentReply(task=dated))
+    assert AgentProfile.objects.get(pk="agent-one").listing is True
+    agent_listing.check_poll(task, target, transports.AgentReply(task=dated))
+    profile = AgentProfile.objects.get(pk="agent-one")
+    assert profile.listing is False
+    assert "left out" in profile.no_listing_reason
