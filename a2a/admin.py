@@ -17,6 +17,7 @@ from django.utils.html import format_html
 
 from a2a import console as task_console
 from a2a import services
+from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.states import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a.task_page import page_context
@@ -274,6 +275,27 @@ class TaskAdmin(admin.ModelAdmin):
             "change_url": change_url,
         }
         return TemplateResponse(request, "admin/a2a/task/reply.html", context)
+
+
+@admin.register(AgentListing)
+class AgentListingAdmin(admin.ModelAdmin):
+    """Each agent's listing cursor (:mod:`a2a.agent_listing`), to see which agents are
+    listed, from which point (the agent's clock) and how often a poll found what a listing
+    left out. Deleting a row makes the next listing place its cursor again."""
+
+    list_display = ("agent", "listing", "since", "listed_at", "next_at", "misses")
+    ordering = ("agent_id",)
+    fields = ("agent", "since", "listed_at", "next_at", "lease_until", "followed_at", "misses")
+
+    @admin.display(boolean=True, description="listing")
+    def listing(self, row: AgentListing) -> bool:
+        return row.next_at is not None
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 console.add_dashboard_panel("tasks", task_console.dashboard_panel, order=10)

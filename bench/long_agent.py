@@ -64,6 +64,8 @@ def _kind(path: str, method: str) -> str:
         return "cancel"
     if "/tasks/" in path and method == "GET":
         return "get"
+    if path.endswith("/tasks") and method == "GET":
+        return "list"
     return "other"
 
 

@@ -1,6 +1,6 @@
-"""Benchmark: many long tasks in flight, at an agent that pushes and at one that is polled.
+"""Benchmark: many long tasks in flight, at an agent that pushes and at one that does not.
 
-    .venv/bin/python bench/long_tasks.py --tasks 2000 --seconds 60 --agent push poll
+    .venv/bin/python bench/long_tasks.py --tasks 2000 --seconds 60 --agent push poll list
         [--mode embedded|distributed] [--agents N] [--save FILE] [--write]
     .venv/bin/python bench/long_tasks.py --load FILE... [--write]
 
@@ -12,7 +12,11 @@ the agent. Measured:
 * platform CPU (cores) and RSS while the tasks are in flight (the plateau: from the last
   creation until the agent ends its first task), and CPU ms per task over the whole run,
   also net of what the idle platform spends (measured for 10 s before the first task);
-* agent requests per task (sends, polls) and pushes per task;
+* agent requests per task (sends, polls, listings) and pushes per task.
+
+``--agent``: ``push`` (the agent pushes), ``poll`` (it does not; each task is polled on its
+own: ``A2A_LIST_INTERVAL=0``), ``list`` (it does not; the platform lists its tasks, the
+default for an A2A 1.0 agent).
 * notice delay: the platform's COMPLETED (its ``TaskEvent``) minus the moment the agent
   ended the task (both clocks of this machine), p50 / p95 / max.
 
@@ -141,6 +145,11 @@ def run(
             "PYTHONUNBUFFERED": "1",
             "ALLOW_LOOPBACK_URLS": "true",
             "A2A_TASK_TIMEOUT": str(max(300.0, seconds * 5)),
+            # "poll": each task polled on its own; "list": the platform lists the agent's
+            # tasks (the default for an A2A 1.0 agent that does not push).
+            "A2A_LIST_INTERVAL": "0"
+            if kind == "poll"
+            else os.environ.get("A2A_LIST_INTERVAL", "1"),
         }
     )
     if mode == "distributed":
@@ -260,6 +269,7 @@ def run(
         "cpu_ms_per_task_net": max(0.0, (cpu1 - cpu0) - idle_cores * (t1 - t0)) / total * 1000,
         "sends": counts.get("send", 0) / total,
         "polls": counts.get("get", 0) / total,
+        "lists": counts.get("list", 0) / total,
         "requests": sum(counts.values()) / total,
         "pushes": pushes / total,
         "push_failures": push_failures,
@@ -296,7 +306,8 @@ def table(results: list[dict[str, Any]]) -> str:
         "task works for the given seconds at its agent.",
         "",
         "| Mode | Agent | Tasks x s | Followed by | Platform cores (plateau) | RSS MiB "
-        "| CPU ms/task (beyond idle) | Agent requests/task (sends + polls) | Pushes/task "
+        "| CPU ms/task (beyond idle) | Agent requests/task (sends + polls + listings) "
+        "| Pushes/task "
         "| Agent cores while tasks end | Notice delay p50 / p95 / max "
         "| of which at the agent, p95 | Done |",
         "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -312,7 +323,8 @@ def table(results: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['mode']} | {r['agent']}{agents} | {r['tasks']:,} x {r['seconds']:g} | {follow} "
             f"| {r['cores']:.2f} | {r['rss_mib']:.0f} | {r['cpu_ms_per_task']:.1f}{net} "
-            f"| {r['requests']:.2f} ({r['sends']:.2f} + {r['polls']:.2f}) "
+            f"| {r['requests']:.2f} ({r['sends']:.2f} + {r['polls']:.2f} "
+            f"+ {r.get('lists', 0):.2f}) "
             f"| {r['pushes']:.2f} | {agent} "
             f"| {r['delay_p50'] / 1000:.2f} / {r['delay_p95'] / 1000:.2f} / "
             f"{r['delay_max'] / 1000:.2f} s | {at_agent} | {r['noticed']:,}/{r['tasks']:,} |"
@@ -324,7 +336,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, nargs="+", default=[2000])
     parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--agent", nargs="+", choices=["push", "poll"], default=["push", "poll"])
+    parser.add_argument(
+        "--agent", nargs="+", choices=["push", "poll", "list"], default=["push", "poll", "list"]
+    )
     parser.add_argument(
         "--mode", nargs="+", choices=["embedded", "distributed"], default=["embedded"]
     )

@@ -75,7 +75,7 @@ AGENT_CALL_SECONDS = Histogram(
 AGENT_UPDATES = Counter(
     "a2a_agent_updates_total",
     "Task updates received from agents: a poll's or a send's answer (a2a), a push webhook "
-    "(push), a gateway frame (websocket).",
+    "(push), an agent's listing (list), a gateway frame (websocket).",
     ["via"],
 )
 

@@ -2,7 +2,10 @@
 
 On every state change (see :mod:`a2a.face.signals`) one :class:`PushDelivery` row per
 enabled config is stored with the ``StreamResponse`` payload, then a Celery task POSTs it
-with ``Authorization: <scheme> <credentials>`` and ``X-A2A-Notification-Token``. A failed
+with ``Authorization: <scheme> <credentials>`` and ``X-A2A-Notification-Token``. A
+config's deliveries go out one at a time, in the order of the task's events: one waits
+while an earlier one is pending, and each that ends (delivered, or failed for good)
+starts the next, so a webhook never sees a WORKING after the COMPLETED. A failed
 attempt is retried with exponential backoff (``next_attempt_at``; a beat sweep re-queues
 anything overdue, so a lost message only delays); a config is disabled after
 ``A2A_PUSH_DISABLE_AFTER`` consecutive failed attempts. Webhook URLs pass the outbound
@@ -205,11 +208,46 @@ def _fail_config(config: PushNotificationConfig, reason: str) -> bool:
     return False
 
 
+def _earlier_pending(delivery_id: int) -> bool:
+    """Whether an earlier event of the same config is still to be delivered."""
+    row = PushDelivery.objects.filter(pk=delivery_id).values("config_id", "seq").first()
+    if row is None:
+        return False
+    return PushDelivery.objects.filter(
+        config_id=row["config_id"], seq__lt=row["seq"], status=DeliveryStatus.PENDING
+    ).exists()
+
+
+def _start_next(delivery: PushDelivery) -> None:
+    """This delivery ended: the config's next pending one (which waited for it) goes now."""
+    following = (
+        PushDelivery.objects.filter(
+            config_id=delivery.config_id, seq__gt=delivery.seq, status=DeliveryStatus.PENDING
+        )
+        .order_by("seq")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if following is not None:
+        deliver_push.delay(following)
+
+
 def attempt(delivery_id: int) -> str:
-    """One POST of a delivery, recorded; returns the delivery status after it."""
+    """One POST of a delivery, recorded; returns the delivery status after it (``waiting``:
+    an earlier event of the same config goes first, and starts this one when it ends)."""
+    if _earlier_pending(delivery_id):
+        return "waiting"
     delivery = _claim(delivery_id)
     if delivery is None:
         return "skipped"
+    outcome = _post(delivery)
+    if outcome != DeliveryStatus.PENDING:
+        _start_next(delivery)
+    return outcome
+
+
+def _post(delivery: PushDelivery) -> str:
+    """POST a claimed delivery and record the outcome (retry, delivered or failed)."""
     config = delivery.config
     if not config.enabled:
         PushDelivery.objects.filter(pk=delivery.pk).update(

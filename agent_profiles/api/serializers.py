@@ -193,6 +193,7 @@ class AgentProfileSerializer(serializers.ModelSerializer):
     card = serializers.SerializerMethodField()
     credential = serializers.SerializerMethodField()
     polling = serializers.SerializerMethodField()
+    listing = serializers.SerializerMethodField()
     health = serializers.SerializerMethodField()
 
     class Meta:
@@ -222,6 +223,7 @@ class AgentProfileSerializer(serializers.ModelSerializer):
             "card",
             "credential",
             "polling",
+            "listing",
             "health",
         ]
         read_only_fields = fields
@@ -258,6 +260,14 @@ class AgentProfileSerializer(serializers.ModelSerializer):
             "supported": agent.polling,
             "reason": agent.no_polling_reason,
             "since": _iso(agent.no_polling_at),
+        }
+
+    def get_listing(self, agent: AgentProfile) -> dict[str, Any]:
+        """Whether its polled tasks are followed by listing them (``ListTasks``)."""
+        return {
+            "supported": agent.listing,
+            "reason": agent.no_listing_reason,
+            "since": _iso(agent.no_listing_at),
         }
 
     def get_health(self, agent: AgentProfile) -> dict[str, Any]:

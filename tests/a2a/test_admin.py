@@ -195,3 +195,16 @@ def test_the_page_reassigns_a_waiting_task_to_another_agent(
 def test_no_reassign_form_without_another_agent(admin_client: Any, task: Task) -> None:
     page = admin_client.get(reverse("admin:a2a_task_change", args=[task.pk])).content.decode()
     assert 'id="reassign-task"' not in page
+
+
+def test_the_listing_cursors_are_shown_and_cannot_be_edited(admin_client: Any, agent: Any) -> None:
+    from a2a.listing_models import AgentListing
+
+    AgentListing.follow(agent.pk)
+    AgentListing.objects.filter(pk=agent.pk).update(misses=2)
+    page = admin_client.get("/admin/a2a/agentlisting/").content.decode()
+    assert agent.pk in page
+    assert "misses" in page.lower()
+    detail = admin_client.get(f"/admin/a2a/agentlisting/{agent.pk}/change/")
+    assert detail.status_code == 200
+    assert admin_client.get("/admin/a2a/agentlisting/add/").status_code == 403

@@ -327,3 +327,25 @@ def test_listings_that_skip_changes_stop_after_a_few(setup: Any) -> None:
     profile = AgentProfile.objects.get(pk="agent-one")
     assert profile.listing is False
     assert "left out" in profile.no_listing_reason
+
+
+def test_a_question_answered_is_not_asked_again_by_a_later_listing(setup: Any) -> None:
+    task = start(setup, "ask")
+    time.sleep(0.2)
+    listed_now()
+    task.refresh_from_db()
+    assert task.state == TaskState.INPUT_REQUIRED
+    services.reply_to_task(task, text="EU")
+    # The next listing shows the question again (the cursor overlaps the last listing)
+    # before the agent has the answer: the mapping knows it as the one answered.
+    listed_now()
+    task.refresh_from_db()
+    assert task.state != TaskState.INPUT_REQUIRED
+    if task.next_action == NextAction.SEND:
+        process_task(task.pk)  # the answer goes to the agent
+    time.sleep(0.2)
+    listed_now()
+    task.refresh_from_db()
+    assert (task.state, task.output["answer"]) == (TaskState.COMPLETED, "EU")
+    asked = TaskEvent.objects.filter(task=task, to_state=TaskState.INPUT_REQUIRED).count()
+    assert asked == 1

@@ -213,6 +213,36 @@ def test_a_state_change_is_posted_with_the_auth_and_token_headers(
     assert push.attempt(delivery.pk) == "skipped"  # delivered once is enough
 
 
+def test_a_configs_deliveries_go_out_in_the_order_of_the_events(
+    task: Task,
+    webhook: Webhook,
+    settings: Any,
+    monkeypatch: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    settings.A2A_PUSH_BACKOFF = 0
+    webhook.statuses = [500]  # the first POST of the first event fails
+    _configure(task, webhook.url)
+    started: list[int] = []
+    monkeypatch.setattr(push.deliver_push, "delay", started.append)
+    with django_capture_on_commit_callbacks(execute=True):
+        task.start_work()
+    with django_capture_on_commit_callbacks(execute=True):
+        task.cancel("a person canceled")
+    working, canceled = PushDelivery.objects.order_by("seq")
+    started.clear()
+    # The later event waits while the earlier one is pending, even after a failed try.
+    assert push.attempt(working.pk) == DeliveryStatus.PENDING
+    assert push.attempt(canceled.pk) == "waiting"
+    assert len(webhook.received) == 1  # the failed POST; the later event was not sent
+    # The earlier one delivered starts the next; nothing goes out of order.
+    assert push.attempt(working.pk) == DeliveryStatus.DELIVERED
+    assert started == [canceled.pk]
+    assert push.attempt(canceled.pk) == DeliveryStatus.DELIVERED
+    states = [body["task"]["status"]["state"] for _, body in webhook.received]
+    assert states[-2:] == ["TASK_STATE_WORKING", "TASK_STATE_CANCELED"]
+
+
 def test_a_failed_post_is_retried_and_recorded(
     task: Task, webhook: Webhook, settings: Any, django_capture_on_commit_callbacks: Any
 ) -> None:

@@ -104,16 +104,18 @@ def test_the_detail_shows_the_cards_schemes_next_to_the_credential(
 
 
 def test_the_list_and_detail_show_health_and_no_polling(staff_client: Any, make_agent: Any) -> None:
-    from agent_profiles.health import mark_no_polling
+    from agent_profiles.health import mark_no_listing, mark_no_polling
 
     agent = make_agent()
     record_call_outcome(agent, ok=False, code="agent_auth_failed", message="HTTP 401 (bearer)")
     mark_no_polling(agent, "GetTask answered HTTP 405")
+    mark_no_listing(agent, "ListTasks answered HTTP 404")
     listing = staff_client.get("/admin/agent_profiles/agentprofile/").content.decode()
     assert "unhealthy" in listing
     assert "agent_auth_failed: HTTP 401 (bearer)" in listing
     page = staff_client.get(change_url(agent)).content.decode()
     assert "GetTask answered HTTP 405" in page
+    assert "ListTasks answered HTTP 404" in page
 
 
 def test_moving_the_endpoint_in_the_admin_reads_the_new_card(

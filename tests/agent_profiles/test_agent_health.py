@@ -9,6 +9,7 @@ import pytest
 from agent_profiles.health import (
     check_agents,
     health_of,
+    mark_no_listing,
     mark_no_polling,
     record_call_outcome,
 )
@@ -124,6 +125,18 @@ def test_mark_no_polling_is_stored_and_shown(make_agent: Any, client: Any) -> No
     assert polling["reason"] == "GET /tasks/{id} answered HTTP 404"
     assert polling["since"]
     assert call_target(AgentProfile.objects.get()).polling is False
+
+
+def test_mark_no_listing_is_stored_and_shown(make_agent: Any, client: Any) -> None:
+    agent = make_agent()
+    assert call_target(agent).listing is True
+    assert profile_json(client, agent)["listing"]["supported"] is True
+    mark_no_listing(agent, "GET /tasks answered HTTP 404")
+    listing = profile_json(client, agent)["listing"]
+    assert listing["supported"] is False
+    assert listing["reason"] == "GET /tasks answered HTTP 404"
+    assert listing["since"]
+    assert call_target(AgentProfile.objects.get()).listing is False
 
 
 @pytest.mark.parametrize(
