@@ -49,9 +49,10 @@ LIST = "list"  # metadata.followedBy
 # Each listing starts this far before the newest status time the last one saw.
 OVERLAP = timedelta(seconds=5)
 PAGE_SIZE = 100  # the most ListTasks allows
-# Pages read per listing; past them (an agent ignoring the filter) the rest waits for the
-# safety polls.
-MAX_PAGES = 20
+# Pages read per listing. Past them (a burst of changes, an agent ignoring the filter) the
+# cursor stays where it was, so nothing is skipped; what was not read waits for the next
+# listings or the safety polls.
+MAX_PAGES = 50
 # A listing that failed for a transient reason is tried again after this (or Retry-After).
 RETRY_SECONDS = 5.0
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -89,6 +90,7 @@ class Listing:
     since: datetime | None = None
     tasks: list[dict[str, Any]] = field(default_factory=list)
     newest: datetime | None = None
+    truncated: bool = False
     error: A2ACallError | None = None
 
 
@@ -118,8 +120,9 @@ def _fetch(listing: Listing) -> Listing:
             if not token:
                 break
         else:
+            listing.truncated = True
             log.warning(
-                "agent %s: listing stopped after %d pages; older changes wait for their polls",
+                "agent %s: listing stopped after %d pages; its cursor stays",
                 listing.target.agent_id,
                 MAX_PAGES,
             )
@@ -179,8 +182,9 @@ def _after(listing: Listing, began: datetime) -> None:
         row.put_off(now + timedelta(seconds=wait))
         return
     since = listing.since
-    if listing.newest is not None and (since is None or listing.newest - OVERLAP > since):
-        since = listing.newest - OVERLAP
+    newest = None if listing.truncated else listing.newest
+    if newest is not None and (since is None or newest - OVERLAP > since):
+        since = newest - OVERLAP
     in_flight = Task.objects.filter(
         agent_id=target.agent_id,
         transport=Transport.A2A,

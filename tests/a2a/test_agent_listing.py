@@ -349,3 +349,18 @@ def test_a_question_answered_is_not_asked_again_by_a_later_listing(setup: Any) -
     assert (task.state, task.output["answer"]) == (TaskState.COMPLETED, "EU")
     asked = TaskEvent.objects.filter(task=task, to_state=TaskState.INPUT_REQUIRED).count()
     assert asked == 1
+
+
+def test_a_listing_cut_short_keeps_its_cursor(setup: Any, monkeypatch: Any) -> None:
+    for _ in range(3):
+        start(setup, "slow", seconds=0.1)
+    time.sleep(0.3)
+    listed_now()  # probe and a first listing place the cursor
+    placed = AgentListing.objects.get(pk="agent-one").since
+    assert placed is not None
+    monkeypatch.setattr(agent_listing, "PAGE_SIZE", 1)
+    monkeypatch.setattr(agent_listing, "MAX_PAGES", 2)
+    start(setup, "slow", seconds=0.1)
+    time.sleep(0.3)
+    listed_now()  # more changes than two pages of one: cut short
+    assert AgentListing.objects.get(pk="agent-one").since == placed
