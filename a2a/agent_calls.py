@@ -33,6 +33,7 @@ works.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -168,6 +169,7 @@ def _send(task: Task) -> None:
     followup = bool(message.get("taskId"))
     state_before = task.state
     counted = followup  # a follow-up is part of the current attempt
+    took = 0.0
     try:
         target = _target(task, first_call=not followup)
         transport = transports.transport_for(target)
@@ -185,7 +187,9 @@ def _send(task: Task) -> None:
             task.extend_lease(seconds + LEASE_MARGIN)
             reply = transport.send(message, blocking=True, timeout=seconds)
         else:
+            began = time.monotonic()
             reply = transport.send(message, push=push)
+            took = time.monotonic() - began
     except A2ACallError as exc:
         if not counted:  # failed before the attempt was recorded: it still counts
             task.note(attempts=task.attempts + 1)
@@ -198,6 +202,8 @@ def _send(task: Task) -> None:
     except A2ACallError as exc:
         handle_send_failure(task, exc)
         return
+    if mode == POLL:  # now that the agent's task id is recorded
+        agent_listing.cover_send(task, target, reply, took)
     after_answer(task, target, reply, state_before, mode)
 
 

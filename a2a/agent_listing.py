@@ -10,9 +10,11 @@ since the last listing, and applies each changed task through the rules pushes u
 The cost follows the changes, not the tasks; a task that waits costs nothing.
 
 The cursor (:class:`~a2a.listing_models.AgentListing`) is kept in the agent's clock: after
-each listing, ``since`` moves to the newest status time seen, less ``OVERLAP`` (a task
-whose send answer the platform had not recorded yet when it was listed is listed again).
-A resting cursor is first placed by a probe: the agent's newest dated task.
+each listing, ``since`` moves to the newest status time seen, less ``OVERLAP``. A task
+listed before the platform recorded its send's answer (so before it knew the agent's task
+id) is listed again: the answer moves the cursor back to before the agent took the send
+(:func:`cover_send`, from the answer's ``Date``). A resting cursor is first placed by a
+probe: the agent's newest dated task.
 
 Such tasks (``metadata.followedBy`` ``"list"``) are still polled one by one, every
 ``A2A_LIST_POLL_INTERVAL`` seconds, as the safety net: a listing that missed a change
@@ -224,6 +226,17 @@ def list_due() -> int:
         except Exception:
             log.exception("agent %s: internal error applying a listing", listing.target.agent_id)
     return len(listings)
+
+
+def cover_send(task: Task, target: CallTarget, reply: AgentReply, seconds: float) -> None:
+    """The answer to a send of a listed task is recorded: if the agent changed the task
+    while that answer was on its way (under load, for longer than ``OVERLAP``), a listing
+    may already have passed the change without knowing the task. The cursor goes back to
+    before the agent could have taken the send: its ``Date`` (whole seconds) less the
+    call's duration."""
+    if reply.agent_time is None or not follows(task, target):
+        return
+    AgentListing.cover(task.agent_id, reply.agent_time - timedelta(seconds=seconds + 1.0))
 
 
 def check_poll(task: Task, target: CallTarget, reply: AgentReply) -> None:

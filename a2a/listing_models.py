@@ -72,6 +72,13 @@ class AgentListing(models.Model):
         _followed[agent_id] = clock
 
     @classmethod
+    def cover(cls, agent_id: str, since: datetime) -> None:
+        """A task the agent took at or after ``since`` (its clock) had its send's answer
+        recorded only now: the next listing starts no later than that, so a change the
+        agent made before the platform knew the task's id is listed again."""
+        cls.objects.filter(pk=agent_id, since__gt=since).update(since=since)
+
+    @classmethod
     def claim_due(cls, now: datetime, lease: datetime) -> list[AgentListing]:
         """The cursors due now that no other worker holds, each claimed until ``lease``."""
         free = Q(lease_until__isnull=True) | Q(lease_until__lt=now)

@@ -17,6 +17,7 @@ import email.utils
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from a2a.exceptions import A2AUnsupportedOperation
@@ -41,6 +42,8 @@ class AgentReply:
     task: dict[str, Any] | None = None
     message: dict[str, Any] | None = None
     retry_after: float | None = None
+    # The agent's clock when it answered (its HTTP ``Date``, whole seconds), if it said.
+    agent_time: datetime | None = None
 
     @property
     def state(self) -> str | None:
@@ -166,6 +169,17 @@ def send_params(
         message = shapes.message_to_03(message, rest=rest)
     configuration = send_configuration(blocking=blocking, v03=v03, push=push)
     return {"message": message, "configuration": configuration}
+
+
+def agent_time(date: str | None) -> datetime | None:
+    """An answer's ``Date`` header as an aware datetime (None when missing or invalid)."""
+    if not date:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(date)
+    except (TypeError, ValueError):
+        return None
+    return when if when.tzinfo is not None else None
 
 
 def parse_retry_after(value: str | None) -> float | None:

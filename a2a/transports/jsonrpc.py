@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 from a2a.exceptions import (
@@ -27,6 +28,7 @@ from a2a.transports.base import (
     AgentReply,
     AgentTransport,
     TaskPage,
+    agent_time,
     excerpt,
     list_params,
     send_params,
@@ -136,13 +138,19 @@ class JsonRpcTransport(AgentTransport):
         return data["result"]
 
     def _call(self, operation: str, params: dict[str, Any], timeout: float | None = None) -> Any:
+        return self._call_dated(operation, params, timeout)[0]
+
+    def _call_dated(
+        self, operation: str, params: dict[str, Any], timeout: float | None = None
+    ) -> tuple[Any, datetime | None]:
+        """The call's result, and the agent's clock when it answered (``Date``)."""
         request_id, body = self._request(operation, params)
         method = body["method"]
         response = http.call(
             self.target, "POST", self._url(), body, operation=operation, timeout=timeout
         )
         data = answers.read_json(response, f"answer to {method}")
-        return self._result(data, request_id, method)
+        return self._result(data, request_id, method), agent_time(response.headers.get("Date"))
 
     def _send_params(
         self, message: dict[str, Any], blocking: bool, push: dict[str, Any] | None = None
@@ -158,11 +166,12 @@ class JsonRpcTransport(AgentTransport):
         push: dict[str, Any] | None = None,
     ) -> AgentReply:
         method = self._method("send")
-        result = self._call("send", self._send_params(message, blocking, push), timeout)
+        params = self._send_params(message, blocking, push)
+        result, answered_at = self._call_dated("send", params, timeout)
         task, reply = shapes.read_send_answer(
             result, v03=self.v03, rest=False, what=f"answer to {method}"
         )
-        return AgentReply(task=task, message=reply)
+        return AgentReply(task=task, message=reply, agent_time=answered_at)
 
     def get_task(self, task_id: str) -> AgentReply:
         # historyLength 0: no conversation in a poll's answer (see the HTTP+JSON binding).

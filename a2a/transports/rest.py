@@ -19,6 +19,7 @@ from a2a.transports.base import (
     AgentReply,
     AgentTransport,
     TaskPage,
+    agent_time,
     list_params,
     parse_retry_after,
     send_params,
@@ -71,7 +72,12 @@ class RestTransport(AgentTransport):
             data, v03=self.v03, rest=True, what="answer to message:send"
         )
         retry_after = parse_retry_after(response.headers.get("Retry-After"))
-        return AgentReply(task=task, message=reply_message, retry_after=retry_after)
+        return AgentReply(
+            task=task,
+            message=reply_message,
+            retry_after=retry_after,
+            agent_time=agent_time(response.headers.get("Date")),
+        )
 
     def get_task(self, task_id: str) -> AgentReply:
         # historyLength=0: a poll reads the state, status and artifacts; the agent need not

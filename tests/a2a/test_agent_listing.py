@@ -364,3 +364,26 @@ def test_a_listing_cut_short_keeps_its_cursor(setup: Any, monkeypatch: Any) -> N
     time.sleep(0.3)
     listed_now()  # more changes than two pages of one: cut short
     assert AgentListing.objects.get(pk="agent-one").since == placed
+
+
+def test_a_send_answered_late_moves_the_cursor_back_before_it(setup: Any) -> None:
+    # A listing passed the agent's changes before the platform recorded the send's answer
+    # (a loaded platform): the cursor is already past them.
+    ahead = timezone.now() + timedelta(hours=1)
+    AgentListing.objects.create(agent_id="agent-one", since=ahead, next_at=timezone.now())
+    task = start(setup, "slow", seconds=0.2)
+    since = AgentListing.objects.get(pk="agent-one").since
+    assert since <= timezone.now() - timedelta(seconds=1)  # the answer's Date, less the call
+    assert since >= timezone.now() - timedelta(seconds=10)
+    time.sleep(0.4)
+    listed_now()
+    task.refresh_from_db()
+    assert task.state == TaskState.COMPLETED  # listed again, so not left to the safety poll
+
+
+def test_an_answer_without_a_date_leaves_the_cursor() -> None:
+    assert transports.base.agent_time(None) is None
+    assert transports.base.agent_time("yesterday") is None
+    when = transports.base.agent_time("Wed, 02 Dec 2026 10:00:00 GMT")
+    assert when is not None
+    assert when.isoformat() == "2026-12-02T10:00:00+00:00"
