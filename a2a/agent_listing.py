@@ -244,8 +244,8 @@ def check_poll(task: Task, target: CallTarget, reply: AgentReply) -> None:
     no time, the listing's filter could never show it; if the listings had already passed
     its time, they skipped it (an agent whose ``ListTasks`` leaves tasks out): either way,
     after ``MISSES`` of those, the agent's tasks go back to polling."""
-    if not follows(task, target) or reply.task is None:
-        return
+    if not follows(task, target) or reply.state in (None, task.state):
+        return  # a new artifact alone does not move the status time: no listing shows it
     stamp = _stamp(reply.task)
     if stamp is None:
         give_up(task.agent, f"Agent '{target.agent_id}': {UNDATED}.")

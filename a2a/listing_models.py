@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, models, transaction
-from django.db.models import F, Q
+from django.db.models import Case, DateTimeField, F, Q, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -76,7 +76,8 @@ class AgentListing(models.Model):
         """A task the agent took at or after ``since`` (its clock) had its send's answer
         recorded only now: the next listing starts no later than that, so a change the
         agent made before the platform knew the task's id is listed again."""
-        cls.objects.filter(pk=agent_id, since__gt=since).update(since=since)
+        ahead = Q(since__gt=since) | Q(since__isnull=True)
+        cls.objects.filter(ahead, pk=agent_id).update(since=since)
 
     @classmethod
     def claim_due(cls, now: datetime, lease: datetime) -> list[AgentListing]:
@@ -94,10 +95,16 @@ class AgentListing(models.Model):
         return type(self).objects.filter(pk=self.pk, lease_until=self.lease_until)
 
     def listed(self, since: datetime | None, next_at: datetime) -> bool:
-        """A listing went through: changes before ``since`` are known; list again then."""
+        """A listing went through: changes before ``since`` are known; list again then.
+
+        Unless a send's answer moved the cursor back meanwhile (:meth:`cover`): that point
+        is kept, or the change it covers would be passed again."""
+        started = self.since
+        lowered = Q(since__lt=started) if started is not None else Q(since__isnull=False)
+        kept = Case(When(lowered, then=F("since")), default=Value(since, DateTimeField()))
         now = timezone.now()
         return bool(
-            self._mine().update(since=since, next_at=next_at, lease_until=None, listed_at=now)
+            self._mine().update(since=kept, next_at=next_at, lease_until=None, listed_at=now)
         )
 
     def put_off(self, next_at: datetime) -> bool:

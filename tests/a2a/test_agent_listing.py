@@ -140,7 +140,10 @@ def test_a_task_is_followed_to_its_end_by_listings_alone(setup: Any, peer: TestA
     assert task.next_poll_at >= timezone.now() + timedelta(seconds=50)
     row = AgentListing.objects.get(pk="agent-one")
     assert row.next_at is not None
-    assert row.since is None
+    # Due, from before the agent took the send (its answer's Date, less the call).
+    placed = row.since
+    assert placed is not None
+    assert placed <= timezone.now() - timedelta(seconds=1)
     time.sleep(0.6)
     assert listed_now() == 1
     task.refresh_from_db()
@@ -148,11 +151,12 @@ def test_a_task_is_followed_to_its_end_by_listings_alone(setup: Any, peer: TestA
     assert peer.requests_for(task.remote_task_id) == 0  # no GetTask
     assert TaskEvent.objects.filter(task=task, reason__contains="via list").exists()
     row.refresh_from_db()
-    # The cursor is in the agent's clock: its newest status time, less the overlap.
+    # The cursor is in the agent's clock: its newest status time, less the overlap (it
+    # never moves back: here the send's answer had placed it later than that).
     completed_at = agent_listing.agent_push.status_time(
         {"timestamp": task.metadata["agentStatusAt"]}
     )
-    assert row.since == completed_at - agent_listing.OVERLAP
+    assert row.since == max(placed, completed_at - agent_listing.OVERLAP)
     assert row.lease_until is None
 
 
@@ -277,10 +281,11 @@ def test_a_busy_listing_is_tried_again_later_from_the_same_point(
     skill = make_skill(id="ce-review")
     make_agent(skills=[skill], a2a_endpoint=peer.url_for("busylist"), card_read_at=timezone.now())
     start(make_user())
+    placed = AgentListing.objects.get(pk="agent-one").since
     listed_now()
     row = AgentListing.objects.get(pk="agent-one")
     assert AgentProfile.objects.get(pk="agent-one").listing is True
-    assert row.since is None
+    assert row.since == placed
     assert row.lease_until is None
     assert row.next_at >= timezone.now() + timedelta(seconds=6)  # its Retry-After
 
@@ -316,6 +321,7 @@ def test_listings_that_skip_changes_stop_after_a_few(setup: Any) -> None:
         "status": {"state": TaskState.COMPLETED, "timestamp": "2026-01-01T00:00:00Z"},
     }
     # The listings have not covered that time yet: not a miss.
+    AgentListing.objects.filter(pk="agent-one").update(since=None)
     agent_listing.check_poll(task, target, transports.AgentReply(task=dated))
     assert AgentListing.objects.get(pk="agent-one").misses == 0
     # They have (the cursor is past it) and did not show it: a miss, and the third stops them.
@@ -387,3 +393,18 @@ def test_an_answer_without_a_date_leaves_the_cursor() -> None:
     when = transports.base.agent_time("Wed, 02 Dec 2026 10:00:00 GMT")
     assert when is not None
     assert when.isoformat() == "2026-12-02T10:00:00+00:00"
+
+
+def test_a_cursor_moved_back_during_a_listing_stays_back(make_agent: Any) -> None:
+    make_agent()
+    now = timezone.now()
+    AgentListing.objects.create(agent_id="agent-one", since=now, next_at=now)
+    (row,) = AgentListing.claim_due(now, now + timedelta(seconds=30))
+    back = now - timedelta(seconds=30)
+    AgentListing.cover("agent-one", back)  # a send's answer, while the listing ran
+    assert row.listed(now + timedelta(seconds=5), now + timedelta(seconds=1))
+    assert AgentListing.objects.get(pk="agent-one").since == back
+    # Without a move meanwhile, the listing's own point is stored.
+    (row,) = AgentListing.claim_due(now + timedelta(seconds=2), now + timedelta(seconds=30))
+    assert row.listed(now + timedelta(seconds=5), now + timedelta(seconds=1))
+    assert AgentListing.objects.get(pk="agent-one").since == now + timedelta(seconds=5)
