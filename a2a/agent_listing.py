@@ -10,7 +10,10 @@ since the last listing, and applies each changed task through the rules pushes u
 The cost follows the changes, not the tasks; a task that waits costs nothing.
 
 The cursor (:class:`~a2a.listing_models.AgentListing`) is kept in the agent's clock: after
-each listing, ``since`` moves to the newest status time seen, less ``OVERLAP``. A task
+each listing, ``since`` moves to the newest status time seen, less an overlap (``OVERLAP``
+at first, widened per agent up to ``WIDEST`` when a task's own poll finds a change the
+listings passed: a loaded a2a-sdk agent stores a change seconds after the time it gives
+it, so a listing can pass that time before the change is there to see). A task
 listed before the platform recorded its send's answer (so before it knew the agent's task
 id) is listed again: the answer moves the cursor back to before the agent took the send
 (:func:`cover_send`, from the answer's ``Date``). A resting cursor is first placed by a
@@ -21,7 +24,7 @@ Such tasks (``metadata.followedBy`` ``"list"``) are still polled one by one, eve
 only delays it. An agent that does not answer ``ListTasks`` (HTTP 404/405/501, JSON-RPC
 -32601, UnsupportedOperation, A2A 0.3), answers it with something that is not A2A, whose
 changed statuses carry no time (a poll finds a change the filter cannot show), or whose
-listings skip changes (polls found ``MISSES`` changes older than the cursor) is marked
+listings skip changes (``MISSES`` of them at the widest overlap) is marked
 "no listing" in the registry, and its tasks are polled at once and from then on.
 """
 
@@ -49,7 +52,8 @@ log = logging.getLogger(__name__)
 
 LIST = "list"  # metadata.followedBy
 # Each listing starts this far before the newest status time the last one saw.
-OVERLAP = timedelta(seconds=5)
+OVERLAP = timedelta(seconds=5)  # the first overlap (AgentListing.overlap's default)
+WIDEST = 60.0  # seconds: the widest overlap
 PAGE_SIZE = 100  # the most ListTasks allows
 # Pages read per listing. Past them (a burst of changes, an agent ignoring the filter) the
 # cursor stays where it was, so nothing is skipped; what was not read waits for the next
@@ -62,8 +66,8 @@ UNDATED = (
     "its tasks' statuses carry no timestamp, so ListTasks (statusTimestampAfter) cannot "
     "tell what changed"
 )
-# Changes the listings skipped (found by the tasks' own polls) before the agent's tasks go
-# back to polling: one can be a race with a send's answer, several are the agent's.
+# Changes the listings skipped at the widest overlap (found by the tasks' own polls) before
+# the agent's tasks go back to polling.
 MISSES = 3
 SKIPPED = "its ListTasks left out changes that its GetTask showed"
 
@@ -112,7 +116,7 @@ def _fetch(listing: Listing) -> Listing:
         if since is None:
             probe = transport.list_tasks(since=_iso(EPOCH), page_size=1)
             newest = max(filter(None, map(_stamp, probe.tasks)), default=None)
-            since = newest - OVERLAP if newest else EPOCH
+            since = newest - timedelta(seconds=listing.row.overlap) if newest else EPOCH
         listing.since = since
         token = ""
         for _ in range(MAX_PAGES):
@@ -185,8 +189,9 @@ def _after(listing: Listing, began: datetime) -> None:
         return
     since = listing.since
     newest = None if listing.truncated else listing.newest
-    if newest is not None and (since is None or newest - OVERLAP > since):
-        since = newest - OVERLAP
+    reach = timedelta(seconds=row.overlap)
+    if newest is not None and (since is None or newest - reach > since):
+        since = newest - reach
     in_flight = Task.objects.filter(
         agent_id=target.agent_id,
         transport=Transport.A2A,
@@ -241,15 +246,16 @@ def cover_send(task: Task, target: CallTarget, reply: AgentReply, seconds: float
 
 def check_poll(task: Task, target: CallTarget, reply: AgentReply) -> None:
     """A task's own poll found a change the listings had not applied. If its status carries
-    no time, the listing's filter could never show it; if the listings had already passed
-    its time, they skipped it (an agent whose ``ListTasks`` leaves tasks out): either way,
-    after ``MISSES`` of those, the agent's tasks go back to polling."""
+    no time, the listing's filter could never show it: the agent's tasks go back to
+    polling. If the listings had already passed its time, the agent showed it late: the
+    cursor goes back and the overlap widens; at the widest, ``MISSES`` more (an agent whose
+    ``ListTasks`` leaves tasks out) send its tasks back to polling."""
     if not follows(task, target) or reply.state in (None, task.state):
         return  # a new artifact alone does not move the status time: no listing shows it
     stamp = _stamp(reply.task)
     if stamp is None:
         give_up(task.agent, f"Agent '{target.agent_id}': {UNDATED}.")
         return
-    misses = AgentListing.missed(task.agent_id, stamp)
+    misses = AgentListing.missed(task.agent_id, stamp, WIDEST)
     if misses is not None and misses >= MISSES:
         give_up(task.agent, f"Agent '{target.agent_id}': {SKIPPED}.")

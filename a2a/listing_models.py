@@ -49,7 +49,12 @@ class AgentListing(models.Model):
     lease_until = models.DateTimeField(null=True, blank=True)
     followed_at = models.DateTimeField(default=timezone.now)
     listed_at = models.DateTimeField(null=True, blank=True)
-    # Changes a listing should have shown but a task's own poll found (a2a.agent_listing).
+    # Seconds each listing reaches back before the newest status time it saw. It widens
+    # when a task's own poll finds a change the listings passed: an agent that makes a
+    # change visible (stores it) seconds after the time it gives it, as a loaded a2a-sdk
+    # agent does.
+    overlap = models.FloatField(default=5.0)
+    # Changes the listings missed even at the widest overlap (a2a.agent_listing).
     misses = models.PositiveIntegerField(default=0)
 
     def __str__(self) -> str:
@@ -118,13 +123,23 @@ class AgentListing(models.Model):
         return bool(rows.update(next_at=None, since=None, lease_until=None))
 
     @classmethod
-    def missed(cls, agent_id: str, stamp: datetime) -> int | None:
-        """A task's own poll found a change of ``stamp`` (the agent's clock) that a listing
-        should have shown: the agent's misses so far, or None if the listings had not
-        covered that time yet (no miss)."""
-        rows = cls.objects.filter(pk=agent_id, since__gt=stamp)
-        if not rows.update(misses=F("misses") + 1):
+    def missed(cls, agent_id: str, stamp: datetime, widest: float) -> int | None:
+        """A task's own poll found a change of ``stamp`` (the agent's clock) that the
+        listings had passed without showing it. The cursor goes back before it (the
+        agent's other changes of that time are listed again) and the overlap widens, up to
+        ``widest`` seconds; past that, the miss counts. Returns the misses counted so far,
+        or None if the listings had not passed that time (no miss)."""
+        row = cls.objects.filter(pk=agent_id, since__gt=stamp).first()
+        if row is None or row.since is None:
             return None
+        late = (row.since - stamp).total_seconds()
+        back = stamp - timedelta(seconds=1)
+        if row.overlap < widest:
+            wider = min(widest, max(row.overlap * 2, row.overlap + late))
+            cls.objects.filter(pk=agent_id, since__gt=back).update(since=back, overlap=wider)
+            return 0
+        cls.objects.filter(pk=agent_id, since__gt=back).update(since=back)
+        cls.objects.filter(pk=agent_id).update(misses=F("misses") + 1)
         return int(cls.objects.filter(pk=agent_id).values_list("misses", flat=True).first() or 0)
 
     @classmethod

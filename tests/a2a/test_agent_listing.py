@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -157,6 +157,7 @@ def test_a_task_is_followed_to_its_end_by_listings_alone(setup: Any, peer: TestA
         {"timestamp": task.metadata["agentStatusAt"]}
     )
     assert row.since == max(placed, completed_at - agent_listing.OVERLAP)
+    assert row.overlap == agent_listing.OVERLAP.total_seconds()
     assert row.lease_until is None
 
 
@@ -313,23 +314,43 @@ def test_listing_off_polls_every_task(setup: Any, settings: Any) -> None:
     assert not AgentListing.objects.exists()
 
 
-def test_listings_that_skip_changes_stop_after_a_few(setup: Any) -> None:
-    task = start(setup)
-    target = call_target(task.agent)
-    dated = {
-        "id": task.remote_task_id,
-        "status": {"state": TaskState.COMPLETED, "timestamp": "2026-01-01T00:00:00Z"},
-    }
-    # The listings have not covered that time yet: not a miss.
-    AgentListing.objects.filter(pk="agent-one").update(since=None)
-    agent_listing.check_poll(task, target, transports.AgentReply(task=dated))
-    assert AgentListing.objects.get(pk="agent-one").misses == 0
-    # They have (the cursor is past it) and did not show it: a miss, and the third stops them.
+def missed_once(task: Task, stamp: datetime) -> None:
+    """A listing passed ``stamp`` (the cursor is now), then a poll found that change."""
     AgentListing.objects.filter(pk="agent-one").update(since=timezone.now())
-    for _ in range(agent_listing.MISSES - 1):
-        agent_listing.check_poll(task, target, transports.AgentReply(task=dated))
+    dated = {"id": task.remote_task_id, "status": {"state": TaskState.COMPLETED}}
+    dated["status"]["timestamp"] = stamp.isoformat()
+    reply = transports.AgentReply(task=dated)
+    agent_listing.check_poll(task, call_target(task.agent), reply)
+
+
+def test_a_change_shown_late_widens_the_overlap_and_lists_again(setup: Any) -> None:
+    task = start(setup)
+    stamp = timezone.now() - timedelta(seconds=8)
+    # The listings have not passed that time yet: not a miss.
+    AgentListing.objects.filter(pk="agent-one").update(since=stamp - timedelta(seconds=1))
+    reply = {"id": task.remote_task_id, "status": {"state": TaskState.COMPLETED}}
+    reply["status"]["timestamp"] = stamp.isoformat()
+    agent_listing.check_poll(task, call_target(task.agent), transports.AgentReply(task=reply))
+    assert AgentListing.objects.get(pk="agent-one").overlap == 5.0
+    # They had: the agent showed the change late. The cursor goes back before it (the
+    # agent's other changes of that time are listed again) and the overlap widens.
+    missed_once(task, stamp)
+    row = AgentListing.objects.get(pk="agent-one")
+    assert row.since == stamp - timedelta(seconds=1)
+    assert row.overlap >= 13.0  # at least the lateness seen, on top of the overlap
+    assert row.misses == 0
     assert AgentProfile.objects.get(pk="agent-one").listing is True
-    agent_listing.check_poll(task, target, transports.AgentReply(task=dated))
+
+
+def test_listings_that_skip_changes_at_the_widest_overlap_stop(setup: Any) -> None:
+    task = start(setup)
+    stamp = timezone.now() - timedelta(days=1)
+    missed_once(task, stamp)  # widened to the widest at once: it was a day late
+    assert AgentListing.objects.get(pk="agent-one").overlap == agent_listing.WIDEST
+    for _ in range(agent_listing.MISSES - 1):
+        missed_once(task, stamp)
+    assert AgentProfile.objects.get(pk="agent-one").listing is True
+    missed_once(task, stamp)
     profile = AgentProfile.objects.get(pk="agent-one")
     assert profile.listing is False
     assert "left out" in profile.no_listing_reason
