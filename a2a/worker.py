@@ -280,7 +280,7 @@ def sweep() -> dict[str, int]:
 def _poll_batches() -> int:
     """Due polls go to the batched engine (:mod:`a2a.engine`), batch after batch, up to
     ``A2A_POLL_SWEEP_MAX`` per sweep."""
-    from a2a import engine
+    from a2a import agent_listing, engine
 
     polled = 0
     while polled < settings.A2A_POLL_SWEEP_MAX:
@@ -289,4 +289,6 @@ def _poll_batches() -> int:
         polled += done
         if done < size:
             break
+        # A loaded sweep's polls take seconds: listings due meanwhile go between batches.
+        agent_listing.list_due()
     return polled

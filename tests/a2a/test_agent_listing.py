@@ -429,3 +429,17 @@ def test_a_cursor_moved_back_during_a_listing_stays_back(make_agent: Any) -> Non
     (row,) = AgentListing.claim_due(now + timedelta(seconds=2), now + timedelta(seconds=30))
     assert row.listed(now + timedelta(seconds=5), now + timedelta(seconds=1))
     assert AgentListing.objects.get(pk="agent-one").since == now + timedelta(seconds=5)
+
+
+def test_listings_due_go_between_a_sweeps_poll_batches(
+    setup: Any, settings: Any, monkeypatch: Any
+) -> None:
+    from a2a import worker
+
+    settings.A2A_POLL_ENGINE_BATCH = 1
+    tasks = [start(setup) for _ in range(3)]
+    Task.objects.filter(pk__in=[t.pk for t in tasks]).update(next_poll_at=timezone.now())
+    calls: list[int] = []
+    monkeypatch.setattr(agent_listing, "list_due", lambda: calls.append(1) or 0)
+    assert worker._poll_batches() == 3
+    assert len(calls) >= 2  # after each full batch
