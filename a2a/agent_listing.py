@@ -220,8 +220,9 @@ def list_due() -> int:
     listings = []
     for row in rows:
         target = agent_registry.target_for(row.agent)
-        if not lists(target):
+        if not lists(target):  # its card now says 0.3, or it was marked meanwhile
             AgentListing.stop(row.pk)
+            Task.poll_agent_soon(row.pk)
             continue
         listings.append(Listing(row, target))
     for listing in executor().map(_fetch, listings):

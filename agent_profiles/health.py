@@ -39,44 +39,29 @@ AUTH_FAILED = "agent_auth_failed"
 CHECK_CONCURRENCY = 8
 
 
+def _mark_without(agent: AgentProfile, what: str, reason: str) -> None:
+    """Record that dispatch found ``agent`` without ``what`` (``polling``, ``listing``):
+    the flag, why and since when, on the row and on ``agent``; logged once per reason."""
+    reason = reason[:2000]
+    if not getattr(agent, what) and getattr(agent, f"no_{what}_reason") == reason:
+        return
+    fields = {what: False, f"no_{what}_reason": reason, f"no_{what}_at": timezone.now()}
+    for name, value in fields.items():
+        setattr(agent, name, value)
+    AgentProfile.objects.filter(pk=agent.pk).update(**fields)
+    logger.info("Agent %s marked no-%s: %s", agent.pk, what, reason, extra={"agent_id": agent.pk})
+
+
 def mark_no_polling(agent: AgentProfile, reason: str) -> None:
     """Record that ``agent`` does not answer ``GetTask`` (dispatch follows its tasks another
     way from now on). Shown in the admin and the profile JSON."""
-    if not agent.polling and agent.no_polling_reason == reason:
-        return
-    agent.polling = False
-    agent.no_polling_reason = reason[:2000]
-    agent.no_polling_at = timezone.now()
-    AgentProfile.objects.filter(pk=agent.pk).update(
-        polling=False,
-        no_polling_reason=agent.no_polling_reason,
-        no_polling_at=agent.no_polling_at,
-    )
-    logger.info(
-        "Agent %s marked no-polling: %s",
-        agent.pk,
-        agent.no_polling_reason,
-        extra={"agent_id": agent.pk},
-    )
+    _mark_without(agent, "polling", reason)
 
 
 def mark_no_listing(agent: AgentProfile, reason: str) -> None:
     """Record that ``agent``'s tasks cannot be followed by listing them (``ListTasks``):
-    dispatch polls them one by one from now on."""
-    if not agent.listing and agent.no_listing_reason == reason:
-        return
-    agent.listing = False
-    agent.no_listing_reason = reason[:2000]
-    agent.no_listing_at = timezone.now()
-    AgentProfile.objects.filter(pk=agent.pk).update(
-        listing=False, no_listing_reason=agent.no_listing_reason, no_listing_at=agent.no_listing_at
-    )
-    logger.info(
-        "Agent %s marked no-listing: %s",
-        agent.pk,
-        agent.no_listing_reason,
-        extra={"agent_id": agent.pk},
-    )
+    dispatch polls them one by one from now on. Shown in the admin and the profile JSON."""
+    _mark_without(agent, "listing", reason)
 
 
 def record_call_outcome(

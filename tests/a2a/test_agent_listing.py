@@ -443,3 +443,13 @@ def test_listings_due_go_between_a_sweeps_poll_batches(
     monkeypatch.setattr(agent_listing, "list_due", lambda: calls.append(1) or 0)
     assert worker._poll_batches() == 3
     assert len(calls) >= 2  # after each full batch
+
+
+def test_an_agent_that_now_speaks_03_has_its_tasks_polled_at_once(setup: Any) -> None:
+    task = start(setup)
+    assert task.next_poll_at > timezone.now() + timedelta(seconds=30)
+    AgentProfile.objects.filter(pk="agent-one").update(protocol_version="0.3", interface={})
+    assert listed_now() == 0
+    task.refresh_from_db()
+    assert task.next_poll_at <= timezone.now()
+    assert AgentListing.objects.get(pk="agent-one").next_at is None
