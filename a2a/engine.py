@@ -35,7 +35,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from a2a import agent_calls, agent_listing, agent_registry, transports
+from a2a import agent_calls, agent_listing, agent_registry, follow_policy, transports
 from a2a.agent_updates import apply_agent_reply
 from a2a.exceptions import A2ACallError, A2AUnsupportedOperation
 from a2a.models import Task
@@ -152,10 +152,10 @@ def is_quiet(task: Task, reply: transports.AgentReply) -> bool:
 
 def _next_poll(task: Task, target: CallTarget) -> tuple[float, float]:
     """(delay, interval) of the next poll of a task whose agent said nothing new."""
-    base = agent_calls.base_interval(task, target)
+    base = follow_policy.base_interval(task, target)
     interval = max(task.poll_interval or base, base) * settings.A2A_POLL_BACKOFF
     interval = min(interval, settings.A2A_POLL_INTERVAL_MAX)
-    return max(interval, agent_calls.safety_interval(task, target)), interval
+    return max(interval, follow_policy.safety_interval(task, target)), interval
 
 
 def reschedule_quiet(quiet: list[Polled], lease: Any) -> int:
@@ -184,7 +184,7 @@ def _apply_one(polled: Polled) -> None:
         polled.error = exc
         _failed(polled)
         return
-    agent_calls.after_answer(task, target, polled.reply, state_before, agent_calls.POLL)
+    agent_calls.after_answer(task, target, polled.reply, state_before, follow_policy.POLL)
 
 
 def _failed(polled: Polled) -> None:

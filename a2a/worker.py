@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from a2a import agent_calls, observe
+from a2a import agent_calls, follow_policy, observe
 from a2a.creation import queue_processing
 from a2a.models import Task
 from a2a.scheduling import lease_seconds
@@ -61,8 +61,8 @@ def claim_due(limit: int, *, leave_new_for: float = 0.0) -> list[Any]:
 
 
 def schedule_poll(task: Task, *, grow: bool, retry_after: float | None = None) -> bool:
-    """Poll again later with backoff (see :func:`a2a.agent_calls.schedule_poll`)."""
-    return agent_calls.schedule_poll(
+    """Poll again later with backoff (see :func:`a2a.follow_policy.schedule_poll`)."""
+    return follow_policy.schedule_poll(
         task, call_target(task.agent), grow=grow, retry_after=retry_after
     )
 
@@ -215,7 +215,7 @@ def _hand_off(task: Task) -> None:
     runs out and a later sweep claims the task again)."""
     from a2a.tasks import process
 
-    lease = task.extend_lease(agent_calls.long_call_seconds(task) + agent_calls.LEASE_MARGIN)
+    lease = task.extend_lease(follow_policy.long_call_seconds(task) + follow_policy.LEASE_MARGIN)
     try:
         process.delay(str(task.pk), lease.isoformat())
     except Exception:

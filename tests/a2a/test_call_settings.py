@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from a2a import agent_calls, services
+from a2a import agent_calls, follow_policy, services
 from a2a.models import Task
 from agent_profiles.interfaces import call_target
 
@@ -33,8 +33,8 @@ def test_the_agents_timeout_sets_the_deadline(task: Task, settings: Any) -> None
 def test_the_agents_poll_interval_is_the_first_interval(task: Task, settings: Any) -> None:
     settings.A2A_POLL_INTERVAL = 0.5
     target = call_target(task.agent)
-    assert agent_calls.base_interval(task, target) == 2.5
-    agent_calls.schedule_poll(task, target, grow=False)
+    assert follow_policy.base_interval(task, target) == 2.5
+    follow_policy.schedule_poll(task, target, grow=False)
     assert task.poll_interval == 2.5
 
 

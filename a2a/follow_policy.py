@@ -1,0 +1,93 @@
+"""How the platform follows a task at its agent, and when it asks again.
+
+How an agent's task is followed (``follow_mode``):
+
+* ``poll`` — ``returnImmediately`` send, then ``GetTask`` with backoff (the default);
+* ``stream`` — the agent cannot be polled but streams: ``message:stream`` /
+  ``SendStreamingMessage``, and ``SubscribeToTask`` to pick a task up again;
+* ``blocking`` — it can do neither: one blocking send whose read timeout runs to the
+  task's deadline.
+
+An agent whose card offers push notifications (and ``AGENT_PUSH_ENABLED``) is polled
+too, but its send carries ``configuration.taskPushNotificationConfig`` with the task's
+own webhook and token (:mod:`a2a.agent_push`): it pushes every update, and polls happen
+only every ``AGENT_PUSH_POLL_INTERVAL`` seconds as a safety net. The polled tasks of
+other A2A 1.0 agents are followed by listing (:mod:`a2a.agent_listing`): one
+``ListTasks`` per agent and ``A2A_LIST_INTERVAL`` tells what changed, and each task's own
+polls come every ``A2A_LIST_POLL_INTERVAL`` seconds as the safety net. How a task is
+followed — ``push``, ``list``, ``poll``, ``stream`` or ``blocking`` — is recorded in
+``metadata.followedBy``.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.utils import timezone
+
+from a2a import agent_listing, agent_push
+from a2a.creation import queue_processing
+from a2a.models import Task
+from agent_profiles.interfaces import CallTarget
+
+POLL, STREAM, BLOCKING, PUSH = "poll", "stream", "blocking", "push"
+LIST = agent_listing.LIST
+FOLLOWED_BY = agent_push.FOLLOWED_BY
+# Seconds a claim outlives a long call's own timeout.
+LEASE_MARGIN = 10.0
+
+
+def follow_mode(task: Task, target: CallTarget) -> str:
+    """How this task is followed at this agent (see the module docstring)."""
+    if target.polling and not (task.metadata or {}).get("noPolling"):
+        return POLL
+    if target.streaming and not (task.metadata or {}).get("noStreaming"):
+        return STREAM
+    return BLOCKING
+
+
+def can_subscribe(task: Task, target: CallTarget) -> bool:
+    metadata = task.metadata or {}
+    return target.streaming and not metadata.get("noStreaming") and not metadata.get("noSubscribe")
+
+
+def base_interval(task: Task, target: CallTarget) -> float:
+    """The first poll interval: the agent's ``pollIntervalMs``, else the setting."""
+    base = target.poll_interval_seconds
+    return float(base if base is not None and base > 0 else settings.A2A_POLL_INTERVAL)
+
+
+def long_call_seconds(task: Task) -> float:
+    """How long one stream or blocking send may run: up to the deadline, capped."""
+    cap = settings.A2A_LONG_CALL_MAX
+    if task.deadline_at is None:
+        return cap
+    left = (task.deadline_at - timezone.now()).total_seconds()
+    return max(1.0, min(cap, left))
+
+
+def safety_interval(task: Task, target: CallTarget) -> float:
+    """The least time between a task's own polls: pushes or listings tell us first."""
+    if (task.metadata or {}).get(FOLLOWED_BY) == PUSH:
+        return settings.AGENT_PUSH_POLL_INTERVAL
+    if agent_listing.follows(task, target):
+        return settings.A2A_LIST_POLL_INTERVAL
+    return 0.0
+
+
+def schedule_poll(
+    task: Task, target: CallTarget, *, grow: bool, retry_after: float | None = None
+) -> bool:
+    """Poll again later: from the base interval, times A2A_POLL_BACKOFF while nothing changes.
+
+    Conditional on the state the worker saw, so a person's cancel or reply meanwhile wins.
+    """
+    base = base_interval(task, target)
+    interval = task.poll_interval or base
+    interval = min(interval * settings.A2A_POLL_BACKOFF, settings.A2A_POLL_INTERVAL_MAX)
+    interval = max(interval, base) if grow else base
+    delay = max(interval, retry_after or 0.0, safety_interval(task, target))
+    if not task.schedule_poll(delay, interval):
+        return False
+    if settings.A2A_POLL_MESSAGES and delay < settings.A2A_SWEEP_INTERVAL * 2:
+        queue_processing(task.pk, countdown=delay)
+    return True
