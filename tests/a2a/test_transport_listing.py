@@ -18,6 +18,11 @@ from tests.support.agents import TestAgent, run_agent
 from tests.support.peers import RPC_PATH, run_peer
 
 
+@pytest.fixture(autouse=True)
+def loopback_agents(settings: Any) -> None:
+    settings.ALLOW_LOOPBACK_URLS = True
+
+
 @pytest.fixture
 def peer() -> Iterator[TestAgent]:
     with run_agent() as agent:
