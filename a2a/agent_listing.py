@@ -16,8 +16,9 @@ listings passed: a loaded a2a-sdk agent stores a change seconds after the time i
 it, so a listing can pass that time before the change is there to see). A task
 listed before the platform recorded its send's answer (so before it knew the agent's task
 id) is listed again: the answer moves the cursor back to before the agent took the send
-(:func:`cover_send`, from the answer's ``Date``). A resting cursor is first placed by a
-probe: the agent's newest dated task.
+(:func:`cover_send`, from the answer's ``Date``). A cursor without a place (new, or
+resting since its agent's last task ended) takes it from the next such answer, or from a
+probe if a listing comes first: the agent's newest dated task.
 
 Such tasks (``metadata.followedBy`` ``"list"``) are still polled one by one, every
 ``A2A_LIST_POLL_INTERVAL`` seconds, as the safety net: a listing that missed a change
@@ -239,8 +240,8 @@ def cover_send(task: Task, target: CallTarget, reply: AgentReply, seconds: float
     while that answer was on its way (under load, for longer than ``OVERLAP``), a listing
     may already have passed the change without knowing the task. The cursor goes back to
     before the agent could have taken the send: its ``Date`` (whole seconds) less the
-    call's duration."""
-    if reply.agent_time is None or not follows(task, target):
+    call's duration. Not for a task the answer ended: no later change is left to list."""
+    if task.state in TERMINAL_STATES or reply.agent_time is None or not follows(task, target):
         return
     AgentListing.cover(task.agent_id, reply.agent_time - timedelta(seconds=seconds + 1.0))
 

@@ -329,6 +329,16 @@ def test_a_listing_cut_short_keeps_its_cursor(setup: Any, monkeypatch: Any) -> N
     assert AgentListing.objects.get(pk="agent-one").since == placed
 
 
+def test_a_send_answered_with_the_end_leaves_the_cursor(setup: Any) -> None:
+    # The answer ended the task: nothing of it is left to list, so no write moves the
+    # cursor back (an instant task costs no UPDATE of its agent's listing).
+    ahead = timezone.now() + timedelta(hours=1)
+    AgentListing.objects.create(agent_id="agent-one", since=ahead, next_at=timezone.now())
+    task = start(setup, "complete")
+    assert (task.state, task.metadata["followedBy"]) == (TaskState.COMPLETED, "list")
+    assert AgentListing.objects.get(pk="agent-one").since == ahead
+
+
 def test_a_send_answered_late_moves_the_cursor_back_before_it(setup: Any) -> None:
     # A listing passed the agent's changes before the platform recorded the send's answer
     # (a loaded platform): the cursor is already past them.
