@@ -154,7 +154,7 @@ else:
     SQLITE_PATH = envstr("SQLITE_PATH") or str(BASE_DIR / "db.sqlite3")
     DATABASES = {
         "default": {
-            "ENGINE": "django.db.backends.sqlite3",
+            "ENGINE": "platform_site.sqlite",  # Django's, see platform_site/sqlite/base.py
             "NAME": SQLITE_PATH,
             # Request threads and the in-process worker share one file: WAL lets readers run
             # beside a writer, IMMEDIATE takes the write lock up front (no upgrade deadlock)

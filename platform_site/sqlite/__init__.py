@@ -1,0 +1,1 @@
+"""Django's SQLite backend, with its placeholder conversion remembered (see ``base``)."""
