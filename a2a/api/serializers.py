@@ -101,6 +101,35 @@ class CreateTaskSerializer(serializers.Serializer):
         return value
 
 
+_LIMITS = {"skillId": 100, "agentId": 100, "idempotencyKey": 200}
+
+
+def read_create_body(body: Any) -> dict[str, Any]:
+    """The ``validated_data`` of :class:`CreateTaskSerializer` for ``body`` (``POST
+    /api/tasks``, a batch item), raising its ``ValidationError`` when refused.
+
+    The usual body (the text fields plain strings within their lengths, without
+    surrounding blanks, the input an object) is read directly: building the serializer
+    (DRF copies its declared fields for every instance) cost a fifth of the request's
+    CPU. Anything else goes through the serializer, which words every error and does its
+    conversions (a number as a skill id, blanks trimmed). The body's text was checked by
+    the parser (no NUL, no lone surrogate) before this.
+    """
+    if type(body) is dict:
+        data = {name: body[name] for name in _LIMITS if name in body}
+        plain = all(
+            type(value) is str and len(value) <= _LIMITS[name] and value == value.strip()
+            for name, value in data.items()
+        )
+        given = body.get("input", {})
+        if plain and data.get("skillId") and type(given) is dict:
+            data["input"] = given
+            return data
+    serializer = CreateTaskSerializer(data=body)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
 class BatchCreateSerializer(serializers.Serializer):
     """``POST /api/tasks:batch`` body (documentation; items are checked one by one, so a
     bad item is refused on its own)."""

@@ -26,6 +26,8 @@ from a2a.api.serializers import (
     ReassignSerializer,
     ReplySerializer,
     TaskSerializer,
+    read_create_body,
+    task_json,
 )
 from a2a.models import Task
 from a2a.states import normalize_state
@@ -89,9 +91,7 @@ class TaskListView(generics.ListAPIView):
         "repeats a request of the same user.",
     )
     def post(self, request: Request) -> Response:
-        body = CreateTaskSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
+        data = read_create_body(request.data)
         task = services.create_task(
             skill_id=data["skillId"],
             input=data.get("input"),
@@ -101,7 +101,7 @@ class TaskListView(generics.ListAPIView):
         )
         created = getattr(task, "created", True)
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-        return Response(TaskSerializer(task).data, status=code)
+        return Response(task_json(task), status=code)
 
 
 def _task_request(body: Any, index: int) -> services.TaskRequest:
@@ -111,9 +111,7 @@ def _task_request(body: Any, index: int) -> services.TaskRequest:
             {"non_field_errors": ["An item must be a JSON object: the body of POST /api/tasks."]}
         )
     refuse_bad_text(body, f"tasks[{index}]")  # BatchJSONParser left the items to us
-    serializer = CreateTaskSerializer(data=body)
-    serializer.is_valid(raise_exception=True)
-    data = serializer.validated_data
+    data = read_create_body(body)
     return services.TaskRequest(
         skill_id=data["skillId"],
         input=data.get("input") or {},
