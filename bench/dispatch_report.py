@@ -64,18 +64,20 @@ platform does not poll a task that has ended (aim: at most 2).
 **Why the platform is below half of the ceiling (the aim).** Embedded, both sides are
 bound by one Python process each: the bare loop by the agent's (about one core), the
 platform path by the platform's (about one core too, while the agent waits for it). So
-the ratio is close to the agent's CPU per task over the platform's: 5.5 / 11.9 ms here,
-0.46 at best, 0.42 measured. The bare loop costs the agent's 6 ms and little else; the
-platform adds an authenticated, validated, matched and durably stored task and a worker
-that claims it, calls the agent, validates the output and records the transition with
-its event. The counter `a2a_cpu_seconds_total` (by stage, thread CPU time) splits the
-11.9 ms: the tasks API's request threads 4.3 (token check, Django REST framework,
-validation, matching, three INSERTs), the worker 5.3 (claim, the call to the agent,
-output validation, the transition), the sweep 0.1, and 2.2 for daphne's event loop
-(HTTP parsing and answering) and threads no stage covers. Distributed, the machine's two
-CPUs are full (the platform's three processes, PostgreSQL, Redis, the agent, the
-client): creations (82/s) outrun the one worker process and queue, which is what its
-p50 shows.
+the ratio is close to the agent's CPU per task over the platform's: 3.3 / 8.1 ms here,
+0.41 at best, 0.37 measured. The agent's own cost moves between runs on this VM (3.2-4.9
+ms per task today), and the ceiling with it (180-300 tasks/s), so the ratio of one run
+moves by a third; the platform's CPU per task is the steadier figure. The bare loop
+costs the agent's few milliseconds and little else; the platform adds an authenticated,
+validated, matched and durably stored task and a worker that claims it, calls the
+agent, validates the output and records the transition with its event. The counter
+`a2a_cpu_seconds_total` (by stage, thread CPU time) splits the 8.1 ms: the tasks API's
+request thread 2.5 (token check, Django REST framework, validation, matching, three
+INSERTs), the worker 3.9 (claim, the call to the agent, output validation, the
+transition), the sweep 0.1, and 1.6 for daphne's event loop (HTTP parsing and answering)
+and threads no stage covers. Distributed, the machine's two CPUs are full (the
+platform's three processes, PostgreSQL, Redis, the agent, the client): creations
+(104/s) outrun the one worker process and queue, which is what its p50 shows.
 
 Five rounds of profiling (py-spy on the live processes) cut the platform's CPU per task
 from 48-58 ms to 11.9 ms embedded and 13.7 ms distributed on this machine. The first:
@@ -119,6 +121,26 @@ each), and the list of task states is no longer rebuilt at every state check. On
 tasks these are below what this machine can tell apart: four pairs of runs, old and new
 code alternating, gave 11.4-13.9 ms per task for the old and 11.5-13.0 ms for the new
 (mean of the pairwise differences -0.07 ms), while the order within a pair alone moved
-the figure by 0.7 ms (the second run of a pair was the slower). The table above is the
-fifth round's.
+the figure by 0.7 ms (the second run of a pair was the slower).
+
+The seventh round profiled creation and the worker in one process without the HTTP
+server (py-spy's GIL sampling, yappi, query counts), and kept what alternating runs of
+the whole benchmark could see. A send whose answer ends the task no longer moves its
+agent's listing cursor back (an UPDATE for every task since tasks are followed by
+listing, for a task with nothing left to list); Django's SQLite cursor no longer
+rewrites every statement's `%s` placeholders with a regular expression
+(`platform_site/sqlite/`: the rewrite is remembered per statement); and `POST
+/api/tasks` reads the usual body directly instead of building Django REST framework's
+serializer, which deep-copies its fields for every instance (anything unusual still goes
+through the serializer, which words every error). Three pairs of runs, the sixth round's
+code and this one's alternating: 10.6-12.0 -> 7.8-9.9 ms per task embedded, 66-82 ->
+78-107 tasks/s; the table above is this round's (distributed 13.7 -> 11.3 ms against the
+fifth round's table). Tried and dropped, each measured: short cuts for preparing plain
+column values of an INSERT (the preparation is 60 us of a task in all, unchanged), a
+quicker text check of agents' answers (16 us), 4 local threads instead of 8 (the same
+CPU, and new tasks queue: p50 1.1 s instead of 35 ms), and a thread switch interval of 1
+or 20 ms instead of Python's 5 (no better). What is left is the work itself, in many
+steps of a few hundred microseconds: the largest are the call to the agent (urllib3, and
+`http.client` parsing the answer's headers), the transition with its event, the claim's
+read and creation's three INSERTs.
 """
