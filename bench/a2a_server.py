@@ -273,22 +273,23 @@ message and its event durably (SQLite here), and its in-process worker then send
 task to the real a2a-sdk agent and records the answer, on the same 2 CPUs during the
 measurement. That is several times the work of the plain server per request, so on a
 CPU-bound machine the ratio stays below 1.0x: the aim (at least 1.0x) is **not met**.
-Reads (`GET /tasks/{id}`, one indexed row and its JSON) run at about the plain server's
-rate. An earlier run at 0.77-0.91x shared the machine with other test suites (load 8-9),
-which gave the platform's many threads more of the contended CPU than the one-process
-plain server: that figure flattered the platform and is replaced by this one. Creation
-itself is 6 queries (skill and candidates cached per process, the candidates' load
-counted once a second, one INSERT per row kind); the tenant route picks its skill from
-the same cache (two uncached queries there were a fifth of its CPU, which had made it
-the slower route: 93 req/s against 124 before). Back-to-back runs on this VM differ by
-up to a quarter: four earlier runs of 2026-12-02 gave 94-133 req/s (tenant) and 79-126
-(default) against 140-182 for the plain server: ratios 0.68-0.75x (tenant) and
-0.53-0.69x (default). This run's figures (0.80x, 0.74x; reads 0.98x) follow a round
-that took from every task what the platform did beyond the work itself: the sweep no
-longer races new tasks' hints (it had claimed, read and sent tasks already queued on the
-local threads), the worker reads its task, agent and skill in one statement, and a
-request whose answer cannot stream no longer starts two asyncio tasks to watch for its
-client going away.
+Measured in one process without the HTTP server (the ASGI app called directly), the
+face's `message:send` costs 2.0 ms of CPU, about as much as `POST /api/tasks`; daphne
+adds about 1.6 ms a request and the worker's send and transition about 2.5-4 ms (see
+Dispatch), about 6-8 ms in all against the plain server's 3 ms (309 req/s on one core).
+
+This VM's speed moves between sessions, and the plain server's with it: the same
+benchmark gave it 140-182 req/s on the morning of 2026-12-02 and 309-341 in the
+afternoon, with the platform at 94-133 and 131-165 req/s, so ratios of 0.53-0.80x then
+and 0.38-0.49x now. The platform's figures rose with the rounds of cuts described under
+Dispatch (the latest: creation's body read without DRF's serializer on the tasks API, no
+listing-cursor write for a task its send's answer ends, SQLite statements' placeholders
+rewritten once); the ratio follows the plain server's speed more than the platform's.
+Creation itself is three INSERTs in one transaction (skill and candidates cached per
+process, the candidates' load counted once a second, one INSERT per row kind); the
+tenant route picks its skill from the same cache. Reads (`GET /tasks/{id}`, one indexed
+row and its JSON) run at 0.70x: the platform checks the caller's token and that the task
+is theirs on every read.
 """
 
 
