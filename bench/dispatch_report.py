@@ -148,8 +148,8 @@ quicker text check of agents' answers (16 us), 4 local threads instead of 8 (the
 CPU, and new tasks queue: p50 1.1 s instead of 35 ms), and a thread switch interval of 1
 or 20 ms instead of Python's 5 (no better), and keeping the sweep's threads (and their
 PostgreSQL connections) from one sweep to the next instead of opening them anew (two
-pairs of 3,000-task runs: 91 and 91 tasks/s kept, 77 and 91 not; too close to call). What is left is the work itself, in many
-steps of a few hundred microseconds: the largest are the call to the agent (urllib3, and
-`http.client` parsing the answer's headers), the transition with its event, the claim's
-read and creation's three INSERTs.
+pairs of 3,000-task runs: 91 and 91 tasks/s kept, 77 and 91 not; too close to call).
+What is left is the work itself, in many steps of a few hundred microseconds: the
+largest are the call to the agent (urllib3, and `http.client` parsing the answer's
+headers), the transition with its event, the claim's read and creation's three INSERTs.
 """

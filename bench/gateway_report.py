@@ -58,12 +58,14 @@ start): the `task.assign` delivery row is saved with the task, and on commit the
 thread hands the frame to the agent's group, before the `201` is written. What remains
 between the `201` and the frame is the consumer claiming the row (one conditional UPDATE,
 so with several connections exactly one sends it) and writing to the socket: about 10 ms
-at the median. The rest is the creation request itself (30-40 ms of one CPU here: the
-bench process with its 1,000 sockets takes the other), so with one client the aim
-(p99 < 100 ms from `POST` to frame) is met in both modes; with two clients posting at
-once, requests queue behind each other on the platform's one process and the p99 passes
-100 ms: more creations per second than one process serves need more daphne processes
-(the distributed mode), not a faster hand-off. Before the hand-off moved into the
+at the median (5 ms distributed). The rest is the creation request itself (20-35 ms of
+one CPU here: the bench process with its 1,000 sockets takes the other), so with one
+client the aim (p99 < 100 ms from `POST` to frame) is met in both modes. With two
+clients posting at once it is met distributed (83 ms, 129 ms before this session's
+cheaper creation), not embedded: there the requests queue behind each other and behind
+the in-process worker on the one process, and the p99 passes 100 ms (171-179 ms in the
+last two runs). More creations per second than one process serves need more daphne
+processes (the distributed mode), not a faster hand-off. Before the hand-off moved into the
 creation transaction, the task waited for a worker's Celery message and an HTTP attempt:
 p50 2.1 s, p99 2.4 s from `POST` to frame. A named agent is now read alone at creation,
 not with every agent offering the skill (1,000 here), which took the distributed p99 with
