@@ -126,9 +126,9 @@ the figure by 0.7 ms (the second run of a pair was the slower).
 The seventh round profiled creation and the worker in one process without the HTTP
 server (py-spy's GIL sampling, yappi, query counts), and kept what alternating runs of
 the whole benchmark could see. A send whose answer ends the task no longer moves its
-agent's listing cursor back (an UPDATE for every task since tasks are followed by
-listing, for a task with nothing left to list); Django's SQLite cursor no longer
-rewrites every statement's `%s` placeholders with a regular expression
+agent's listing cursor back (since tasks are followed by listing, every send to such an
+agent wrote that UPDATE, even for a task with nothing left to list); Django's SQLite
+cursor no longer rewrites every statement's `%s` placeholders with a regular expression
 (`platform_site/sqlite/`: the rewrite is remembered per statement); and `POST
 /api/tasks` reads the usual body directly instead of building Django REST framework's
 serializer, which deep-copies its fields for every instance (anything unusual still goes
@@ -142,14 +142,14 @@ tasks wait past `A2A_HINT_GRACE` and the sweep starts them; it read each batch t
 the ORM's `select_related`, compiled anew every time, which was a fifth of the worker's
 CPU. It now reads each task with the compiled joined read a hint's claim uses: 3,000
 instant tasks distributed, 6.2 -> 5.2 ms of worker CPU per task, 63 -> 81 tasks/s. Tried
-and dropped, each measured: short cuts for preparing plain
-column values of an INSERT (the preparation is 60 us of a task in all, unchanged), a
-quicker text check of agents' answers (16 us), 4 local threads instead of 8 (the same
-CPU, and new tasks queue: p50 1.1 s instead of 35 ms), and a thread switch interval of 1
-or 20 ms instead of Python's 5 (no better), and keeping the sweep's threads (and their
-PostgreSQL connections) from one sweep to the next instead of opening them anew (two
-pairs of 3,000-task runs: 91 and 91 tasks/s kept, 77 and 91 not; too close to call).
-What is left is the work itself, in many steps of a few hundred microseconds: the
-largest are the call to the agent (urllib3, and `http.client` parsing the answer's
-headers), the transition with its event, the claim's read and creation's three INSERTs.
+and dropped, each measured: short cuts for preparing plain column values of an INSERT
+(the preparation is 60 us of a task in all, unchanged), a quicker text check of agents'
+answers (16 us), 4 local threads instead of 8 (the same CPU, and new tasks queue: p50
+1.1 s instead of 35 ms), a thread switch interval of 1 or 20 ms instead of Python's 5
+(no better), and keeping the sweep's threads (and their PostgreSQL connections) from one
+sweep to the next instead of opening them anew (two pairs of 3,000-task runs: 91 and 91
+tasks/s kept, 77 and 91 not; too close to call). What is left is the work itself, in
+many steps of a few hundred microseconds: the largest are the call to the agent
+(urllib3, and `http.client` parsing the answer's headers), the transition with its
+event, the claim's read and creation's three INSERTs.
 """
