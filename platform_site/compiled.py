@@ -37,6 +37,8 @@ M = TypeVar("M", bound=models.Model)
 
 def _sample(field: Any) -> Any:
     """Any value of the field's type: only the SQL (with its one placeholder) is kept."""
+    if field.is_relation:
+        return _sample(field.target_field)
     if isinstance(field, models.UUIDField):
         return uuid.uuid4()
     if isinstance(field, models.IntegerField):
@@ -58,7 +60,8 @@ class _Read:
 
 
 class CompiledGet(Generic[M]):
-    """``model.objects.get(<field>=value)`` for a unique ``field``, compiled once.
+    """``model.objects.get(<field>=value)`` for a unique ``field``, compiled once; or, with
+    :meth:`all`, ``model.objects.filter(<field>=value).order_by(*order_by)``.
 
     ``related``: ``select_related(*related)``, the rows of those foreign keys read in the
     same statement and set on the instance as the ORM sets them (one round trip and one
@@ -69,10 +72,17 @@ class CompiledGet(Generic[M]):
     with ``related`` takes no lock (it would lock the joined rows too).
     """
 
-    def __init__(self, model: type[M], field: str = "pk", related: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        model: type[M],
+        field: str = "pk",
+        related: tuple[str, ...] = (),
+        order_by: tuple[str, ...] = (),
+    ) -> None:
         self.model = model
         self.field = model._meta.pk if field == "pk" else model._meta.get_field(field)
         self.related = related
+        self.order_by = order_by
         self._compiled: dict[tuple[str, str], _Read] = {}
         self._lock = threading.Lock()
 
@@ -83,8 +93,11 @@ class CompiledGet(Generic[M]):
         rows = self.model._default_manager.filter(**{self.field.name: _sample(self.field)})
         if self.related:
             rows = rows.select_related(*self.related)
+        if self.order_by:
+            rows = rows.order_by(*self.order_by)
         query = rows.query
-        query.clear_ordering(force=True)
+        if not self.order_by:
+            query.clear_ordering(force=True)
         compiler = query.get_compiler(connection=connection)
         sql, params = compiler.as_sql()
         if len(params) != 1:  # a custom lookup or field; the ORM's read is the safe one
@@ -120,6 +133,19 @@ class CompiledGet(Generic[M]):
             row = cursor.fetchone()
         if row is None:
             return None
+        return self._instance(read, row, connection, using)
+
+    def all(self, value: Any, *, using: str = DEFAULT_DB_ALIAS) -> list[M]:
+        """Every row whose field equals ``value``, in ``order_by`` order."""
+        connection = connections[using]
+        read = self._compile(connection, using)
+        param = self.field.get_db_prep_value(self.field.to_python(value), connection)
+        with connection.cursor() as cursor:
+            cursor.execute(read.sql, [param])
+            found = cursor.fetchall()
+        return [self._instance(read, row, connection, using) for row in found]
+
+    def _instance(self, read: _Read, row: Any, connection: BaseDatabaseWrapper, using: str) -> M:
         values = list(row)
         for index, (functions, expression) in read.converters.items():
             for convert in functions:

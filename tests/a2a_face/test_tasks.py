@@ -129,9 +129,27 @@ def test_an_agent_caller_sees_only_the_tasks_it_asked_for(
 ) -> None:
     caller = make_agent(id="caller-agent")
     mine = make_task(agent_caller=caller)
-    make_task(alice)
-    listing = FaceClient(caller.raw_key).get("/v1/a2a/tasks").json()
+    alices = make_task(alice)
+    client = FaceClient(caller.raw_key)
+    listing = client.get("/v1/a2a/tasks").json()
     assert [t["id"] for t in listing["tasks"]] == [str(mine.id)]
+    assert client.get(f"/v1/a2a/tasks/{mine.id}").status_code == 200
+    assert client.get(f"/v1/a2a/tasks/{alices.id}").status_code == 404
+
+
+def test_an_anonymous_caller_sees_only_tasks_nobody_owns(
+    settings: Any, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    settings.A2A_ALLOW_ANONYMOUS = True
+    nobodys = make_task()
+    alices = make_task(alice)
+    anonymous = FaceClient(None)
+    answer = anonymous.get(f"/v1/a2a/tasks/{nobodys.id}")
+    assert answer.status_code == 200
+    assert [m["messageId"] for m in answer.json()["history"]] == [
+        m.message_id for m in nobodys.messages.all()
+    ]
+    assert anonymous.get(f"/v1/a2a/tasks/{alices.id}").status_code == 404
 
 
 def test_tenant_routes_only_show_that_agents_tasks(

@@ -50,6 +50,26 @@ def test_a_compiled_read_equals_the_orms(task: Task) -> None:
     assert read.question is None
 
 
+def test_a_compiled_list_equals_the_orms_filter_in_its_order(task: Task) -> None:
+    from a2a.models import TaskMessage
+
+    earlier = timezone.now() - timedelta(minutes=5)
+    for n, at in enumerate([timezone.now(), earlier, earlier]):
+        TaskMessage.objects.create(
+            task=task, direction="to_agent", message_id=f"m{n}", message={"n": n}, created_at=at
+        )
+    other = Task.objects.create(skill=task.skill, agent=task.agent, deadline_at=timezone.now())
+    TaskMessage.objects.create(task=other, direction="to_agent", message_id="x", message={})
+    reads = CompiledGet(TaskMessage, "task", order_by=("created_at", "pk"))
+    expected = list(TaskMessage.objects.filter(task=task).order_by("created_at", "pk"))
+    found = reads.all(task.pk)
+    assert [m.message_id for m in found] == ["m1", "m2", "m0"]
+    for read, orm in zip(found, expected, strict=True):
+        for field in TaskMessage._meta.concrete_fields:
+            assert getattr(read, field.attname) == getattr(orm, field.attname), field.name
+    assert reads.all(uuid.uuid4()) == []
+
+
 def test_a_joined_read_equals_the_orms_select_related(task: Task) -> None:
     reads = CompiledGet(Task, related=("agent", "skill"))
     expected = Task.objects.select_related("agent", "skill").get(pk=task.pk)
