@@ -10,6 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from a2a import services
+from a2a.api.serializers import TaskSerializer
 from a2a.models import Task
 from a2a.states import TaskState
 
@@ -151,11 +152,16 @@ def test_it_refuses_an_agent_key(agent: Any) -> None:
 def test_a_user_sees_only_their_own_tasks(api: APIClient, agent: Any, make_user: Any) -> None:
     mine = create(api).json()["id"]
     other = client_for(make_user("bob"))
-    assert other.get(f"/api/tasks/{mine}").status_code == 404
+    hidden = other.get(f"/api/tasks/{mine}")
+    assert hidden.status_code == 404
+    assert hidden.json()["error"]["code"] == "not_found"
     assert other.post(f"/api/tasks/{mine}/cancel").status_code == 404
     assert other.get("/api/tasks").json()["results"] == []
     staff = client_for(make_user("root", is_staff=True))
     assert staff.get(f"/api/tasks/{mine}").status_code == 200
+    read = api.get(f"/api/tasks/{mine}").json()
+    assert read["id"] == mine
+    assert set(read) == set(TaskSerializer.Meta.fields)
 
 
 def test_it_lists_with_filters_and_pagination(
