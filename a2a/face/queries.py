@@ -3,7 +3,7 @@
 ``GET /tasks/{id}`` is the most frequent A2A call (clients poll it). It reads the task by
 its id (the compiled read the workers use) and checks in Python that this caller may see
 it, then reads its conversation with one compiled statement. Loading them with ``raw()``,
-as before, worked out the columns' converters anew on every request: two fifths of a
+as before, worked out the columns' converters anew on every request: half of a
 read's CPU. Every other query stays in the ORM.
 """
 
