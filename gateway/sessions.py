@@ -11,6 +11,7 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
+from a2a import rows
 from a2a.models import Task
 from a2a.states import TERMINAL_STATES, Transport
 from agent_profiles.models import AgentProfile
@@ -131,8 +132,10 @@ def apply_update(
         task_uuid = uuid.UUID(task_id)
     except ValueError:
         task_uuid = None
-    task = Task.objects.filter(pk=task_uuid, agent_id=agent_id).first() if task_uuid else None
-    if task is None:
+    # The compiled read by id (a2a.rows), then the owner check: the ORM's filtered read was
+    # compiled anew for every frame.
+    task = rows.task(task_uuid) if task_uuid else None
+    if task is None or task.agent_id != agent_id:
         # Same answer for "no such task" and "not yours": existence is not disclosed.
         raise FrameError("task_not_found", f"Task {task_id!r} is not one of this agent's tasks.")
     if task.transport == Transport.A2A:

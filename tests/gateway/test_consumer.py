@@ -4,6 +4,7 @@ bad frames, pushes, acks, redelivery and ownership."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -195,10 +196,11 @@ async def test_it_refuses_updates_for_another_agents_task(
         {"type": "task.update", "taskId": str(theirs.id), "status": {"state": "TASK_STATE_FAILED"}}
     )
     assert (await client.recv())["code"] == "task_not_found"
-    await client.send(
-        {"type": "task.update", "taskId": "nope", "status": {"state": "TASK_STATE_FAILED"}}
-    )
-    assert (await client.recv())["code"] == "task_not_found"
+    for unknown in ("nope", str(uuid.uuid4())):
+        await client.send(
+            {"type": "task.update", "taskId": unknown, "status": {"state": "TASK_STATE_FAILED"}}
+        )
+        assert (await client.recv())["code"] == "task_not_found"
     await client.close()
     assert (await db_async(Task.objects.get)(pk=theirs.pk)).state == "TASK_STATE_SUBMITTED"
 
