@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -200,3 +201,12 @@ def test_a_send_that_fails_before_reaching_the_agent_still_counts_as_an_attempt(
     assert task.attempts == 1
     # The platform cannot call it over HTTP: it waits for the agent's WebSocket.
     assert task.transport == Transport.OFFLINE
+
+
+def test_the_sweep_skips_a_task_deleted_since_its_claim(
+    db: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The claim held, then the row went (an operator deleted it): nothing to run, no error.
+    with caplog.at_level("ERROR"):
+        worker._run_in_thread(uuid.uuid4())
+    assert [r for r in caplog.records if r.levelname == "ERROR"] == []
