@@ -44,16 +44,17 @@ class Task(TaskScheduling, models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    skill = models.ForeignKey(Skill, on_delete=models.PROTECT, related_name="tasks")
-    agent = models.ForeignKey(AgentProfile, on_delete=models.PROTECT, related_name="tasks")
-    state = models.CharField(
-        max_length=32, choices=TaskState.choices, default=TaskState.SUBMITTED, db_index=True
+    # Indexed through Meta.indexes, not db_index: see there.
+    skill = models.ForeignKey(Skill, on_delete=models.PROTECT, related_name="tasks", db_index=False)
+    agent = models.ForeignKey(
+        AgentProfile, on_delete=models.PROTECT, related_name="tasks", db_index=False
     )
+    state = models.CharField(max_length=32, choices=TaskState.choices, default=TaskState.SUBMITTED)
     state_changed_at = models.DateTimeField(default=timezone.now)
     # The platform-side A2A context (what the A2A face's clients see).
-    context_id = models.CharField(max_length=200, default="", blank=True, db_index=True)
+    context_id = models.CharField(max_length=200, default="", blank=True)
     # The agent's own ids for this task, once it answered.
-    remote_task_id = models.CharField(max_length=200, blank=True, db_index=True)
+    remote_task_id = models.CharField(max_length=200, blank=True)
     remote_context_id = models.CharField(max_length=200, blank=True)
 
     input = models.JSONField(default=dict, blank=True)
@@ -87,6 +88,7 @@ class Task(TaskScheduling, models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="requested_tasks",
+        db_index=False,
     )
     origin = models.CharField(max_length=16, default="api")  # "api" | "a2a"
     idempotency_key = models.CharField(max_length=200, blank=True)
@@ -118,7 +120,21 @@ class Task(TaskScheduling, models.Model):
                 name="task_agent_idempotency_key",
             ),
         ]
-        indexes = [models.Index(fields=["next_action", "next_poll_at"], name="task_due")]
+        # Plain B-tree indexes declared here rather than with db_index, which on PostgreSQL
+        # adds a second "_like" (varchar_pattern_ops) index to every text column and
+        # foreign key to a text id: six indexes no query uses (nothing filters these with
+        # a case-sensitive LIKE), each written on every INSERT and on every UPDATE that
+        # changes an indexed column (each transition). Migration 0006 keeps the existing
+        # indexes under these names and drops only the "_like" ones.
+        indexes = [
+            models.Index(fields=["next_action", "next_poll_at"], name="task_due"),
+            models.Index(fields=["state"], name="task_state"),
+            models.Index(fields=["context_id"], name="task_context"),
+            models.Index(fields=["remote_task_id"], name="task_remote_task"),
+            models.Index(fields=["skill"], name="task_skill"),
+            models.Index(fields=["agent"], name="task_agent"),
+            models.Index(fields=["created_by_agent"], name="task_created_by_agent"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.id} {self.skill_id}→{self.agent_id} {self.state}"
