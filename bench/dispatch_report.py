@@ -152,4 +152,24 @@ tasks/s kept, 77 and 91 not; too close to call). What is left is the work itself
 many steps of a few hundred microseconds: the largest are the call to the agent
 (urllib3, and `http.client` parsing the answer's headers), the transition with its
 event, the claim's read and creation's three INSERTs.
+
+The eighth round measured what the platform's own processes do not show: the database
+server. PostgreSQL spent 3.1-5.0 ms of CPU per instant task (beside 5.2-8.1 ms in the
+platform's process, creation and worker measured in one process without the HTTP
+server) on 14 statements, BEGINs and COMMITs included: creation's three INSERTs, the
+claim, its read, the attempt's UPDATE, the transition with its event, the push-config
+lookup and the gateway's withdrawal. Six of the task table's 19 indexes were the
+`_like` copies (`varchar_pattern_ops`) PostgreSQL gets from Django for `db_index` on a
+text column and for a foreign key to a text id; no query uses them (nothing filters
+those columns with a case-sensitive `LIKE`), and each was written at every INSERT and at
+every transition, which changes the indexed state. They are gone (migration 0006 renames
+the indexes it keeps, so nothing is built again on a large table): four pairs of runs,
+with and without them alternating in one process, 3.07-4.63 against 3.35-4.97 ms of
+PostgreSQL CPU per task, the pairwise differences -0.28 ms on average (7%). Tried and
+dropped: psycopg's server-side binding once more (statements prepared after five runs:
+0.2-0.3 ms more PostgreSQL CPU per task in four alternating pairs), a fill factor of 70
+for the task table so that more UPDATEs stay heap-only (56 -> 60% of them; -0.11 ms
+on average, within the spread), and, for SQLite, a write lock in the process so that threads queue on it instead
+of SQLite's sleeping busy handler (two pairs of embedded runs, 104 and 114 against 95
+and 121 tasks/s: the embedded process is bound by CPU, not by waits for the write lock).
 """
