@@ -169,7 +169,8 @@ PostgreSQL CPU per task, the pairwise differences -0.28 ms on average (7%). Trie
 dropped: psycopg's server-side binding once more (statements prepared after five runs:
 0.2-0.3 ms more PostgreSQL CPU per task in four alternating pairs), a fill factor of 70
 for the task table so that more UPDATEs stay heap-only (56 -> 60% of them; -0.11 ms
-on average, within the spread), and, for SQLite, a write lock in the process so that threads queue on it instead
-of SQLite's sleeping busy handler (two pairs of embedded runs, 104 and 114 against 95
-and 121 tasks/s: the embedded process is bound by CPU, not by waits for the write lock).
+on average, within the spread), and, for SQLite, a write lock in the process so that
+threads queue on it instead of SQLite's sleeping busy handler (two pairs of embedded
+runs, 104 and 114 against 95 and 121 tasks/s: the embedded process is bound by CPU, not
+by waits for the write lock).
 """
