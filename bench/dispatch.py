@@ -44,6 +44,7 @@ from procs import (
     free_port,
     percentile,
     recreate_postgres,
+    server_cpu_seconds,
     stage_cpu,
 )
 from report import write_section
@@ -209,6 +210,18 @@ def platform(
     }
 
 
+def services_cpu(mode: str) -> dict[str, float]:
+    """CPU seconds so far of the distributed mode's PostgreSQL and Redis, when they run
+    on this machine: the platform's CPU per task does not include them."""
+    if mode != "distributed":
+        return {}
+    found = {
+        "PostgreSQL": server_cpu_seconds(BENCH_DATABASE_URL, "postgres"),
+        "Redis": server_cpu_seconds(BENCH_REDIS_URL, "redis-server"),
+    }
+    return {name: seconds for name, seconds in found.items() if seconds is not None}
+
+
 def run(
     mode: str, total: int, concurrency: int, warmup: int, extra_env: dict[str, str]
 ) -> dict[str, Any]:
@@ -285,9 +298,15 @@ def run(
         bare["agent_cpu_ms"] = (cpu_seconds([agent.popen.pid]) - agent_cpu) / total * 1000
         agent_cpu, platform_cpu = cpu_seconds([agent.popen.pid]), cpu_seconds(platform_pids)
         by_process = {p.name: cpu_seconds([p.popen.pid]) for p in platform_procs}
+        services_before = services_cpu(mode)
         stages_before = stage_cpu(url)
         ours = platform(url, token, agent_url, env, total, concurrency)
         stages_after = stage_cpu(url)
+        ours["services"] = {
+            name: (seconds - services_before[name]) / total * 1000
+            for name, seconds in services_cpu(mode).items()
+            if name in services_before
+        }
         ours["agent_cpu_ms"] = (cpu_seconds([agent.popen.pid]) - agent_cpu) / total * 1000
         ours["platform_cpu_ms"] = (cpu_seconds(platform_pids) - platform_cpu) / total * 1000
         # Distributed: daphne = the API (creation), worker = dispatch, beat = scheduling.

@@ -49,6 +49,10 @@ def table(results: list[dict[str, Any]], total: int, concurrency: int) -> str:
         if len(stages) > 1:
             parts = ", ".join(f"{name} {ms:.1f}" for name, ms in stages.items())
             lines.append(f"  CPU ms per task by process: {parts}.")
+        services = result["platform"].get("services") or {}
+        if services:
+            parts = ", ".join(f"{name} {ms:.1f}" for name, ms in services.items())
+            lines.append(f"  CPU ms per task of the services (not in the table): {parts}.")
         by_stage = result["platform"].get("cpu_stages") or {}
         if by_stage:
             parts = ", ".join(f"{name} {ms:.1f}" for name, ms in by_stage.items())

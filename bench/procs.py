@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -74,6 +75,49 @@ def cpu_seconds(pids: list[int]) -> float:
         except OSError:
             continue
         total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _stat(pid: int | str) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def server_cpu_seconds(url: str, program: str) -> float | None:
+    """CPU seconds used so far by the local ``program`` (``postgres``, ``redis-server``)
+    serving ``url``'s port, with its child processes (PostgreSQL's backends, live and
+    ended); None when no such process can be read here (a server on another host)."""
+    port = urlsplit(url).port
+    if port is None:
+        return None
+    server: str | None = None
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        # Redis rewrites its title into one argument: "redis-server 127.0.0.1:6379"
+        text = " ".join(arg.decode(errors="replace") for arg in argv if arg)
+        if not text or Path(text.split()[0]).name != program:
+            continue
+        if f"-p {port}" in text or f":{port}" in text or f"--port {port}" in text:
+            server = entry.name
+            break
+    fields = _stat(server) if server else None
+    if fields is None:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    # its own time, and that of its children that have ended (cutime, cstime)
+    total = sum(int(value) for value in fields[11:15]) / tick
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and entry.name != server:
+            child = _stat(entry.name)
+            if child is not None and child[1] == server:  # its parent
+                total += (int(child[11]) + int(child[12])) / tick
     return total
 
 
