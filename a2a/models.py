@@ -26,6 +26,7 @@ from a2a.states import (
     Transport,
 )
 from agent_profiles.models import AgentProfile, Skill
+from platform_site import combined
 from platform_site.compiled import insert_rows, update_row
 from platform_site.errors import Conflict
 
@@ -170,32 +171,36 @@ class Task(TaskScheduling, models.Model):
             updates.setdefault("next_poll_at", None)
             updates.setdefault("lease_until", None)
         from_state = self.state
+        event = TaskEvent(
+            task_id=self.pk, at=now, from_state=from_state, to_state=to_state, reason=reason[:2000]
+        )
+        # On PostgreSQL outside a transaction: one statement, the event inserted only if
+        # the compare-and-set changed the row (see platform_site.combined).
+        changed = combined.update_then_insert(Task, self.pk, {"state": from_state}, updates, event)
+        if changed is not None:
+            return self._moved(bool(changed), updates, from_state)
         with transaction.atomic():
             changed = update_row(Task, self.pk, {"state": from_state}, updates)
             if changed is None:  # a value only the ORM can write (the agent, on a reassign)
                 changed = Task.objects.filter(pk=self.pk, state=from_state).update(**updates)
-            if not changed:
-                self.refresh_from_db()
-                return False
-            reason = reason[:2000]
-            insert_rows(
-                [
-                    TaskEvent(
-                        task_id=self.pk,
-                        at=now,
-                        from_state=from_state,
-                        to_state=to_state,
-                        reason=reason,
-                    )
-                ]
+            if changed:
+                insert_rows([event])
+            return self._moved(bool(changed), updates, from_state)
+
+    def _moved(self, changed: bool, updates: dict[str, Any], from_state: str) -> bool:
+        """After a transition's write: take on its fields and announce it after commit,
+        or reload the task another process moved first."""
+        if not changed:
+            self.refresh_from_db()
+            return False
+        for name, value in updates.items():
+            setattr(self, name, value)
+        to_state = updates["state"]
+        transaction.on_commit(
+            lambda: task_changed.send(
+                Task, task_id=self.pk, state=to_state, task=self, from_state=from_state
             )
-            for name, value in updates.items():
-                setattr(self, name, value)
-            transaction.on_commit(
-                lambda: task_changed.send(
-                    Task, task_id=self.pk, state=to_state, task=self, from_state=from_state
-                )
-            )
+        )
         return True
 
     def start_work(self, reason: str = "", **fields: Any) -> bool:

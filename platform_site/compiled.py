@@ -180,7 +180,7 @@ def update_rows(
     connection = connections[DEFAULT_DB_ALIAS]
     statements: dict[str, list[list[Any]]] = {}
     for pk, conditions, fields in updates:
-        built = _update_sql(connection, model, pk, conditions, fields)
+        built = update_sql(connection, model, pk, conditions, fields)
         if built is None:
             return None
         sql, params = built
@@ -238,7 +238,7 @@ def _update_plan(
     return sql, set_fields, where_fields
 
 
-def _update_sql(
+def update_sql(
     connection: BaseDatabaseWrapper,
     model: type[models.Model],
     pk: Any,
@@ -293,7 +293,7 @@ def prep_save(field: Any, value: Any, connection: BaseDatabaseWrapper) -> Any:
 _insert_plans: dict[tuple[type, str, bool], tuple[list[Any], str, str]] = {}
 
 
-def _insert_plan(
+def insert_plan(
     model: type[models.Model], connection: BaseDatabaseWrapper, numbered: bool
 ) -> tuple[list[Any], str, str]:
     key = (model, connection.vendor, numbered)
@@ -326,7 +326,7 @@ def insert_rows(objs: list[M]) -> None:
     if any(type(obj) is not model or (obj.pk is None) != numbered for obj in objs):
         raise ValueError("insert_rows takes new rows of one model, all with ids or none")
     connection = connections[DEFAULT_DB_ALIAS]
-    fields, insert, row = _insert_plan(model, connection, numbered)
+    fields, insert, row = insert_plan(model, connection, numbered)
     size = 1 if len(objs) == 1 else max(1, connection.ops.bulk_batch_size(fields, objs))
     with connection.cursor() as cursor:
         for start in range(0, len(objs), size):

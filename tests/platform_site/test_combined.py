@@ -1,0 +1,132 @@
+"""Writes combined into one PostgreSQL statement do what the transaction did: all rows or
+none, the event only with the compare-and-set, the same values; and they stay out of the
+way where they cannot apply (SQLite, inside a transaction)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from a2a import creation
+from a2a.models import Task, TaskEvent, TaskMessage
+from a2a.signals import task_changed
+from a2a.states import TaskState
+from platform_site import combined
+
+pytestmark = pytest.mark.django_db(transaction=True)
+postgres = pytest.mark.postgres
+
+
+@pytest.fixture
+def task(make_skill: Any, make_agent: Any) -> Task:
+    skill = make_skill()
+    return Task.objects.create(skill=skill, agent=make_agent(skills=[skill]))
+
+
+def statements(queries: CaptureQueriesContext) -> list[str]:
+    return [q["sql"] for q in queries.captured_queries]
+
+
+@postgres
+def test_a_transition_is_one_statement_with_its_event(task: Task) -> None:
+    announced: list[dict[str, Any]] = []
+
+    def receiver(sender: Any, **kwargs: Any) -> None:
+        announced.append(kwargs)
+
+    task_changed.connect(receiver, dispatch_uid="test_combined")
+    try:
+        with CaptureQueriesContext(connection) as queries:
+            assert task.start_work("the agent took it")
+    finally:
+        task_changed.disconnect(dispatch_uid="test_combined")
+    # one write (the receivers of task_changed read after it: the push configs)
+    writes = [sql for sql in statements(queries) if not sql.startswith("SELECT")]
+    assert len(writes) == 1, writes
+    assert writes[0].startswith("WITH changed AS (UPDATE")
+    stored = Task.objects.get(pk=task.pk)
+    assert stored.state == TaskState.WORKING
+    event = TaskEvent.objects.get(task=task, to_state=TaskState.WORKING)
+    assert (event.from_state, event.reason) == (TaskState.SUBMITTED, "the agent took it")
+    assert event.at == stored.state_changed_at
+    assert [a["state"] for a in announced] == [TaskState.WORKING]
+
+
+@postgres
+def test_a_lost_compare_and_set_writes_no_event(task: Task) -> None:
+    stale = Task.objects.get(pk=task.pk)
+    assert task.start_work("first")
+    events = TaskEvent.objects.count()
+    # ``stale`` still believes the task SUBMITTED: its move must not happen
+    assert not stale.complete({"verdict": "pass"}, [])
+    assert TaskEvent.objects.count() == events
+    assert stale.state == TaskState.WORKING  # reloaded
+    assert Task.objects.get(pk=task.pk).state == TaskState.WORKING
+
+
+@postgres
+def test_inside_a_transaction_the_transition_keeps_its_savepoint(task: Task) -> None:
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        assert not combined.available()
+        assert task.start_work("in a transaction")
+    assert not any(sql.startswith("WITH changed") for sql in statements(queries))
+    assert Task.objects.get(pk=task.pk).state == TaskState.WORKING
+
+
+@postgres
+def test_a_new_task_is_one_statement(make_skill: Any, make_agent: Any, make_user: Any) -> None:
+    skill = make_skill()
+    make_agent(skills=[skill])
+    user = make_user()
+    creation.create_task(skill_id=skill.id, input={"product": "warm"}, user=user)  # caches
+    with CaptureQueriesContext(connection) as queries:
+        made = creation.create_task(skill_id=skill.id, input={"product": "lamp"}, user=user)
+    writes = [sql for sql in statements(queries) if not sql.startswith("SELECT")]
+    assert len(writes) == 1, writes
+    assert writes[0].startswith("WITH row0 AS (INSERT INTO")
+    assert Task.objects.get(pk=made.pk).input == {"product": "lamp"}
+    assert TaskEvent.objects.filter(task=made, to_state=TaskState.SUBMITTED).count() == 1
+    assert TaskMessage.objects.get(task=made).message == made.outbound_message
+
+
+@postgres
+def test_a_refused_row_leaves_none_of_the_others(
+    make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    skill = make_skill()
+    agent = make_agent(skills=[skill])
+    user = make_user()
+    first = creation.create_task(
+        skill_id=skill.id, input={"product": "x"}, user=user, idempotency_key="k"
+    )
+    new = creation.build(
+        skill=skill, agent=agent, match={}, data={"product": "x"}, user=user, idempotency_key="k"
+    )
+    with pytest.raises(IntegrityError):
+        combined.insert_together([new.task, new.event, new.message])
+    assert not Task.objects.filter(pk=new.task.pk).exists()
+    assert not TaskEvent.objects.filter(task_id=new.task.pk).exists()
+    assert not TaskMessage.objects.filter(task_id=new.task.pk).exists()
+    # and create_task answers a repeated key with the first task, as before
+    again = creation.create_task(
+        skill_id=skill.id, input={"product": "x"}, user=user, idempotency_key="k"
+    )
+    assert again.pk == first.pk
+
+
+def test_elsewhere_nothing_is_combined(task: Task) -> None:
+    event = TaskEvent(task_id=task.pk, at=timezone.now(), from_state="", to_state="x")
+    if connection.vendor == "postgresql":
+        with transaction.atomic():
+            assert combined.insert_together([event]) is False
+            fields = {"state": TaskState.WORKING}
+            assert combined.update_then_insert(Task, task.pk, {}, fields, event) is None
+    else:
+        assert combined.insert_together([event]) is False
+        assert combined.update_then_insert(Task, task.pk, {}, {"state": "x"}, event) is None
+    assert not TaskEvent.objects.filter(task=task, to_state="x").exists()
+    assert Task.objects.get(pk=task.pk).state == TaskState.SUBMITTED
