@@ -72,14 +72,31 @@ class TaskScheduling:
     @classmethod
     def claim(cls, pk: Any) -> Task | None:
         """Claim one task if it is due and nobody holds it; None otherwise."""
+        from a2a import rows  # a2a.rows imports the Task model, which imports this module
+
         now = timezone.now()
         lease = now + timedelta(seconds=lease_seconds())
+        if connection.vendor == "postgresql":
+            # The claim and the read in one statement; the read sees the row as it was
+            # before the claim, whose one change is the lease.
+            task = rows.TASKS_FOR_WORK.get_after(pk, *cls._claim_sql(pk, now, lease))
+            if task is not None:
+                task.lease_until = lease
+            return task
         if not cls._claim_row(pk, now, lease):
             return None
         return cls._claimed(pk)
 
     @classmethod
     def _claim_row(cls, pk: Any, now: datetime, lease: datetime) -> int:
+        """Run the claim's UPDATE alone; the rows it changed (0 or 1)."""
+        sql, params = cls._claim_sql(pk, now, lease)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return int(cursor.rowcount)
+
+    @classmethod
+    def _claim_sql(cls, pk: Any, now: datetime, lease: datetime) -> tuple[str, list[Any]]:
         """``filter(due_filter(now), pk=pk).update(lease_until=lease)`` as one plain
         statement: every new task and every hint runs it, and the ORM compiled it anew
         each time for more CPU than the UPDATE itself."""
@@ -107,9 +124,7 @@ class TaskScheduling:
             at,
             at,
         ]
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return int(cursor.rowcount)
+        return sql, params
 
     @classmethod
     def claim_due(cls, limit: int, *, leave_new_for: float = 0.0) -> list[Any]:

@@ -135,6 +135,27 @@ class CompiledGet(Generic[M]):
             return None
         return self._instance(read, row, connection, using)
 
+    def get_after(
+        self, value: Any, statement: str, params: list[Any], *, using: str = DEFAULT_DB_ALIAS
+    ) -> M | None:
+        """On PostgreSQL: run ``statement`` (an UPDATE without RETURNING) and, in the same
+        statement, read the row whose field equals ``value`` if ``statement`` changed a row;
+        else None. One round trip instead of two. The read sees the row as it was before
+        ``statement`` (one snapshot for the whole statement): the caller sets what that
+        changed on the instance."""
+        connection = connections[using]
+        if connection.vendor != "postgresql":
+            raise ValueError("a read after a write in one statement needs PostgreSQL")
+        read = self._compile(connection, using)
+        sql = f"WITH done AS ({statement} RETURNING 1) {read.sql} AND EXISTS (SELECT FROM done)"
+        param = self.field.get_db_prep_value(self.field.to_python(value), connection)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*params, param])
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        return self._instance(read, row, connection, using)
+
     def all(self, value: Any, *, using: str = DEFAULT_DB_ALIAS) -> list[M]:
         """Every row whose field equals ``value``, in ``order_by`` order."""
         connection = connections[using]

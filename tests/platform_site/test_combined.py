@@ -130,3 +130,23 @@ def test_elsewhere_nothing_is_combined(task: Task) -> None:
         assert combined.update_then_insert(Task, task.pk, {}, {"state": "x"}, event) is None
     assert not TaskEvent.objects.filter(task=task, to_state="x").exists()
     assert Task.objects.get(pk=task.pk).state == TaskState.SUBMITTED
+
+
+@postgres
+def test_a_claim_and_its_read_are_one_statement(task: Task) -> None:
+    Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now())  # due
+    with CaptureQueriesContext(connection) as queries:
+        claimed = Task.claim(task.pk)
+    assert len(statements(queries)) == 1, statements(queries)
+    assert claimed is not None
+    stored = Task.objects.select_related("agent", "skill").get(pk=task.pk)
+    assert stored.lease_until is not None
+    for field in Task._meta.concrete_fields:  # the lease too, set from the claim
+        assert getattr(claimed, field.attname) == getattr(stored, field.attname), field.name
+    assert (claimed.agent.pk, claimed.skill.pk) == (stored.agent.pk, stored.skill.pk)
+    # held now: nobody else gets it, and nothing is read
+    with CaptureQueriesContext(connection) as queries:
+        assert Task.claim(task.pk) is None
+    assert len(statements(queries)) == 1
+    Task.objects.filter(pk=task.pk).update(lease_until=None, next_action="")
+    assert Task.claim(task.pk) is None  # nothing due
