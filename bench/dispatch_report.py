@@ -68,20 +68,23 @@ platform does not poll a task that has ended (aim: at most 2).
 **Why the platform is below half of the ceiling (the aim).** Embedded, both sides are
 bound by one Python process each: the bare loop by the agent's (about one core), the
 platform path by the platform's (about one core too, while the agent waits for it). So
-the ratio is close to the agent's CPU per task over the platform's: 3.3 / 8.1 ms here,
-0.41 at best, 0.37 measured. The agent's own cost moves between runs on this VM (3.2-4.9
-ms per task today), and the ceiling with it (180-300 tasks/s), so the ratio of one run
-moves by a third; the platform's CPU per task is the steadier figure. The bare loop
+the ratio is close to the agent's CPU per task over the platform's: 3.8 / 9.3 ms in the
+table's run, 0.41 at best, 0.36 measured. Both move between runs on this VM, the agent's
+most: three runs of this code in a row gave 36%, 51% and 30% embedded (the platform at
+9.3, 6.8 and 6.6 ms per task, the agent in the bare loop at 3.8, 3.8 and 2.3 ms) and
+40%, 33% and 34% distributed. The aim was reached in one run of three, by a slow agent
+more than by a fast platform; the table is the first run, the median. The bare loop
 costs the agent's few milliseconds and little else; the platform adds an authenticated,
 validated, matched and durably stored task and a worker that claims it, calls the
 agent, validates the output and records the transition with its event. The counter
-`a2a_cpu_seconds_total` (by stage, thread CPU time) splits the 8.1 ms: the tasks API's
-request thread 2.5 (token check, Django REST framework, validation, matching, three
-INSERTs), the worker 3.9 (claim, the call to the agent, output validation, the
-transition), the sweep 0.1, and 1.6 for daphne's event loop (HTTP parsing and answering)
+`a2a_cpu_seconds_total` (by stage, thread CPU time) splits the 9.3 ms: the tasks API's
+request thread 2.9 (token check, Django REST framework, validation, matching, three
+INSERTs), the worker 4.2 (claim, the call to the agent, output validation, the
+transition), the sweep 0.1, and 2.0 for daphne's event loop (HTTP parsing and answering)
 and threads no stage covers. Distributed, the machine's two CPUs are full (the
-platform's three processes, PostgreSQL, Redis, the agent, the client): creations
-(104/s) outrun the one worker process and queue, which is what its p50 shows.
+platform's three processes, PostgreSQL and Redis, whose 3.4 ms per task the table's
+column leaves out, the agent, the client): creations (144/s) outrun the one worker
+process and queue, which is what its p50 shows.
 
 Five rounds of profiling (py-spy on the live processes) cut the platform's CPU per task
 from 48-58 ms to 11.9 ms embedded and 13.7 ms distributed on this machine. The first:
@@ -138,10 +141,10 @@ cursor no longer rewrites every statement's `%s` placeholders with a regular exp
 serializer, which deep-copies its fields for every instance (anything unusual still goes
 through the serializer, which words every error). Three pairs of runs, the sixth round's
 code and this one's alternating: 10.6-12.0 -> 7.8-9.9 ms per task embedded, 66-82 ->
-78-107 tasks/s; the table above is this round's (distributed 13.7 -> 11.3 ms against the
-fifth round's table; a later run of the same code gave 10.3 and 11.0 ms: this VM's speed
+78-107 tasks/s; this round's table had 8.1 ms embedded and 11.3 ms distributed (13.7 in
+the fifth round's; a later run of the same code gave 10.3 and 11.0 ms: this VM's speed
 moves by a quarter from one run to the next, every stage alike). When more tasks are
-created than the workers send (the distributed row: creations accepted at 104/s), new
+created than the workers send (creations accepted at 104/s in that run), new
 tasks wait past `A2A_HINT_GRACE` and the sweep starts them; it read each batch through
 the ORM's `select_related`, compiled anew every time, which was a fifth of the worker's
 CPU. It now reads each task with the compiled joined read a hint's claim uses: 3,000
@@ -187,5 +190,9 @@ and 403-514 -> 198-225 us of the caller's. Four pairs of distributed runs of thi
 benchmark, the previous commit and this one alternating (2,000 tasks each): the
 platform's processes 7.1-10.1 -> 6.0-7.6 ms per task, PostgreSQL 3.5-6.8 -> 2.7-3.7 ms,
 80-119 -> 109-135 tasks/s (one pair of the four showed no difference: this VM's speed
-moves by a quarter from one run to the next).
+moves by a quarter from one run to the next). Last, a worker's claim (the conditional
+UPDATE of the lease) and its read of the task with agent and skill became one statement
+too, the read running only if the claim took the row: 750-850 -> 633-733 us of
+PostgreSQL CPU and 622-769 -> 480-517 us of the worker's per claim (three alternating
+pairs). The table above is this round's code.
 """
