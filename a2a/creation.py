@@ -313,10 +313,12 @@ def insert(new: list[NewTask]) -> None:
     gateway = [t for t in tasks if t.next_action == ""]
     if gateway and _gateway_hand_off is not None:
         _gateway_hand_off(gateway)
-    queue_processing_many([t.pk for t in tasks if t.next_action == NextAction.SEND])
     for task in tasks:
         task.created = True  # type: ignore[attr-defined]
     observe.tasks_created(tasks)  # metrics, log line, trace (rows are in; commit is next)
+    # Last: without a transaction (one statement) the workers are told at once, and the
+    # task's "created" is counted and logged before anything a worker does with it.
+    queue_processing_many([t.pk for t in tasks if t.next_action == NextAction.SEND])
 
 
 def in_one_statement(new: list[NewTask]) -> bool:

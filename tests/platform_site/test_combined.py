@@ -150,3 +150,23 @@ def test_a_claim_and_its_read_are_one_statement(task: Task) -> None:
     assert len(statements(queries)) == 1
     Task.objects.filter(pk=task.pk).update(lease_until=None, next_action="")
     assert Task.claim(task.pk) is None  # nothing due
+
+
+@postgres
+def test_without_a_transaction_workers_hear_of_a_task_after_it_is_logged(
+    make_skill: Any, make_agent: Any, make_user: Any, monkeypatch: Any, caplog: Any
+) -> None:
+    skill = make_skill()
+    make_agent(skills=[skill])
+    told: list[tuple[list[Any], bool]] = []
+
+    def hint(ids: list[Any]) -> None:
+        logged = any(
+            "created" in r.getMessage() for r in caplog.records if r.name == "a2a.lifecycle"
+        )
+        told.append((ids, logged))
+
+    monkeypatch.setattr(creation, "queue_processing_many", hint)
+    caplog.set_level("INFO", logger="a2a.lifecycle")
+    made = creation.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
+    assert told == [([made.pk], True)]
