@@ -172,8 +172,12 @@ those columns with a case-sensitive `LIKE`), and each was written at every INSER
 every transition, which changes the indexed state. They are gone (migration 0006 renames
 the indexes it keeps, so nothing is built again on a large table): four pairs of runs,
 with and without them alternating in one process, 3.07-4.63 against 3.35-4.97 ms of
-PostgreSQL CPU per task, the pairwise differences -0.28 ms on average (7%). Tried and
-dropped: psycopg's server-side binding once more (statements prepared after five runs:
+PostgreSQL CPU per task, the pairwise differences -0.28 ms on average (7%). The gateway's
+delivery table (a row per frame owed to a socket agent, updated at each change of its
+status) lost its two `_like` copies and the agent's own index, which its outbox index
+(agent, status, created) covers: 9 -> 6 indexes with the primary key
+(`platform_site/migration_ops.py` does both tables' migrations). Tried and dropped:
+psycopg's server-side binding once more (statements prepared after five runs:
 0.2-0.3 ms more PostgreSQL CPU per task in four alternating pairs), a fill factor of 70
 for the task table so that more UPDATEs stay heap-only (56 -> 60% of them; -0.11 ms
 on average, within the spread), and, for SQLite, a write lock in the process so that

@@ -75,14 +75,14 @@ class Delivery(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="deliveries")
-    agent = models.ForeignKey(AgentProfile, on_delete=models.CASCADE, related_name="deliveries")
+    # No index of its own: "delivery_outbox" leads with it (see Meta).
+    agent = models.ForeignKey(
+        AgentProfile, on_delete=models.CASCADE, related_name="deliveries", db_index=False
+    )
     kind = models.CharField(max_length=16, choices=DeliveryKind.choices)
     payload = models.JSONField()
     status = models.CharField(
-        max_length=16,
-        choices=DeliveryStatus.choices,
-        default=DeliveryStatus.PENDING,
-        db_index=True,
+        max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
     )
     reason = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -99,7 +99,12 @@ class Delivery(models.Model):
     class Meta:
         ordering = ["created_at"]
         verbose_name_plural = "deliveries"
-        indexes = [models.Index(fields=["agent", "status", "created_at"], name="delivery_outbox")]
+        # Plain indexes, not db_index: see platform_site.migration_ops (no "_like" copies
+        # on PostgreSQL, written at every delivery and every change of its status).
+        indexes = [
+            models.Index(fields=["agent", "status", "created_at"], name="delivery_outbox"),
+            models.Index(fields=["status"], name="delivery_status"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.task_id} → {self.agent_id} ({self.status})"

@@ -5,11 +5,11 @@ on a large table; rebuilt on SQLite, which cannot rename an index) and the six
 ``varchar_pattern_ops`` copies PostgreSQL added beside them are dropped.
 """
 
-from typing import Any
-
 import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
+
+from platform_site.migration_ops import plain_indexes
 
 # column -> (the name Django gave the index of db_index / a foreign key, the new name)
 INDEXES = {
@@ -20,34 +20,6 @@ INDEXES = {
     "agent_id": ("a2a_task_agent_id_a70006f6", "task_agent"),
     "created_by_agent_id": ("a2a_task_created_by_agent_id_6401983d", "task_created_by_agent"),
 }
-
-
-def _rename(schema_editor: Any, forward: bool) -> None:
-    postgres = schema_editor.connection.vendor == "postgresql"
-    for column, names in INDEXES.items():
-        old, new = names if forward else names[::-1]
-        if postgres:
-            schema_editor.execute(f'ALTER INDEX IF EXISTS "{old}" RENAME TO "{new}"')
-        else:
-            schema_editor.execute(f'DROP INDEX IF EXISTS "{old}"')
-        schema_editor.execute(f'CREATE INDEX IF NOT EXISTS "{new}" ON "a2a_task" ("{column}")')
-        if not postgres:
-            continue
-        if forward:
-            schema_editor.execute(f'DROP INDEX IF EXISTS "{old}_like"')
-        else:
-            schema_editor.execute(
-                f'CREATE INDEX IF NOT EXISTS "{new}_like" ON "a2a_task" '
-                f'("{column}" varchar_pattern_ops)'
-            )
-
-
-def forwards(apps: Any, schema_editor: Any) -> None:
-    _rename(schema_editor, forward=True)
-
-
-def backwards(apps: Any, schema_editor: Any) -> None:
-    _rename(schema_editor, forward=False)
 
 
 class Migration(migrations.Migration):
@@ -145,6 +117,6 @@ class Migration(migrations.Migration):
                     index=models.Index(fields=["created_by_agent"], name="task_created_by_agent"),
                 ),
             ],
-            database_operations=[migrations.RunPython(forwards, backwards)],
+            database_operations=[plain_indexes("a2a_task", INDEXES)],
         ),
     ]
