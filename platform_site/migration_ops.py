@@ -13,6 +13,7 @@ copies. Backwards it restores all of them. Kept stable: migrations import it.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from django.db import migrations
@@ -25,36 +26,43 @@ def plain_indexes(
 ) -> migrations.RunPython:
     """``renamed``: column -> (Django's index name, the new name); ``dropped``: column ->
     Django's index name, for an index no longer wanted (another index leads with the
-    column)."""
+    column). Built from partials of a module function, not lambdas, so that Django can
+    still write the operation out (``squashmigrations``)."""
     gone = dropped or {}
-
-    def run(schema_editor: Any, forward: bool) -> None:
-        postgres = schema_editor.connection.vendor == "postgresql"
-        execute = schema_editor.execute
-        for column, (old, new) in renamed.items():
-            now, then = (new, old) if forward else (old, new)
-            if postgres:
-                execute(f'ALTER INDEX IF EXISTS "{then}" RENAME TO "{now}"')
-            else:
-                execute(f'DROP INDEX IF EXISTS "{then}"')
-            execute(f'CREATE INDEX IF NOT EXISTS "{now}" ON "{table}" ("{column}")')
-        for column, old in gone.items():
-            if forward:
-                execute(f'DROP INDEX IF EXISTS "{old}"')
-            else:
-                execute(f'CREATE INDEX IF NOT EXISTS "{old}" ON "{table}" ("{column}")')
-        if not postgres:
-            return
-        for column, old in [(c, names[0]) for c, names in renamed.items()] + list(gone.items()):
-            if forward:
-                execute(f'DROP INDEX IF EXISTS "{old}_like"')
-            else:
-                execute(
-                    f'CREATE INDEX IF NOT EXISTS "{old}_like" ON "{table}" '
-                    f'("{column}" varchar_pattern_ops)'
-                )
-
     return migrations.RunPython(
-        lambda apps, schema_editor: run(schema_editor, forward=True),
-        lambda apps, schema_editor: run(schema_editor, forward=False),
+        partial(_run, table, renamed, gone, True), partial(_run, table, renamed, gone, False)
     )
+
+
+def _run(
+    table: str,
+    renamed: dict[str, tuple[str, str]],
+    gone: dict[str, str],
+    forward: bool,
+    apps: Any,
+    schema_editor: Any,
+) -> None:
+    postgres = schema_editor.connection.vendor == "postgresql"
+    execute = schema_editor.execute
+    for column, (old, new) in renamed.items():
+        now, then = (new, old) if forward else (old, new)
+        if postgres:
+            execute(f'ALTER INDEX IF EXISTS "{then}" RENAME TO "{now}"')
+        else:
+            execute(f'DROP INDEX IF EXISTS "{then}"')
+        execute(f'CREATE INDEX IF NOT EXISTS "{now}" ON "{table}" ("{column}")')
+    for column, old in gone.items():
+        if forward:
+            execute(f'DROP INDEX IF EXISTS "{old}"')
+        else:
+            execute(f'CREATE INDEX IF NOT EXISTS "{old}" ON "{table}" ("{column}")')
+    if not postgres:
+        return
+    for column, old in [(c, names[0]) for c, names in renamed.items()] + list(gone.items()):
+        if forward:
+            execute(f'DROP INDEX IF EXISTS "{old}_like"')
+        else:
+            execute(
+                f'CREATE INDEX IF NOT EXISTS "{old}_like" ON "{table}" '
+                f'("{column}" varchar_pattern_ops)'
+            )
