@@ -21,7 +21,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections, models
 
-from platform_site.compiled import insert_plan, prep_save, update_sql
+from platform_site.compiled import insert_plan, mark_saved, prep_save, update_sql
 
 
 def available() -> bool:
@@ -39,12 +39,6 @@ def _insert(obj: models.Model, connection: Any, *, select_from: str = "") -> tup
     return insert + row, params
 
 
-def _saved(objs: list[models.Model]) -> None:
-    for obj in objs:
-        obj._state.adding = False
-        obj._state.db = DEFAULT_DB_ALIAS
-
-
 def insert_together(objs: list[models.Model]) -> bool:
     """Insert these new rows (of any models, in this order) in one statement; False, with
     nothing written, when :func:`available` says no (the caller inserts them itself)."""
@@ -57,7 +51,7 @@ def insert_together(objs: list[models.Model]) -> bool:
     sql = f"WITH {clauses} {last}" if clauses else last
     with connection.cursor() as cursor:
         cursor.execute(sql, [value for _, params in parts for value in params])
-    _saved(objs)
+    mark_saved(objs)
     return True
 
 
@@ -86,5 +80,5 @@ def update_then_insert(
         cursor.execute(sql, update_params + insert_params)
         changed = int(cursor.rowcount)
     if changed:
-        _saved([new])
+        mark_saved([new])
     return changed

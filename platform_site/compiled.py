@@ -356,6 +356,11 @@ def insert_rows(objs: list[M]) -> None:
                 prep_save(f, f.pre_save(obj, True), connection) for obj in batch for f in fields
             ]
             cursor.execute(insert + ", ".join([row] * len(batch)), params)
+    mark_saved(objs)
+
+
+def mark_saved(objs: list[M]) -> None:
+    """What ``save()`` notes on objects whose rows it inserted."""
     for obj in objs:
         obj._state.adding = False
         obj._state.db = DEFAULT_DB_ALIAS
