@@ -410,7 +410,11 @@ else:
     # kombu's virtual transports poll their queues, by default once a second: that second
     # would be added to every task's latency. Polling memory is cheap.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.02}
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # Channels' in-memory layer, its expiry sweep once a second instead of at every message
+    # (it visits every channel and group: thousands with thousands of agent sockets).
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "platform_site.memory_layer.ThrottledInMemoryChannelLayer"}
+    }
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
