@@ -20,10 +20,10 @@ import contextlib
 import logging
 from typing import Protocol
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 
 from gateway import presence
+from gateway.db import db
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class LocalConnections:
                     consumer.joined_at = loop.time()
                     await consumer.rejoin_group()
         if alive:
-            await database_sync_to_async(presence.refresh)(alive)
+            await db(presence.refresh)(alive)
 
     async def _watch(self) -> None:
         while self._consumers:

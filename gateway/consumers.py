@@ -17,25 +17,18 @@ import json
 import logging
 from typing import Any
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from agent_profiles.models import AgentProfile
 from gateway import frames, observe, presence, services
 from gateway.connections import local
+from gateway.db import db
 from gateway.frames import FrameError
 from gateway.middleware import CLOSE_TRY_AGAIN
 from platform_site import logs
 
 log = logging.getLogger(__name__)
-
-
-def db(func: Any) -> Any:
-    """Run ORM code off the event loop on a pool of threads (each with its own database
-    connection), so one slow query does not hold up every socket of the process. Frames of
-    one connection stay in order: the consumer awaits each call."""
-    return database_sync_to_async(func, thread_sensitive=False)
 
 
 CLOSE_FLOOD = 4429

@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
 
 from agent_profiles.authentication import bearer_token
+from gateway.db import db
 from gateway.services import authenticate_key
 
 log = logging.getLogger(__name__)
@@ -37,9 +37,7 @@ class AgentAuthMiddleware(BaseMiddleware):
         header = _header(scope, b"authorization")
         if header is not None:
             try:
-                agent, close_code = await database_sync_to_async(
-                    authenticate_key, thread_sensitive=False
-                )(bearer_token(header))
+                agent, close_code = await db(authenticate_key)(bearer_token(header))
             except Exception:
                 # A platform fault (database down): "try again later", not a crash.
                 log.exception("gateway: header authentication failed on a platform fault")

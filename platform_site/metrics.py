@@ -106,8 +106,8 @@ FACE_REQUESTS = Counter(
 CPU_SECONDS = Counter(
     "a2a_cpu_seconds_total",
     "CPU seconds of the platform's threads, by the stage of work they ran (tasks-api, "
-    "a2a-face, agent-push, worker, sweep, poll). The rest of a process's CPU is its event "
-    "loop (HTTP, WebSockets) and threads no stage covers.",
+    "a2a-face, agent-push, gateway, worker, sweep, poll). The rest of a process's CPU is "
+    "its event loop (HTTP, WebSockets) and threads no stage covers.",
     ["stage"],
 )
 _stage = threading.local()

@@ -368,6 +368,9 @@ PLATFORM_NAME = envstr("PLATFORM_NAME", "A2A Agent Platform")
 
 # --- Gateway --------------------------------------------------------------------------
 GATEWAY_AUTH_TIMEOUT = envfloat("GATEWAY_AUTH_TIMEOUT", 10.0)
+# Database threads of the gateway's sockets (each keeps its connection); 0: the shared sync
+# thread.
+GATEWAY_DB_THREADS = envint("GATEWAY_DB_THREADS", 4)
 GATEWAY_HEARTBEAT_TIMEOUT = envfloat("GATEWAY_HEARTBEAT_TIMEOUT", 90.0)
 OFFLINE_TASK_TTL = envfloat("OFFLINE_TASK_TTL", 24 * 3600.0)
 GATEWAY_MAX_FRAME_BYTES = envint("GATEWAY_MAX_FRAME_BYTES", 256_000)

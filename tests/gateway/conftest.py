@@ -14,6 +14,7 @@ from channels.testing import WebsocketCommunicator
 
 from a2a.models import Task
 from agent_profiles.models import AgentProfile, Skill
+from gateway.db import close_pool
 from platform_site.asgi import application
 
 PATH = "/ws/agent-gateway/"
@@ -96,14 +97,16 @@ db_async = database_sync_to_async
 
 @pytest.fixture(autouse=True)
 def _no_persistent_connections_in_threads() -> Any:
-    """The consumer runs ORM code in worker threads; with CONN_MAX_AGE=0 each call closes
-    its connection afterwards, so no thread keeps the test database open at teardown."""
+    """The consumer runs ORM code on the gateway's database threads, which keep their
+    connections: close them after each test (PostgreSQL will not drop a test database
+    with one open). Other threads' calls close theirs afterwards (CONN_MAX_AGE=0)."""
     from django.db import connections
 
     db_settings = connections.settings["default"]
     old = db_settings.get("CONN_MAX_AGE", 0)
     db_settings["CONN_MAX_AGE"] = 0
     yield
+    close_pool()
     db_settings["CONN_MAX_AGE"] = old
     # Connections opened inside finished consumer tasks' contexts are unreachable now;
     # collecting them closes their sockets.

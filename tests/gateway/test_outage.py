@@ -10,6 +10,7 @@ import pytest
 from django.db import connections
 
 from agent_profiles.models import AgentProfile
+from gateway.db import close_pool
 from tests.gateway.conftest import open_client
 from tests.support.serving import free_port
 
@@ -20,6 +21,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 def database_down(agent: AgentProfile) -> Iterator[AgentProfile]:
     shared = connections.settings["default"]  # every thread's connection reads this dict
     saved = dict(shared)
+    close_pool()  # the gateway's threads keep their connections: make them reconnect
     connections.close_all()
     if connections["default"].vendor == "sqlite":
         shared["NAME"] = "/nonexistent-dir/for/sure/db.sqlite3"
@@ -28,6 +30,7 @@ def database_down(agent: AgentProfile) -> Iterator[AgentProfile]:
     try:
         yield agent
     finally:
+        close_pool()
         connections.close_all()
         shared.clear()
         shared.update(saved)
