@@ -57,17 +57,21 @@ transaction (`gateway.services.assign_new_tasks`, registered with `a2a.creation`
 start): the `task.assign` delivery row is saved with the task, and on commit the request
 thread hands the frame to the agent's group, before the `201` is written. What remains
 between the `201` and the frame is the consumer claiming the row (one conditional UPDATE,
-so with several connections exactly one sends it) and writing to the socket: about 10 ms
-at the median (5 ms distributed). The rest is the creation request itself (20-35 ms of
-one CPU here: the bench process with its 1,000 sockets takes the other), so with one
-client the aim (p99 < 100 ms from `POST` to frame) is met in both modes. With two
-clients posting at once it is met distributed (83 ms, 129 ms before this session's
-cheaper creation), not embedded: there the requests queue behind each other and behind
-the in-process worker on the one process, and the p99 passes 100 ms (171-179 ms in the
-last two runs). More creations per second than one process serves need more daphne
-processes (the distributed mode), not a faster hand-off. Before the hand-off moved into the
-creation transaction, the task waited for a worker's Celery message and an HTTP attempt:
-p50 2.1 s, p99 2.4 s from `POST` to frame. A named agent is now read alone at creation,
-not with every agent offering the skill (1,000 here), which took the distributed p99 with
-4 clients from 1.0 s to 0.43 s. One process holds 1,000 sockets at about 45 KiB each.
+so with several connections exactly one sends it) and writing to the socket: a few ms at
+the median in both modes. The aim (p99 < 100 ms from `POST` to frame) is met in both
+modes with one client and with two posting at once. The embedded mode met it with two
+clients only after two fixes found by profiling its process during this run: Channels'
+in-memory channel layer looked for expired messages in every channel and group (1,000 of
+each) at every message, a quarter of the event loop's time, and now looks once a second
+(`platform_site.memory_layer`); and the consumer's database calls (Channels'
+`database_sync_to_async`) opened and closed a SQLite connection around every key check,
+claim and ack, and now run on the gateway's own threads, which keep theirs
+(`GATEWAY_DB_THREADS`). Together: embedded p99 with two clients 171-179 -> 67-73 ms
+(three runs), with one 76 -> 33 ms, creations 46-51 -> 70-95/s, connect rate 112-129 ->
+210-263/s. The max (260-360 ms) is the first request of a run (cold caches). Before the
+hand-off moved into the creation transaction, the task waited for a worker's Celery
+message and an HTTP attempt: p50 2.1 s, p99 2.4 s from `POST` to frame. A named agent is
+read alone at creation, not with every agent offering the skill (1,000 here), which took
+the distributed p99 with 4 clients from 1.0 s to 0.43 s. One process holds 1,000 sockets
+at about 45 KiB each.
 """
