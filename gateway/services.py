@@ -6,8 +6,8 @@ a connection *claims* the row with a conditional UPDATE before sending it, so wi
 connections and many daphne processes a frame goes out once per connection attempt, and
 whatever a lost message leaves behind is sent when the agent next connects.
 
-Synchronous functions here are called from Django views, Celery workers and (through
-``database_sync_to_async``) from the consumer.
+Synchronous functions here are called from Django views, Celery workers and (on the
+gateway's database threads, :mod:`gateway.db`) from the consumer.
 """
 
 from __future__ import annotations
