@@ -10,7 +10,8 @@ agent's task id, then goes through the one agent-update mapping polling uses
 a COMPLETED that brings no artifacts (none pushed before either) makes the worker read the
 task once with ``GetTask``. It is idempotent and order-safe: a status whose timestamp is
 older than the latest one applied, a WORKING while the platform waits for a person's
-answer, and anything for a finished task are refused with ``409`` and change nothing.
+answer, and anything for a finished task but a repeat of its final state are refused
+with ``409`` and change nothing.
 Polling stays as the safety net, at ``AGENT_PUSH_POLL_INTERVAL``.
 """
 
@@ -181,17 +182,16 @@ def _read(task_id: uuid.UUID, *, lock: bool) -> Task:
     return task
 
 
-def _check_ties(task: Task, push: Push, attempt: int) -> None:
+def _check_ties(task: Task, push: Push, attempt: int) -> bool:
+    """Refuse a push that is not this webhook's or this agent task's, or that comes for a
+    finished task; True when it only repeats the final state the task already holds (a
+    duplicated push, or the end a safety-net poll or a listing noticed first): a harmless
+    repeat, answered like one, not an error in the agent's log."""
     if attempt != max(1, int(task.attempts or 0)):
         raise StaleUpdate(
             f"This webhook belongs to attempt {attempt} of task {task.id}; it is at attempt "
             f"{task.attempts} now.",
             {"taskId": str(task.id), "attempt": attempt},
-        )
-    if task.is_terminal:
-        raise TaskFinished(
-            f"Task {task.id} is {task.state}, a final state: it takes no more updates.",
-            {"taskId": str(task.id), "state": task.state},
         )
     if push.remote_id and task.remote_task_id and push.remote_id != task.remote_task_id:
         raise WrongTask(
@@ -199,6 +199,16 @@ def _check_ties(task: Task, push: Push, attempt: int) -> None:
             f"{push.remote_id!r}.",
             {"taskId": str(task.id)},
         )
+    if task.is_terminal:
+        if push.kind in ("status", "task") and (
+            normalize_state((push.status or {}).get("state")) == task.state
+        ):
+            return True
+        raise TaskFinished(
+            f"Task {task.id} is {task.state}, a final state: it takes no more updates.",
+            {"taskId": str(task.id), "state": task.state},
+        )
+    return False
 
 
 def _check_order(task: Task, push: Push) -> datetime | None:
@@ -257,13 +267,11 @@ def apply(task_id: uuid.UUID, attempt: int, push: Push, *, via: str = "push") ->
 
     if connection.vendor != "postgresql" and push.kind in ("status", "task"):
         task = _read(task_id, lock=False)
-        _check_ties(task, push, attempt)
-        if _changes_nothing(task, push):
+        if _check_ties(task, push, attempt) or _changes_nothing(task, push):
             return Applied(task.state)
     with transaction.atomic():
         task = _read(task_id, lock=True)
-        _check_ties(task, push, attempt)
-        if _changes_nothing(task, push):
+        if _check_ties(task, push, attempt) or _changes_nothing(task, push):
             return Applied(task.state)
         remote = {"id": push.remote_id, "contextId": push.remote_context}
         if push.kind == "message":

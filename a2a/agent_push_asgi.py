@@ -5,8 +5,9 @@ It needs nothing of Django's request machinery: it reads a bounded body, checks 
 loop and applies it on a small pool of database threads (``AGENT_PUSH_THREADS``,
 :mod:`platform_site.dbthreads`). Answers are JSON in the platform's error shape:
 
-* ``200`` ``{"state"}`` applied (or a harmless repeat); ``202`` ``{"state", "readBack":
-  true}`` a COMPLETED without artifacts, which the worker reads back with ``GetTask``;
+* ``200`` ``{"state"}`` applied (or a harmless repeat, a finished task's final state
+  included); ``202`` ``{"state", "readBack": true}`` a COMPLETED without artifacts,
+  which the worker reads back with ``GetTask``;
 * ``400`` ``not_a2a`` / ``malformed_json`` / ``bad_text``; ``401`` a missing or wrong
   token; ``404`` no such task; ``405`` not a POST; ``409`` ``task_finished``,
   ``stale_update`` (older than what was applied, or an old attempt's webhook),

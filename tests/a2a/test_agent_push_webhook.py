@@ -205,6 +205,28 @@ def test_a_finished_task_takes_no_push(task: Task) -> None:
     assert fresh(task).state == TaskState.COMPLETED
 
 
+def test_a_repeated_end_is_a_harmless_repeat_and_changes_nothing(task: Task) -> None:
+    """A duplicated COMPLETED, or one whose end a safety-net poll noticed first, is not an
+    error for the agent (its SDK would log it as a failed push); nothing is written."""
+    assert push(task, done({"verdict": "pass"})).status_code == 200
+    ended = fresh(task)
+    events = TaskEvent.objects.filter(task=task).count()
+    for body in (done({"verdict": "other"}), status("TASK_STATE_COMPLETED", T3)):
+        again = push(task, body)
+        assert (again.status_code, again.json()) == (200, {"state": TaskState.COMPLETED})
+    after = fresh(task)
+    assert (after.output, after.updated_at) == (ended.output, ended.updated_at)
+    assert TaskEvent.objects.filter(task=task).count() == events
+
+
+def test_a_repeated_end_for_another_agent_task_is_still_refused(task: Task) -> None:
+    push(task, done({"verdict": "pass"}))
+    body = status("TASK_STATE_COMPLETED", T3)
+    body["statusUpdate"]["taskId"] = "someone-elses"
+    refused = push(task, body)
+    assert (refused.status_code, refused.json()["error"]["code"]) == (409, "wrong_task")
+
+
 def artifact(data: Any, agent_task: str = "agent-task-1") -> dict[str, Any]:
     part = {"artifactId": "a9", "parts": [{"data": data}]}
     return {"artifactUpdate": {"taskId": agent_task, "contextId": "c", "artifact": part}}
