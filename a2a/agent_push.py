@@ -182,11 +182,8 @@ def _read(task_id: uuid.UUID, *, lock: bool) -> Task:
     return task
 
 
-def _check_ties(task: Task, push: Push, attempt: int) -> bool:
-    """Refuse a push that is not this webhook's or this agent task's, or that comes for a
-    finished task; True when it only repeats the final state the task already holds (a
-    duplicated push, or the end a safety-net poll or a listing noticed first): a harmless
-    repeat, answered like one, not an error in the agent's log."""
+def _check_ties(task: Task, push: Push, attempt: int) -> None:
+    """Refuse a push that is not this webhook's attempt or this agent task's."""
     if attempt != max(1, int(task.attempts or 0)):
         raise StaleUpdate(
             f"This webhook belongs to attempt {attempt} of task {task.id}; it is at attempt "
@@ -199,16 +196,23 @@ def _check_ties(task: Task, push: Push, attempt: int) -> bool:
             f"{push.remote_id!r}.",
             {"taskId": str(task.id)},
         )
-    if task.is_terminal:
-        if push.kind in ("status", "task") and (
-            normalize_state((push.status or {}).get("state")) == task.state
-        ):
-            return True
-        raise TaskFinished(
-            f"Task {task.id} is {task.state}, a final state: it takes no more updates.",
-            {"taskId": str(task.id), "state": task.state},
-        )
-    return False
+
+
+def _repeats_the_end(task: Task, push: Push) -> bool:
+    """For a finished task: True when ``push`` only repeats its final state (a duplicated
+    push, or an end a safety-net poll or a listing noticed first), a harmless repeat
+    answered like one rather than an error in the agent's log; anything else is refused.
+    False for a task still in flight."""
+    if not task.is_terminal:
+        return False
+    if push.kind in ("status", "task") and (
+        normalize_state((push.status or {}).get("state")) == task.state
+    ):
+        return True
+    raise TaskFinished(
+        f"Task {task.id} is {task.state}, a final state: it takes no more updates.",
+        {"taskId": str(task.id), "state": task.state},
+    )
 
 
 def _check_order(task: Task, push: Push) -> datetime | None:
@@ -267,11 +271,13 @@ def apply(task_id: uuid.UUID, attempt: int, push: Push, *, via: str = "push") ->
 
     if connection.vendor != "postgresql" and push.kind in ("status", "task"):
         task = _read(task_id, lock=False)
-        if _check_ties(task, push, attempt) or _changes_nothing(task, push):
+        _check_ties(task, push, attempt)
+        if _repeats_the_end(task, push) or _changes_nothing(task, push):
             return Applied(task.state)
     with transaction.atomic():
         task = _read(task_id, lock=True)
-        if _check_ties(task, push, attempt) or _changes_nothing(task, push):
+        _check_ties(task, push, attempt)
+        if _repeats_the_end(task, push) or _changes_nothing(task, push):
             return Applied(task.state)
         remote = {"id": push.remote_id, "contextId": push.remote_context}
         if push.kind == "message":
