@@ -11,7 +11,8 @@ a COMPLETED that brings no artifacts (none pushed before either) makes the worke
 task once with ``GetTask``. It is idempotent and order-safe: a status whose timestamp is
 older than the latest one applied, a WORKING while the platform waits for a person's
 answer, and anything for a finished task but a repeat of its final state are refused
-with ``409`` and change nothing.
+with ``409`` and change nothing. A push whose artifacts would take the task's past
+``TASK_ARTIFACTS_MAX_BYTES`` fails the task instead (``413 artifacts_too_large``).
 Polling stays as the safety net, at ``AGENT_PUSH_POLL_INTERVAL``.
 """
 
@@ -22,13 +23,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from a2a import rows
+from a2a.agent_updates import apply_agent_update, record_message, refuse_oversize_artifacts
 from a2a.creation import queue_processing
 from a2a.models import Direction, Task
 from a2a.states import ACTIVE_STATES, INTERRUPTED_STATES, TaskState, normalize_state
-from platform_site.errors import Conflict, NotFound, PlatformError, ValidationFailed
+from platform_site.errors import (
+    Conflict,
+    NotFound,
+    PayloadTooLarge,
+    PlatformError,
+    ValidationFailed,
+)
 
 # Metadata key recording how the platform follows a task: "push", "stream" or "poll".
 FOLLOWED_BY = "followedBy"
@@ -51,6 +60,13 @@ class TaskFinished(Conflict):
 
 class WrongTask(Conflict):
     code = "wrong_task"
+
+
+class ArtifactsTooLarge(PayloadTooLarge):
+    """The push would take the task's artifacts past ``TASK_ARTIFACTS_MAX_BYTES``: the
+    task failed (committed before this is raised) and the push's artifacts were not kept."""
+
+    code = "artifacts_too_large"
 
 
 @dataclass
@@ -159,6 +175,7 @@ class Applied:
 
     state: str
     read_back: bool = False
+    too_large: int | None = None  # the artifacts' size, when refused for it
 
 
 def status_time(status: dict[str, Any] | None) -> datetime | None:
@@ -267,44 +284,72 @@ def apply(task_id: uuid.UUID, attempt: int, push: Push, *, via: str = "push") ->
     do not queue behind writers; an artifact or a message always writes, so it goes
     straight to the locked read (its refusals are checked there).
     """
-    from a2a.services import apply_agent_update, record_message
-
     if connection.vendor != "postgresql" and push.kind in ("status", "task"):
         task = _read(task_id, lock=False)
         _check_ties(task, push, attempt)
         if _repeats_the_end(task, push) or _changes_nothing(task, push):
             return Applied(task.state)
     with transaction.atomic():
-        task = _read(task_id, lock=True)
-        _check_ties(task, push, attempt)
-        if _repeats_the_end(task, push) or _changes_nothing(task, push):
-            return Applied(task.state)
-        remote = {"id": push.remote_id, "contextId": push.remote_context}
-        if push.kind == "message":
-            if push.message is not None:
-                record_message(task, Direction.FROM_AGENT, push.message)
-            return Applied(task.state)
-        if push.kind == "artifact":
-            _merge_artifact(task, push)
-            return Applied(task.state)
-        stamp = _check_order(task, push)
-        status = push.status or {}
-        state = normalize_state(status.get("state"))
-        artifacts = push.artifacts if push.kind == "task" else None
-        if state == TaskState.COMPLETED and not artifacts:
-            artifacts = list(task.artifacts or [])
-        seen: dict[str, Any] = {}
-        if stamp is not None:
-            seen = {"metadata": {**(task.metadata or {}), "agentStatusAt": stamp.isoformat()}}
-        if state == TaskState.COMPLETED and not artifacts:
-            return _read_back(task, remote, seen)
-        apply_agent_update(
-            task, status=status, artifacts=artifacts, remote=remote, via=via, also=seen
+        applied = _apply_locked(task_id, attempt, push, via)
+    if applied.too_large is not None:  # raised after the commit of the task's failure
+        limit = settings.TASK_ARTIFACTS_MAX_BYTES
+        raise ArtifactsTooLarge(
+            f"With this push the task's artifacts would be {applied.too_large} bytes, more "
+            f"than the platform keeps ({limit} bytes): the task failed.",
+            {"taskId": str(task_id), "maxBytes": limit, "bytes": applied.too_large},
         )
+    return applied
+
+
+def _apply_locked(task_id: uuid.UUID, attempt: int, push: Push, via: str) -> Applied:
+    """:func:`apply` under the task's row lock, inside its transaction."""
+    task = _read(task_id, lock=True)
+    _check_ties(task, push, attempt)
+    if _repeats_the_end(task, push) or _changes_nothing(task, push):
         return Applied(task.state)
+    if push.kind == "message":
+        if push.message is not None:
+            record_message(task, Direction.FROM_AGENT, push.message)
+        return Applied(task.state)
+    if push.kind == "artifact":
+        return _apply_artifact(task, push)
+    stamp = _check_order(task, push)
+    status = push.status or {}
+    state = normalize_state(status.get("state"))
+    artifacts = push.artifacts if push.kind == "task" else None
+    if artifacts:
+        too_large = refuse_oversize_artifacts(task, artifacts)
+        if too_large is not None:
+            return Applied(task.state, too_large=too_large)
+    elif state == TaskState.COMPLETED:
+        artifacts = list(task.artifacts or [])
+    seen: dict[str, Any] = {}
+    if stamp is not None:
+        seen = {"metadata": {**(task.metadata or {}), "agentStatusAt": stamp.isoformat()}}
+    remote = {"id": push.remote_id, "contextId": push.remote_context}
+    if state == TaskState.COMPLETED and not artifacts:
+        return _read_back(task, remote, seen)
+    apply_agent_update(task, status=status, artifacts=artifacts, remote=remote, via=via, also=seen)
+    return Applied(task.state)
 
 
-def _merge_artifact(task: Task, push: Push) -> None:
+def _apply_artifact(task: Task, push: Push) -> Applied:
+    """An ``artifactUpdate``: merged into the task's artifacts, unless that takes them past
+    ``TASK_ARTIFACTS_MAX_BYTES`` (the task fails instead)."""
+    artifacts = _merged_artifacts(task, push)
+    too_large = refuse_oversize_artifacts(task, artifacts)
+    if too_large is not None:
+        return Applied(task.state, too_large=too_large)
+    fields: dict[str, Any] = {"artifacts": artifacts}
+    if push.remote_id and not task.remote_task_id:
+        fields["remote_task_id"] = push.remote_id
+    task.note(if_state=task.state, **fields)
+    return Applied(task.state)
+
+
+def _merged_artifacts(task: Task, push: Push) -> list[Any]:
+    """The task's artifacts with the pushed one added, or appended to or replacing the
+    one of the same ``artifactId``."""
     artifact = push.artifact or {}
     artifacts = list(task.artifacts or [])
     artifact_id = artifact.get("artifactId")
@@ -318,10 +363,7 @@ def _merge_artifact(task: Task, push: Push) -> None:
             break
     else:
         artifacts.append(artifact)
-    fields: dict[str, Any] = {"artifacts": artifacts}
-    if push.remote_id and not task.remote_task_id:
-        fields["remote_task_id"] = push.remote_id
-    task.note(if_state=task.state, **fields)
+    return artifacts
 
 
 def _read_back(task: Task, remote: dict[str, Any], seen: dict[str, Any]) -> Applied:
@@ -340,6 +382,7 @@ def _read_back(task: Task, remote: dict[str, Any], seen: dict[str, Any]) -> Appl
 __all__ = [
     "FOLLOWED_BY",
     "Applied",
+    "ArtifactsTooLarge",
     "NotA2A",
     "PlatformError",
     "Push",

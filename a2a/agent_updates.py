@@ -18,10 +18,21 @@ import json
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
+from django.utils import timezone
+
 from a2a import lookups, observe
+from a2a.creation import queue_processing
 from a2a.exceptions import A2AProtocolError
 from a2a.models import Direction, Task, TaskMessage
-from a2a.states import ACTIVE_STATES, INTERRUPTED_STATES, TaskState, normalize_state
+from a2a.states import (
+    ACTIVE_STATES,
+    INTERRUPTED_STATES,
+    NextAction,
+    TaskState,
+    Transport,
+    normalize_state,
+)
 from a2a.wire import collect_output, message_text, schema_errors
 from platform_site.text import find_bad_text
 
@@ -101,6 +112,8 @@ def apply_agent_update(
         raise A2AProtocolError("The agent's task status is not an object.")
     if _refuse_bad_text(task, status, artifacts, remote):
         return task
+    if refuse_oversize_artifacts(task, artifacts) is not None:
+        return task
     state = normalize_state(status.get("state"))
     if state is None:
         raise A2AProtocolError(f"The agent sent an unknown task state {status.get('state')!r}.")
@@ -158,6 +171,48 @@ def _refuse_bad_text(
             {"field": bad.where, "problem": bad.what},
         )
     return True
+
+
+def artifacts_bytes(artifacts: list[Any]) -> int:
+    """The size of ``artifacts`` as the platform stores and serves them: compact JSON, in
+    UTF-8 bytes."""
+    text = json.dumps(artifacts, ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def refuse_oversize_artifacts(task: Task, artifacts: Any) -> int | None:
+    """Fail the task (``artifacts_too_large``, once) when ``artifacts`` are more than
+    ``TASK_ARTIFACTS_MAX_BYTES``, and ask the agent to cancel its task; returns their size
+    then, else None.
+
+    Each answer of an agent is capped on its own (``AGENT_ANSWER_MAX_BYTES``, one stream
+    event; ``AGENT_PUSH_MAX_BYTES``, one push), but appended chunks (a stream's or pushed
+    ``artifactUpdate``s) would grow a task's artifacts without end, each one rewriting
+    them all. Nothing of the refused artifacts is stored; what was stored before stays.
+    """
+    if not isinstance(artifacts, list) or not artifacts:
+        return None
+    size = artifacts_bytes(artifacts)
+    limit: int = settings.TASK_ARTIFACTS_MAX_BYTES
+    if size <= limit:
+        return None
+    if not task.is_terminal:
+        cancel = bool(task.remote_task_id) and task.transport == Transport.A2A
+        fields: dict[str, Any] = {}
+        if cancel:  # as for a timeout: the agent's work is of no use now
+            fields = {"next_action": NextAction.CANCEL, "next_poll_at": timezone.now()}
+        told = " and the agent asked to cancel its task" if cancel else ""
+        failed = task.fail(
+            "artifacts_too_large",
+            f"Agent '{task.agent_id}' sent artifacts of {size} bytes for this task, more than "
+            f"the platform keeps ({limit} bytes, TASK_ARTIFACTS_MAX_BYTES); they were "
+            f"discarded{told}.",
+            {"maxBytes": limit, "bytes": size},
+            **fields,
+        )
+        if failed and cancel:
+            queue_processing(task.pk)
+    return size
 
 
 def _move(

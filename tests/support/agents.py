@@ -26,6 +26,9 @@ agent does is chosen per task by ``input["behaviour"]`` (the ``data`` part of th
 ``slowsend``    waits ``input["seconds"]`` before answering the send, then behaves as
                 ``input["then"]`` (default ``complete``)
 ``message``     answers with a bare Message whose data part is the output
+``chunks``      WORKING, then ``input["chunks"]`` (default 10) text chunks of
+                ``input["size"]`` characters (default 1000) appended to one artifact
+                (``chunked``), then completes like ``complete``
 ``crash``       the executor raises (the SDK reports a failed task)
 ==============  =====================================================================
 
@@ -205,6 +208,18 @@ class BehaviourExecutor(AgentExecutor):
         elif behaviour == "slow":
             await updater.start_work()
             await asyncio.sleep(float(data.get("seconds", 2)))
+            await updater.add_artifact([_data_part(output)], name="result")
+            await updater.complete()
+        elif behaviour == "chunks":
+            await updater.start_work()
+            count, size = int(data.get("chunks", 10)), int(data.get("size", 1000))
+            for i in range(count):
+                await updater.add_artifact(
+                    [_text_part(str(i % 10) * size)],
+                    artifact_id="chunked",
+                    append=i > 0,
+                    last_chunk=i == count - 1,
+                )
             await updater.add_artifact([_data_part(output)], name="result")
             await updater.complete()
         elif behaviour == "working":

@@ -1,0 +1,185 @@
+"""A task's artifacts are capped as a whole (``TASK_ARTIFACTS_MAX_BYTES``), however they
+come: appended chunks pushed to the webhook, a whole pushed Task, a poll's answer, or a
+real a2a-sdk agent's stream. Past the cap the task fails with ``artifacts_too_large``,
+nothing of the refused artifacts is stored (what came before stays), and an agent whose
+task id is known is asked to cancel it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
+from django.utils import timezone
+
+from a2a import agent_push_tokens, services, worker
+from a2a.agent_push_asgi import close_pool
+from a2a.agent_updates import apply_agent_update, artifacts_bytes
+from a2a.models import Task
+from a2a.states import NextAction, TaskState
+from platform_site.asgi import application
+from tests.support.agents import run_agent
+
+
+@pytest.fixture
+def task(
+    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any, settings: Any
+) -> Iterator[Task]:
+    settings.TASK_ARTIFACTS_MAX_BYTES = 2_000
+    skill = make_skill()
+    make_agent(skills=[skill])
+    created = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
+    Task.objects.filter(pk=created.pk).update(attempts=1, remote_task_id="agent-task-1")
+    created.refresh_from_db()
+    yield created
+    close_pool()
+    asyncio.run(sync_to_async(connections.close_all, thread_sensitive=True)())
+
+
+def push(task: Task, body: dict[str, Any]) -> httpx.Response:
+    token = agent_push_tokens.token_for(task.pk, 1)
+
+    async def run() -> httpx.Response:
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            return await c.post(
+                f"/api/a2a/push/{task.pk}/1",
+                content=json.dumps(body),
+                headers={"X-A2A-Notification-Token": token},
+            )
+
+    return asyncio.run(run())
+
+
+def chunk(text: str, *, append: bool) -> dict[str, Any]:
+    artifact = {"artifactId": "out", "parts": [{"text": text}]}
+    return {"artifactUpdate": {"taskId": "agent-task-1", "artifact": artifact, "append": append}}
+
+
+def test_the_size_is_the_stored_json_in_utf8_bytes() -> None:
+    stored = '[{"parts":[{"text":"é"}]}]'
+    assert artifacts_bytes([{"parts": [{"text": "é"}]}]) == len(stored.encode())
+
+
+def test_appended_chunks_past_the_cap_fail_the_task_and_keep_what_came_before(
+    task: Task,
+) -> None:
+    assert push(task, chunk("a" * 800, append=False)).status_code == 200
+    assert push(task, chunk("b" * 800, append=True)).status_code == 200
+    kept = Task.objects.get(pk=task.pk).artifacts
+    assert [len(p["text"]) for p in kept[0]["parts"]] == [800, 800]
+
+    refused = push(task, chunk("c" * 800, append=True))
+    assert refused.status_code == 413, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "artifacts_too_large"
+    assert error["details"]["maxBytes"] == 2_000
+    assert error["details"]["bytes"] > 2_000
+
+    task.refresh_from_db()
+    assert task.state == TaskState.FAILED
+    assert task.error["code"] == "artifacts_too_large"
+    assert task.error["details"] == {"maxBytes": 2_000, "bytes": error["details"]["bytes"]}
+    assert task.artifacts == kept  # the refused chunk was not stored; the others stay
+    # The agent's task id is known: it is asked to cancel (its work is of no use now).
+    assert task.next_action == NextAction.CANCEL
+
+    after = push(task, chunk("d", append=True))
+    assert (after.status_code, after.json()["error"]["code"]) == (409, "task_finished")
+
+
+def test_a_pushed_task_with_artifacts_past_the_cap_is_refused(task: Task) -> None:
+    body = {
+        "task": {
+            "id": "agent-task-1",
+            "contextId": "c",
+            "status": {"state": "TASK_STATE_COMPLETED"},
+            "artifacts": [{"artifactId": "out", "parts": [{"text": "x" * 3_000}]}],
+        }
+    }
+    refused = push(task, body)
+    assert (refused.status_code, refused.json()["error"]["code"]) == (413, "artifacts_too_large")
+    task.refresh_from_db()
+    assert (task.state, task.error["code"], task.artifacts) == (
+        TaskState.FAILED,
+        "artifacts_too_large",
+        [],
+    )
+
+
+def test_an_answer_past_the_cap_fails_the_task_without_storing_it(task: Task) -> None:
+    """What a poll, a stream event or a gateway frame brings goes through the same rule."""
+    Task.objects.filter(pk=task.pk).update(remote_task_id="")
+    task.refresh_from_db()
+    big = [{"artifactId": "out", "parts": [{"text": "x" * 3_000}]}]
+    apply_agent_update(task, status={"state": "TASK_STATE_COMPLETED"}, artifacts=big, via="poll")
+    task.refresh_from_db()
+    assert (task.state, task.error["code"], task.artifacts) == (
+        TaskState.FAILED,
+        "artifacts_too_large",
+        [],
+    )
+    # No agent task id to cancel: nothing more to do.
+    assert task.next_action == NextAction.NONE
+    assert "asked to cancel" not in task.error["message"]
+
+
+def test_artifacts_up_to_the_cap_are_kept(task: Task) -> None:
+    for append in (False, True):
+        assert push(task, chunk("a" * 800, append=append)).status_code == 200
+    done = {"statusUpdate": {"taskId": "agent-task-1", "status": {"state": "TASK_STATE_WORKING"}}}
+    assert push(task, done).status_code == 200
+    task.refresh_from_db()
+    assert task.state == TaskState.WORKING
+    assert len(task.artifacts[0]["parts"]) == 2
+
+
+# --- a real a2a-sdk agent's stream ----------------------------------------------------------
+
+
+def drive(task: Task, timeout: float = 20.0) -> Task:
+    """Run the worker on ``task`` in this thread until it ends."""
+    deadline = time.monotonic() + timeout
+    while True:
+        task.refresh_from_db()
+        if task.is_terminal and task.next_action == NextAction.NONE:
+            return task
+        assert time.monotonic() < deadline, f"task still {task.state}: {task.error}"
+        if task.next_action:
+            Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now(), lease_until=None)
+            worker.process_task(task.pk)
+        else:
+            time.sleep(0.02)
+
+
+@pytest.mark.parametrize(("cap", "ends"), [(50_000, "COMPLETED"), (5_000, "FAILED")])
+def test_a_streamed_artifact_is_capped_as_it_grows(
+    db: None, make_skill: Any, make_agent: Any, make_user: Any, settings: Any, cap: int, ends: str
+) -> None:
+    """An agent that cannot be polled is followed by its stream; ten appended chunks of
+    1,000 characters fit 50 kB and complete, and pass 5 kB at the fifth chunk."""
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.TASK_ARTIFACTS_MAX_BYTES = cap
+    with run_agent() as peer:
+        skill = make_skill(id="ce-review")
+        make_agent(skills=[skill], a2a_endpoint=peer.url, polling=False)
+        data = {"product": "lamp", "behaviour": "chunks", "chunks": 10, "size": 1000}
+        task = services.create_task(skill_id="ce-review", input=data, user=make_user())
+        task = drive(task)
+    assert task.metadata["followedBy"] == "stream"
+    assert task.state == f"TASK_STATE_{ends}", task.error
+    if ends == "COMPLETED":
+        chunked = next(a for a in task.artifacts if a["artifactId"] == "chunked")
+        assert [p["text"][0] for p in chunked["parts"]] == [str(i) for i in range(10)]
+        return
+    assert task.error["code"] == "artifacts_too_large"
+    assert task.error["details"]["maxBytes"] == 5_000
+    # What was kept before the cap was reached stays, under the cap.
+    assert artifacts_bytes(task.artifacts or []) <= 5_000
+    assert "remoteCancel" in task.metadata  # the agent was asked to cancel its task
