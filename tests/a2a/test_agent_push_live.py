@@ -101,3 +101,20 @@ def test_polling_finishes_a_task_whose_pushes_are_lost(user: Any, peer: PushAgen
     assert task.metadata["followedBy"] == "push"
     assert peer.push_failures >= 1
     assert 1 <= peer.requests_for(task.remote_task_id) <= 4
+
+
+def test_pushed_chunks_past_the_artifacts_cap_fail_the_task(user: Any, peer: PushAgent) -> None:
+    """The SDK's push sender appends ten 1,000-character chunks; the platform keeps 5 kB
+    of a task's artifacts: the push that passes it gets 413 and fails the task, the rest
+    get 409, and the agent is asked to cancel its task."""
+    with live(AGENT_PUSH_POLL_INTERVAL=60, TASK_ARTIFACTS_MAX_BYTES=5000, **ENV):
+        task = wait_for(start(user, "chunks", chunks=10, size=1000), timeout=30)
+        task = wait_for(task, lambda t: "remoteCancel" in t.metadata, timeout=30)
+        peer.wait_pushes_settled()
+    assert (task.state, task.error["code"]) == (TaskState.FAILED, "artifacts_too_large")
+    assert task.metadata["followedBy"] == "push"
+    assert task.error["details"]["maxBytes"] == 5000
+    kept = next(a for a in task.artifacts if a["artifactId"] == "chunked")
+    assert 1 <= len(kept["parts"]) < 10
+    assert peer.push_failures >= 1  # the 413, and the 409s of the pushes after it
+    assert TaskEvent.objects.filter(task=task, to_state=TaskState.FAILED).count() == 1
