@@ -12,7 +12,12 @@ loop and applies it on a small pool of database threads (``AGENT_PUSH_THREADS``,
   token; ``404`` no such task; ``405`` not a POST; ``409`` ``task_finished``,
   ``stale_update`` (older than what was applied, or an old attempt's webhook),
   ``wrong_task`` (another agent task than the one followed); ``413`` too large
-  (``AGENT_PUSH_MAX_BYTES``). None of them changes anything.
+  (``AGENT_PUSH_MAX_BYTES``). None of them changes anything, but ``413``
+  ``artifacts_too_large``: the push would take the task's artifacts past
+  ``TASK_ARTIFACTS_MAX_BYTES``, and the task failed.
+
+Every push is counted in ``a2a_agent_pushes_total`` by result; refusals are logged (INFO,
+the path and the reason; never the token).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 from django.conf import settings
 
 from a2a import agent_push, agent_push_tokens
+from platform_site import metrics
 from platform_site.dbthreads import ConnectionPool
 from platform_site.errors import PlatformError, error_body
 from platform_site.lean_asgi import SECURITY_HEADERS, ASGIApp, route_to
@@ -123,7 +129,21 @@ async def push_webhook(scope: dict[str, Any], receive: Any, send: Any) -> None:
     except Exception:
         log.exception("push webhook: could not handle %s", scope.get("path"))
         status, body = _error(500, "internal_error", "The platform could not apply the push.")
+    _count(scope, status, body)
     await _answer(send, status, body)
+
+
+def _count(scope: dict[str, Any], status: int, body: dict[str, Any]) -> None:
+    """Count the push by result; log a refusal (what an agent's operator asks about: its
+    push failed), with the path, never the token."""
+    if status < 400:
+        metrics.AGENT_PUSHES.labels("read_back" if body.get("readBack") else "applied").inc()
+        return
+    error = body.get("error") or {}
+    code = str(error.get("code") or status)
+    metrics.AGENT_PUSHES.labels(code).inc()
+    if status < 500:
+        log.info("push to %s refused: %s %s", scope.get("path"), status, error.get("message"))
 
 
 def with_agent_push(app: ASGIApp) -> ASGIApp:

@@ -96,6 +96,13 @@ GATEWAY_DELIVERIES = Counter(
 )
 
 # --- The A2A face -----------------------------------------------------------------------
+AGENT_PUSHES = Counter(
+    "a2a_agent_pushes_total",
+    "Bodies agents pushed to the platform's webhook, by result: applied, read_back (a "
+    "COMPLETED without artifacts, read back with GetTask) or the refusal's error code.",
+    ["result"],
+)
+
 FACE_REQUESTS = Counter(
     "a2a_face_requests_total",
     "Requests to the platform's A2A face, by operation and HTTP status.",

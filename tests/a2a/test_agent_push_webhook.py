@@ -347,3 +347,37 @@ def test_a_push_that_changes_nothing_writes_nothing(task: Task) -> None:
     # savepoint); nothing written.
     assert verbs.count("SELECT") == 1
     assert not {"UPDATE", "INSERT", "DELETE"} & set(verbs)
+
+
+def test_pushes_are_counted_by_result_and_refusals_logged(
+    task: Task, caplog: pytest.LogCaptureFixture
+) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from platform_site.metrics import render
+
+    def counts() -> dict[str, float]:
+        return {
+            s.labels["result"]: s.value
+            for family in text_string_to_metric_families(render().decode())
+            for s in family.samples
+            if s.name == "a2a_agent_pushes_total"
+        }
+
+    before = counts()
+    token = agent_push_tokens.token_for(task.pk, 1)
+    with caplog.at_level("INFO", logger="a2a.agent_push_asgi"):
+        push(task, status("TASK_STATE_WORKING", T1))
+        push(task, status("TASK_STATE_WORKING"), token="forged")
+        push(task, status("TASK_STATE_SUBMITTED", "2026-01-01T00:00:00Z"))
+    after = counts()
+    moved = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    assert {k: v for k, v in moved.items() if v} == {
+        "applied": 1,
+        "unauthorized": 1,
+        "stale_update": 1,
+    }
+    refusals = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert len(refusals) == 2
+    assert all(f"/api/a2a/push/{task.pk}/1" in line for line in refusals)
+    assert not any(token in line or "forged" in line for line in refusals)
