@@ -33,7 +33,7 @@ from a2a.states import (
     Transport,
     normalize_state,
 )
-from a2a.wire import collect_output, message_text, schema_errors
+from a2a.wire import artifacts_bytes, collect_output, message_text, schema_errors
 from platform_site.text import find_bad_text
 
 
@@ -171,13 +171,6 @@ def _refuse_bad_text(
             {"field": bad.where, "problem": bad.what},
         )
     return True
-
-
-def artifacts_bytes(artifacts: list[Any]) -> int:
-    """The size of ``artifacts`` as the platform stores and serves them: compact JSON, in
-    UTF-8 bytes."""
-    text = json.dumps(artifacts, ensure_ascii=False, separators=(",", ":"))
-    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def refuse_oversize_artifacts(task: Task, artifacts: Any) -> int | None:

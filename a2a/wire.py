@@ -144,3 +144,10 @@ def schema_errors(schema: dict[str, Any], value: Any) -> list[dict[str, str]]:
         {"path": "/".join(str(p) for p in e.absolute_path) or "(root)", "message": e.message}
         for e in errors[:50]
     ]
+
+
+def artifacts_bytes(artifacts: list[Any]) -> int:
+    """The size of ``artifacts`` as the platform stores and serves them: compact JSON, in
+    UTF-8 bytes (what ``TASK_ARTIFACTS_MAX_BYTES`` caps)."""
+    text = json.dumps(artifacts, ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode("utf-8", "surrogatepass"))

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+
 from a2a.exceptions import A2AProtocolError
 from a2a.states import normalize_state
+from a2a.wire import artifacts_bytes
 
 ROLES_03 = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}
 ROLES_TO_03 = {"ROLE_USER": "user", "ROLE_AGENT": "agent"}
@@ -306,3 +309,14 @@ class StreamView:
         else:
             artifacts.append(artifact)
         self.task = {**self.task, "artifacts": artifacts}
+        if "status" not in self.task:
+            # Not applied (and so not capped) until a status comes: held here meanwhile,
+            # up to the cap the task's artifacts have anyway.
+            size, limit = artifacts_bytes(artifacts), settings.TASK_ARTIFACTS_MAX_BYTES
+            if size > limit:
+                raise A2AProtocolError(
+                    f"The agent streamed artifacts of {size} bytes before any status, more "
+                    f"than the platform keeps ({limit} bytes, TASK_ARTIFACTS_MAX_BYTES).",
+                    {"maxBytes": limit, "bytes": size},
+                    code="artifacts_too_large",
+                )

@@ -20,9 +20,10 @@ from django.utils import timezone
 
 from a2a import agent_push_tokens, services, worker
 from a2a.agent_push_asgi import close_pool
-from a2a.agent_updates import apply_agent_update, artifacts_bytes
+from a2a.agent_updates import apply_agent_update
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
+from a2a.wire import artifacts_bytes
 from platform_site.asgi import application
 from tests.support.agents import run_agent
 

@@ -110,6 +110,22 @@ def test_stream_events_fold_into_one_task() -> None:
     assert task["artifacts"] == [{"artifactId": "a", "parts": [1, 2]}]
 
 
+def test_artifacts_streamed_before_any_status_are_held_only_up_to_the_cap(
+    settings: Any,
+) -> None:
+    """They are applied (and capped with the task's) once a status comes; until then the
+    stream's view holds them, so it refuses to hold more than the cap."""
+    settings.TASK_ARTIFACTS_MAX_BYTES = 500
+    view = shapes.StreamView()
+    chunk = {"artifactId": "a", "parts": [{"text": "x" * 200}]}
+    assert view.apply("artifact", {"taskId": "t", "artifact": chunk}) is None
+    assert view.apply("artifact", {"taskId": "t", "append": True, "artifact": chunk}) is None
+    with pytest.raises(A2AProtocolError) as refused:
+        view.apply("artifact", {"taskId": "t", "append": True, "artifact": chunk})
+    assert refused.value.code == "artifacts_too_large"
+    assert refused.value.details["maxBytes"] == 500
+
+
 def test_a_tenant_is_a_path_prefix_over_http_json_and_a_param_over_json_rpc() -> None:
     rest = RestTransport(CallTarget(agent_id="a", url="http://x/a2a/", tenant="acme"))
     assert rest._base() == "http://x/a2a/acme"
