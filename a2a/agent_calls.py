@@ -146,7 +146,11 @@ def _start_attempt(task: Task, target: CallTarget, mode: str, followup: bool) ->
     (``metadata.followedBy``), in one write before the agent can answer; returns the push
     config for an agent that pushes (else None)."""
     pushes = (
-        mode == POLL and not followup and target.push_notifications and settings.AGENT_PUSH_ENABLED
+        mode == POLL
+        and not followup
+        and target.push_notifications
+        and settings.AGENT_PUSH_ENABLED
+        and agent_push_tokens.webhook_reachable(target)
     )
     listed = mode == POLL and not pushes and agent_listing.lists(target)
     how = PUSH if pushes else LIST if listed else mode

@@ -15,13 +15,19 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import logging
 import uuid
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 
 from a2a.models import Task
+from agent_profiles.interfaces import CallTarget
+from agent_profiles.urlguard import names_this_machine_only
 from platform_site.errors import NotFound
+
+log = logging.getLogger(__name__)
 
 PATH_PREFIX = "/api/a2a/push/"
 _SALT = "a2a.agent_push"
@@ -50,6 +56,36 @@ def token_matches(task_id: Any, attempt: int, presented: str) -> bool:
 
 def webhook_url(task_id: Any, attempt: int) -> str:
     return f"{settings.PUBLIC_URL}{PATH_PREFIX}{task_id}/{attempt}"
+
+
+_warned: set[str] = set()  # agents told about in this process's log
+
+
+def webhook_reachable(target: CallTarget) -> bool:
+    """Whether the agent can reach the webhook: False when ``PUBLIC_URL`` names this
+    machine only (its default, ``http://127.0.0.1:8000``) and the agent's URL does not.
+
+    Such an agent's pushes could never arrive, and its tasks would wait for the safety-net
+    polls (``AGENT_PUSH_POLL_INTERVAL``, a minute) to be seen ending; it is followed like
+    an agent that does not push instead, and the log says why, once per agent and process.
+    """
+    public = urlsplit(settings.PUBLIC_URL).hostname or ""
+    if not names_this_machine_only(public):
+        return True
+    agent_host = urlsplit(target.url).hostname or ""
+    if not agent_host or names_this_machine_only(agent_host):
+        return True
+    if target.agent_id not in _warned:
+        _warned.add(target.agent_id)
+        log.warning(
+            "agent %s offers push notifications, but PUBLIC_URL (%s) names this machine "
+            "only, which the agent at %s cannot reach: its tasks are followed without "
+            "pushes. Set PUBLIC_URL to the platform's address as agents see it.",
+            target.agent_id,
+            settings.PUBLIC_URL,
+            agent_host,
+        )
+    return False
 
 
 def push_config(task: Task) -> dict[str, Any]:

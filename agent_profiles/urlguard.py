@@ -124,6 +124,16 @@ def _is_localhost_name(host: str) -> bool:
     )
 
 
+def names_this_machine_only(host: str) -> bool:
+    """Whether ``host`` (as a URL spells it) can only mean the machine it is used on: a
+    localhost name, a loopback address or the unspecified one (``0.0.0.0``, ``::``).
+    Without the network: a name that resolves to a loopback address is not caught."""
+    address = literal_address(host.strip("[]"))
+    if address is not None:
+        return address.is_loopback or address.is_unspecified
+    return _is_localhost_name(host)
+
+
 def split_url(url: str) -> tuple[str, str, int]:
     """``(scheme, host, port)`` of an http(s) URL without credentials, else UnsafeURL."""
     if not isinstance(url, str) or not url:

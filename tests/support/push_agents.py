@@ -96,8 +96,8 @@ def push_card(url: str) -> pb.AgentCard:
     return card
 
 
-def build_push_app(agent: PushAgent) -> ASGIApp:
-    card = push_card(agent.url)
+def build_push_app(agent: PushAgent, card_url: str | None = None) -> ASGIApp:
+    card = push_card(card_url or agent.url)
     store = InMemoryPushNotificationConfigStore()
     handler = DefaultRequestHandler(
         agent_executor=BehaviourExecutor(agent),
@@ -115,10 +115,13 @@ def build_push_app(agent: PushAgent) -> ASGIApp:
 
 
 @contextlib.contextmanager
-def run_push_agent(port: int | None = None) -> Iterator[PushAgent]:
-    """Serve a pushing agent in a background thread; stopped on exit."""
+def run_push_agent(port: int | None = None, *, card_host: str = "") -> Iterator[PushAgent]:
+    """Serve a pushing agent in a background thread; stopped on exit. ``card_host``: the
+    host its card names instead of 127.0.0.1 (an agent known by a name that does not
+    say it is on this machine; the test resolves the name)."""
     agent = PushAgent(port=port or free_port())
-    with serve_agent(agent, build_push_app(agent)):
+    card_url = f"http://{card_host}:{agent.port}" if card_host else None
+    with serve_agent(agent, build_push_app(agent, card_url)):
         yield agent
 
 
