@@ -100,13 +100,22 @@ def fail_timeout(task: Task) -> bool:
     if task.remote_task_id and task.transport == Transport.A2A:
         fields = {"next_action": NextAction.CANCEL, "next_poll_at": timezone.now()}
     last = (task.error or {}).get("message") if isinstance(task.error, dict) else None
-    message = (
-        f"Timed out: agent '{task.agent_id}' gave no final answer within "
-        f"{_timeout_text(task)}; the task was {task.state}."
-    )
+    sent = bool(task.attempts or task.remote_task_id) or task.transport != Transport.A2A
+    if sent:
+        message = (
+            f"Timed out: agent '{task.agent_id}' gave no final answer within "
+            f"{_timeout_text(task)}; the task was {task.state}."
+        )
+    else:  # not the agent's doing: say where it waited
+        message = (
+            f"Timed out before it was sent: within {_timeout_text(task)} the task never "
+            f"reached agent '{task.agent_id}'. It waited for one of the agent's send slots "
+            "(A2A_AGENT_SENDS_IN_FLIGHT per worker process) or for a worker "
+            "(a2a_sweep_lag_seconds shows how far behind they are)."
+        )
     if last:
         message += f" Last error: {last}"
-    details = {"timeoutSeconds": settings.A2A_TASK_TIMEOUT, "lastState": task.state}
+    details = {"timeoutSeconds": settings.A2A_TASK_TIMEOUT, "lastState": task.state, "sent": sent}
     done = task.fail("timeout", message, details, **fields)
     if done and fields:
         queue_processing(task.pk)

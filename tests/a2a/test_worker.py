@@ -105,6 +105,21 @@ def test_the_sweep_fails_overdue_tasks(task: Task) -> None:
     task.refresh_from_db()
     assert (task.state, task.error["code"]) == (TaskState.FAILED, "timeout")
     assert task.next_action == NextAction.NONE  # the agent never had it: nothing to cancel
+    # Its error says so, rather than blaming the agent for an answer it could not give.
+    assert task.error["details"]["sent"] is False
+    assert task.error["message"].startswith("Timed out before it was sent")
+    assert "A2A_AGENT_SENDS_IN_FLIGHT" in task.error["message"]
+
+
+def test_a_sent_task_that_times_out_names_the_agent(task: Task) -> None:
+    Task.objects.filter(pk=task.pk).update(
+        attempts=1, remote_task_id="r-1", deadline_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert worker.expire_overdue() == 1
+    task.refresh_from_db()
+    assert task.error["details"]["sent"] is True
+    assert task.error["message"].startswith(f"Timed out: agent '{task.agent_id}' gave no")
+    assert task.next_action == NextAction.CANCEL  # the agent has it: it is asked to cancel
 
 
 def test_the_poll_interval_backs_off_to_the_cap(task: Task, settings: Any) -> None:
