@@ -1,10 +1,16 @@
-"""Helpers for the dispatcher's tests: wait on a task row, boot in-process workers."""
+"""Helpers for the dispatcher's tests: wait on a task row, boot in-process workers, push
+to the webhook."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
+
+import httpx
 
 from a2a.models import Task
 from a2a.states import TERMINAL_STATES
@@ -58,3 +64,28 @@ def working(task: Task) -> Task:
         via="a2a",
     )
     return task
+
+
+def post(path: str, body: Any, token: str | None, **kwargs: Any) -> httpx.Response:
+    """POST ``body`` (JSON unless bytes or text) to the ASGI app, with a push token."""
+    from platform_site.asgi import application
+
+    headers = {"X-A2A-Notification-Token": token} if token else {}
+    headers.update(kwargs.pop("headers", {}))
+    content = body if isinstance(body, (bytes, str)) else json.dumps(body)
+
+    async def run() -> httpx.Response:
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            return await c.post(path, content=content, headers=headers, **kwargs)
+
+    return asyncio.run(run())
+
+
+def push(task: Task, body: Any, *, token: str | None = "", attempt: int = 1) -> httpx.Response:
+    """Push ``body`` to the task's webhook, with its token unless ``token`` is given."""
+    from a2a import agent_push_tokens
+
+    if token == "":
+        token = agent_push_tokens.token_for(task.pk, attempt)
+    return post(f"/api/a2a/push/{task.pk}/{attempt}", body, token)

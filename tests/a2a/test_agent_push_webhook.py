@@ -4,57 +4,23 @@ platform task and the agent's task, order safety, and bad bodies that change not
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from asgiref.sync import sync_to_async
-from django.db import connections
 
 from a2a import agent_push, agent_push_tokens
-from a2a.agent_push_asgi import close_pool
 from a2a.models import Task, TaskEvent
 from a2a.states import NextAction, TaskState
 from platform_site.asgi import application
+from tests.a2a.helpers import post, push
 
 T1, T2, T3 = "2026-12-01T10:00:01Z", "2026-12-01T10:00:02Z", "2026-12-01T10:00:03Z"
 
 
-def post(path: str, body: Any, token: str | None, **kwargs: Any) -> httpx.Response:
-    headers = {"X-A2A-Notification-Token": token} if token else {}
-    headers.update(kwargs.pop("headers", {}))
-    content = body if isinstance(body, (bytes, str)) else json.dumps(body)
-
-    async def run() -> httpx.Response:
-        transport = httpx.ASGITransport(app=application)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
-            return await c.post(path, content=content, headers=headers, **kwargs)
-
-    return asyncio.run(run())
-
-
 @pytest.fixture
-def task(
-    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any
-) -> Iterator[Task]:
-    from a2a import services
-
-    skill = make_skill()
-    make_agent(skills=[skill])
-    created = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
-    Task.objects.filter(pk=created.pk).update(attempts=1, remote_task_id="agent-task-1")
-    created.refresh_from_db()
-    yield created
-    close_pool()
-    asyncio.run(sync_to_async(connections.close_all, thread_sensitive=True)())
-
-
-def push(task: Task, body: Any, *, token: str | None = "", attempt: int = 1) -> httpx.Response:
-    if token == "":
-        token = agent_push_tokens.token_for(task.pk, attempt)
-    return post(f"/api/a2a/push/{task.pk}/{attempt}", body, token)
+def task(pushed_task: Task) -> Task:
+    return pushed_task
 
 
 def status(state: str, timestamp: str | None = None, **extra: Any) -> dict[str, Any]:

@@ -6,56 +6,25 @@ task id is known is asked to cancel it."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
-from asgiref.sync import sync_to_async
-from django.db import connections
 from django.utils import timezone
 
-from a2a import agent_push_tokens, services, worker
-from a2a.agent_push_asgi import close_pool
+from a2a import services, worker
 from a2a.agent_updates import apply_agent_update
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
 from a2a.wire import artifacts_bytes
-from platform_site.asgi import application
+from tests.a2a.helpers import push
 from tests.support.agents import run_agent
 
 
 @pytest.fixture
-def task(
-    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any, settings: Any
-) -> Iterator[Task]:
+def task(pushed_task: Task, settings: Any) -> Task:
     settings.TASK_ARTIFACTS_MAX_BYTES = 2_000
-    skill = make_skill()
-    make_agent(skills=[skill])
-    created = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
-    Task.objects.filter(pk=created.pk).update(attempts=1, remote_task_id="agent-task-1")
-    created.refresh_from_db()
-    yield created
-    close_pool()
-    asyncio.run(sync_to_async(connections.close_all, thread_sensitive=True)())
-
-
-def push(task: Task, body: dict[str, Any]) -> httpx.Response:
-    token = agent_push_tokens.token_for(task.pk, 1)
-
-    async def run() -> httpx.Response:
-        transport = httpx.ASGITransport(app=application)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
-            return await c.post(
-                f"/api/a2a/push/{task.pk}/1",
-                content=json.dumps(body),
-                headers={"X-A2A-Notification-Token": token},
-            )
-
-    return asyncio.run(run())
+    return pushed_task
 
 
 def chunk(text: str, *, append: bool) -> dict[str, Any]:
