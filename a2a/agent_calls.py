@@ -293,21 +293,46 @@ def follow(task: Task) -> None:
 def _follow_events(
     task: Task, target: CallTarget, events: Iterator[AgentReply], *, sending: bool
 ) -> None:
-    """Apply each stream event; then schedule what comes next."""
+    """Apply the stream's events; then schedule what comes next.
+
+    An event that only adds artifacts (the status is the one last applied) is applied
+    at most every ``A2A_STREAM_APPLY_INTERVAL`` seconds: each apply rewrites the task's
+    artifacts, so a stream of many small chunks would cost their square. Each event is
+    the stream's whole view of the task, so the next one applied (at the latest when the
+    stream ends or breaks) carries those held back; a worker that dies meanwhile picks
+    the task up again with a subscribe, which brings the task whole.
+    """
     state_before = task.state
     last: AgentReply | None = None
+    held: AgentReply | None = None  # the latest event not applied yet
+    applied: tuple[Any, float] = (None, 0.0)  # the status applied last, and when
     try:
         for reply in events:
             if last is None and sending:
                 _answered(task)
             last = reply
+            status = (reply.task or {}).get("status")
+            if (
+                reply.task is not None
+                and status == applied[0]
+                and time.monotonic() - applied[1] < settings.A2A_STREAM_APPLY_INTERVAL
+            ):
+                held = reply
+                continue
+            held = None
             apply_agent_reply(task, task_json=reply.task, message=reply.message, via="stream")
+            applied = (status, time.monotonic())
             if task.state not in ACTIVE_STATES or task.transport != Transport.A2A:
                 break
+        if held is not None:  # the stream ended: what it held back goes in now
+            final, held = held, None
+            apply_agent_reply(task, task_json=final.task, message=None, via="stream")
     except A2AUnsupportedOperation as exc:
         _stream_unsupported(task, exc, sending=sending and last is None)
         return
     except A2ACallError as exc:
+        if held is not None:  # what came before the break is kept
+            _apply_held(task, held)
         if sending and last is None:
             _outcome(task, exc)
             handle_send_failure(task, exc)
@@ -322,6 +347,15 @@ def _follow_events(
         task.note(error=exc.as_error(), if_state=task.state)
     reply = last or AgentReply()
     after_answer(task, target, reply, state_before, STREAM)
+
+
+def _apply_held(task: Task, held: AgentReply) -> None:
+    """Apply an event held back before the stream broke (its own refusal is only noted:
+    the break is what the task's error says)."""
+    try:
+        apply_agent_reply(task, task_json=held.task, message=None, via="stream")
+    except A2ACallError:
+        log.warning("task %s: the stream's last held event could not be applied", task.pk)
 
 
 def _stream_unsupported(task: Task, exc: A2ACallError, *, sending: bool) -> None:

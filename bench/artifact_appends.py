@@ -47,7 +47,9 @@ at the default `TASK_ARTIFACTS_MAX_BYTES` (10 MB, the size of one agent answer) 
 case is several minutes of one push thread for one task. The cap is what bounds it; an
 operator whose agents stream large outputs in small chunks should lower it, and an agent
 should send few large chunks rather than many small ones. A whole answer of the same size
-(one poll, one pushed Task) is one such write. A chunk table (each chunk its own row,
+(one poll, one pushed Task) is one such write, and a stream's chunks are written at most
+every `A2A_STREAM_APPLY_INTERVAL` (0.5 s), each write carrying all held back since: this
+cost is the pushes'. A chunk table (each chunk its own row,
 folded into the task when it ends) would make an append cost its own size; it is not
 built: every reader of a task (the tasks API, the face, the task page, output
 validation) reads its artifacts from the task's row."""

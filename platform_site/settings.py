@@ -320,6 +320,8 @@ A2A_HINT_GRACE = envfloat("A2A_HINT_GRACE", 5.0)
 # Longest single stream or blocking send to an agent that cannot be polled (then the
 # stream is picked up again, up to the task's deadline).
 A2A_LONG_CALL_MAX = envfloat("A2A_LONG_CALL_MAX", 240.0)
+# A stream's events that only add artifacts are applied at most this often (0: each one).
+A2A_STREAM_APPLY_INTERVAL = envfloat("A2A_STREAM_APPLY_INTERVAL", 0.5)
 # Queue a Celery message (with a countdown) for polls due before the next sweeps; off:
 # every poll waits for the sweep, which claims and polls due tasks in batches.
 A2A_POLL_MESSAGES = envbool("A2A_POLL_MESSAGES", False)

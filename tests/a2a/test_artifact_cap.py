@@ -153,3 +153,34 @@ def test_a_streamed_artifact_is_capped_as_it_grows(
     # What was kept before the cap was reached stays, under the cap.
     assert artifacts_bytes(task.artifacts or []) <= 5_000
     assert "remoteCancel" in task.metadata  # the agent was asked to cancel its task
+
+
+@pytest.mark.parametrize("interval", [0.0, 30.0])
+def test_a_streams_chunks_are_written_at_most_every_interval(
+    db: None, make_skill: Any, make_agent: Any, make_user: Any, settings: Any, interval: float
+) -> None:
+    """Each write of a chunk rewrites all the artifacts before it: a stream's events that
+    only add artifacts are applied at most every A2A_STREAM_APPLY_INTERVAL, and the last
+    one held back when the stream ends, so nothing is lost (0: every event is applied)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_STREAM_APPLY_INTERVAL = interval
+    with run_agent() as peer:
+        skill = make_skill(id="ce-review")
+        make_agent(skills=[skill], a2a_endpoint=peer.url, polling=False)
+        data = {"product": "lamp", "behaviour": "chunks", "chunks": 40, "size": 100}
+        task = services.create_task(skill_id="ce-review", input=data, user=make_user())
+        with CaptureQueriesContext(connection) as queries:
+            task = drive(task)
+    assert (task.state, task.metadata["followedBy"]) == (TaskState.COMPLETED, "stream")
+    chunked = next(a for a in task.artifacts if a["artifactId"] == "chunked")
+    assert [p["text"][0] for p in chunked["parts"]] == [str(i % 10) for i in range(40)]
+    writes = [
+        q["sql"] for q in queries if q["sql"].startswith("UPDATE") and "artifacts" in q["sql"]
+    ]
+    if interval:
+        assert len(writes) <= 3, len(writes)  # the end, and at most a status or two
+    else:
+        assert len(writes) >= 40  # every chunk
