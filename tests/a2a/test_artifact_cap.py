@@ -7,9 +7,12 @@ task id is known is asked to cancel it."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from a2a import services, worker
@@ -128,21 +131,38 @@ def drive(task: Task, timeout: float = 20.0) -> Task:
             time.sleep(0.02)
 
 
-@pytest.mark.parametrize(("cap", "ends"), [(50_000, "COMPLETED"), (5_000, "FAILED")])
-def test_a_streamed_artifact_is_capped_as_it_grows(
-    db: None, make_skill: Any, make_agent: Any, make_user: Any, settings: Any, cap: int, ends: str
-) -> None:
-    """An agent that cannot be polled is followed by its stream; ten appended chunks of
-    1,000 characters fit 50 kB and complete, and pass 5 kB at the fifth chunk."""
+@pytest.fixture
+def stream_chunks(
+    db: None, make_skill: Any, make_agent: Any, make_user: Any, settings: Any
+) -> Iterator[Callable[[int, int], tuple[Task, list[str]]]]:
+    """``run(chunks, size)``: a ``chunks`` task at a real a2a-sdk agent that cannot be
+    polled (so it is followed by its stream), driven to its end; the task, and the SQL the
+    worker ran meanwhile."""
     settings.ALLOW_LOOPBACK_URLS = True
-    settings.TASK_ARTIFACTS_MAX_BYTES = cap
     with run_agent() as peer:
         skill = make_skill(id="ce-review")
         make_agent(skills=[skill], a2a_endpoint=peer.url, polling=False)
-        data = {"product": "lamp", "behaviour": "chunks", "chunks": 10, "size": 1000}
-        task = services.create_task(skill_id="ce-review", input=data, user=make_user())
-        task = drive(task)
-    assert task.metadata["followedBy"] == "stream"
+        user = make_user()
+
+        def run(chunks: int, size: int) -> tuple[Task, list[str]]:
+            data = {"product": "lamp", "behaviour": "chunks", "chunks": chunks, "size": size}
+            task = services.create_task(skill_id="ce-review", input=data, user=user)
+            with CaptureQueriesContext(connection) as queries:
+                task = drive(task)
+            assert task.metadata["followedBy"] == "stream"
+            return task, [q["sql"] for q in queries]
+
+        yield run
+
+
+@pytest.mark.parametrize(("cap", "ends"), [(50_000, "COMPLETED"), (5_000, "FAILED")])
+def test_a_streamed_artifact_is_capped_as_it_grows(
+    stream_chunks: Any, settings: Any, cap: int, ends: str
+) -> None:
+    """Ten appended chunks of 1,000 characters fit 50 kB and complete; against 5 kB the
+    task fails when the stream's view of them is applied."""
+    settings.TASK_ARTIFACTS_MAX_BYTES = cap
+    task, _ = stream_chunks(10, 1000)
     assert task.state == f"TASK_STATE_{ends}", task.error
     if ends == "COMPLETED":
         chunked = next(a for a in task.artifacts if a["artifactId"] == "chunked")
@@ -157,29 +177,17 @@ def test_a_streamed_artifact_is_capped_as_it_grows(
 
 @pytest.mark.parametrize("interval", [0.0, 30.0])
 def test_a_streams_chunks_are_written_at_most_every_interval(
-    db: None, make_skill: Any, make_agent: Any, make_user: Any, settings: Any, interval: float
+    stream_chunks: Any, settings: Any, interval: float
 ) -> None:
     """Each write of a chunk rewrites all the artifacts before it: a stream's events that
     only add artifacts are applied at most every A2A_STREAM_APPLY_INTERVAL, and the last
     one held back when the stream ends, so nothing is lost (0: every event is applied)."""
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    settings.ALLOW_LOOPBACK_URLS = True
     settings.A2A_STREAM_APPLY_INTERVAL = interval
-    with run_agent() as peer:
-        skill = make_skill(id="ce-review")
-        make_agent(skills=[skill], a2a_endpoint=peer.url, polling=False)
-        data = {"product": "lamp", "behaviour": "chunks", "chunks": 40, "size": 100}
-        task = services.create_task(skill_id="ce-review", input=data, user=make_user())
-        with CaptureQueriesContext(connection) as queries:
-            task = drive(task)
-    assert (task.state, task.metadata["followedBy"]) == (TaskState.COMPLETED, "stream")
+    task, sql = stream_chunks(40, 100)
+    assert task.state == TaskState.COMPLETED
     chunked = next(a for a in task.artifacts if a["artifactId"] == "chunked")
     assert [p["text"][0] for p in chunked["parts"]] == [str(i % 10) for i in range(40)]
-    writes = [
-        q["sql"] for q in queries if q["sql"].startswith("UPDATE") and "artifacts" in q["sql"]
-    ]
+    writes = [q for q in sql if q.startswith("UPDATE") and "artifacts" in q]
     if interval:
         assert len(writes) <= 3, len(writes)  # the end, and at most a status or two
     else:
