@@ -17,13 +17,14 @@ loop and applies it on a small pool of database threads (``AGENT_PUSH_THREADS``,
   ``TASK_ARTIFACTS_MAX_BYTES``, and the task failed.
 
 Every push is counted in ``a2a_agent_pushes_total`` by result; refusals are logged (INFO,
-the path and the reason; never the token).
+the path and the reason, never the token; at most a line a second per reason).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 from django.conf import settings
@@ -133,17 +134,33 @@ async def push_webhook(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await _answer(send, status, body)
 
 
+# Refusals are logged at most once a second per code: anyone can post forged pushes, and
+# a flood of them must not become a flood of log lines (the counter counts them all).
+LOG_EVERY = 1.0
+_clock = time.monotonic
+_logged_at: dict[str, float] = {}
+_not_logged: dict[str, int] = {}
+
+
 def _count(scope: dict[str, Any], status: int, body: dict[str, Any]) -> None:
     """Count the push by result; log a refusal (what an agent's operator asks about: its
-    push failed), with the path, never the token."""
+    push failed), with the path, never the token. Runs on the event loop's one thread."""
     if status < 400:
         metrics.AGENT_PUSHES.labels("read_back" if body.get("readBack") else "applied").inc()
         return
     error = body.get("error") or {}
     code = str(error.get("code") or status)
     metrics.AGENT_PUSHES.labels(code).inc()
-    if status < 500:
-        log.info("push to %s refused: %s %s", scope.get("path"), status, error.get("message"))
+    if status >= 500:
+        return  # logged with its traceback already
+    now = _clock()
+    if now - _logged_at.get(code, float("-inf")) < LOG_EVERY:
+        _not_logged[code] = _not_logged.get(code, 0) + 1
+        return
+    _logged_at[code] = now
+    skipped = _not_logged.pop(code, 0)
+    also = f" ({skipped} more {code} refusals since the last line)" if skipped else ""
+    log.info("push to %s refused: %s %s%s", scope.get("path"), status, error.get("message"), also)
 
 
 def with_agent_push(app: ASGIApp) -> ASGIApp:

@@ -4,6 +4,7 @@ platform task and the agent's task, order safety, and bad bodies that change not
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -315,8 +316,21 @@ def test_a_push_that_changes_nothing_writes_nothing(task: Task) -> None:
     assert not {"UPDATE", "INSERT", "DELETE"} & set(verbs)
 
 
+@pytest.fixture
+def refusal_log() -> Iterator[None]:
+    """The refusals' log throttle starts afresh (an earlier test's refusal would hold back
+    this test's first line)."""
+    from a2a import agent_push_asgi
+
+    agent_push_asgi._logged_at.clear()
+    agent_push_asgi._not_logged.clear()
+    yield
+    agent_push_asgi._logged_at.clear()
+    agent_push_asgi._not_logged.clear()
+
+
 def test_pushes_are_counted_by_result_and_refusals_logged(
-    task: Task, caplog: pytest.LogCaptureFixture
+    task: Task, caplog: pytest.LogCaptureFixture, refusal_log: None
 ) -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -347,3 +361,23 @@ def test_pushes_are_counted_by_result_and_refusals_logged(
     assert len(refusals) == 2
     assert all(f"/api/a2a/push/{task.pk}/1" in line for line in refusals)
     assert not any(token in line or "forged" in line for line in refusals)
+
+
+def test_a_flood_of_refusals_is_counted_but_logged_once_a_second(
+    task: Task, caplog: pytest.LogCaptureFixture, refusal_log: None, monkeypatch: Any
+) -> None:
+    """Anyone can post forged pushes; the log gets a line a second per reason, saying how
+    many it left out, and the counter gets them all."""
+    from a2a import agent_push_asgi
+
+    clock = [1000.0]
+    monkeypatch.setattr(agent_push_asgi, "_clock", lambda: clock[0])
+    with caplog.at_level("INFO", logger="a2a.agent_push_asgi"):
+        for _ in range(5):
+            assert push(task, status("TASK_STATE_WORKING"), token="forged").status_code == 401
+        clock[0] += 1.5
+        push(task, status("TASK_STATE_WORKING"), token="forged")
+    lines = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert len(lines) == 2
+    assert "more" not in lines[0]
+    assert "(4 more unauthorized refusals since the last line)" in lines[1]
