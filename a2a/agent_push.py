@@ -329,7 +329,10 @@ def _apply_locked(task_id: uuid.UUID, attempt: int, push: Push, via: str) -> App
     remote = {"id": push.remote_id, "contextId": push.remote_context}
     if state == TaskState.COMPLETED and not artifacts:
         return _read_back(task, remote, seen)
-    apply_agent_update(task, status=status, artifacts=artifacts, remote=remote, via=via, also=seen)
+    # Sized already: the pushed artifacts above, the stored ones when they were stored.
+    apply_agent_update(
+        task, status=status, artifacts=artifacts, remote=remote, via=via, also=seen, sized=True
+    )
     return Applied(task.state)
 
 

@@ -96,6 +96,7 @@ def apply_agent_update(
     remote: dict[str, Any] | None = None,
     via: str,
     also: dict[str, Any] | None = None,
+    sized: bool = False,
 ) -> Task:
     """Apply an agent's A2A TaskStatus (+ artifacts) to ``task``.
 
@@ -106,13 +107,14 @@ def apply_agent_update(
     News about a task that already ended is recorded (conversation, remote ids) and
     otherwise ignored. Raises :class:`A2AProtocolError` for a status we cannot read.
     ``also``: more non-state fields to store in the same write (a push's metadata).
+    ``sized``: the caller already held ``artifacts`` to ``TASK_ARTIFACTS_MAX_BYTES``.
     """
     observe.agent_update(task, via)  # metrics, the task's trace
     if not isinstance(status, dict):
         raise A2AProtocolError("The agent's task status is not an object.")
     if _refuse_bad_text(task, status, artifacts, remote):
         return task
-    if refuse_oversize_artifacts(task, artifacts) is not None:
+    if not sized and refuse_oversize_artifacts(task, artifacts) is not None:
         return task
     state = normalize_state(status.get("state"))
     if state is None:

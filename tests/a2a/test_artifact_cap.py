@@ -192,3 +192,31 @@ def test_a_streams_chunks_are_written_at_most_every_interval(
         assert len(writes) <= 3, len(writes)  # the end, and at most a status or two
     else:
         assert len(writes) >= 40  # every chunk
+
+
+def test_what_a_broken_stream_held_back_is_kept(pushed_task: Task, settings: Any) -> None:
+    """Chunks held back by the interval go in when the stream breaks, before the break
+    fails the task: the stream below is the agent's events, then a broken connection."""
+    from a2a import agent_calls
+    from a2a.exceptions import A2AProtocolError
+    from a2a.transports import AgentReply
+    from agent_profiles.interfaces import call_target
+
+    settings.A2A_STREAM_APPLY_INTERVAL = 30.0
+    status = {"state": "TASK_STATE_WORKING"}
+
+    def view(parts: int) -> AgentReply:
+        artifact = {"artifactId": "out", "parts": [{"text": str(i)} for i in range(parts)]}
+        task = {"id": "agent-task-1", "contextId": "c", "status": status}
+        return AgentReply(task={**task, "artifacts": [artifact]} if parts else task)
+
+    def events() -> Iterator[AgentReply]:
+        yield from (view(n) for n in range(4))  # WORKING, then three chunks held back
+        raise A2AProtocolError("the connection broke")
+
+    task = Task.objects.select_related("agent").get(pk=pushed_task.pk)
+    agent_calls._follow_events(task, call_target(task.agent), events(), sending=False)
+    task.refresh_from_db()
+    assert (task.state, task.error["code"]) == (TaskState.FAILED, "not_a2a")
+    assert "broke off" in task.error["message"]
+    assert [p["text"] for p in task.artifacts[0]["parts"]] == ["0", "1", "2"]
