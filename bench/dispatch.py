@@ -44,7 +44,7 @@ from procs import (
     free_port,
     percentile,
     recreate_postgres,
-    server_cpu_seconds,
+    services_cpu,
     stage_cpu,
 )
 from report import write_section
@@ -208,18 +208,6 @@ def platform(
         "states": report["states"],
         "create_rps": total / created,
     }
-
-
-def services_cpu(mode: str) -> dict[str, float]:
-    """CPU seconds so far of the distributed mode's PostgreSQL and Redis, when they run
-    on this machine: the platform's CPU per task does not include them."""
-    if mode != "distributed":
-        return {}
-    found = {
-        "PostgreSQL": server_cpu_seconds(BENCH_DATABASE_URL, "postgres"),
-        "Redis": server_cpu_seconds(BENCH_REDIS_URL, "redis-server"),
-    }
-    return {name: seconds for name, seconds in found.items() if seconds is not None}
 
 
 def run(

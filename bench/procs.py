@@ -156,3 +156,15 @@ def recreate_postgres(url: str) -> None:
 def percentile(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(len(values) * q))]
+
+
+def services_cpu(mode: str) -> dict[str, float]:
+    """CPU seconds so far of the distributed mode's PostgreSQL and Redis, when they run
+    on this machine: the platform's CPU per task does not include them."""
+    if mode != "distributed":
+        return {}
+    found = {
+        "PostgreSQL": server_cpu_seconds(BENCH_DATABASE_URL, "postgres"),
+        "Redis": server_cpu_seconds(BENCH_REDIS_URL, "redis-server"),
+    }
+    return {name: seconds for name, seconds in found.items() if seconds is not None}
