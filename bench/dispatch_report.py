@@ -199,4 +199,19 @@ UPDATE of the lease) and its read of the task with agent and skill became one st
 too, the read running only if the claim took the row: 750-850 -> 633-733 us of
 PostgreSQL CPU and 622-769 -> 480-517 us of the worker's per claim (three alternating
 pairs). The table above is this round's code.
+
+The ninth round (2026-12-03) took up prepared statements again, now that a task's writes
+are a few long statements (data-modifying `WITH`, the claim with its joined read) rather
+than many short ones: PostgreSQL parsed and planned each of them anew for every task.
+With `DATABASE_PREPARED_STATEMENTS` (on by default; psycopg's server-side binding, a
+statement prepared on its connection at its fifth run) five alternating pairs of
+distributed runs (1,500 tasks each) gave 3.8, 3.6, 4.6, 4.3 and 2.8 ms of PostgreSQL CPU
+per task without against 2.4, 2.3, 2.5, 2.4 and 1.8 ms with (a third to nearly half
+less), the platform's processes 0.3-1.0 ms less as well (psycopg no longer quotes every
+value into the statement's text), and 84-128 -> 97-149 tasks/s. The eighth round's
+"tried and dropped" for the same setting was measured before the statements were
+combined. On 2,000 polled 60 s tasks (13 agent requests and a dozen UPDATEs each), two
+alternating pairs were too noisy to call (PostgreSQL 8.2 and 12.8 ms per task with, 12.7
+and 10.7 without; the load of the machine moved by half between runs). Operators behind
+a pooler that cannot keep prepared statements turn it off (docs/configuration.md).
 """
