@@ -204,7 +204,7 @@ The ninth round (2026-12-03) took up prepared statements again, now that a task'
 are a few long statements (data-modifying `WITH`, the claim with its joined read) rather
 than many short ones: PostgreSQL parsed and planned each of them anew for every task.
 With `DATABASE_PREPARED_STATEMENTS` (on by default; psycopg's server-side binding, a
-statement prepared on its connection at its fifth run) five alternating pairs of
+statement prepared on its connection after its fifth run) five alternating pairs of
 distributed runs (1,500 tasks each) gave 3.8, 3.6, 4.6, 4.3 and 2.8 ms of PostgreSQL CPU
 per task without against 2.4, 2.3, 2.5, 2.4 and 1.8 ms with (a third to nearly half
 less), the platform's processes 0.3-1.0 ms less as well (psycopg no longer quotes every

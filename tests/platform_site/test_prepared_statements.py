@@ -55,7 +55,7 @@ def test_a_statement_run_again_on_one_connection_is_prepared(
             return int(cursor.fetchone()[0])
 
     before = prepared()
-    for _ in range(6):  # psycopg prepares a statement at its 5th run
+    for _ in range(6):  # psycopg prepares a statement after its fifth run
         assert rows.task(task.pk, lock=False) is not None
     assert prepared() > before
 
