@@ -31,18 +31,17 @@ def test_an_oversize_frame_drops_the_socket_and_its_presence(
     live: LivePlatform, make_agent: Callable[..., AgentProfile], make_skill: Callable[..., Skill]
 ) -> None:
     agent = make_agent(skills=[make_skill()], a2a_endpoint="")
-    ws = open_socket(live, agent.raw_key)
-    send(ws, {"type": "ping"})
-    assert recv(ws) == {"type": "pong"}
-    assert presence.is_online(agent.id)
-    ws.send("x" * 2_000_000)
-    with pytest.raises(ConnectionClosed):
-        ws.recv(timeout=5)
-    deadline = time.monotonic() + 3
-    while Presence.objects.filter(agent_id=agent.id).exists():
-        assert time.monotonic() < deadline, "the dead socket still counts as online"
-        time.sleep(0.1)
-    time.sleep(1.5)  # one more heartbeat interval: nothing brings it back
-    assert not presence.is_online(agent.id)
-    assert live.procs["platform"].alive()
-    ws.close()
+    with open_socket(live, agent.raw_key) as ws:
+        send(ws, {"type": "ping"})
+        assert recv(ws) == {"type": "pong"}
+        assert presence.is_online(agent.id)
+        ws.send("x" * 2_000_000)
+        with pytest.raises(ConnectionClosed):
+            ws.recv(timeout=5)
+        deadline = time.monotonic() + 3
+        while Presence.objects.filter(agent_id=agent.id).exists():
+            assert time.monotonic() < deadline, "the dead socket still counts as online"
+            time.sleep(0.1)
+        time.sleep(1.5)  # one more heartbeat interval: nothing brings it back
+        assert not presence.is_online(agent.id)
+        assert live.procs["platform"].alive()
