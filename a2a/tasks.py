@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
 
 from celery import shared_task
 from django.conf import settings
 
 from a2a import worker
-from platform_site.dbthreads import shutdown_closing_connections, tidy_connections
+from platform_site.dbthreads import ConnectionPool, tidy_connections
 
 log = logging.getLogger(__name__)
 
@@ -38,17 +37,18 @@ def process_on_pool_thread(task_id: str) -> None:
         log.exception("task %s: could not process it", task_id)
 
 
+# The threads of batch creations' messages, kept with their database connections from one
+# batch to the next, as the sweep's are (a2a.worker.sweep_threads).
+batch_threads = ConnectionPool("a2a-batch", "A2A_POLL_CONCURRENCY")
+
+
 @shared_task(name="a2a.process_many", ignore_result=True, soft_time_limit=90, time_limit=120)
 def process_many(task_ids: list[str]) -> None:
     """Start the tasks of one batch creation, ``A2A_POLL_CONCURRENCY`` at a time (one
     message for the whole batch; each task is claimed on its own, so a task another
     worker took meanwhile is skipped)."""
-    width = max(1, min(len(task_ids), settings.A2A_POLL_CONCURRENCY))
-    pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="a2a-batch")
-    try:
-        list(pool.map(process_on_pool_thread, task_ids))
-    finally:
-        shutdown_closing_connections(pool)
+    with batch_threads.lend() as threads:
+        list(threads.map(process_on_pool_thread, task_ids))
 
 
 @shared_task(name="a2a.sweep", ignore_result=True, soft_time_limit=240, time_limit=300)

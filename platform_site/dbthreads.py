@@ -17,8 +17,9 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from typing import ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
@@ -61,6 +62,7 @@ class ConnectionPool:
         self._cpu = cpu_stage(self.stage)
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._lent = threading.Lock()
 
     def executor(self) -> ThreadPoolExecutor | None:
         """The running executor, or ``None`` when the setting asks for no threads."""
@@ -71,6 +73,30 @@ class ConnectionPool:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(size, thread_name_prefix=self.name)
             return self._executor
+
+    @contextmanager
+    def lend(self) -> Iterator[ThreadPoolExecutor]:
+        """The kept threads (at least one), to one caller at a time: the threads of a
+        sweep or a batch, whose connections then outlive it. A caller that finds them
+        lent out gets threads of its own for the call, closed after it, so concurrent
+        callers never queue behind each other's work (a claimed task must not wait while
+        its lease runs out)."""
+        size = max(1, getattr(settings, self.size_setting))
+        if self._lent.acquire(blocking=False):
+            try:
+                with self._lock:
+                    if self._executor is None:
+                        self._executor = ThreadPoolExecutor(size, thread_name_prefix=self.name)
+                    kept = self._executor
+                yield kept
+            finally:
+                self._lent.release()
+            return
+        spare = ThreadPoolExecutor(size, thread_name_prefix=f"{self.name}-spare")
+        try:
+            yield spare
+        finally:
+            shutdown_closing_connections(spare)
 
     def call(self, func: Callable[P, R]) -> Callable[P, Awaitable[R]]:
         """``await pool.call(fn)(...)``: ``fn`` on a pool thread, connections tidied first."""

@@ -67,6 +67,18 @@ SKILL_OUTPUT_SCHEMA: dict[str, Any] = {
 
 
 @pytest.fixture(autouse=True)
+def _close_kept_threads() -> Iterator[None]:
+    """After each test, the threads a sweep or a batch kept close their database
+    connections (PostgreSQL will not drop the test database while one is open)."""
+    yield
+    from a2a.tasks import batch_threads
+    from a2a.worker import sweep_threads
+
+    sweep_threads.close()
+    batch_threads.close()
+
+
+@pytest.fixture(autouse=True)
 def _fresh_cache() -> None:
     """Each test starts with empty caches: no skill or agent of an earlier (rolled back)
     test remembered by task creation, nothing an earlier test cached."""

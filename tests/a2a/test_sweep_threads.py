@@ -1,0 +1,107 @@
+"""The sweep's and batches' threads keep their database connections from one call to the
+next (a connection opened per sweep started a PostgreSQL backend each time), and callers
+that overlap never share them: the second gets threads of its own, closed after."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection, connections
+from django.utils import timezone
+
+from a2a import services, worker
+from a2a.models import Task
+from a2a.tasks import batch_threads, process_many
+from platform_site.dbthreads import ConnectionPool
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def due_task(skill: Any, user: Any) -> Task:
+    """A new task whose hint was lost: the sweep takes it (its send fails at once: the
+    agent's port is closed, a retry is scheduled)."""
+    task = services.create_task(skill_id=skill.id, input={"product": "x"}, user=user)
+    Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now() - timedelta(seconds=60))
+    return task
+
+
+def thread_connection(pool: ConnectionPool) -> tuple[int, bool]:
+    """On the pool's (one) kept thread: which thread, and whether it has a connection."""
+    executor = pool.executor()
+    assert executor is not None
+
+    def probe() -> tuple[int, bool]:
+        return threading.get_ident(), connections["default"].connection is not None
+
+    return executor.submit(probe).result(timeout=10)
+
+
+def test_the_sweeps_thread_keeps_its_connection_between_sweeps(
+    settings: Any, make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    settings.A2A_POLL_CONCURRENCY = 1
+    skill, user = make_skill(), make_user()
+    make_agent(skills=[skill])
+    due_task(skill, user)
+    assert worker.sweep()["processed"] == 1
+    first, connected = thread_connection(worker.sweep_threads)
+    assert connected, "the sweep closed its thread's connection"
+    due_task(skill, user)
+    assert worker.sweep()["processed"] == 1
+    assert thread_connection(worker.sweep_threads) == (first, True)
+
+
+def test_a_batch_keeps_its_threads_connections(
+    settings: Any, make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    settings.A2A_POLL_CONCURRENCY = 1
+    skill, user = make_skill(), make_user()
+    make_agent(skills=[skill])
+    process_many([str(due_task(skill, user).pk), str(due_task(skill, user).pk)])
+    assert thread_connection(batch_threads)[1]
+    assert Task.objects.filter(attempts=1).count() == 2
+
+
+def test_an_overlapping_caller_gets_threads_of_its_own_closed_after() -> None:
+    pool = ConnectionPool("lend-test", "A2A_POLL_CONCURRENCY")
+    try:
+        with pool.lend() as kept:
+            with pool.lend() as spare:
+                assert spare is not kept
+                assert spare.submit(lambda: 1).result(timeout=10) == 1
+            with pytest.raises(RuntimeError):  # shut down: its connections were closed
+                spare.submit(lambda: 1)
+        with pool.lend() as again:
+            assert again is kept
+    finally:
+        pool.close()
+
+
+@pytest.mark.postgres
+def test_sweeps_open_no_new_postgresql_sessions_once_their_threads_run(
+    settings: Any, make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    settings.A2A_POLL_CONCURRENCY = 2
+    skill, user = make_skill(), make_user()
+    make_agent(skills=[skill])
+
+    def sessions() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT sessions + numbackends FROM pg_stat_database WHERE datname = %s",
+                [connection.settings_dict["NAME"]],
+            )
+            return int(cursor.fetchone()[0])
+
+    for _ in range(2):
+        due_task(skill, user)
+    assert worker.sweep()["processed"] == 2
+    before = sessions()
+    for _ in range(3):
+        due_task(skill, user)
+        due_task(skill, user)
+        assert worker.sweep()["processed"] == 2
+    assert sessions() == before
