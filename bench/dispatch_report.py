@@ -221,7 +221,8 @@ every run with work opened new connections; one costs PostgreSQL about 11 ms of 
 backend started, its caches filled; 200 connect-query-disconnect cycles measured) and
 loses its prepared statements. Those threads are now kept with their connections
 (`platform_site/dbthreads.py`, `ConnectionPool.lend`; a sweep that overlaps another
-still gets threads of its own). The same run, the commit before and this one in a row:
-281 -> 39 sessions, PostgreSQL 5.6 -> 4.4 ms of CPU per task, the platform's processes
-13.0 -> 12.5 ms net of idle.
+still gets threads of its own); the seventh round had tried this and found it too
+close to call by tasks/s alone, without the server's CPU. The same run, the commit
+before and this one in a row: 281 -> 39 sessions, PostgreSQL 5.6 -> 4.4 ms of CPU per
+task, the platform's processes 13.0 -> 12.5 ms net of idle.
 """
