@@ -21,8 +21,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def due_task(skill: Any, user: Any) -> Task:
-    """A new task whose hint was lost: the sweep takes it (its send fails at once: the
-    agent's port is closed, a retry is scheduled)."""
+    """A new task whose hint was lost: the sweep takes it (its send fails at once, the
+    agent's loopback address being refused or its port closed: a retry is scheduled)."""
     task = services.create_task(skill_id=skill.id, input={"product": "x"}, user=user)
     Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now() - timedelta(seconds=60))
     return task
