@@ -39,12 +39,18 @@ def thread_connection(pool: ConnectionPool) -> tuple[int, bool]:
     return executor.submit(probe).result(timeout=10)
 
 
-def test_the_sweeps_thread_keeps_its_connection_between_sweeps(
-    settings: Any, make_skill: Any, make_agent: Any, make_user: Any
-) -> None:
+@pytest.fixture
+def one_thread(settings: Any, make_skill: Any, make_agent: Any, make_user: Any) -> Any:
+    """One thread per pool; a skill offered by an agent, and a user: what ``due_task``
+    needs."""
     settings.A2A_POLL_CONCURRENCY = 1
     skill, user = make_skill(), make_user()
     make_agent(skills=[skill])
+    return skill, user
+
+
+def test_the_sweeps_thread_keeps_its_connection_between_sweeps(one_thread: Any) -> None:
+    skill, user = one_thread
     due_task(skill, user)
     assert worker.sweep()["processed"] == 1
     first, connected = thread_connection(worker.sweep_threads)
@@ -54,12 +60,8 @@ def test_the_sweeps_thread_keeps_its_connection_between_sweeps(
     assert thread_connection(worker.sweep_threads) == (first, True)
 
 
-def test_a_batch_keeps_its_threads_connections(
-    settings: Any, make_skill: Any, make_agent: Any, make_user: Any
-) -> None:
-    settings.A2A_POLL_CONCURRENCY = 1
-    skill, user = make_skill(), make_user()
-    make_agent(skills=[skill])
+def test_a_batch_keeps_its_threads_connections(one_thread: Any) -> None:
+    skill, user = one_thread
     process_many([str(due_task(skill, user).pk), str(due_task(skill, user).pk)])
     assert thread_connection(batch_threads)[1]
     assert Task.objects.filter(attempts=1).count() == 2
