@@ -174,12 +174,17 @@ class Task(TaskScheduling, models.Model):
         event = TaskEvent(
             task_id=self.pk, at=now, from_state=from_state, to_state=to_state, reason=reason[:2000]
         )
-        # On PostgreSQL outside a transaction: one statement, the event inserted only if
-        # the compare-and-set changed the row (see platform_site.combined).
-        changed = combined.update_then_insert(Task, self.pk, {"state": from_state}, updates, event)
+        # On PostgreSQL: one statement, the event inserted only if the compare-and-set
+        # changed the row (see platform_site.combined). Inside a caller's transaction (a
+        # push's, under the row lock) it joins it, with no savepoint: nothing catches a
+        # transition's database error to carry on in the same transaction, so a savepoint
+        # would only cost two round trips and a subtransaction per transition.
+        changed = combined.update_then_insert(
+            Task, self.pk, {"state": from_state}, updates, event, joining=True
+        )
         if changed is not None:
             return self._moved(bool(changed), updates, from_state)
-        with transaction.atomic():
+        with transaction.atomic(savepoint=False):
             changed = update_row(Task, self.pk, {"state": from_state}, updates)
             if changed is None:  # a value only the ORM can write (the agent, on a reassign)
                 changed = Task.objects.filter(pk=self.pk, state=from_state).update(**updates)

@@ -8,8 +8,12 @@ one statement does what the transaction did. Measured on transitions (one proces
 alternating runs): 440-567 -> 367-373 us of PostgreSQL CPU and 403-514 -> 198-225 us of
 the caller's CPU each.
 
-Only outside a transaction: inside one, a caller's ``atomic()`` block sets a savepoint
-that keeps an error in its writes from aborting the outer transaction, and that is kept.
+Outside a transaction by default: inside one, a caller's ``atomic()`` block sets a
+savepoint that keeps an error in its writes from aborting the outer transaction (new
+tasks keep it: a repeated idempotency key is caught there). A caller whose database errors
+end the transaction anyway joins it instead (``joining``): a transition inside a push's
+transaction (or a person's reply's) is then one statement, not a savepoint, an UPDATE, an INSERT
+and the savepoint's release.
 SQLite has no data-modifying ``WITH``; there the callers keep their transaction, which
 costs no round trips. The statements are built from the plain writes of
 :mod:`platform_site.compiled`, with the same preparation of every value.
@@ -24,10 +28,11 @@ from django.db import DEFAULT_DB_ALIAS, connections, models
 from platform_site.compiled import insert_plan, mark_saved, prep_save, update_sql
 
 
-def available() -> bool:
-    """Whether writes can be combined here now: PostgreSQL, outside any transaction."""
+def available(*, joining: bool = False) -> bool:
+    """Whether writes can be combined here now: PostgreSQL, outside any transaction (or
+    inside one, ``joining`` it)."""
     connection = connections[DEFAULT_DB_ALIAS]
-    return connection.vendor == "postgresql" and not connection.in_atomic_block
+    return connection.vendor == "postgresql" and (joining or not connection.in_atomic_block)
 
 
 def _insert(obj: models.Model, connection: Any, *, select_from: str = "") -> tuple[str, list]:
@@ -61,12 +66,18 @@ def update_then_insert(
     conditions: dict[str, Any],
     fields: dict[str, Any],
     new: models.Model,
+    *,
+    joining: bool = False,
 ) -> int | None:
     """:func:`~platform_site.compiled.update_row`, and ``new`` inserted only when the row
     changed, in one statement; returns the rows changed (0 or 1), or None with nothing
     written when it cannot be done so (not :func:`available`, or a value or condition
-    that is not plain): the caller then writes both in a transaction."""
-    if not available():
+    that is not plain): the caller then writes both in a transaction.
+
+    ``joining``: inside a caller's transaction too, as part of it, with no savepoint: an
+    error in the statement aborts the caller's transaction. Only for a caller that never
+    catches a database error inside its transaction."""
+    if not available(joining=joining):
         return None
     connection = connections[DEFAULT_DB_ALIAS]
     built = update_sql(connection, model, pk, conditions, fields)

@@ -1,13 +1,14 @@
 """Writes combined into one PostgreSQL statement do what the transaction did: all rows or
-none, the event only with the compare-and-set, the same values; and they stay out of the
-way where they cannot apply (SQLite, inside a transaction)."""
+none, the event only with the compare-and-set, the same values; they stay out of the way
+where they cannot apply (SQLite, a new task inside a transaction), and a transition inside
+a caller's transaction joins it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.db import DataError, IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -69,12 +70,38 @@ def test_a_lost_compare_and_set_writes_no_event(task: Task) -> None:
 
 
 @postgres
-def test_inside_a_transaction_the_transition_keeps_its_savepoint(task: Task) -> None:
+def test_inside_a_transaction_the_transition_joins_it_in_one_statement(task: Task) -> None:
     with transaction.atomic(), CaptureQueriesContext(connection) as queries:
-        assert not combined.available()
+        assert not combined.available()  # new tasks keep their savepoint
+        assert combined.available(joining=True)
         assert task.start_work("in a transaction")
-    assert not any(sql.startswith("WITH changed") for sql in statements(queries))
+    sent = statements(queries)
+    assert not any("SAVEPOINT" in sql for sql in sent), sent
+    writes = [sql for sql in sent if not sql.startswith("SELECT")]
+    assert len(writes) == 1, writes
+    assert writes[0].startswith("WITH changed AS (UPDATE")
     assert Task.objects.get(pk=task.pk).state == TaskState.WORKING
+    assert TaskEvent.objects.filter(task=task, to_state=TaskState.WORKING).count() == 1
+
+
+@postgres
+def test_a_transition_that_fails_in_a_transaction_takes_the_transaction_with_it(
+    task: Task,
+) -> None:
+    """Joined without a savepoint, all or nothing still holds: the caller's writes before
+    a refused transition are undone with it."""
+
+    def note_then_move() -> None:
+        with transaction.atomic():
+            task.note(error={"code": "before"})
+            task.transition("x" * 300, "a state longer than the column")  # refused
+
+    with pytest.raises(DataError):
+        note_then_move()
+    stored = Task.objects.get(pk=task.pk)
+    assert stored.error is None
+    assert stored.state == TaskState.SUBMITTED
+    assert TaskEvent.objects.filter(task=task).count() == 0
 
 
 @postgres
