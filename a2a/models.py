@@ -129,7 +129,9 @@ class Task(TaskScheduling, models.Model):
         # indexes under these names and drops only the "_like" ones.
         indexes = [
             models.Index(fields=["next_action", "next_poll_at"], name="task_due"),
-            models.Index(fields=["state"], name="task_state"),
+            # With the deadline: the sweep's search for overdue tasks reads only them
+            # (migration 0007); it leads with the state, so searches by state use it too.
+            models.Index(fields=["state", "deadline_at"], name="task_state_deadline"),
             models.Index(fields=["context_id"], name="task_context"),
             models.Index(fields=["remote_task_id"], name="task_remote_task"),
             models.Index(fields=["skill"], name="task_skill"),

@@ -14,10 +14,11 @@ The calls to agents themselves (send, poll, follow a stream, cancel) are in
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from a2a import agent_calls, follow_policy, observe, rows
@@ -72,15 +73,21 @@ def expire_overdue() -> int:
     Offline tasks (held by the gateway) too when their agent never connected to the
     gateway and no operator set a longer ``offline_wait`` for it: never wait silently.
     """
-    now = timezone.now()
-    waits = Q(agent__gateway_seen_at__isnull=False) | Q(agent__offline_wait__isnull=False)
-    overdue = Task.objects.filter(state__in=ACTIVE_STATES, deadline_at__lt=now).exclude(
-        Q(transport=Transport.OFFLINE) & waits
-    )
     count = 0
-    for task in overdue.select_related("skill", "agent")[: settings.A2A_POLL_BATCH]:
+    for task in overdue(timezone.now())[: settings.A2A_POLL_BATCH]:
         count += int(fail_timeout(task))
     return count
+
+
+def overdue(now: datetime) -> QuerySet[Task]:
+    """The tasks :func:`expire_overdue` fails, the most overdue first. Read from the
+    (state, deadline_at) index: only the overdue ones, however many tasks are in flight or
+    finished (it read every task in flight, every sweep)."""
+    waits = Q(agent__gateway_seen_at__isnull=False) | Q(agent__offline_wait__isnull=False)
+    tasks = Task.objects.filter(state__in=ACTIVE_STATES, deadline_at__lt=now).exclude(
+        Q(transport=Transport.OFFLINE) & waits
+    )
+    return tasks.order_by("deadline_at").select_related("skill", "agent")
 
 
 def _timeout_text(task: Task) -> str:

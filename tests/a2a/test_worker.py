@@ -122,6 +122,45 @@ def test_a_sent_task_that_times_out_names_the_agent(task: Task) -> None:
     assert task.next_action == NextAction.CANCEL  # the agent has it: it is asked to cancel
 
 
+def test_the_most_overdue_tasks_fail_first(task: Task, settings: Any) -> None:
+    settings.A2A_POLL_BATCH = 2
+    later = [services.create_task(skill_id=task.skill_id, input={"product": "y"}) for _ in "ab"]
+    now = timezone.now()
+    # the oldest task is the most overdue, the newest the least
+    for seconds, each in zip((3, 2, 1), [task, *later], strict=True):
+        Task.objects.filter(pk=each.pk).update(deadline_at=now - timedelta(seconds=seconds))
+    assert worker.expire_overdue() == 2
+    states = {t.pk: t.state for t in Task.objects.all()}
+    assert states[task.pk] == states[later[0].pk] == TaskState.FAILED
+    assert states[later[1].pk] == TaskState.SUBMITTED  # next sweep
+
+
+@pytest.mark.postgres
+def test_the_overdue_search_reads_an_index_of_state_and_deadline(task: Task) -> None:
+    from django.db import connection
+
+    # A table like a running platform's: mostly history, some tasks in flight, one overdue.
+    now = timezone.now()
+    fields = {"skill_id": task.skill_id, "agent_id": task.agent_id, "created_by": task.created_by}
+    Task.objects.bulk_create(
+        [Task(state=TaskState.COMPLETED, deadline_at=now, **fields) for _ in range(2000)]
+        + [
+            Task(state=TaskState.WORKING, deadline_at=now + timedelta(hours=1), **fields)
+            for _ in range(200)
+        ]
+    )
+    Task.objects.filter(pk=task.pk).update(deadline_at=now - timedelta(seconds=1))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE a2a_task")
+    plan = worker.overdue(timezone.now()).explain()
+    # both conditions from the index: no task in flight is read to find the overdue ones
+    assert "task_state_deadline" in plan, plan
+    lines = plan.splitlines()
+    scan = next(i for i, line in enumerate(lines) if "on task_state_deadline" in line)  # or bitmap
+    assert "Index Cond" in lines[scan + 1], plan
+    assert "deadline_at" in lines[scan + 1], plan
+
+
 def test_the_poll_interval_backs_off_to_the_cap(task: Task, settings: Any) -> None:
     settings.A2A_POLL_INTERVAL, settings.A2A_POLL_BACKOFF = 1.0, 2.0
     settings.A2A_POLL_INTERVAL_MAX = 3.0
