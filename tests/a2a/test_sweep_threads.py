@@ -1,6 +1,7 @@
 """The sweep's and batches' threads keep their database connections from one call to the
 next (a connection opened per sweep started a PostgreSQL backend each time), and callers
-that overlap never share them: the second gets threads of its own, closed after."""
+that overlap never share them: the second gets threads of its own, kept for the next
+overlap while overlaps go on, closed once idle."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from django.utils import timezone
 from a2a import services, worker
 from a2a.models import Task
 from a2a.tasks import batch_threads, process_many
+from platform_site import dbthreads
 from platform_site.dbthreads import ConnectionPool
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -67,17 +69,43 @@ def test_a_batch_keeps_its_threads_connections(one_thread: Any) -> None:
     assert Task.objects.filter(attempts=1).count() == 2
 
 
-def test_an_overlapping_caller_gets_threads_of_its_own_closed_after() -> None:
+def test_an_overlapping_caller_gets_threads_of_its_own_kept_for_the_next_overlap() -> None:
     pool = ConnectionPool("lend-test", "A2A_POLL_CONCURRENCY")
     try:
         with pool.lend() as kept:
             with pool.lend() as spare:
                 assert spare is not kept
                 assert spare.submit(lambda: 1).result(timeout=10) == 1
-            with pytest.raises(RuntimeError):  # shut down: its connections were closed
-                spare.submit(lambda: 1)
-        with pool.lend() as again:
-            assert again is kept
+            # A burst of overlaps reuses it (each new one opened its threads' connections).
+            with pool.lend() as again:
+                assert again is spare
+                # Two overlaps at once: two spares.
+                with pool.lend() as other:
+                    assert other not in (kept, spare)
+        with pool.lend() as first:
+            assert first is kept
+    finally:
+        pool.close()
+    with pytest.raises(RuntimeError):  # closed with the pool, connections and all
+        spare.submit(lambda: 1)
+
+
+def test_idle_spares_close_and_at_most_a_few_wait(monkeypatch: Any) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(dbthreads, "_clock", lambda: now[0])
+    monkeypatch.setattr(dbthreads, "SPARES_KEPT", 1)
+    pool = ConnectionPool("lend-test", "A2A_POLL_CONCURRENCY")
+    try:
+        with pool.lend(), pool.lend() as one, pool.lend() as two:
+            pass  # given back in reverse: two first (kept), then one
+        with pytest.raises(RuntimeError):  # back when SPARES_KEPT wait: closed at once
+            one.submit(lambda: 1)
+        assert two.submit(lambda: 1).result(timeout=10) == 1
+        now[0] += dbthreads.SPARE_IDLE_SECONDS + 1
+        with pool.lend():  # any call closes the spares idle that long
+            pass
+        with pytest.raises(RuntimeError):
+            two.submit(lambda: 1)
     finally:
         pool.close()
 
