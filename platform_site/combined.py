@@ -10,10 +10,10 @@ the caller's CPU each.
 
 Outside a transaction by default: inside one, a caller's ``atomic()`` block sets a
 savepoint that keeps an error in its writes from aborting the outer transaction (new
-tasks keep it: a repeated idempotency key is caught there). A caller whose database errors
-end the transaction anyway joins it instead (``joining``): a transition inside a push's
-transaction (or a person's reply's) is then one statement, not a savepoint, an UPDATE, an INSERT
-and the savepoint's release.
+tasks keep it: a repeated idempotency key is caught there). A caller whose database
+errors end the transaction anyway joins it instead (``joining``): a transition inside a
+push's transaction (or a person's reply's) is then one statement, not a savepoint, an
+UPDATE, an INSERT and the savepoint's release.
 SQLite has no data-modifying ``WITH``; there the callers keep their transaction, which
 costs no round trips. The statements are built from the plain writes of
 :mod:`platform_site.compiled`, with the same preparation of every value.

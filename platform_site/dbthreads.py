@@ -47,8 +47,8 @@ def tidy_connections() -> None:
             conn.close()
 
 
-# Overlapping callers' executors (see ConnectionPool.lend): kept for the next overlap
-# while this busy, at most this many, then closed with their connections.
+# Overlapping callers' executors (see ConnectionPool.lend): at most SPARES_KEPT wait for
+# the next overlap; one unused for SPARE_IDLE_SECONDS is closed with its connections.
 SPARE_IDLE_SECONDS = 30.0
 SPARES_KEPT = 4
 _clock = time.monotonic
