@@ -1,4 +1,4 @@
-"""Small pools of database threads for the lean ASGI paths.
+"""Small pools of database threads for the lean ASGI paths and the worker's sweeps.
 
 Django's ORM is synchronous. Under ASGI, Django gives every request a fresh sync thread
 (``ThreadSensitiveContext``), hence a fresh database connection. A :class:`ConnectionPool`
@@ -9,7 +9,10 @@ asgiref's one shared sync thread instead (what tests use, so the test's transact
 visible).
 
 Used by the A2A face (``A2A_FACE_DB_THREADS``, :mod:`a2a.face.db`) and the tasks API's
-Bearer path (``TASKS_API_THREADS``, :mod:`a2a.api.asgi`).
+Bearer path (``TASKS_API_THREADS``, :mod:`a2a.api.asgi`) through :meth:`ConnectionPool.call`;
+by the worker's sweeps and batch creations (``A2A_POLL_CONCURRENCY``,
+``a2a.worker.sweep_threads``, ``a2a.tasks.batch_threads``) through
+:meth:`ConnectionPool.lend`, which gives overlapping callers threads of their own.
 """
 
 from __future__ import annotations
