@@ -17,6 +17,8 @@ by the worker's sweeps and batch creations (``A2A_POLL_CONCURRENCY``,
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import functools
 import threading
 import time
@@ -161,7 +163,17 @@ class ConnectionPool:
         executor = self.executor()
         if executor is None:
             return sync_to_async(run, thread_sensitive=True)
-        return sync_to_async(run, thread_sensitive=False, executor=executor)
+
+        # A plain hop to the pool, not asgiref's sync_to_async: nothing run here needs
+        # its thread-sensitivity or its copying of context changes back to the caller,
+        # and they cost 40-50 us of CPU on every call (measured: ~160 against ~120 us a
+        # hop). The caller's context goes along (the log ids bound to a request).
+        @functools.wraps(func)
+        async def hop(*args: P.args, **kwargs: P.kwargs) -> R:
+            job = functools.partial(contextvars.copy_context().run, run, *args, **kwargs)
+            return await asyncio.get_running_loop().run_in_executor(executor, job)
+
+        return hop
 
     def close(self) -> None:
         """Close every pool thread's connections and stop the pool (tests, shutdown).
