@@ -131,14 +131,19 @@ def _send(task: Task) -> None:
         handle_send_failure(task, exc)
         return
     _answered(task)
+    news: dict[str, Any] = {}  # the agent's task id, above all: written with the schedule
     try:
-        apply_agent_reply(task, task_json=reply.task, message=reply.message, via="a2a")
+        apply_agent_reply(
+            task, task_json=reply.task, message=reply.message, via="a2a", pending=news
+        )
     except A2ACallError as exc:
+        if news:  # what the agent told us is kept (its task id above all)
+            task.note(**news)
         handle_send_failure(task, exc)
         return
+    after_answer(task, target, reply, state_before, mode, news)
     if mode == POLL:  # now that the agent's task id is recorded
         agent_listing.cover_send(task, target, reply, took)
-    after_answer(task, target, reply, state_before, mode)
 
 
 def _start_attempt(task: Task, target: CallTarget, mode: str, followup: bool) -> Any:
@@ -178,35 +183,55 @@ def _answered(task: Task) -> None:
 
 
 def after_answer(
-    task: Task, target: CallTarget, reply: AgentReply, state_before: str, mode: str
+    task: Task,
+    target: CallTarget,
+    reply: AgentReply,
+    state_before: str,
+    mode: str,
+    news: dict[str, Any] | None = None,
 ) -> None:
     """Keep following a task that is still active; tell the agent if we canceled meanwhile.
 
     ``task`` is current: transitions update it, and a lost compare-and-set reloads it.
+    ``news``: fields of the answer not written yet (``pending`` of
+    :func:`~a2a.agent_updates.apply_agent_update`), written with the schedule: one UPDATE
+    where there were two for every answer that leaves the task in its state.
     """
+    news = dict(news or {})
     if task.state in ACTIVE_STATES and task.transport == Transport.A2A:
         if mode == POLL:
             grow = task.state == state_before
-            if schedule_poll(task, target, grow=grow, retry_after=reply.retry_after):
+            if schedule_poll(task, target, grow=grow, retry_after=reply.retry_after, also=news):
                 return
-        elif task.schedule(NextAction.FOLLOW, base_interval(task, target), if_state=task.state):
+        elif task.schedule(
+            NextAction.FOLLOW, base_interval(task, target), if_state=task.state, **news
+        ):
             return
         task.refresh_from_db()  # someone changed it meanwhile (a cancel, or a push)
+        news = _still_news(task, news)
         if (
             mode == POLL
             and task.state in ACTIVE_STATES
             and task.transport == Transport.A2A
-            and schedule_poll(task, target, grow=False, retry_after=reply.retry_after)
+            and schedule_poll(task, target, grow=False, retry_after=reply.retry_after, also=news)
         ):
             # The agent's push moved the task while our call was on the wire: it goes on
             # from the state the push left (never the send again).
             return
+    if news:
+        task.note(**news)
     if task.state == TaskState.CANCELED and task.remote_task_id and not task.next_action:
         # Canceled while our call was on the wire: the agent has a task now; stop it.
         task.schedule(NextAction.CANCEL)
         queue_processing(task.pk)
     elif task.lease_until is not None:
         task.release()
+
+
+def _still_news(task: Task, news: dict[str, Any]) -> dict[str, Any]:
+    """The fields of ``news`` the task, read again, does not hold yet (a push that beat
+    the send's answer wrote the agent's task id already)."""
+    return {name: value for name, value in news.items() if getattr(task, name) != value}
 
 
 # --- poll -----------------------------------------------------------------------------
@@ -216,11 +241,12 @@ def poll(task: Task) -> None:
     """Ask the agent for its task (``GetTask``)."""
     state_before = task.state
     target = _target(task)
+    news: dict[str, Any] = {}
     try:
         reply = transports.transport_for(target).get_task(task.remote_task_id)
         if task.error:  # an earlier transient poll error: the agent answers again
             task.note(error=None, if_state=task.state)
-        apply_agent_reply(task, task_json=reply.task, message=None, via="a2a")
+        apply_agent_reply(task, task_json=reply.task, message=None, via="a2a", pending=news)
     except A2AUnsupportedOperation as exc:
         no_polling(task, target, exc)
         return
@@ -228,7 +254,7 @@ def poll(task: Task) -> None:
         _outcome(task, exc)
         poll_failed(task, target, exc)
         return
-    after_answer(task, target, reply, state_before, POLL)
+    after_answer(task, target, reply, state_before, POLL, news)
 
 
 def poll_failed(task: Task, target: CallTarget, exc: A2ACallError) -> None:

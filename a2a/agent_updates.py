@@ -55,11 +55,17 @@ def record_message(task: Task, direction: str, message: dict[str, Any]) -> TaskM
 
 
 def apply_agent_reply(
-    task: Task, *, task_json: dict[str, Any] | None, message: Any, via: str
+    task: Task,
+    *,
+    task_json: dict[str, Any] | None,
+    message: Any,
+    via: str,
+    pending: dict[str, Any] | None = None,
 ) -> Task:
     """Apply an agent's answer — its Task (1.0 shape) or a bare Message — to ``task``.
 
     A bare Message is the agent's whole answer: its data parts are the output.
+    ``pending``: see :func:`apply_agent_update`.
     """
     if task_json is None and isinstance(message, dict):
         record_message(task, Direction.FROM_AGENT, message)
@@ -73,6 +79,7 @@ def apply_agent_reply(
         artifacts=remote.get("artifacts"),
         remote=remote,
         via=via,
+        pending=pending,
     )
 
 
@@ -97,6 +104,7 @@ def apply_agent_update(
     via: str,
     also: dict[str, Any] | None = None,
     sized: bool = False,
+    pending: dict[str, Any] | None = None,
 ) -> Task:
     """Apply an agent's A2A TaskStatus (+ artifacts) to ``task``.
 
@@ -108,6 +116,9 @@ def apply_agent_update(
     otherwise ignored. Raises :class:`A2AProtocolError` for a status we cannot read.
     ``also``: more non-state fields to store in the same write (a push's metadata).
     ``sized``: the caller already held ``artifacts`` to ``TASK_ARTIFACTS_MAX_BYTES``.
+    ``pending``: when the agent reports the state the task is in (only news: its ids, a
+    status message), those fields are put there instead of written, for the caller to
+    write with its next write of the task (a worker's schedule of what follows).
     """
     observe.agent_update(task, via)  # metrics, the task's trace
     if not isinstance(status, dict):
@@ -137,7 +148,7 @@ def apply_agent_update(
         # stale news, not a new question.
         _update(task, fields)
         return task
-    if not _move(task, state, message, artifacts, fields, f"via {via}"):
+    if not _move(task, state, message, artifacts, fields, f"via {via}", pending):
         # Someone moved the task first (a person's cancel, say): the state stays theirs,
         # but what the agent told us (its task id above all) is kept.
         _update(task, fields)
@@ -217,8 +228,10 @@ def _move(
     artifacts: list[Any] | None,
     fields: dict[str, Any],
     via_text: str,
+    pending: dict[str, Any] | None = None,
 ) -> bool:
-    """The transition for the agent's ``state``; False when a concurrent change won."""
+    """The transition for the agent's ``state``; False when a concurrent change won.
+    Without one, the news in ``fields`` go into ``pending`` when given."""
     if state in ACTIVE_STATES:
         if (state == TaskState.WORKING and task.state != TaskState.WORKING) or (
             task.state in INTERRUPTED_STATES
@@ -238,7 +251,10 @@ def _move(
         return task.reject(f"Agent '{task.agent_id}': {text}", **fields)
     elif state == TaskState.CANCELED:
         return task.cancel(f"the agent canceled the task {via_text}", **fields)
-    _update(task, fields)  # same state as ours: only news
+    if pending is not None:  # same state as ours: only news, written with what follows
+        pending.update(fields)
+    else:
+        _update(task, fields)
     return True
 
 

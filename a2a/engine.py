@@ -171,6 +171,7 @@ def reschedule_quiet(quiet: list[Polled], lease: Any) -> int:
 def _apply_one(polled: Polled) -> None:
     task, target = polled.task, polled.target
     state_before = task.state
+    news: dict[str, Any] = {}  # written with the next poll's schedule
     try:
         if polled.error is not None:
             _failed(polled)
@@ -179,12 +180,12 @@ def _apply_one(polled: Polled) -> None:
         if task.error:
             task.note(error=None, if_state=task.state)
         agent_listing.check_poll(task, target, polled.reply)
-        apply_agent_reply(task, task_json=polled.reply.task, message=None, via="a2a")
+        apply_agent_reply(task, task_json=polled.reply.task, message=None, via="a2a", pending=news)
     except A2ACallError as exc:
         polled.error = exc
         _failed(polled)
         return
-    agent_calls.after_answer(task, target, polled.reply, state_before, follow_policy.POLL)
+    agent_calls.after_answer(task, target, polled.reply, state_before, follow_policy.POLL, news)
 
 
 def _failed(polled: Polled) -> None:

@@ -21,6 +21,8 @@ followed — ``push``, ``list``, ``poll``, ``stream`` or ``blocking`` — is rec
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.utils import timezone
 
@@ -75,18 +77,24 @@ def safety_interval(task: Task, target: CallTarget) -> float:
 
 
 def schedule_poll(
-    task: Task, target: CallTarget, *, grow: bool, retry_after: float | None = None
+    task: Task,
+    target: CallTarget,
+    *,
+    grow: bool,
+    retry_after: float | None = None,
+    also: dict[str, Any] | None = None,
 ) -> bool:
     """Poll again later: from the base interval, times A2A_POLL_BACKOFF while nothing changes.
 
     Conditional on the state the worker saw, so a person's cancel or reply meanwhile wins.
+    ``also``: more fields written in the same UPDATE.
     """
     base = base_interval(task, target)
     interval = task.poll_interval or base
     interval = min(interval * settings.A2A_POLL_BACKOFF, settings.A2A_POLL_INTERVAL_MAX)
     interval = max(interval, base) if grow else base
     delay = max(interval, retry_after or 0.0, safety_interval(task, target))
-    if not task.schedule_poll(delay, interval):
+    if not task.schedule_poll(delay, interval, **(also or {})):
         return False
     if settings.A2A_POLL_MESSAGES and delay < settings.A2A_SWEEP_INTERVAL * 2:
         queue_processing(task.pk, countdown=delay)

@@ -202,10 +202,12 @@ class TaskScheduling:
             conditions, {"next_action": action, "next_poll_at": due, "lease_until": None, **fields}
         )
 
-    def schedule_poll(self, delay: float, interval: float) -> bool:
+    def schedule_poll(self, delay: float, interval: float, **fields: Any) -> bool:
         """Poll again in ``delay`` s, remembering the backoff ``interval``; only in the
-        state the worker saw."""
-        return self.schedule(NextAction.POLL, delay, if_state=self.state, poll_interval=interval)
+        state the worker saw. Other fields ride along."""
+        return self.schedule(
+            NextAction.POLL, delay, if_state=self.state, poll_interval=interval, **fields
+        )
 
     def reset_polling(self) -> None:
         """The next poll starts from the base interval again (a reply, a retry)."""

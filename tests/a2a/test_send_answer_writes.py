@@ -1,0 +1,111 @@
+"""What a worker writes when an agent answers a send with its task still in flight.
+
+Against a real a2a-sdk agent (``working``: the send's answer is the agent's task,
+SUBMITTED, and it stays at work): the agent's task id is written with the schedule of
+what follows, in one UPDATE; a push that beat the answer (it wrote the id and moved the
+task) is not written over again, and the task goes on from the push's state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from a2a import agent_calls, agent_push, services, transports
+from a2a.models import Task
+from a2a.scheduling import TaskScheduling
+from a2a.states import NextAction, TaskState
+from a2a.worker import process_task
+from tests.support.agents import TestAgent, run_agent
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def peer() -> Iterator[TestAgent]:
+    with run_agent() as agent:
+        yield agent
+
+
+@pytest.fixture
+def user(make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent, settings: Any) -> Any:
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_LIST_INTERVAL = 0  # polled one by one: the plainest way to follow a task
+    make_agent(skills=[make_skill(id="ce-review")], a2a_endpoint=peer.url)
+    return make_user()
+
+
+def create(user: Any) -> Task:
+    return services.create_task(
+        skill_id="ce-review", input={"product": "lamp", "behaviour": "working"}, user=user
+    )
+
+
+def task_updates(queries: CaptureQueriesContext) -> list[str]:
+    table = connection.ops.quote_name(Task._meta.db_table)
+    return [q["sql"] for q in queries.captured_queries if q["sql"].startswith(f"UPDATE {table}")]
+
+
+def test_the_agents_task_id_is_written_with_the_next_poll(user: Any) -> None:
+    task = create(user)
+    with CaptureQueriesContext(connection) as queries:
+        process_task(task.pk)
+    task.refresh_from_db()
+    assert task.remote_task_id
+    assert (task.state, task.next_action, task.lease_until) == (
+        TaskState.SUBMITTED,
+        NextAction.POLL,
+        None,
+    )
+    writes_id = [sql for sql in task_updates(queries) if "remote_task_id" in sql]
+    assert len(writes_id) == 1
+    assert "next_action" in writes_id[0]  # one UPDATE: the id and the schedule
+
+
+def test_a_push_that_beat_the_answer_is_not_written_over(
+    user: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent pushed WORKING (with its task id) while the send's answer was on its way;
+    the worker's copy of the task is older than the row."""
+    task = create(user)
+    real_transport_for = transports.transport_for
+    written: list[set[str]] = []  # the fields of each task write that changed the row
+    real_set = TaskScheduling._set
+
+    def recording_set(self: Task, conditions: dict[str, Any], fields: dict[str, Any]) -> bool:
+        changed = real_set(self, conditions, fields)
+        if changed:
+            written.append(set(fields))
+        return changed
+
+    class PushFirst:
+        def __init__(self, target: Any) -> None:
+            self.real = real_transport_for(target)
+
+        def send(self, *args: Any, **kwargs: Any) -> Any:
+            reply = self.real.send(*args, **kwargs)
+            rid = reply.task["id"]
+            body = {"statusUpdate": {"taskId": rid, "status": {"state": "TASK_STATE_WORKING"}}}
+            agent_push.apply(task.pk, 1, agent_push.parse(body))
+            monkeypatch.setattr(TaskScheduling, "_set", recording_set)  # from here on
+            return reply
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.real, name)
+
+    monkeypatch.setattr(agent_calls.transports, "transport_for", PushFirst)
+    process_task(task.pk)
+    task.refresh_from_db()
+    assert task.remote_task_id
+    assert (task.state, task.next_action, task.lease_until) == (
+        TaskState.WORKING,
+        NextAction.POLL,
+        None,
+    )
+    assert written, "the worker scheduled the next poll"
+    assert all("remote_task_id" not in fields for fields in written)
+    assert any("next_action" in fields for fields in written)  # it goes on from WORKING
