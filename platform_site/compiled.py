@@ -348,6 +348,18 @@ def insert_rows(objs: list[M]) -> None:
         raise ValueError("insert_rows takes new rows of one model, all with ids or none")
     connection = connections[DEFAULT_DB_ALIAS]
     fields, insert, row = insert_plan(model, connection, numbered)
+    if connection.vendor == "postgresql" and len(objs) > 1:
+        # One statement per row, all sent at once (psycopg's executemany pipelines them):
+        # psycopg converts and caches a statement's placeholders only up to 50 of them,
+        # so a multi-row INSERT of a batch (100 tasks of 30 columns) was parsed anew
+        # every time: 0.17-0.20 against 0.12-0.13 ms of CPU per row, the server's the same.
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                insert + row,
+                [[prep_save(f, f.pre_save(obj, True), connection) for f in fields] for obj in objs],
+            )
+        mark_saved(objs)
+        return
     size = 1 if len(objs) == 1 else max(1, connection.ops.bulk_batch_size(fields, objs))
     with connection.cursor() as cursor:
         for start in range(0, len(objs), size):

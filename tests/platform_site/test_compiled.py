@@ -333,3 +333,24 @@ def test_plain_inserts_are_batched_under_the_databases_parameter_limit(task: Tas
     now = timezone.now()
     insert_rows([TaskEvent(task=task, at=now, to_state=f"s{i}") for i in range(8000)])
     assert TaskEvent.objects.filter(task=task, at=now).count() == 8000
+
+
+def test_many_plain_inserts_on_postgresql_run_one_cached_single_row_statement(
+    task: Task,
+) -> None:
+    """psycopg converts a statement's placeholders once and keeps it only for up to 50 of
+    them: a batch's multi-row INSERT (100 tasks x 30 columns) was converted anew at every
+    batch. On PostgreSQL the rows go as one single-row statement, run for each row."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's driver only")
+    from psycopg import _queries
+
+    from platform_site.compiled import insert_rows
+
+    rows = [Task(skill=task.skill, agent=task.agent, input={"n": i}) for i in range(100)]
+    with CaptureQueriesContext(connection) as queries:
+        insert_rows(rows)
+    (sql,) = [q["sql"] for q in queries.captured_queries]
+    assert sql.startswith("100 times: INSERT")  # Django's record of one executemany
+    assert sql.count("%s") <= _queries.MAX_CACHED_STATEMENT_PARAMS
+    assert Task.objects.filter(input__n__gte=0).count() == 100
