@@ -35,7 +35,14 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from a2a import agent_calls, agent_listing, agent_registry, follow_policy, transports
+from a2a import (
+    agent_answers,
+    agent_calls,
+    agent_listing,
+    agent_registry,
+    follow_policy,
+    transports,
+)
 from a2a.agent_updates import apply_agent_reply
 from a2a.exceptions import A2ACallError, A2AUnsupportedOperation
 from a2a.models import Task
@@ -185,7 +192,7 @@ def _apply_one(polled: Polled) -> None:
         polled.error = exc
         _failed(polled)
         return
-    agent_calls.after_answer(task, target, polled.reply, state_before, follow_policy.POLL, news)
+    agent_answers.after_answer(task, target, polled.reply, state_before, follow_policy.POLL, news)
 
 
 def _failed(polled: Polled) -> None:

@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from a2a import agent_calls, follow_policy, observe, rows
+from a2a import agent_calls, agent_streams, follow_policy, observe, rows
 from a2a.creation import queue_processing
 from a2a.models import Task
 from a2a.scheduling import lease_seconds
@@ -155,7 +155,7 @@ ACTIONS = {
     NextAction.SEND: agent_calls.send,
     NextAction.POLL: agent_calls.poll,
     NextAction.CANCEL: agent_calls.cancel,
-    NextAction.FOLLOW: agent_calls.follow,
+    NextAction.FOLLOW: agent_streams.follow,
 }
 
 

@@ -197,7 +197,7 @@ def test_a_streams_chunks_are_written_at_most_every_interval(
 def test_what_a_broken_stream_held_back_is_kept(pushed_task: Task, settings: Any) -> None:
     """Chunks held back by the interval go in when the stream breaks, before the break
     fails the task: the stream below is the agent's events, then a broken connection."""
-    from a2a import agent_calls
+    from a2a import agent_streams
     from a2a.exceptions import A2AProtocolError
     from a2a.transports import AgentReply
     from agent_profiles.interfaces import call_target
@@ -215,7 +215,7 @@ def test_what_a_broken_stream_held_back_is_kept(pushed_task: Task, settings: Any
         raise A2AProtocolError("the connection broke")
 
     task = Task.objects.select_related("agent").get(pk=pushed_task.pk)
-    agent_calls._follow_events(task, call_target(task.agent), events(), sending=False)
+    agent_streams.follow_events(task, call_target(task.agent), events(), sending=False)
     task.refresh_from_db()
     assert (task.state, task.error["code"]) == (TaskState.FAILED, "not_a2a")
     assert "broke off" in task.error["message"]

@@ -3,7 +3,8 @@
 Against a real a2a-sdk agent (``working``: the send's answer is the agent's task,
 SUBMITTED, and it stays at work): the agent's task id is written with the schedule of
 what follows, in one UPDATE; a push that beat the answer (it wrote the id and moved the
-task) is not written over again, and the task goes on from the push's state.
+task) is not written over again, and the task goes on from the push's state. And a send
+that found no answer is not sent again once the agent has shown it got the message.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from a2a import agent_calls, agent_push, services, transports
 from a2a.models import Task
@@ -109,3 +111,58 @@ def test_a_push_that_beat_the_answer_is_not_written_over(
     assert written, "the worker scheduled the next poll"
     assert all("remote_task_id" not in fields for fields in written)
     assert any("next_action" in fields for fields in written)  # it goes on from WORKING
+
+
+@pytest.fixture
+def hanging(
+    make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent, settings: Any
+) -> Any:
+    """An agent whose answer to the send never comes (the platform times out)."""
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_HTTP_TIMEOUT = 0.3
+    make_agent(skills=[make_skill(id="ce-review")], a2a_endpoint=peer.url_for("hang"))
+    return make_user()
+
+
+def timed_out_once(user: Any) -> Task:
+    task = create(user)
+    process_task(task.pk)
+    task.refresh_from_db()
+    assert (task.next_action, task.attempts, task.metadata["sendFailures"]) == (
+        NextAction.SEND,
+        1,
+        1,
+    )
+    return task
+
+
+def resend_due(task: Task) -> Task:
+    Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now())
+    process_task(task.pk)
+    task.refresh_from_db()
+    return task
+
+
+def test_a_message_the_agent_pushed_about_is_not_sent_again(hanging: Any, peer: TestAgent) -> None:
+    """The send timed out, but the agent got the message: it pushed its task. Sending the
+    message again would have it do the work twice."""
+    task = timed_out_once(hanging)
+    body = {"statusUpdate": {"taskId": "agent-task-7", "status": {"state": "TASK_STATE_WORKING"}}}
+    agent_push.apply(task.pk, 1, agent_push.parse(body))
+    task = resend_due(task)
+    assert peer.sends == 1
+    assert (task.state, task.remote_task_id, task.attempts) == (
+        TaskState.WORKING,
+        "agent-task-7",
+        1,
+    )
+    assert (task.next_action, task.lease_until, task.error) == (NextAction.POLL, None, None)
+    assert task.metadata["sendFailures"] == 0
+
+
+def test_a_message_the_agent_never_acknowledged_is_sent_again(
+    hanging: Any, peer: TestAgent
+) -> None:
+    task = resend_due(timed_out_once(hanging))
+    assert peer.sends == 2
+    assert (task.attempts, task.remote_task_id) == (2, "")

@@ -1,0 +1,112 @@
+"""What follows an agent's answer, whichever call brought it (a send, a poll, a stream).
+
+:func:`answered` notes that the agent answers; :func:`after_answer` schedules what comes
+next for a task still in flight (the next poll, or the stream followed again), writing
+the answer's news with that schedule, and tells the agent about a cancel that landed
+while the call was on the wire; :func:`cannot_follow` says why a task can no longer be
+followed. :func:`target_of` and :func:`outcome` are the agent's call target and health.
+Used by :mod:`a2a.agent_calls`, :mod:`a2a.agent_streams` and the batched polls
+(:mod:`a2a.engine`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+
+from a2a import agent_registry
+from a2a.creation import queue_processing
+from a2a.exceptions import A2ACallError
+from a2a.follow_policy import POLL, base_interval, schedule_poll
+from a2a.models import Task
+from a2a.states import ACTIVE_STATES, NextAction, TaskState, Transport
+from a2a.transports import AgentReply
+from agent_profiles.interfaces import CallTarget
+
+
+def target_of(task: Task, *, first_call: bool = False) -> CallTarget:
+    """How to call the task's agent (its card read first when ``first_call`` needs it)."""
+    return agent_registry.target_for(task.agent, first_call=first_call)
+
+
+def outcome(task: Task, error: A2ACallError | None) -> None:
+    """Feed the call's outcome to the agent's health (a credential problem shows there)."""
+    agent_registry.record_call_outcome(task.agent, error)
+
+
+def answered(task: Task) -> None:
+    """The agent answered: clear send failures, note it as seen (at most every 30 s)."""
+    outcome(task, None)
+    metadata = task.metadata or {}
+    if metadata.get("sendFailures") or task.error:
+        task.note(metadata={**metadata, "sendFailures": 0}, error=None)
+    seen = task.agent.last_seen_at
+    if seen is None or (timezone.now() - seen).total_seconds() > 30:
+        task.agent.touch()
+
+
+def after_answer(
+    task: Task,
+    target: CallTarget,
+    reply: AgentReply,
+    state_before: str,
+    mode: str,
+    news: dict[str, Any] | None = None,
+) -> None:
+    """Keep following a task that is still active; tell the agent if we canceled meanwhile.
+
+    ``task`` is current: transitions update it, and a lost compare-and-set reloads it.
+    ``news``: fields of the answer not written yet (``pending`` of
+    :func:`~a2a.agent_updates.apply_agent_update`), written with the schedule: one UPDATE
+    where there were two for every answer that leaves the task in its state.
+    """
+    news = dict(news or {})
+    if task.state in ACTIVE_STATES and task.transport == Transport.A2A:
+        if mode == POLL:
+            grow = task.state == state_before
+            if schedule_poll(task, target, grow=grow, retry_after=reply.retry_after, also=news):
+                return
+        elif task.schedule(
+            NextAction.FOLLOW, base_interval(task, target), if_state=task.state, **news
+        ):
+            return
+        task.refresh_from_db()  # someone changed it meanwhile (a cancel, or a push)
+        news = _still_news(task, news)
+        if (
+            mode == POLL
+            and task.state in ACTIVE_STATES
+            and task.transport == Transport.A2A
+            and schedule_poll(task, target, grow=False, retry_after=reply.retry_after, also=news)
+        ):
+            # The agent's push moved the task while our call was on the wire: it goes on
+            # from the state the push left (never the send again).
+            return
+    if news:
+        task.note(**news)
+    if task.state == TaskState.CANCELED and task.remote_task_id and not task.next_action:
+        # Canceled while our call was on the wire: the agent has a task now; stop it.
+        task.schedule(NextAction.CANCEL)
+        queue_processing(task.pk)
+    elif task.lease_until is not None:
+        task.release()
+
+
+def _still_news(task: Task, news: dict[str, Any]) -> dict[str, Any]:
+    """The fields of ``news`` the task, read again, does not hold yet (a push that beat
+    the send's answer wrote the agent's task id already)."""
+    return {name: value for name, value in news.items() if getattr(task, name) != value}
+
+
+def cannot_follow(task: Task, metadata: dict[str, Any]) -> None:
+    """No way left to learn the outcome of this agent task: say so while it runs out."""
+    error = {
+        "code": "cannot_follow",
+        "message": (
+            f"Agent '{task.agent_id}' can neither be polled nor streamed, and its answer to "
+            "this message was not final; the task ends at its deadline unless reassigned."
+        ),
+        "details": {"noPolling": metadata.get("noPolling")},
+    }
+    task.note(error=error, metadata=metadata, if_state=task.state)
+    task.stop_following()

@@ -1,0 +1,120 @@
+"""Following an agent's task over a stream: ``SubscribeToTask``, and a first message sent
+as ``message:stream`` (from :mod:`a2a.agent_calls`), for agents that stream but neither
+push nor answer ``GetTask`` well enough to be polled (see :mod:`a2a.follow_policy`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from django.conf import settings
+
+from a2a import agent_answers, transports
+from a2a.agent_updates import apply_agent_reply
+from a2a.creation import queue_processing
+from a2a.exceptions import A2ACallError, A2AUnsupportedOperation
+from a2a.follow_policy import LEASE_MARGIN, STREAM, can_subscribe, long_call_seconds
+from a2a.models import Task
+from a2a.states import ACTIVE_STATES, NextAction, Transport
+from a2a.task_actions import handle_send_failure
+from a2a.transports import AgentReply
+from agent_profiles.interfaces import CallTarget
+
+log = logging.getLogger(__name__)
+
+
+def follow(task: Task) -> None:
+    """Follow the agent's task over a stream (``SubscribeToTask``) for a while."""
+    target = agent_answers.target_of(task)
+    if not can_subscribe(task, target):
+        agent_answers.cannot_follow(task, dict(task.metadata or {}))
+        return
+    seconds = long_call_seconds(task)
+    task.extend_lease(seconds + LEASE_MARGIN)
+    events = transports.transport_for(target).subscribe(task.remote_task_id, timeout=seconds)
+    follow_events(task, target, events, sending=False)
+
+
+def follow_events(
+    task: Task, target: CallTarget, events: Iterator[AgentReply], *, sending: bool
+) -> None:
+    """Apply the stream's events; then schedule what comes next.
+
+    An event that only adds artifacts (the status is the one last applied) is applied
+    at most every ``A2A_STREAM_APPLY_INTERVAL`` seconds: each apply rewrites the task's
+    artifacts, so a stream of many small chunks would cost their square. Each event is
+    the stream's whole view of the task, so the next one applied (at the latest when the
+    stream ends or breaks) carries those held back; a worker that dies meanwhile picks
+    the task up again with a subscribe, which brings the task whole.
+    """
+    state_before = task.state
+    last: AgentReply | None = None
+    held: AgentReply | None = None  # the latest event not applied yet
+    applied: tuple[Any, float] = (None, 0.0)  # the status applied last, and when
+    try:
+        for reply in events:
+            if last is None and sending:
+                agent_answers.answered(task)
+            last = reply
+            status = (reply.task or {}).get("status")
+            if (
+                reply.task is not None
+                and status == applied[0]
+                and time.monotonic() - applied[1] < settings.A2A_STREAM_APPLY_INTERVAL
+            ):
+                held = reply
+                continue
+            held = None
+            apply_agent_reply(task, task_json=reply.task, message=reply.message, via="stream")
+            applied = (status, time.monotonic())
+            if task.state not in ACTIVE_STATES or task.transport != Transport.A2A:
+                break
+        if held is not None:  # the stream ended: what it held back goes in now
+            final, held = held, None
+            apply_agent_reply(task, task_json=final.task, message=None, via="stream")
+    except A2AUnsupportedOperation as exc:
+        _stream_unsupported(task, exc, sending=sending and last is None)
+        return
+    except A2ACallError as exc:
+        if held is not None:  # what came before the break is kept
+            _apply_held(task, held)
+        if sending and last is None:
+            agent_answers.outcome(task, exc)
+            handle_send_failure(task, exc)
+            return
+        if not exc.transient and not task.is_terminal:
+            task.fail(
+                exc.code,
+                f"The stream of agent '{task.agent_id}' broke off: {exc.message}",
+                exc.as_error()["details"],
+            )
+            return
+        task.note(error=exc.as_error(), if_state=task.state)
+    reply = last or AgentReply()
+    agent_answers.after_answer(task, target, reply, state_before, STREAM)
+
+
+def _apply_held(task: Task, held: AgentReply) -> None:
+    """Apply an event held back before the stream broke (its own refusal is only noted:
+    the break is what the task's error says)."""
+    try:
+        apply_agent_reply(task, task_json=held.task, message=None, via="stream")
+    except A2ACallError:
+        log.warning("task %s: the stream's last held event could not be applied", task.pk)
+
+
+def _stream_unsupported(task: Task, exc: A2ACallError, *, sending: bool) -> None:
+    """The agent refused a stream: ``message:stream`` itself (``sending``), or a subscribe
+    (its task may have ended already). A first message is sent again the next way (a
+    stream after a failed subscribe, a blocking send after a refused stream); a follow-up
+    cannot be, and waits out its deadline with the reason in its error."""
+    key = "noStreaming" if sending else "noSubscribe"
+    metadata = {**(task.metadata or {}), key: exc.message[:500]}
+    if not (task.outbound_message or {}).get("taskId"):
+        task.schedule(NextAction.SEND, 0.0, if_state=task.state, metadata=metadata)
+        queue_processing(task.pk)
+        return
+    agent_answers.cannot_follow(task, metadata)
