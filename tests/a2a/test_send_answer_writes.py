@@ -52,17 +52,18 @@ def task_updates(queries: CaptureQueriesContext) -> list[str]:
     return [q["sql"] for q in queries.captured_queries if q["sql"].startswith(f"UPDATE {table}")]
 
 
+def assert_followed(task: Task, state: str) -> None:
+    """The agent's task id is known, the next poll scheduled, no claim held."""
+    task.refresh_from_db()
+    assert task.remote_task_id
+    assert (task.state, task.next_action, task.lease_until) == (state, NextAction.POLL, None)
+
+
 def test_the_agents_task_id_is_written_with_the_next_poll(user: Any) -> None:
     task = create(user)
     with CaptureQueriesContext(connection) as queries:
         process_task(task.pk)
-    task.refresh_from_db()
-    assert task.remote_task_id
-    assert (task.state, task.next_action, task.lease_until) == (
-        TaskState.SUBMITTED,
-        NextAction.POLL,
-        None,
-    )
+    assert_followed(task, TaskState.SUBMITTED)
     writes_id = [sql for sql in task_updates(queries) if "remote_task_id" in sql]
     assert len(writes_id) == 1
     assert "next_action" in writes_id[0]  # one UPDATE: the id and the schedule
@@ -101,13 +102,7 @@ def test_a_push_that_beat_the_answer_is_not_written_over(
 
     monkeypatch.setattr(agent_calls.transports, "transport_for", PushFirst)
     process_task(task.pk)
-    task.refresh_from_db()
-    assert task.remote_task_id
-    assert (task.state, task.next_action, task.lease_until) == (
-        TaskState.WORKING,
-        NextAction.POLL,
-        None,
-    )
+    assert_followed(task, TaskState.WORKING)
     assert written, "the worker scheduled the next poll"
     assert all("remote_task_id" not in fields for fields in written)
     assert any("next_action" in fields for fields in written)  # it goes on from WORKING
