@@ -20,8 +20,9 @@ id) is listed again: the answer moves the cursor back to before the agent took t
 resting since its agent's last task ended) takes it from the next such answer, or from a
 probe if a listing comes first: the agent's newest dated task.
 
-Such tasks (``metadata.followedBy`` ``"list"``) are still polled one by one, every
-``A2A_LIST_POLL_INTERVAL`` seconds, as the safety net: a listing that missed a change
+Such tasks (``metadata.followedBy`` ``"list"``) are still polled one by one, from
+``A2A_LIST_POLL_INTERVAL`` seconds on (backing off, see
+:func:`a2a.follow_policy.next_poll`), as the safety net: a listing that missed a change
 only delays it. An agent that does not answer ``ListTasks`` (HTTP 404/405/501, JSON-RPC
 -32601, UnsupportedOperation, A2A 0.3), answers it with something that is not A2A, whose
 changed statuses carry no time (a poll finds a change the filter cannot show), or whose

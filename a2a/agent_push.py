@@ -13,7 +13,7 @@ older than the latest one applied, a WORKING while the platform waits for a pers
 answer, and anything for a finished task but a repeat of its final state are refused
 with ``409`` and change nothing. A push whose artifacts would take the task's past
 ``TASK_ARTIFACTS_MAX_BYTES`` fails the task instead (``413 artifacts_too_large``).
-Polling stays as the safety net, at ``AGENT_PUSH_POLL_INTERVAL``.
+Polling stays as the safety net, from ``AGENT_PUSH_POLL_INTERVAL`` on (backing off).
 """
 
 from __future__ import annotations

@@ -157,20 +157,12 @@ def is_quiet(task: Task, reply: transports.AgentReply) -> bool:
     return not (remote.get("id") and remote.get("id") != task.remote_task_id)
 
 
-def _next_poll(task: Task, target: CallTarget) -> tuple[float, float]:
-    """(delay, interval) of the next poll of a task whose agent said nothing new."""
-    base = follow_policy.base_interval(task, target)
-    interval = max(task.poll_interval or base, base) * settings.A2A_POLL_BACKOFF
-    interval = min(interval, settings.A2A_POLL_INTERVAL_MAX)
-    return max(interval, follow_policy.safety_interval(task, target)), interval
-
-
 def reschedule_quiet(quiet: list[Polled], lease: Any) -> int:
     """Re-schedule the quiet polls of a batch together (see :meth:`Task.poll_later`)."""
     now = timezone.now()
     rows = []
     for polled in quiet:
-        delay, interval = _next_poll(polled.task, polled.target)
+        delay, interval = follow_policy.next_poll(polled.task, polled.target, grow=True)
         rows.append((polled.task, now + timedelta(seconds=delay), interval))
     return Task.poll_later(rows, lease)
 

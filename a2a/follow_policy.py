@@ -10,11 +10,11 @@ How an agent's task is followed (``follow_mode``):
 
 An agent whose card offers push notifications (and ``AGENT_PUSH_ENABLED``) is polled
 too, but its send carries ``configuration.taskPushNotificationConfig`` with the task's
-own webhook and token (:mod:`a2a.agent_push`): it pushes every update, and polls happen
-only every ``AGENT_PUSH_POLL_INTERVAL`` seconds as a safety net. The polled tasks of
-other A2A 1.0 agents are followed by listing (:mod:`a2a.agent_listing`): one
-``ListTasks`` per agent and ``A2A_LIST_INTERVAL`` tells what changed, and each task's own
-polls come every ``A2A_LIST_POLL_INTERVAL`` seconds as the safety net. How a task is
+own webhook and token (:mod:`a2a.agent_push`): it pushes every update, and polls are
+only a safety net, from ``AGENT_PUSH_POLL_INTERVAL`` seconds on (:func:`next_poll`). The
+polled tasks of other A2A 1.0 agents are followed by listing (:mod:`a2a.agent_listing`):
+one ``ListTasks`` per agent and ``A2A_LIST_INTERVAL`` tells what changed, and each
+task's own polls are the safety net, from ``A2A_LIST_POLL_INTERVAL`` seconds on. How a task is
 followed — ``push``, ``list``, ``poll``, ``stream`` or ``blocking`` — is recorded in
 ``metadata.followedBy``.
 """
@@ -76,6 +76,33 @@ def safety_interval(task: Task, target: CallTarget) -> float:
     return 0.0
 
 
+def next_poll(
+    task: Task, target: CallTarget, *, grow: bool, retry_after: float | None = None
+) -> tuple[float, float]:
+    """(delay, interval) of the task's next poll; ``grow``: the last one found nothing new.
+
+    Polled tasks start at the base interval, times ``A2A_POLL_BACKOFF`` while nothing
+    changes, up to ``A2A_POLL_INTERVAL_MAX``. A task its agent's pushes or listings
+    follow is polled only as a safety net: from ``AGENT_PUSH_POLL_INTERVAL`` /
+    ``A2A_LIST_POLL_INTERVAL``, times ``A2A_POLL_BACKOFF`` while those polls find nothing
+    new, up to ``A2A_SAFETY_POLL_INTERVAL_MAX``: a task that works for an hour costs
+    ten polls, not sixty, and a lost push is still noticed within that cap.
+    """
+    safety = safety_interval(task, target)
+    if safety > 0:
+        previous = task.poll_interval if task.poll_interval >= safety else 0.0
+        interval = safety
+        if grow and previous:
+            cap = max(safety, settings.A2A_SAFETY_POLL_INTERVAL_MAX)
+            interval = min(previous * settings.A2A_POLL_BACKOFF, cap)
+        return max(interval, retry_after or 0.0), interval
+    base = base_interval(task, target)
+    interval = task.poll_interval or base
+    interval = min(interval * settings.A2A_POLL_BACKOFF, settings.A2A_POLL_INTERVAL_MAX)
+    interval = max(interval, base) if grow else base
+    return max(interval, retry_after or 0.0), interval
+
+
 def schedule_poll(
     task: Task,
     target: CallTarget,
@@ -89,11 +116,7 @@ def schedule_poll(
     Conditional on the state the worker saw, so a person's cancel or reply meanwhile wins.
     ``also``: more fields written in the same UPDATE.
     """
-    base = base_interval(task, target)
-    interval = task.poll_interval or base
-    interval = min(interval * settings.A2A_POLL_BACKOFF, settings.A2A_POLL_INTERVAL_MAX)
-    interval = max(interval, base) if grow else base
-    delay = max(interval, retry_after or 0.0, safety_interval(task, target))
+    delay, interval = next_poll(task, target, grow=grow, retry_after=retry_after)
     if not task.schedule_poll(delay, interval, **(also or {})):
         return False
     if settings.A2A_POLL_MESSAGES and delay < settings.A2A_SWEEP_INTERVAL * 2:

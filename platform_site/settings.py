@@ -349,14 +349,17 @@ A2A_LOAD_CACHE_SECONDS = envfloat("A2A_LOAD_CACHE_SECONDS", 1.0)  # candidates' 
 TASKS_BATCH_MAX = envint("TASKS_BATCH_MAX", 100)
 # Agents whose card offers push notifications are asked to push each update of a task to
 # a per-task webhook (PUBLIC_URL must reach the platform from the agent); polling stays as
-# the safety net at AGENT_PUSH_POLL_INTERVAL seconds.
+# the safety net, from AGENT_PUSH_POLL_INTERVAL seconds on.
 AGENT_PUSH_ENABLED = envbool("AGENT_PUSH_ENABLED", True)
 # Other A2A 1.0 agents' polled tasks are followed by listing: one ListTasks per agent every
 # A2A_LIST_INTERVAL seconds (0: off, every task polled on its own), each task's own polls
-# every A2A_LIST_POLL_INTERVAL seconds as the safety net (a2a.agent_listing).
+# from A2A_LIST_POLL_INTERVAL seconds on as the safety net (a2a.agent_listing).
 A2A_LIST_INTERVAL = envfloat("A2A_LIST_INTERVAL", 1.0)
 A2A_LIST_POLL_INTERVAL = envfloat("A2A_LIST_POLL_INTERVAL", 60.0)
 AGENT_PUSH_POLL_INTERVAL = envfloat("AGENT_PUSH_POLL_INTERVAL", 60.0)
+# Those safety-net polls back off (A2A_POLL_BACKOFF) while they find nothing new, up to
+# this: the longest a lost push, or a change a listing missed, goes unnoticed.
+A2A_SAFETY_POLL_INTERVAL_MAX = envfloat("A2A_SAFETY_POLL_INTERVAL_MAX", 600.0)
 AGENT_PUSH_MAX_BYTES = envint("AGENT_PUSH_MAX_BYTES", 1_000_000)  # one pushed body
 # Database threads applying pushes (each keeps its connection); 0: the shared sync thread.
 AGENT_PUSH_THREADS = envint("AGENT_PUSH_THREADS", 2)

@@ -142,3 +142,25 @@ def test_retry_after_pauses_every_poll_of_the_agent(
     for task in tasks:
         task.refresh_from_db()
         assert task.next_poll_at >= later
+
+
+def test_quiet_safety_net_polls_back_off(
+    settings: Any, make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent
+) -> None:
+    """Tasks its agent's listings follow: a batch's quiet polls space the next one out
+    (times A2A_POLL_BACKOFF from the safety interval, capped by its own maximum)."""
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_LIST_POLL_INTERVAL, settings.A2A_POLL_BACKOFF = 60.0, 2.0
+    settings.A2A_SAFETY_POLL_INTERVAL_MAX = 200.0
+    skill = make_skill()
+    make_agent(skills=[skill], a2a_endpoint=peer.url)
+    (task,) = working_tasks(1, make_user(), peer, make_agent, skill)
+    assert task.metadata["followedBy"] == "list"
+    seen = []
+    for _ in range(3):
+        Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now())
+        assert engine.poll_due(100) == 1
+        task.refresh_from_db()
+        seen.append(task.poll_interval)
+        assert task.next_poll_at > timezone.now() + timedelta(seconds=task.poll_interval - 5)
+    assert seen == [120.0, 200.0, 200.0]

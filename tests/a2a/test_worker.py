@@ -174,6 +174,34 @@ def test_the_poll_interval_backs_off_to_the_cap(task: Task, settings: Any) -> No
     assert task.poll_interval == 1.0
 
 
+@pytest.mark.parametrize(
+    ("followed_by", "setting"),
+    [("push", "AGENT_PUSH_POLL_INTERVAL"), ("list", "A2A_LIST_POLL_INTERVAL")],
+)
+def test_safety_net_polls_back_off_to_their_own_cap(
+    task: Task, settings: Any, followed_by: str, setting: str, monkeypatch: Any
+) -> None:
+    """A task its agent's pushes (or listings) follow is polled only as a safety net:
+    from the safety interval, backing off while the polls find nothing new, up to
+    A2A_SAFETY_POLL_INTERVAL_MAX (not A2A_POLL_INTERVAL_MAX, which is for polled tasks)."""
+    from a2a import agent_listing
+
+    setattr(settings, setting, 60.0)
+    settings.A2A_POLL_BACKOFF, settings.A2A_SAFETY_POLL_INTERVAL_MAX = 2.0, 200.0
+    monkeypatch.setattr(agent_listing, "follows", lambda t, target: followed_by == "list")
+    Task.objects.filter(pk=task.pk).update(metadata={"followedBy": followed_by})
+    task = Task.objects.select_related("agent").get(pk=task.pk)
+    seen = []
+    for _ in range(4):
+        before = timezone.now()
+        worker.schedule_poll(task, grow=True)
+        seen.append(task.poll_interval)
+        assert task.next_poll_at >= before + timedelta(seconds=task.poll_interval)
+    assert seen == [60.0, 120.0, 200.0, 200.0]
+    worker.schedule_poll(task, grow=False)  # the last poll found news: from the start
+    assert task.poll_interval == 60.0
+
+
 def test_an_agent_poll_interval_overrides_the_setting(task: Task) -> None:
     task = Task.objects.select_related("agent").get(pk=task.pk)
     task.agent.poll_interval = 5.0
