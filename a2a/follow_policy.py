@@ -86,7 +86,7 @@ def next_poll(
     follow is polled only as a safety net: from ``AGENT_PUSH_POLL_INTERVAL`` /
     ``A2A_LIST_POLL_INTERVAL``, times ``A2A_POLL_BACKOFF`` while those polls find nothing
     new, up to ``A2A_SAFETY_POLL_INTERVAL_MAX``: a task that works for an hour costs
-    ten polls, not sixty, and a lost push is still noticed within that cap.
+    nine polls, not sixty, and a lost push is still noticed within that cap.
     """
     safety = safety_interval(task, target)
     if safety > 0:
