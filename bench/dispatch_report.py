@@ -273,10 +273,10 @@ statements again. Four cuts, each measured on its own:
   placeholders. On PostgreSQL the rows now go as one single-row INSERT run for every row,
   pipelined (`executemany`, one round trip): 0.17-0.20 -> 0.12-0.13 ms of CPU per row
   (three alternating rounds of 2,000 rows), the server's cost the same.
-- The lean ASGI paths (pushes, the face, the Bearer tasks API) hopped to their database
-  threads through asgiref's `sync_to_async`; a plain `run_in_executor` with a copy of
-  the caller's context does what they need for 40-50 us less CPU a hop (about 120
-  against 160 us, 20,000 hops, four alternating rounds).
+- The lean ASGI paths (pushes, the face, the Bearer tasks API) and the gateway's
+  sockets hopped to their database threads through asgiref's `sync_to_async`; a plain
+  `run_in_executor` with a copy of the caller's context does what they need for 40-50 us
+  less CPU a hop (about 120 against 160 us, 20,000 hops, four alternating rounds).
 - At 10,000 tasks a send that found no answer within `A2A_HTTP_TIMEOUT` was sent again
   even when the agent, which had the message, had pushed its task meanwhile: the agent
   did the work twice, and its pushes for the first task were refused as an old
