@@ -171,9 +171,7 @@ def _send(task: Task) -> None:
         apply_agent_reply(
             task, task_json=reply.task, message=reply.message, via="a2a", pending=news
         )
-    except A2ACallError as exc:
-        if news:  # what the agent told us is kept (its task id above all)
-            task.note(**news)
+    except A2ACallError as exc:  # raised before any news is put aside
         handle_send_failure(task, exc)
         return
     agent_answers.after_answer(task, target, reply, state_before, mode, news)

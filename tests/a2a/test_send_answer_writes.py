@@ -161,3 +161,34 @@ def test_a_message_the_agent_never_acknowledged_is_sent_again(
     task = resend_due(timed_out_once(hanging))
     assert peer.sends == 2
     assert (task.attempts, task.remote_task_id) == (2, "")
+
+
+@pytest.mark.parametrize(
+    ("pushed", "state", "next_action"),
+    [
+        ("TASK_STATE_WORKING", TaskState.WORKING, NextAction.POLL),
+        ("TASK_STATE_FAILED", TaskState.FAILED, NextAction.NONE),
+    ],
+)
+def test_a_push_after_the_resends_claim_still_stops_the_resend(
+    hanging: Any, peer: TestAgent, pushed: str, state: str, next_action: str
+) -> None:
+    """The worker's copy of the task (its claim's read) already knows the agent's task,
+    but another push moves the task before the worker schedules: it reads the task again
+    and follows it from there (or, ended, only lets go of its claim); nothing is sent."""
+    task = timed_out_once(hanging)
+    first = {"task": {"id": "agent-task-7", "status": {"state": "TASK_STATE_SUBMITTED"}}}
+    agent_push.apply(task.pk, 1, agent_push.parse(first))
+    claimed = Task.objects.select_related("agent").get(pk=task.pk)
+    claimed.extend_lease(60)
+    later = {"statusUpdate": {"taskId": "agent-task-7", "status": {"state": pushed}}}
+    agent_push.apply(task.pk, 1, agent_push.parse(later))
+    agent_calls.send(claimed)
+    task.refresh_from_db()
+    assert peer.sends == 1
+    assert (task.state, task.next_action, task.lease_until, task.attempts) == (
+        state,
+        next_action,
+        None,
+        1,
+    )
