@@ -191,12 +191,11 @@ def handle_send_failure(task: Task, error: A2ACallError) -> Task:
         delay = max(error.retry_after or 0.0, settings.A2A_RETRY_BACKOFF * 2 ** (failures - 1))
         due = timezone.now() + timedelta(seconds=delay)
         if task.deadline_at is None or due < task.deadline_at:
-            if (
-                task.schedule(
-                    NextAction.SEND, delay, if_state=task.state, error=err, metadata=metadata
-                )
-                and delay < settings.A2A_SWEEP_INTERVAL
+            if not task.schedule(
+                NextAction.SEND, delay, if_state=task.state, error=err, metadata=metadata
             ):
+                _moved_meanwhile(task)
+            elif delay < settings.A2A_SWEEP_INTERVAL:
                 queue_processing(task.pk, countdown=delay)
             return task
     if gateway.may_take_over(error):
@@ -204,8 +203,22 @@ def handle_send_failure(task: Task, error: A2ACallError) -> Task:
         _keep_last_answer(task, error, metadata=metadata)
         return gateway.hand_over(task, error)
     message = f"Agent '{task.agent_id}' did not accept the task: {error.message}"
-    task.fail(error.code, message, err["details"], metadata=metadata)
+    if not task.fail(error.code, message, err["details"], metadata=metadata):
+        _moved_meanwhile(task)
     return task
+
+
+def _moved_meanwhile(task: Task) -> None:
+    """The task changed while its send failed (the agent pushed it on, or a person acted),
+    so the failure is not written over that. The worker lets go of its claim at once and
+    asks for the task to be taken up again from where it is now (a task the agent pushed
+    about is followed, not sent again: ``agent_calls``), instead of leaving it held until
+    the claim's lease runs out (``A2A_LEASE_SECONDS``)."""
+    task.refresh_from_db()
+    if task.is_terminal or task.lease_until is None:
+        return  # ended, waiting for a person or handed on: nothing is held any more
+    task.release()
+    queue_processing(task.pk)
 
 
 def _keep_last_answer(

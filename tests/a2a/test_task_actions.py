@@ -11,12 +11,15 @@ from django.utils import timezone
 
 from a2a import services
 from a2a.exceptions import (
+    A2ACallError,
     A2APermanentError,
     A2AProtocolError,
     A2ATransientError,
 )
 from a2a.models import InvalidTransition, Task
 from a2a.states import NextAction, TaskState
+from a2a.task_actions import handle_send_failure
+from a2a.worker import process_task
 from platform_site.errors import ValidationFailed
 from tests.a2a.helpers import working
 
@@ -160,6 +163,35 @@ def test_an_answer_that_is_not_a2a_fails_at_once(task: Task) -> None:
     task.refresh_from_db()
     assert (task.state, task.error["code"]) == (TaskState.FAILED, "not_a2a")
     assert task.transport == "a2a"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [A2ATransientError("no answer", code="agent_timeout"), A2AProtocolError("html")],
+    ids=["retried", "failing"],
+)
+def test_a_failed_send_the_agent_pushed_about_meanwhile_is_let_go_at_once(
+    task: Task, error: A2ACallError
+) -> None:
+    """The send failed (no answer in time, or one that is not A2A), but meanwhile the
+    agent pushed its task on (WORKING, with its task id). The failure is not written over
+    the push, and the claim is let go at once: a worker takes the task up from where it
+    is and follows it, with no second send, instead of leaving it held until the claim's
+    lease runs out."""
+    claimed = Task.claim(task.pk)
+    assert claimed is not None
+    assert claimed.lease_until is not None
+    claimed.note(attempts=1)
+    working(Task.objects.get(pk=task.pk))  # the agent's push, in another thread
+
+    handle_send_failure(claimed, error)
+
+    task.refresh_from_db()
+    assert (task.state, task.remote_task_id, task.error) == (TaskState.WORKING, "r-1", None)
+    assert task.lease_until is None
+    process_task(task.pk)  # what the hint (or the next sweep) does
+    task.refresh_from_db()
+    assert (task.next_action, task.attempts) == (NextAction.POLL, 1)
 
 
 def test_a_retry_past_the_deadline_falls_back_to_the_gateway(task: Task, settings: Any) -> None:
