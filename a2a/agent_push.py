@@ -12,7 +12,9 @@ task once with ``GetTask``. It is idempotent and order-safe: a status whose time
 older than the latest one applied, a WORKING while the platform waits for a person's
 answer, and anything for a finished task but a repeat of its final state are refused
 with ``409`` and change nothing. A push whose artifacts would take the task's past
-``TASK_ARTIFACTS_MAX_BYTES`` fails the task instead (``413 artifacts_too_large``).
+``TASK_ARTIFACTS_MAX_BYTES`` fails the task instead (``413 artifacts_too_large``); a
+pushed message beyond ``TASK_AGENT_MESSAGES_MAX`` of the task's is refused
+(``409 too_many_messages``) and the task goes on.
 Polling stays as the safety net, from ``AGENT_PUSH_POLL_INTERVAL`` on (backing off).
 """
 
@@ -27,9 +29,14 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from a2a import rows
-from a2a.agent_updates import apply_agent_update, record_message, refuse_oversize_artifacts
+from a2a.agent_updates import (
+    apply_agent_update,
+    message_key,
+    record_message,
+    refuse_oversize_artifacts,
+)
 from a2a.creation import queue_processing
-from a2a.models import Direction, Task
+from a2a.models import Direction, Task, TaskMessage
 from a2a.states import ACTIVE_STATES, INTERRUPTED_STATES, TaskState, normalize_state
 from platform_site.errors import (
     Conflict,
@@ -60,6 +67,10 @@ class TaskFinished(Conflict):
 
 class WrongTask(Conflict):
     code = "wrong_task"
+
+
+class TooManyMessages(Conflict):
+    code = "too_many_messages"
 
 
 class ArtifactsTooLarge(PayloadTooLarge):
@@ -309,7 +320,7 @@ def _apply_locked(task_id: uuid.UUID, attempt: int, push: Push, via: str) -> App
         return Applied(task.state)
     if push.kind == "message":
         if push.message is not None:
-            record_message(task, Direction.FROM_AGENT, push.message)
+            _keep_message(task, push.message)
         return Applied(task.state)
     if push.kind == "artifact":
         return _apply_artifact(task, push)
@@ -334,6 +345,23 @@ def _apply_locked(task_id: uuid.UUID, attempt: int, push: Push, via: str) -> App
         task, status=status, artifacts=artifacts, remote=remote, via=via, also=seen, sized=True
     )
     return Applied(task.state)
+
+
+def _keep_message(task: Task, message: dict[str, Any]) -> None:
+    """A pushed message joins the task's conversation, up to ``TASK_AGENT_MESSAGES_MAX``
+    from the agent: an agent that keeps talking (a loop, a bug) must not grow a task's
+    rows, and every read of its history, without bound. A repeat of a message kept is a
+    harmless repeat, even at the cap. Under the task's row lock, so two pushes cannot
+    both take the last place."""
+    limit = settings.TASK_AGENT_MESSAGES_MAX
+    kept = TaskMessage.objects.filter(task=task, direction=Direction.FROM_AGENT)
+    if kept.count() >= limit and not kept.filter(message_id=message_key(message)).exists():
+        raise TooManyMessages(
+            f"Task {task.id} holds {limit} messages from its agent, the most the platform "
+            "keeps (TASK_AGENT_MESSAGES_MAX); this one was not kept. The task goes on.",
+            {"taskId": str(task.id), "maxMessages": limit},
+        )
+    record_message(task, Direction.FROM_AGENT, message)
 
 
 def _apply_artifact(task: Task, push: Push) -> Applied:
@@ -391,6 +419,7 @@ __all__ = [
     "Push",
     "StaleUpdate",
     "TaskFinished",
+    "TooManyMessages",
     "WrongTask",
     "apply",
     "parse",

@@ -11,7 +11,8 @@ loop and applies it on a small pool of database threads (``AGENT_PUSH_THREADS``,
 * ``400`` ``not_a2a`` / ``malformed_json`` / ``bad_text``; ``401`` a missing or wrong
   token; ``404`` no such task; ``405`` not a POST; ``409`` ``task_finished``,
   ``stale_update`` (older than what was applied, or an old attempt's webhook),
-  ``wrong_task`` (another agent task than the one followed); ``413`` too large
+  ``wrong_task`` (another agent task than the one followed), ``too_many_messages`` (a
+  message past ``TASK_AGENT_MESSAGES_MAX`` of the task's); ``413`` too large
   (``AGENT_PUSH_MAX_BYTES``). None of them changes anything, but ``413``
   ``artifacts_too_large``: the push would take the task's artifacts past
   ``TASK_ARTIFACTS_MAX_BYTES``, and the task failed.

@@ -37,13 +37,19 @@ from a2a.wire import artifacts_bytes, collect_output, message_text, schema_error
 from platform_site.text import find_bad_text
 
 
-def record_message(task: Task, direction: str, message: dict[str, Any]) -> TaskMessage | None:
-    """Add ``message`` to the task's conversation once (keyed by its messageId)."""
+def message_key(message: dict[str, Any]) -> str:
+    """What a message is kept under in its task's conversation: its messageId, or a digest
+    of its content when it has none."""
     message_id = message.get("messageId")
     if not isinstance(message_id, str) or not message_id:
         digest = hashlib.sha256(json.dumps(message, sort_keys=True).encode()).hexdigest()
         message_id = f"sha256:{digest[:40]}"
-    message_id = message_id[:200]
+    return message_id[:200]
+
+
+def record_message(task: Task, direction: str, message: dict[str, Any]) -> TaskMessage | None:
+    """Add ``message`` to the task's conversation once (keyed by :func:`message_key`)."""
+    message_id = message_key(message)
     if TaskMessage.objects.filter(task=task, direction=direction, message_id=message_id).exists():
         return None
     return TaskMessage.objects.create(

@@ -292,6 +292,8 @@ AGENT_CARD_MAX_BYTES = envint("AGENT_CARD_MAX_BYTES", 512_000)
 AGENT_ANSWER_MAX_BYTES = envint("AGENT_ANSWER_MAX_BYTES", 10_000_000)  # or one stream event
 # All of a task's artifacts, however they came (appended chunks of a stream or of pushes).
 TASK_ARTIFACTS_MAX_BYTES = envint("TASK_ARTIFACTS_MAX_BYTES", 10_000_000)
+# Messages an agent may push into one task's conversation; more are refused (409).
+TASK_AGENT_MESSAGES_MAX = envint("TASK_AGENT_MESSAGES_MAX", 1000)
 AGENT_CARD_RETRY_SECONDS = envfloat("AGENT_CARD_RETRY_SECONDS", 30.0)
 AGENT_CARD_REFRESH_INTERVAL = envfloat("AGENT_CARD_REFRESH_INTERVAL", 3600.0)  # 0: never
 AGENT_HEALTH_INTERVAL = envfloat("AGENT_HEALTH_INTERVAL", 60.0)  # 0: no health checks

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from a2a import agent_push, agent_push_tokens
-from a2a.models import Task, TaskEvent
+from a2a.models import Direction, Task, TaskEvent, TaskMessage
 from a2a.states import NextAction, TaskState
 from platform_site.asgi import application
 from tests.a2a.helpers import post, push
@@ -211,6 +211,48 @@ def test_an_artifact_push_is_refused_as_a_status_is_and_changes_nothing(task: Ta
     finished = push(task, artifact({"n": 2}))
     assert (finished.status_code, finished.json()["error"]["code"]) == (409, "task_finished")
     assert [a["artifactId"] for a in fresh(task).artifacts] == ["a1"]
+
+
+def said(message_id: str) -> dict[str, Any]:
+    """A message the agent pushes into the conversation (a StreamResponse ``message``)."""
+    parts = [{"text": f"Still on it ({message_id})"}]
+    return {
+        "message": {
+            "messageId": message_id,
+            "role": "ROLE_AGENT",
+            "taskId": "agent-task-1",
+            "parts": parts,
+        }
+    }
+
+
+def agent_messages(task: Task) -> list[str]:
+    rows = TaskMessage.objects.filter(task=task, direction=Direction.FROM_AGENT)
+    return list(rows.order_by("created_at", "pk").values_list("message_id", flat=True))
+
+
+def test_a_pushed_message_joins_the_conversation_once(task: Task) -> None:
+    assert push(task, said("m1")).status_code == 200
+    assert push(task, said("m1")).status_code == 200
+    assert agent_messages(task) == ["m1"]
+    assert fresh(task).state == TaskState.SUBMITTED
+
+
+def test_pushed_messages_past_the_cap_are_refused_and_the_task_goes_on(
+    task: Task, settings: Any
+) -> None:
+    settings.TASK_AGENT_MESSAGES_MAX = 2
+    assert [push(task, said(key)).status_code for key in ("m1", "m2")] == [200, 200]
+    refused = push(task, said("m3"))
+    assert refused.status_code == 409, refused.text
+    error = refused.json()["error"]
+    assert (error["code"], error["details"]["maxMessages"]) == ("too_many_messages", 2)
+    assert "TASK_AGENT_MESSAGES_MAX" in error["message"]
+    assert agent_messages(task) == ["m1", "m2"]
+    assert push(task, said("m1")).status_code == 200  # a repeat of one kept, at the cap
+    assert push(task, status("TASK_STATE_WORKING", T1)).status_code == 200
+    assert fresh(task).state == TaskState.WORKING
+    assert agent_messages(task) == ["m1", "m2"]
 
 
 @pytest.mark.parametrize("token", [None, "nope", "x" * 64])
