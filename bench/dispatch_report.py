@@ -68,23 +68,28 @@ platform does not poll a task that has ended (aim: at most 2).
 **Why the platform is below half of the ceiling (the aim).** Embedded, both sides are
 bound by one Python process each: the bare loop by the agent's (about one core), the
 platform path by the platform's (about one core too, while the agent waits for it). So
-the ratio is close to the agent's CPU per task over the platform's: 3.8 / 9.3 ms in the
-table's run, 0.41 at best, 0.36 measured. Both move between runs on this VM, the agent's
-most: three runs of this code in a row gave 36%, 51% and 30% embedded (the platform at
-9.3, 6.8 and 6.6 ms per task, the agent in the bare loop at 3.8, 3.8 and 2.3 ms) and
-40%, 33% and 34% distributed. The aim was reached in one run of three, by a slow agent
-more than by a fast platform; the table is the first run, the median. The bare loop
-costs the agent's few milliseconds and little else; the platform adds an authenticated,
-validated, matched and durably stored task and a worker that claims it, calls the
-agent, validates the output and records the transition with its event. The counter
-`a2a_cpu_seconds_total` (by stage, thread CPU time) splits the 9.3 ms: the tasks API's
-request thread 2.9 (token check, Django REST framework, validation, matching, three
-INSERTs), the worker 4.2 (claim, the call to the agent, output validation, the
-transition), the sweep 0.1, and 2.0 for daphne's event loop (HTTP parsing and answering)
-and threads no stage covers. Distributed, the machine's two CPUs are full (the
-platform's three processes, PostgreSQL and Redis, whose 3.4 ms per task the table's
-column leaves out, the agent, the client): creations (144/s) outrun the one worker
-process and queue, which is what its p50 shows.
+the ratio is close to the agent's CPU per task over the platform's: 3.3 / 7.8 ms in the
+table's run, 0.42 at best, 0.37 measured. Both move between runs on this VM, the agent's
+most: three runs of this code in a row (2026-12-03, 19:56-20:08 UTC) gave 33%, 31% and
+37% embedded (the platform at 7.6, 6.8 and 7.8 ms per task, the agent in the bare loop at
+2.8, 2.3 and 3.3 ms) and 48%, 36% and 42% distributed; the table is the third run, the
+middle one of the three taken together. Four more distributed runs in the same hour (a
+trial of 8 hint threads per worker instead of 4, which made no difference the noise
+could not hide) gave 33-46%. The bare loop costs the agent's few milliseconds and little
+else; the platform adds an authenticated, validated, matched and durably stored task and
+a worker that claims it, calls the agent, validates the output and records the
+transition with its event. The counter `a2a_cpu_seconds_total` (by stage, thread CPU
+time) splits the 7.8 ms: the tasks API's request thread 2.6 (token check, Django REST
+framework, validation, matching, three INSERTs), the worker 3.7 (claim, the call to the
+agent, output validation, the transition), the sweep 0.1, and 1.4 for daphne's event
+loop (HTTP parsing and answering) and threads no stage covers. Distributed, the
+machine's two CPUs are full (the platform's three processes, PostgreSQL and Redis, whose
+2.1 ms per task the table's column leaves out, the agent, the client): creations (177/s)
+outrun the one worker process and queue, which is what its p50 shows. Since the table of
+2026-12-02 the distributed mode's cost per task fell the most (the ninth to eleventh
+rounds below): the platform's processes 7.2 -> 5.6-6.3 ms and PostgreSQL 3.2 -> 1.7-1.9
+ms, and its ratio rose from 33-40% to 36-48%; the embedded figures (6.8-9.3 ms then,
+6.8-7.8 ms now) move with the VM more than with the code.
 
 Five rounds of profiling (py-spy on the live processes) cut the platform's CPU per task
 from 48-58 ms to 11.9 ms embedded and 13.7 ms distributed on this machine. The first:
@@ -198,7 +203,8 @@ moves by a quarter from one run to the next). Last, a worker's claim (the condit
 UPDATE of the lease) and its read of the task with agent and skill became one statement
 too, the read running only if the claim took the row: 750-850 -> 633-733 us of
 PostgreSQL CPU and 622-769 -> 480-517 us of the worker's per claim (three alternating
-pairs). The table above is this round's code.
+pairs). The table above was measured on 2026-12-03, on the code after the eleventh
+round.
 
 The ninth round (2026-12-03) took up prepared statements again, now that a task's writes
 are a few long statements (data-modifying `WITH`, the claim with its joined read) rather
