@@ -40,7 +40,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from a2a import agent_push, agent_registry, transports
+from a2a import agent_push, agent_push_body, agent_registry, transports
 from a2a.exceptions import A2ACallError, A2AProtocolError, A2AUnsupportedOperation
 from a2a.listing_models import AgentListing
 from a2a.models import Task
@@ -103,7 +103,7 @@ class Listing:
 
 
 def _stamp(task: dict[str, Any]) -> datetime | None:
-    return agent_push.status_time(task.get("status"))
+    return agent_push_body.status_time(task.get("status"))
 
 
 def _iso(when: datetime) -> str:
@@ -168,7 +168,7 @@ def _apply(listing: Listing) -> int:
             if task.transport != Transport.A2A or is_quiet(task, AgentReply(task=remote)):
                 continue
             try:
-                push = agent_push.parse({"task": remote})
+                push = agent_push_body.parse({"task": remote})
                 agent_push.apply(task.pk, max(1, int(task.attempts or 0)), push, via=LIST)
                 changed += 1
             except PlatformError:

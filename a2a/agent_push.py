@@ -1,11 +1,11 @@
-"""Agents pushing to the platform: parsing and applying what arrives.
+"""Agents pushing to the platform: applying what arrives.
 
 When an agent's card offers push notifications, the send carries a webhook of its own per
 task and attempt, with a token (:mod:`a2a.agent_push_tokens`). The webhook
-(:mod:`a2a.agent_push_asgi`) parses the body (:func:`parse`: an A2A ``StreamResponse`` —
-``task``, ``statusUpdate``, ``artifactUpdate`` or ``message`` — or the bare Task /
-``kind``-tagged events of A2A 0.3) and :func:`apply` ties it to the platform task and the
-agent's task id, then goes through the one agent-update mapping polling uses
+(:mod:`a2a.agent_push_asgi`) reads the body (:func:`a2a.agent_push_body.parse`: an A2A
+``StreamResponse`` — ``task``, ``statusUpdate``, ``artifactUpdate`` or ``message`` — or
+the bare Task / ``kind``-tagged events of A2A 0.3) and :func:`apply` ties it to the
+platform task and the agent's task id, then goes through the one agent-update mapping polling uses
 (:func:`a2a.services.apply_agent_update`): a COMPLETED still has its output validated, and
 a COMPLETED that brings no artifacts (none pushed before either) makes the worker read the
 task once with ``GetTask``. It is idempotent and order-safe: a status whose timestamp is
@@ -21,7 +21,7 @@ Polling stays as the safety net, from ``AGENT_PUSH_POLL_INTERVAL`` on (backing o
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +29,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from a2a import rows
+from a2a.agent_push_body import Push, status_time
 from a2a.agent_updates import (
     apply_agent_update,
     message_key,
@@ -38,23 +39,13 @@ from a2a.agent_updates import (
 from a2a.creation import queue_processing
 from a2a.models import Direction, Task, TaskMessage
 from a2a.states import ACTIVE_STATES, INTERRUPTED_STATES, TaskState, normalize_state
-from platform_site.errors import (
-    Conflict,
-    NotFound,
-    PayloadTooLarge,
-    PlatformError,
-    ValidationFailed,
-)
+from platform_site.errors import Conflict, NotFound, PayloadTooLarge
 
 # Metadata key recording how the platform follows a task: "push", "stream" or "poll".
 FOLLOWED_BY = "followedBy"
 
 
-# --- parsing a pushed body ---------------------------------------------------------------
-
-
-class NotA2A(ValidationFailed):
-    code = "not_a2a"
+# --- refusals ------------------------------------------------------------------------------
 
 
 class StaleUpdate(Conflict):
@@ -80,103 +71,6 @@ class ArtifactsTooLarge(PayloadTooLarge):
     code = "artifacts_too_large"
 
 
-@dataclass
-class Push:
-    """What an agent pushed, in A2A 1.0 terms."""
-
-    kind: str  # "task" | "status" | "artifact" | "message"
-    remote_id: str = ""
-    remote_context: str = ""
-    status: dict[str, Any] | None = None
-    artifacts: list[Any] | None = None
-    artifact: dict[str, Any] | None = None
-    append: bool = False
-    message: dict[str, Any] | None = None
-    raw: dict[str, Any] = field(default_factory=dict)
-
-
-def _obj(value: Any, what: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise NotA2A(f"{what} must be an object.", {"field": what})
-    return value
-
-
-def _status(value: Any, what: str) -> dict[str, Any]:
-    status = _obj(value, what)
-    if normalize_state(status.get("state")) is None:
-        raise NotA2A(
-            f"{what}.state {status.get('state')!r} is not an A2A task state.",
-            {"field": f"{what}.state"},
-        )
-    return status
-
-
-def _text(value: Any, what: str, *, required: bool = True) -> str:
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str) or (required and not value):
-        raise NotA2A(f"{what} must be a non-empty string.", {"field": what})
-    return value[:200]
-
-
-def parse(body: Any) -> Push:
-    """The push in ``body`` (a StreamResponse, or an A2A 0.3 Task / event); 400 otherwise."""
-    if not isinstance(body, dict):
-        raise NotA2A("A push must be a JSON object: an A2A StreamResponse.")
-    kind = body.get("kind")
-    if "task" in body or kind == "task" or ("status" in body and "id" in body):
-        task = _obj(body.get("task", body), "task")
-        artifacts = task.get("artifacts")
-        if artifacts is not None and not isinstance(artifacts, list):
-            raise NotA2A("task.artifacts must be a list.", {"field": "task.artifacts"})
-        return Push(
-            "task",
-            remote_id=_text(task.get("id"), "task.id"),
-            remote_context=_text(task.get("contextId"), "task.contextId", required=False),
-            status=_status(task.get("status"), "task.status"),
-            artifacts=artifacts,
-            raw=task,
-        )
-    if "statusUpdate" in body or kind == "status-update":
-        event = _obj(body.get("statusUpdate", body), "statusUpdate")
-        return Push(
-            "status",
-            remote_id=_text(event.get("taskId"), "statusUpdate.taskId"),
-            remote_context=_text(event.get("contextId"), "statusUpdate.contextId", required=False),
-            status=_status(event.get("status"), "statusUpdate.status"),
-            raw=event,
-        )
-    if "artifactUpdate" in body or kind == "artifact-update":
-        event = _obj(body.get("artifactUpdate", body), "artifactUpdate")
-        artifact = _obj(event.get("artifact"), "artifactUpdate.artifact")
-        if not isinstance(artifact.get("parts"), list):
-            raise NotA2A("artifact.parts must be a list.", {"field": "artifactUpdate.artifact"})
-        return Push(
-            "artifact",
-            remote_id=_text(event.get("taskId"), "artifactUpdate.taskId"),
-            remote_context=_text(
-                event.get("contextId"), "artifactUpdate.contextId", required=False
-            ),
-            artifact=artifact,
-            append=bool(event.get("append")),
-            raw=event,
-        )
-    if "message" in body or kind == "message":
-        message = _obj(body.get("message", body), "message")
-        if not isinstance(message.get("parts"), list):
-            raise NotA2A("message.parts must be a list.", {"field": "message.parts"})
-        return Push(
-            "message",
-            remote_id=_text(message.get("taskId"), "message.taskId", required=False),
-            message=message,
-            raw=message,
-        )
-    raise NotA2A(
-        "Not an A2A StreamResponse: expected one of task, statusUpdate, artifactUpdate, message.",
-        {"keys": sorted(str(k) for k in body)[:10]},
-    )
-
-
 # --- applying it ---------------------------------------------------------------------------
 
 
@@ -187,18 +81,6 @@ class Applied:
     state: str
     read_back: bool = False
     too_large: int | None = None  # the artifacts' size, when refused for it
-
-
-def status_time(status: dict[str, Any] | None) -> datetime | None:
-    """A TaskStatus's ``timestamp`` (aware), or None when missing or not ISO 8601."""
-    raw = (status or {}).get("timestamp")
-    if not isinstance(raw, str):
-        return None
-    try:
-        stamp = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return stamp if stamp.tzinfo is not None else None
 
 
 def _read(task_id: uuid.UUID, *, lock: bool) -> Task:
@@ -414,13 +296,9 @@ __all__ = [
     "FOLLOWED_BY",
     "Applied",
     "ArtifactsTooLarge",
-    "NotA2A",
-    "PlatformError",
-    "Push",
     "StaleUpdate",
     "TaskFinished",
     "TooManyMessages",
     "WrongTask",
     "apply",
-    "parse",
 ]

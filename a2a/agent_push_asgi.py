@@ -30,7 +30,7 @@ from typing import Any
 
 from django.conf import settings
 
-from a2a import agent_push, agent_push_tokens
+from a2a import agent_push, agent_push_body, agent_push_tokens
 from platform_site import metrics
 from platform_site.dbthreads import ConnectionPool
 from platform_site.errors import PlatformError, error_body
@@ -113,7 +113,7 @@ async def _handle(scope: dict[str, Any], receive: Any) -> tuple[int, dict[str, A
     if bad is not None:
         return _error(400, "bad_text", str(bad), {"field": bad.where})
     try:
-        push = agent_push.parse(body)
+        push = agent_push_body.parse(body)
         applied = await pool.call(agent_push.apply)(task_id, attempt, push)
     except PlatformError as exc:
         return exc.status_code, error_body(exc.code, exc.message, exc.details)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import agent_listing, engine, listing_models, services, transports
+from a2a import agent_listing, agent_push_body, engine, listing_models, services, transports
 from a2a.listing_models import AgentListing
 from a2a.models import Task, TaskEvent
 from a2a.states import NextAction, TaskState
@@ -89,9 +89,7 @@ def test_a_task_is_followed_to_its_end_by_listings_alone(setup: Any, peer: TestA
     row.refresh_from_db()
     # The cursor is in the agent's clock: its newest status time, less the overlap (it
     # never moves back: here the send's answer had placed it later than that).
-    completed_at = agent_listing.agent_push.status_time(
-        {"timestamp": task.metadata["agentStatusAt"]}
-    )
+    completed_at = agent_push_body.status_time({"timestamp": task.metadata["agentStatusAt"]})
     assert row.since == max(placed, completed_at - agent_listing.OVERLAP)
     assert row.overlap == agent_listing.OVERLAP.total_seconds()
     assert row.lease_until is None

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from a2a import agent_push, agent_push_tokens
+from a2a import agent_push, agent_push_body, agent_push_tokens
 from a2a.models import Direction, Task, TaskEvent, TaskMessage
 from a2a.states import NextAction, TaskState
 from platform_site.asgi import application
@@ -348,7 +348,7 @@ def test_a_push_that_changes_nothing_writes_nothing(task: Task) -> None:
     from django.test.utils import CaptureQueriesContext
 
     push(task, status("TASK_STATE_WORKING", T1))
-    again = agent_push.parse(status("TASK_STATE_WORKING", T2))
+    again = agent_push_body.parse(status("TASK_STATE_WORKING", T2))
     with CaptureQueriesContext(connection) as queries:
         assert agent_push.apply(task.pk, 1, again).state == TaskState.WORKING
     verbs = [q["sql"].split()[0].upper() for q in queries.captured_queries]

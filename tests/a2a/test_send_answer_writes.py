@@ -17,7 +17,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from a2a import agent_calls, agent_push, services, transports
+from a2a import agent_calls, agent_push, agent_push_body, services, transports
 from a2a.models import Task
 from a2a.scheduling import TaskScheduling
 from a2a.states import NextAction, TaskState
@@ -93,7 +93,7 @@ def test_a_push_that_beat_the_answer_is_not_written_over(
             reply = self.real.send(*args, **kwargs)
             rid = reply.task["id"]
             body = {"statusUpdate": {"taskId": rid, "status": {"state": "TASK_STATE_WORKING"}}}
-            agent_push.apply(task.pk, 1, agent_push.parse(body))
+            agent_push.apply(task.pk, 1, agent_push_body.parse(body))
             monkeypatch.setattr(TaskScheduling, "_set", recording_set)  # from here on
             return reply
 
@@ -143,7 +143,7 @@ def test_a_message_the_agent_pushed_about_is_not_sent_again(hanging: Any, peer: 
     message again would have it do the work twice."""
     task = timed_out_once(hanging)
     body = {"statusUpdate": {"taskId": "agent-task-7", "status": {"state": "TASK_STATE_WORKING"}}}
-    agent_push.apply(task.pk, 1, agent_push.parse(body))
+    agent_push.apply(task.pk, 1, agent_push_body.parse(body))
     task = resend_due(task)
     assert peer.sends == 1
     assert (task.state, task.remote_task_id, task.attempts) == (
@@ -178,11 +178,11 @@ def test_a_push_after_the_resends_claim_still_stops_the_resend(
     and follows it from there (or, ended, only lets go of its claim); nothing is sent."""
     task = timed_out_once(hanging)
     first = {"task": {"id": "agent-task-7", "status": {"state": "TASK_STATE_SUBMITTED"}}}
-    agent_push.apply(task.pk, 1, agent_push.parse(first))
+    agent_push.apply(task.pk, 1, agent_push_body.parse(first))
     claimed = Task.objects.select_related("agent").get(pk=task.pk)
     claimed.extend_lease(60)
     later = {"statusUpdate": {"taskId": "agent-task-7", "status": {"state": pushed}}}
-    agent_push.apply(task.pk, 1, agent_push.parse(later))
+    agent_push.apply(task.pk, 1, agent_push_body.parse(later))
     agent_calls.send(claimed)
     task.refresh_from_db()
     assert peer.sends == 1

@@ -1,0 +1,129 @@
+"""What an agent pushed: its body read as an A2A ``StreamResponse`` (:func:`parse`).
+
+The webhook (:mod:`a2a.agent_push_asgi`) and the listing (:mod:`a2a.agent_listing`)
+read bodies here and apply them with :func:`a2a.agent_push.apply`. Accepted: a 1.0
+``StreamResponse`` — ``task``, ``statusUpdate``, ``artifactUpdate`` or ``message`` — and
+the bare Task and ``kind``-tagged events of A2A 0.3; anything else is ``400 not_a2a``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from a2a.states import normalize_state
+from platform_site.errors import ValidationFailed
+
+
+class NotA2A(ValidationFailed):
+    code = "not_a2a"
+
+
+@dataclass
+class Push:
+    """What an agent pushed, in A2A 1.0 terms."""
+
+    kind: str  # "task" | "status" | "artifact" | "message"
+    remote_id: str = ""
+    remote_context: str = ""
+    status: dict[str, Any] | None = None
+    artifacts: list[Any] | None = None
+    artifact: dict[str, Any] | None = None
+    append: bool = False
+    message: dict[str, Any] | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def _obj(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise NotA2A(f"{what} must be an object.", {"field": what})
+    return value
+
+
+def _status(value: Any, what: str) -> dict[str, Any]:
+    status = _obj(value, what)
+    if normalize_state(status.get("state")) is None:
+        raise NotA2A(
+            f"{what}.state {status.get('state')!r} is not an A2A task state.",
+            {"field": f"{what}.state"},
+        )
+    return status
+
+
+def _text(value: Any, what: str, *, required: bool = True) -> str:
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value):
+        raise NotA2A(f"{what} must be a non-empty string.", {"field": what})
+    return value[:200]
+
+
+def parse(body: Any) -> Push:
+    """The push in ``body`` (a StreamResponse, or an A2A 0.3 Task / event); 400 otherwise."""
+    if not isinstance(body, dict):
+        raise NotA2A("A push must be a JSON object: an A2A StreamResponse.")
+    kind = body.get("kind")
+    if "task" in body or kind == "task" or ("status" in body and "id" in body):
+        task = _obj(body.get("task", body), "task")
+        artifacts = task.get("artifacts")
+        if artifacts is not None and not isinstance(artifacts, list):
+            raise NotA2A("task.artifacts must be a list.", {"field": "task.artifacts"})
+        return Push(
+            "task",
+            remote_id=_text(task.get("id"), "task.id"),
+            remote_context=_text(task.get("contextId"), "task.contextId", required=False),
+            status=_status(task.get("status"), "task.status"),
+            artifacts=artifacts,
+            raw=task,
+        )
+    if "statusUpdate" in body or kind == "status-update":
+        event = _obj(body.get("statusUpdate", body), "statusUpdate")
+        return Push(
+            "status",
+            remote_id=_text(event.get("taskId"), "statusUpdate.taskId"),
+            remote_context=_text(event.get("contextId"), "statusUpdate.contextId", required=False),
+            status=_status(event.get("status"), "statusUpdate.status"),
+            raw=event,
+        )
+    if "artifactUpdate" in body or kind == "artifact-update":
+        event = _obj(body.get("artifactUpdate", body), "artifactUpdate")
+        artifact = _obj(event.get("artifact"), "artifactUpdate.artifact")
+        if not isinstance(artifact.get("parts"), list):
+            raise NotA2A("artifact.parts must be a list.", {"field": "artifactUpdate.artifact"})
+        return Push(
+            "artifact",
+            remote_id=_text(event.get("taskId"), "artifactUpdate.taskId"),
+            remote_context=_text(
+                event.get("contextId"), "artifactUpdate.contextId", required=False
+            ),
+            artifact=artifact,
+            append=bool(event.get("append")),
+            raw=event,
+        )
+    if "message" in body or kind == "message":
+        message = _obj(body.get("message", body), "message")
+        if not isinstance(message.get("parts"), list):
+            raise NotA2A("message.parts must be a list.", {"field": "message.parts"})
+        return Push(
+            "message",
+            remote_id=_text(message.get("taskId"), "message.taskId", required=False),
+            message=message,
+            raw=message,
+        )
+    raise NotA2A(
+        "Not an A2A StreamResponse: expected one of task, statusUpdate, artifactUpdate, message.",
+        {"keys": sorted(str(k) for k in body)[:10]},
+    )
+
+
+def status_time(status: dict[str, Any] | None) -> datetime | None:
+    """A TaskStatus's ``timestamp`` (aware), or None when missing or not ISO 8601."""
+    raw = (status or {}).get("timestamp")
+    if not isinstance(raw, str):
+        return None
+    try:
+        stamp = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo is not None else None
