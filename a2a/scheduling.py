@@ -232,9 +232,17 @@ class TaskScheduling:
         self._set({}, {"next_action": NextAction.NONE, "next_poll_at": None, "lease_until": None})
 
     def defer(self, delay: float, **fields: Any) -> None:
-        """Try the same action again later (after an internal error)."""
-        due = timezone.now() + timedelta(seconds=delay)
-        self._set({}, {"lease_until": None, "next_poll_at": due, **fields})
+        """Try the same action again in ``delay`` seconds (no send slot for the agent, an
+        internal error).
+
+        The claim ends now rather than being cleared: a task with no lease at all, never
+        sent and due only just, is a new task the sweep leaves to its hint for
+        ``A2A_HINT_GRACE`` (:meth:`claim_due`), but this task's hint was used up by the
+        claim being let go, so it would wait ``delay`` plus that grace instead of ``delay``.
+        """
+        now = timezone.now()
+        due = now + timedelta(seconds=delay)
+        self._set({}, {"lease_until": now, "next_poll_at": due, **fields})
 
     # --- transports -----------------------------------------------------------------
 
