@@ -5,17 +5,17 @@ task and attempt, with a token (:mod:`a2a.agent_push_tokens`). The webhook
 (:mod:`a2a.agent_push_asgi`) reads the body (:func:`a2a.agent_push_body.parse`: an A2A
 ``StreamResponse`` — ``task``, ``statusUpdate``, ``artifactUpdate`` or ``message`` — or
 the bare Task / ``kind``-tagged events of A2A 0.3) and :func:`apply` ties it to the
-platform task and the agent's task id, then goes through the one agent-update mapping polling uses
-(:func:`a2a.services.apply_agent_update`): a COMPLETED still has its output validated, and
-a COMPLETED that brings no artifacts (none pushed before either) makes the worker read the
-task once with ``GetTask``. It is idempotent and order-safe: a status whose timestamp is
-older than the latest one applied, a WORKING while the platform waits for a person's
-answer, and anything for a finished task but a repeat of its final state are refused
-with ``409`` and change nothing. A push whose artifacts would take the task's past
-``TASK_ARTIFACTS_MAX_BYTES`` fails the task instead (``413 artifacts_too_large``); a
-pushed message beyond ``TASK_AGENT_MESSAGES_MAX`` of the task's is refused
-(``409 too_many_messages``) and the task goes on.
-Polling stays as the safety net, from ``AGENT_PUSH_POLL_INTERVAL`` on (backing off).
+platform task and the agent's task id, then goes through the one agent-update mapping
+polling uses (:func:`a2a.services.apply_agent_update`): a COMPLETED still has its output
+validated, and a COMPLETED that brings no artifacts (none pushed before either) makes the
+worker read the task once with ``GetTask``. It is idempotent and order-safe: a status
+whose timestamp is older than the latest one applied, a WORKING while the platform waits
+for a person's answer, and anything for a finished task but a repeat of its final state
+are refused with ``409`` and change nothing. A push whose artifacts would take the
+task's past ``TASK_ARTIFACTS_MAX_BYTES`` fails the task instead (``413
+artifacts_too_large``); a pushed message beyond ``TASK_AGENT_MESSAGES_MAX`` of the task's
+is refused (``409 too_many_messages``) and the task goes on. Polling stays as the safety
+net, from ``AGENT_PUSH_POLL_INTERVAL`` on (backing off).
 """
 
 from __future__ import annotations
