@@ -290,7 +290,8 @@ statements again. Four cuts, each measured on its own:
   instead of sent again: the next run re-sent 1 task, and 4 pushes were refused.
 
 10,000 pushing tasks distributed completed 10,000 of 10,000 in both runs of this round's
-code (the first before the last cut), three of the last four runs (see Long tasks).
+code (the first before the last cut), and again on the twelfth round's: four of the last
+five runs (see Long tasks).
 
 The twelfth round (2026-12-03, night) measured before cutting further, and cut nothing
 for speed. A py-spy profile of embedded instant tasks put 5% of the samples of the
