@@ -183,9 +183,11 @@ class TaskScheduling:
             raise cls.DoesNotExist(f"Task {pk} vanished after its claim.")  # type: ignore[attr-defined]
         return task
 
-    def release(self) -> None:
-        """Give up the claim without changing what is due."""
-        self._set({}, {"lease_until": None})
+    def release(self, *, held: datetime | None = None) -> bool:
+        """Give up the claim without changing what is due. With ``held`` (the lease this
+        worker took), only while the lease is still that one: a later claim by another
+        worker, whose lease replaced it, stands. Whether the claim was given up."""
+        return self._set({"lease_until": held} if held is not None else {}, {"lease_until": None})
 
     # --- what comes next ------------------------------------------------------------
 

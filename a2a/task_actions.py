@@ -187,6 +187,7 @@ def handle_send_failure(task: Task, error: A2ACallError) -> Task:
     metadata["sendFailures"] = failures
     limit = max_attempts(task)
     err = error.as_error()
+    held = task.lease_until  # this worker's claim
     if error.transient and failures < limit:
         delay = max(error.retry_after or 0.0, settings.A2A_RETRY_BACKOFF * 2 ** (failures - 1))
         due = timezone.now() + timedelta(seconds=delay)
@@ -194,7 +195,7 @@ def handle_send_failure(task: Task, error: A2ACallError) -> Task:
             if not task.schedule(
                 NextAction.SEND, delay, if_state=task.state, error=err, metadata=metadata
             ):
-                _moved_meanwhile(task)
+                _moved_meanwhile(task, held)
             elif delay < settings.A2A_SWEEP_INTERVAL:
                 queue_processing(task.pk, countdown=delay)
             return task
@@ -204,21 +205,20 @@ def handle_send_failure(task: Task, error: A2ACallError) -> Task:
         return gateway.hand_over(task, error)
     message = f"Agent '{task.agent_id}' did not accept the task: {error.message}"
     if not task.fail(error.code, message, err["details"], metadata=metadata):
-        _moved_meanwhile(task)
+        _moved_meanwhile(task, held)
     return task
 
 
-def _moved_meanwhile(task: Task) -> None:
+def _moved_meanwhile(task: Task, held: Any) -> None:
     """The task changed while its send failed (the agent pushed it on, or a person acted),
-    so the failure is not written over that. The worker lets go of its claim at once and
-    asks for the task to be taken up again from where it is now (a task the agent pushed
-    about is followed, not sent again: ``agent_calls``), instead of leaving it held until
-    the claim's lease runs out (``A2A_LEASE_SECONDS``)."""
-    task.refresh_from_db()
-    if task.is_terminal or task.lease_until is None:
-        return  # ended, waiting for a person or handed on: nothing is held any more
-    task.release()
-    queue_processing(task.pk)
+    so the failure is not written over that. The worker lets go of its claim (``held``,
+    its lease) at once and asks for the task to be taken up again from where it is now (a
+    task the agent pushed about is followed, not sent again: ``agent_calls``), instead of
+    leaving it held until the claim's lease runs out (``A2A_LEASE_SECONDS``). Nothing is
+    let go when the lease is no longer this worker's: a task that ended, waits for a
+    person or was handed on holds none, and another worker's later claim stands."""
+    if held is not None and task.release(held=held):
+        queue_processing(task.pk)
 
 
 def _keep_last_answer(

@@ -194,6 +194,24 @@ def test_a_failed_send_the_agent_pushed_about_meanwhile_is_let_go_at_once(
     assert (task.next_action, task.attempts) == (NextAction.POLL, 1)
 
 
+def test_a_failed_send_leaves_another_workers_later_claim_alone(task: Task) -> None:
+    """The send outlived this worker's lease; meanwhile the agent pushed the task on and
+    another worker claimed it. Letting go of the claim must not clear that one."""
+    claimed = Task.claim(task.pk)
+    assert claimed is not None
+    claimed.note(attempts=1)
+    working(Task.objects.get(pk=task.pk))  # the agent's push
+    Task.objects.filter(pk=task.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
+    other = Task.claim(task.pk)  # the lease ran out: another worker takes the task
+    assert other is not None
+
+    handle_send_failure(claimed, A2ATransientError("no answer", code="agent_timeout"))
+
+    task.refresh_from_db()
+    assert task.lease_until == other.lease_until
+    assert (task.state, task.error) == (TaskState.WORKING, None)
+
+
 def test_a_retry_past_the_deadline_falls_back_to_the_gateway(task: Task, settings: Any) -> None:
     settings.A2A_RETRY_BACKOFF = 600
     services.handle_send_failure(task, A2ATransientError("slow", code="agent_timeout"))
