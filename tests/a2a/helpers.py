@@ -82,6 +82,20 @@ def post(path: str, body: Any, token: str | None, **kwargs: Any) -> httpx.Respon
     return asyncio.run(run())
 
 
+def status_update(state: str, timestamp: str | None = None, **extra: Any) -> dict[str, Any]:
+    """A pushed ``statusUpdate`` for the agent task ``agent-task-1`` (the ``pushed_task``
+    fixture's), with the status's ``timestamp`` and other fields when given."""
+    update: dict[str, Any] = {
+        "taskId": "agent-task-1",
+        "contextId": "c",
+        "status": {"state": state},
+    }
+    if timestamp:
+        update["status"]["timestamp"] = timestamp
+    update["status"].update(extra)
+    return {"statusUpdate": update}
+
+
 def push(task: Task, body: Any, *, token: str | None = "", attempt: int = 1) -> httpx.Response:
     """Push ``body`` to the task's webhook, with its token unless ``token`` is given."""
     from a2a import agent_push_tokens

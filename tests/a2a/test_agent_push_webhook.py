@@ -4,7 +4,6 @@ platform task and the agent's task, order safety, and bad bodies that change not
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -14,7 +13,7 @@ from a2a import agent_push, agent_push_body, agent_push_tokens
 from a2a.models import Direction, Task, TaskEvent, TaskMessage
 from a2a.states import NextAction, TaskState
 from platform_site.asgi import application
-from tests.a2a.helpers import post, push
+from tests.a2a.helpers import post, push, status_update
 
 T1, T2, T3 = "2026-12-01T10:00:01Z", "2026-12-01T10:00:02Z", "2026-12-01T10:00:03Z"
 
@@ -22,18 +21,6 @@ T1, T2, T3 = "2026-12-01T10:00:01Z", "2026-12-01T10:00:02Z", "2026-12-01T10:00:0
 @pytest.fixture
 def task(pushed_task: Task) -> Task:
     return pushed_task
-
-
-def status(state: str, timestamp: str | None = None, **extra: Any) -> dict[str, Any]:
-    update: dict[str, Any] = {
-        "taskId": "agent-task-1",
-        "contextId": "c",
-        "status": {"state": state},
-    }
-    if timestamp:
-        update["status"]["timestamp"] = timestamp
-    update["status"].update(extra)
-    return {"statusUpdate": update}
 
 
 def done(output: Any, timestamp: str = T3) -> dict[str, Any]:
@@ -78,7 +65,7 @@ def test_tokens_are_djangos_salted_hmac_and_follow_the_secret_key(settings: Any)
 
 
 def test_a_status_push_moves_the_task(task: Task) -> None:
-    response = push(task, status("TASK_STATE_WORKING", T1))
+    response = push(task, status_update("TASK_STATE_WORKING", T1))
     assert response.status_code == 200, response.text
     assert response.json() == {"state": TaskState.WORKING}
     assert fresh(task).state == TaskState.WORKING
@@ -88,7 +75,7 @@ def test_the_token_may_come_as_a_bearer_header(task: Task) -> None:
     token = agent_push_tokens.token_for(task.pk, 1)
     response = post(
         f"/api/a2a/push/{task.pk}/1",
-        status("TASK_STATE_WORKING"),
+        status_update("TASK_STATE_WORKING"),
         None,
         headers={"Authorization": f"Bearer {token}"},
     )
@@ -113,14 +100,14 @@ def test_pushed_artifacts_complete_a_later_bare_status(task: Task) -> None:
     chunk = {"artifactId": "a1", "parts": [{"data": {"verdict": "pass"}}]}
     artifact = {"artifactUpdate": {"taskId": "agent-task-1", "artifact": chunk}}
     assert push(task, artifact).status_code == 200
-    assert push(task, status("TASK_STATE_COMPLETED", T2)).status_code == 200
+    assert push(task, status_update("TASK_STATE_COMPLETED", T2)).status_code == 200
     task = fresh(task)
     assert task.state == TaskState.COMPLETED
     assert task.output == {"verdict": "pass"}
 
 
 def test_a_completed_without_artifacts_is_read_back_once(task: Task) -> None:
-    response = push(task, status("TASK_STATE_COMPLETED", T2))
+    response = push(task, status_update("TASK_STATE_COMPLETED", T2))
     assert response.status_code == 202
     assert response.json() == {"state": TaskState.SUBMITTED, "readBack": True}
     task = fresh(task)
@@ -130,12 +117,12 @@ def test_a_completed_without_artifacts_is_read_back_once(task: Task) -> None:
 
 def test_a_push_before_the_send_answered_ties_the_agents_task(task: Task) -> None:
     Task.objects.filter(pk=task.pk).update(remote_task_id="")
-    assert push(task, status("TASK_STATE_WORKING", T1)).status_code == 200
+    assert push(task, status_update("TASK_STATE_WORKING", T1)).status_code == 200
     assert fresh(task).remote_task_id == "agent-task-1"
 
 
 def test_a_push_for_another_agent_task_is_refused(task: Task) -> None:
-    body = status("TASK_STATE_WORKING")
+    body = status_update("TASK_STATE_WORKING")
     body["statusUpdate"]["taskId"] = "someone-elses"
     response = push(task, body)
     assert response.status_code == 409
@@ -145,28 +132,29 @@ def test_a_push_for_another_agent_task_is_refused(task: Task) -> None:
 
 def test_duplicated_pushes_change_the_task_once(task: Task) -> None:
     for _ in range(3):
-        assert push(task, status("TASK_STATE_WORKING", T1)).status_code == 200
+        assert push(task, status_update("TASK_STATE_WORKING", T1)).status_code == 200
     assert TaskEvent.objects.filter(task=task, to_state=TaskState.WORKING).count() == 1
 
 
 def test_an_older_status_never_overwrites_a_newer_one(task: Task) -> None:
     question = {"messageId": "q", "role": "ROLE_AGENT", "parts": [{"text": "Which market?"}]}
-    assert push(task, status("TASK_STATE_INPUT_REQUIRED", T2, message=question)).status_code == 200
-    late = push(task, status("TASK_STATE_WORKING", T1))
+    asked = push(task, status_update("TASK_STATE_INPUT_REQUIRED", T2, message=question))
+    assert asked.status_code == 200
+    late = push(task, status_update("TASK_STATE_WORKING", T1))
     assert late.status_code == 409
     assert late.json()["error"]["code"] == "stale_update"
     assert fresh(task).state == TaskState.INPUT_REQUIRED
 
 
 def test_a_working_push_without_a_time_does_not_undo_a_question(task: Task) -> None:
-    push(task, status("TASK_STATE_INPUT_REQUIRED"))
-    assert push(task, status("TASK_STATE_WORKING")).status_code == 409
+    push(task, status_update("TASK_STATE_INPUT_REQUIRED"))
+    assert push(task, status_update("TASK_STATE_WORKING")).status_code == 409
     assert fresh(task).state == TaskState.INPUT_REQUIRED
 
 
 def test_a_finished_task_takes_no_push(task: Task) -> None:
     push(task, done({"verdict": "pass"}))
-    again = push(task, status("TASK_STATE_FAILED", T3))
+    again = push(task, status_update("TASK_STATE_FAILED", T3))
     assert again.status_code == 409
     assert again.json()["error"]["code"] == "task_finished"
     assert fresh(task).state == TaskState.COMPLETED
@@ -178,7 +166,7 @@ def test_a_repeated_end_is_a_harmless_repeat_and_changes_nothing(task: Task) -> 
     assert push(task, done({"verdict": "pass"})).status_code == 200
     ended = fresh(task)
     events = TaskEvent.objects.filter(task=task).count()
-    for body in (done({"verdict": "other"}), status("TASK_STATE_COMPLETED", T3)):
+    for body in (done({"verdict": "other"}), status_update("TASK_STATE_COMPLETED", T3)):
         again = push(task, body)
         assert (again.status_code, again.json()) == (200, {"state": TaskState.COMPLETED})
     after = fresh(task)
@@ -188,7 +176,7 @@ def test_a_repeated_end_is_a_harmless_repeat_and_changes_nothing(task: Task) -> 
 
 def test_a_repeated_end_for_another_agent_task_is_still_refused(task: Task) -> None:
     push(task, done({"verdict": "pass"}))
-    body = status("TASK_STATE_COMPLETED", T3)
+    body = status_update("TASK_STATE_COMPLETED", T3)
     body["statusUpdate"]["taskId"] = "someone-elses"
     refused = push(task, body)
     assert (refused.status_code, refused.json()["error"]["code"]) == (409, "wrong_task")
@@ -250,14 +238,14 @@ def test_pushed_messages_past_the_cap_are_refused_and_the_task_goes_on(
     assert "TASK_AGENT_MESSAGES_MAX" in error["message"]
     assert agent_messages(task) == ["m1", "m2"]
     assert push(task, said("m1")).status_code == 200  # a repeat of one kept, at the cap
-    assert push(task, status("TASK_STATE_WORKING", T1)).status_code == 200
+    assert push(task, status_update("TASK_STATE_WORKING", T1)).status_code == 200
     assert fresh(task).state == TaskState.WORKING
     assert agent_messages(task) == ["m1", "m2"]
 
 
 @pytest.mark.parametrize("token", [None, "nope", "x" * 64])
 def test_a_missing_or_forged_token_is_refused(task: Task, token: str | None) -> None:
-    response = push(task, status("TASK_STATE_WORKING"), token=token)
+    response = push(task, status_update("TASK_STATE_WORKING"), token=token)
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "unauthorized"
     assert fresh(task).state == TaskState.SUBMITTED
@@ -266,7 +254,7 @@ def test_a_missing_or_forged_token_is_refused(task: Task, token: str | None) -> 
 def test_another_tasks_token_is_refused(task: Task) -> None:
     other = Task.objects.create(skill=task.skill, agent=task.agent, attempts=1)
     response = push(
-        task, status("TASK_STATE_WORKING"), token=agent_push_tokens.token_for(other.pk, 1)
+        task, status_update("TASK_STATE_WORKING"), token=agent_push_tokens.token_for(other.pk, 1)
     )
     assert response.status_code == 401
     assert fresh(task).state == TaskState.SUBMITTED
@@ -277,13 +265,13 @@ def test_an_unknown_task_is_a_404(task: Task) -> None:
 
     ghost = uuid.uuid4()
     token = agent_push_tokens.token_for(ghost, 1)
-    response = post(f"/api/a2a/push/{ghost}/1", status("TASK_STATE_WORKING"), token)
+    response = post(f"/api/a2a/push/{ghost}/1", status_update("TASK_STATE_WORKING"), token)
     assert response.status_code == 404
 
 
 def test_an_earlier_attempts_webhook_is_stale(task: Task) -> None:
     Task.objects.filter(pk=task.pk).update(attempts=2)
-    response = push(task, status("TASK_STATE_WORKING"), attempt=1)
+    response = push(task, status_update("TASK_STATE_WORKING"), attempt=1)
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "stale_update"
 
@@ -347,8 +335,8 @@ def test_a_push_that_changes_nothing_writes_nothing(task: Task) -> None:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    push(task, status("TASK_STATE_WORKING", T1))
-    again = agent_push_body.parse(status("TASK_STATE_WORKING", T2))
+    push(task, status_update("TASK_STATE_WORKING", T1))
+    again = agent_push_body.parse(status_update("TASK_STATE_WORKING", T2))
     with CaptureQueriesContext(connection) as queries:
         assert agent_push.apply(task.pk, 1, again).state == TaskState.WORKING
     verbs = [q["sql"].split()[0].upper() for q in queries.captured_queries]
@@ -356,70 +344,3 @@ def test_a_push_that_changes_nothing_writes_nothing(task: Task) -> None:
     # savepoint); nothing written.
     assert verbs.count("SELECT") == 1
     assert not {"UPDATE", "INSERT", "DELETE"} & set(verbs)
-
-
-@pytest.fixture
-def refusal_log() -> Iterator[None]:
-    """The refusals' log throttle starts afresh (an earlier test's refusal would hold back
-    this test's first line)."""
-    from a2a import agent_push_asgi
-
-    agent_push_asgi._logged_at.clear()
-    agent_push_asgi._not_logged.clear()
-    yield
-    agent_push_asgi._logged_at.clear()
-    agent_push_asgi._not_logged.clear()
-
-
-def test_pushes_are_counted_by_result_and_refusals_logged(
-    task: Task, caplog: pytest.LogCaptureFixture, refusal_log: None
-) -> None:
-    from prometheus_client.parser import text_string_to_metric_families
-
-    from platform_site.metrics import render
-
-    def counts() -> dict[str, float]:
-        return {
-            s.labels["result"]: s.value
-            for family in text_string_to_metric_families(render().decode())
-            for s in family.samples
-            if s.name == "a2a_agent_pushes_total"
-        }
-
-    before = counts()
-    token = agent_push_tokens.token_for(task.pk, 1)
-    with caplog.at_level("INFO", logger="a2a.agent_push_asgi"):
-        push(task, status("TASK_STATE_WORKING", T1))
-        push(task, status("TASK_STATE_WORKING"), token="forged")
-        push(task, status("TASK_STATE_SUBMITTED", "2026-01-01T00:00:00Z"))
-    after = counts()
-    moved = {k: after.get(k, 0) - before.get(k, 0) for k in after}
-    assert {k: v for k, v in moved.items() if v} == {
-        "applied": 1,
-        "unauthorized": 1,
-        "stale_update": 1,
-    }
-    refusals = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
-    assert len(refusals) == 2
-    assert all(f"/api/a2a/push/{task.pk}/1" in line for line in refusals)
-    assert not any(token in line or "forged" in line for line in refusals)
-
-
-def test_a_flood_of_refusals_is_counted_but_logged_once_a_second(
-    task: Task, caplog: pytest.LogCaptureFixture, refusal_log: None, monkeypatch: Any
-) -> None:
-    """Anyone can post forged pushes; the log gets a line a second per reason, saying how
-    many it left out, and the counter gets them all."""
-    from a2a import agent_push_asgi
-
-    clock = [1000.0]
-    monkeypatch.setattr(agent_push_asgi, "_clock", lambda: clock[0])
-    with caplog.at_level("INFO", logger="a2a.agent_push_asgi"):
-        for _ in range(5):
-            assert push(task, status("TASK_STATE_WORKING"), token="forged").status_code == 401
-        clock[0] += 1.5
-        push(task, status("TASK_STATE_WORKING"), token="forged")
-    lines = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
-    assert len(lines) == 2
-    assert "more" not in lines[0]
-    assert "(4 more unauthorized refusals since the last line)" in lines[1]
