@@ -26,6 +26,7 @@ from gateway.connections import local
 from gateway.db import db
 from gateway.frames import FrameError
 from gateway.middleware import CLOSE_TRY_AGAIN
+from gateway.sessions import end_session
 from platform_site import logs
 
 log = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         except Exception:  # Redis down: the membership expires by itself
             log.warning("gateway: group_discard failed for %s", self.agent, exc_info=True)
         try:
-            await db(presence.unregister)(self.channel_name)
+            await db(end_session)(self.channel_name)
         except Exception:  # database down: the row goes stale and the sweep drops it
             log.warning("gateway: presence of %s not removed", self.agent, exc_info=True)
         observe.disconnected(self.agent.id, getattr(self, "_close_code", None))

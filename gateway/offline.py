@@ -91,8 +91,25 @@ def requeue_orphaned(limit: int = 500) -> int:
         .exclude(channel_name__in=live)
         .values_list("id", "agent_id", "channel_name")[:limit]
     )
+    return _requeue(orphaned)
+
+
+def requeue_closed(channel_name: str) -> int:
+    """Put back at once what a connection that just closed was sent and never acked.
+
+    A reconnect can start its session before the old connection's close is handled: the
+    new connection's outbox then skips these deliveries as held by a live connection, and
+    without this they would wait for :func:`requeue_orphaned` (the heartbeat timeout).
+    """
+    sent = Delivery.objects.filter(status=DeliveryStatus.SENT, channel_name=channel_name)
+    return _requeue(list(sent.values_list("id", "agent_id", "channel_name")))
+
+
+def _requeue(deliveries: list[tuple[Any, str, str]]) -> int:
+    """Make each ``(id, agent, channel)`` delivery still sent on that channel pending again
+    and tell the agent's live connections, in any process, to take it."""
     requeued = 0
-    for delivery_id, agent_id, channel_name in orphaned:
+    for delivery_id, agent_id, channel_name in deliveries:
         if Delivery.objects.filter(
             pk=delivery_id, status=DeliveryStatus.SENT, channel_name=channel_name
         ).update(status=DeliveryStatus.PENDING, channel_name=""):

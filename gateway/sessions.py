@@ -18,6 +18,7 @@ from agent_profiles.models import AgentProfile
 from gateway import presence
 from gateway.frames import FrameError
 from gateway.models import OPEN_STATUSES, Delivery, DeliveryKind, DeliveryStatus
+from gateway.offline import requeue_closed
 from platform_site.errors import PlatformError
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,14 @@ def start_session(agent: AgentProfile, channel_name: str, remote_addr: str) -> l
     if seen is None or (timezone.now() - seen).total_seconds() > 60:
         agent.touch()
     return outbox(agent.id)
+
+
+def end_session(channel_name: str) -> int:
+    """A connection closed: forget its presence, then put back what it was sent and did not
+    acknowledge, for the agent's other connections (:func:`gateway.offline.requeue_closed`);
+    how many were put back."""
+    presence.unregister(channel_name)
+    return requeue_closed(channel_name)
 
 
 def claim_pending(

@@ -14,6 +14,7 @@ from a2a.states import NextAction, TaskState, Transport
 from agent_profiles.models import AgentProfile, AgentStatus
 from gateway import presence, services
 from gateway.models import Delivery, DeliveryKind, DeliveryStatus, OfflineTask, Presence
+from gateway.sessions import end_session
 from gateway.tasks import sweep
 from platform_site.errors import PlatformError
 
@@ -278,6 +279,27 @@ def test_the_sweep_requeues_what_a_dead_connection_never_acked(
     assert sweep()["requeued"] == 1  # presence dropped, then the delivery requeued
     delivery.refresh_from_db()
     assert (delivery.status, delivery.channel_name) == (DeliveryStatus.PENDING, "")
+
+
+def test_a_closed_connection_puts_back_what_it_never_acked_at_once(
+    agent: AgentProfile, make_task: Callable[..., Task]
+) -> None:
+    """The agent reconnected before its old connection's close was handled: the new
+    connection's outbox skipped the delivery as held by a live connection. The close puts
+    it back (and hints), so the new connection takes it now, not after the heartbeat
+    timeout and the sweep."""
+    services.push_task(make_task())
+    delivery = Delivery.objects.get()
+    online(agent, "old")
+    assert services.claim(delivery.id, agent.id, "old") is not None
+    online(agent, "new")
+    assert services.claim(delivery.id, agent.id, "new", resend=True) is None  # "old" holds it
+    assert end_session("old") == 1
+    assert not Presence.objects.filter(channel_name="old").exists()
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.channel_name) == (DeliveryStatus.PENDING, "")
+    assert services.claim(delivery.id, agent.id, "new") is not None  # what its hint does
+    assert end_session("new") == 1  # sent on "new" now, and never acked either
 
 
 def test_the_sweep_hints_again_about_pending_deliveries_of_online_agents(
