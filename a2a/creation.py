@@ -282,6 +282,7 @@ def build(
     )
     if _gateway_hand_off is not None and not agent.a2a_endpoint:
         task.transport, task.next_action, task.next_poll_at = Transport.OFFLINE, "", None
+        task.watched = True  # its gateway delivery follows it (as in hand_to_gateway)
     event = TaskEvent(
         task=task, at=now, from_state="", to_state=task.state, reason=f"created ({origin})"
     )

@@ -27,7 +27,7 @@ from a2a.states import (
 )
 from agent_profiles.models import AgentProfile, Skill
 from platform_site import combined
-from platform_site.compiled import insert_rows, update_row
+from platform_site.compiled import insert_rows, update_row_returning
 from platform_site.errors import Conflict
 
 
@@ -69,6 +69,11 @@ class Task(TaskScheduling, models.Model):
     error = models.JSONField(null=True, blank=True)
 
     transport = models.CharField(max_length=16, choices=Transport.choices, default=Transport.A2A)
+    # Whether anything outside this row may follow the task: a push-notification config of
+    # the face, a gateway delivery. Set by :meth:`watch` and the gateway's hand-over, never
+    # cleared; every transition's UPDATE returns it, so the receivers that look for those
+    # rows after an end skip their statements for the tasks nothing else follows.
+    watched = models.BooleanField(default=False)
     attempts = models.PositiveIntegerField(default=0)
     # The A2A message to send on the next SEND; its messageId is stable across re-sends
     # of one attempt.
@@ -181,34 +186,56 @@ class Task(TaskScheduling, models.Model):
         # push's, under the row lock) it joins it, with no savepoint: nothing catches a
         # transition's database error to carry on in the same transaction, so a savepoint
         # would only cost two round trips and a subtransaction per transition.
-        changed = combined.update_then_insert(
-            Task, self.pk, {"state": from_state}, updates, event, joining=True
+        # The UPDATE answers the row's ``watched`` as it wrote it (after any concurrent
+        # push config or gateway hand-over committed), for the receivers.
+        written = combined.update_then_insert(
+            Task, self.pk, {"state": from_state}, updates, event, returning="watched", joining=True
         )
-        if changed is not None:
-            return self._moved(bool(changed), updates, from_state)
+        if written is not None:
+            return self._moved(written, updates, from_state)
         with transaction.atomic(savepoint=False):
-            changed = update_row(Task, self.pk, {"state": from_state}, updates)
-            if changed is None:  # a value only the ORM can write (the agent, on a reassign)
+            written = update_row_returning(
+                Task, self.pk, {"state": from_state}, updates, returning="watched"
+            )
+            if written is None:  # a value only the ORM can write (the agent, on a reassign)
                 changed = Task.objects.filter(pk=self.pk, state=from_state).update(**updates)
-            if changed:
+                written = [None] * changed  # whether it is watched is not known: look
+            if written:
                 insert_rows([event])
-            return self._moved(bool(changed), updates, from_state)
+            return self._moved(written, updates, from_state)
 
-    def _moved(self, changed: bool, updates: dict[str, Any], from_state: str) -> bool:
-        """After a transition's write: take on its fields and announce it after commit,
-        or reload the task another process moved first."""
-        if not changed:
+    def _moved(self, written: list[Any], updates: dict[str, Any], from_state: str) -> bool:
+        """After a transition's write (``written``: the row's ``watched`` as the UPDATE
+        returned it, None for not known; empty when the row did not change): take on its
+        fields and announce it after commit, or reload the task another process moved
+        first."""
+        if not written:
             self.refresh_from_db()
             return False
         for name, value in updates.items():
             setattr(self, name, value)
         to_state = updates["state"]
+        watched = None if written[0] is None else bool(written[0])
+        if watched is not None:
+            self.watched = watched
         transaction.on_commit(
             lambda: task_changed.send(
-                Task, task_id=self.pk, state=to_state, task=self, from_state=from_state
+                Task,
+                task_id=self.pk,
+                state=to_state,
+                task=self,
+                from_state=from_state,
+                watched=watched,
             )
         )
         return True
+
+    @classmethod
+    def watch(cls, pk: Any) -> None:
+        """Something outside the task's row follows it from now on (a push-notification
+        config): its receivers look after every transition. Takes the row's lock until
+        the caller's transaction ends, so a transition waits for it and returns it."""
+        cls.objects.filter(pk=pk).update(watched=True)
 
     def start_work(self, reason: str = "", **fields: Any) -> bool:
         return self.transition(TaskState.WORKING, reason or "agent is working", **fields)

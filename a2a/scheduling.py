@@ -249,11 +249,13 @@ class TaskScheduling:
     # --- transports -----------------------------------------------------------------
 
     def hand_to_gateway(self, transport: str, **fields: Any) -> None:
-        """The gateway carries the task from now on (``websocket`` or ``offline``)."""
+        """The gateway carries the task from now on (``websocket`` or ``offline``); it is
+        ``watched`` for good (the gateway withdraws its deliveries when it ends)."""
         self._set(
             {},
             {
                 "transport": transport,
+                "watched": True,
                 "next_action": NextAction.NONE,
                 "next_poll_at": None,
                 "lease_until": None,

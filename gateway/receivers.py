@@ -28,10 +28,13 @@ register_gateway_hand_off(services.assign_new_tasks)
 def withdraw_deliveries_of_finished_task(sender: Any, task_id: Any, **kwargs: Any) -> None:
     """A finished task owes its agent nothing more (a cancel already queued still goes).
 
-    The signal carries the new ``state``; the row is read only when a sender omits it.
+    The signal carries the new ``state``; the row is read only when a sender omits it. A
+    task that never went to the gateway (``watched`` False) has no delivery to withdraw.
     """
     from a2a.models import Task
 
+    if kwargs.get("watched") is False:
+        return
     try:
         state = kwargs.get("state")
         if state is None:

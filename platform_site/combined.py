@@ -67,12 +67,14 @@ def update_then_insert(
     fields: dict[str, Any],
     new: models.Model,
     *,
+    returning: str,
     joining: bool = False,
-) -> int | None:
+) -> list[Any] | None:
     """:func:`~platform_site.compiled.update_row`, and ``new`` inserted only when the row
-    changed, in one statement; returns the rows changed (0 or 1), or None with nothing
-    written when it cannot be done so (not :func:`available`, or a value or condition
-    that is not plain): the caller then writes both in a transaction.
+    changed, in one statement; returns the column ``returning`` of the row changed
+    (``[]`` when it did not change), or None with nothing written when it cannot be done
+    so (not :func:`available`, or a value or condition that is not plain): the caller
+    then writes both in a transaction.
 
     ``joining``: inside a caller's transaction too, as part of it, with no savepoint: an
     error in the statement aborts the caller's transaction. Only for a caller that never
@@ -85,11 +87,16 @@ def update_then_insert(
         return None
     update, update_params = built
     insert, insert_params = _insert(new, connection, select_from="changed")
+    column = connection.ops.quote_name(model._meta.get_field(returning).column)
     # One row in "changed" per row updated (at most one: the primary key is a condition).
-    sql = f"WITH changed AS ({update} RETURNING 1) {insert}"
+    # A data-modifying WITH runs whether or not the main query reads it.
+    sql = (
+        f"WITH changed AS ({update} RETURNING {column}), added AS ({insert}) "
+        f"SELECT {column} FROM changed"
+    )
     with connection.cursor() as cursor:
         cursor.execute(sql, update_params + insert_params)
-        changed = int(cursor.rowcount)
-    if changed:
+        values = [row[0] for row in cursor.fetchall()]
+    if values:
         mark_saved([new])
-    return changed
+    return values

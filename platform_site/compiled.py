@@ -188,6 +188,28 @@ def update_row(
     return update_rows(model, [(pk, conditions, fields)])
 
 
+def update_row_returning(
+    model: type[models.Model],
+    pk: Any,
+    conditions: dict[str, Any],
+    fields: dict[str, Any],
+    returning: str,
+) -> list[Any] | None:
+    """:func:`update_row`, answering the column ``returning`` of the row as it was written
+    (``[]`` when the row did not change); None, with nothing written, when it cannot be
+    plain. One statement (``UPDATE ... RETURNING``) where a read after the write would be
+    a second one, and would not be the row the write saw."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    built = update_sql(connection, model, pk, conditions, fields)
+    if built is None or not built[0]:
+        return None
+    sql, params = built
+    column = connection.ops.quote_name(model._meta.get_field(returning).column)
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql} RETURNING {column}", params)
+        return [row[0] for row in cursor.fetchall()]
+
+
 def update_rows(
     model: type[models.Model], updates: list[tuple[Any, dict[str, Any], dict[str, Any]]]
 ) -> int | None:

@@ -92,8 +92,10 @@ def create_config(task: Task, params: dict[str, Any]) -> PushNotificationConfig:
     """Store (or replace, for a known ``id``) a config for ``task`` after validating it."""
     config_id, fields = clean_config(params)
     with transaction.atomic():
-        # Lock the task row so two concurrent creates cannot both pass the cap.
-        Task.objects.select_for_update().filter(pk=task.pk).first()
+        # Locks the task row (two concurrent creates cannot both pass the cap) and marks it
+        # watched before the config exists: a transition that commits first returns
+        # watched=False and its event predates the config; one after waits and sees it.
+        Task.watch(task.pk)
         if config_id:
             existing = PushNotificationConfig.objects.filter(task=task, config_id=config_id).first()
             if existing is not None:

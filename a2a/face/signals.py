@@ -1,7 +1,8 @@
 """The face's receiver of ``task_changed``: feeds streams and queues push notifications.
 
 Runs after the commit of every transition, in whatever process made it (a request, a
-Celery worker). It reads the task at most once and never raises.
+Celery worker). It reads the task at most once and never raises; it looks for push
+configs only when the transition says the task is ``watched``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ log = logging.getLogger(__name__)
 @receiver(task_changed, dispatch_uid="a2a.face.on_task_changed")
 def on_task_changed(sender: Any, task_id: Any, **kwargs: Any) -> None:
     try:
-        config_ids = push.enabled_config_ids(task_id)
+        # A task no config was ever made for (``watched`` False) has none to look up.
+        unwatched = kwargs.get("watched") is False
+        config_ids = [] if unwatched else push.enabled_config_ids(task_id)
         streams = sse.has_listeners(task_id)
         if not config_ids and not streams:
             return

@@ -151,10 +151,18 @@ def test_elsewhere_nothing_is_combined(task: Task) -> None:
         with transaction.atomic():
             assert combined.insert_together([event]) is False
             fields = {"state": TaskState.WORKING}
-            assert combined.update_then_insert(Task, task.pk, {}, fields, event) is None
+            assert (
+                combined.update_then_insert(Task, task.pk, {}, fields, event, returning="watched")
+                is None
+            )
     else:
         assert combined.insert_together([event]) is False
-        assert combined.update_then_insert(Task, task.pk, {}, {"state": "x"}, event) is None
+        assert (
+            combined.update_then_insert(
+                Task, task.pk, {}, {"state": "x"}, event, returning="watched"
+            )
+            is None
+        )
     assert not TaskEvent.objects.filter(task=task, to_state="x").exists()
     assert Task.objects.get(pk=task.pk).state == TaskState.SUBMITTED
 
