@@ -252,9 +252,11 @@ def build(
     message: dict[str, Any] | None = None,
     context_id: str | None = None,
     origin: str = "api",
+    watched: bool = False,
 ) -> NewTask:
     """The unsaved rows of a new task (SUBMITTED, next action SEND; for a socket-only
-    agent with a gateway hand-off registered: no next action, see :func:`insert`)."""
+    agent with a gateway hand-off registered: no next action, see :func:`insert`).
+    ``watched``: something will follow it besides its row (``Task.watched``)."""
     context = context_id or (message or {}).get("contextId") or str(uuid.uuid4())
     if message is not None:
         outbound = relay_message(message)
@@ -262,6 +264,7 @@ def build(
         outbound = user_message(skill_id=skill.id, data=data)
     now = timezone.now()
     task = Task(
+        watched=watched,
         skill=skill,
         agent=agent,
         context_id=str(context)[:200],
@@ -341,6 +344,7 @@ def create_task(
     context_id: str | None = None,
     origin: str = "api",
     validate_input: bool = True,
+    watched: bool = False,
 ) -> Task:
     """Validate, choose an agent, store the task (SUBMITTED, next action SEND) and queue it.
 
@@ -348,6 +352,7 @@ def create_task(
     task of the same caller (that task is returned unchanged). Raises a 400 error for an
     unknown/inactive skill or agent, input failing the skill's ``input_schema`` or no
     agent for the skill, and 409 when the key was used for a different request.
+    ``watched``: the caller will follow it too (a stream, a push config; see ``build``).
     """
     skill = active_skill(skill_id)
     data = {} if input is None else input
@@ -369,6 +374,7 @@ def create_task(
         message=message,
         context_id=context_id,
         origin=origin,
+        watched=watched,
     )
     try:
         if in_one_statement([new]):

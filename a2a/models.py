@@ -70,9 +70,10 @@ class Task(TaskScheduling, models.Model):
 
     transport = models.CharField(max_length=16, choices=Transport.choices, default=Transport.A2A)
     # Whether anything outside this row may follow the task: a push-notification config of
-    # the face, a gateway delivery. Set by :meth:`watch` and the gateway's hand-over, never
+    # the face, a stream or blocking send (the distributed mode's listener marks), a gateway
+    # delivery. Set at creation, by :meth:`watch` and the gateway's hand-over, never
     # cleared; every transition's UPDATE returns it, so the receivers that look for those
-    # rows after an end skip their statements for the tasks nothing else follows.
+    # after a transition skip their statements for the tasks nothing else follows.
     watched = models.BooleanField(default=False)
     attempts = models.PositiveIntegerField(default=0)
     # The A2A message to send on the next SEND; its messageId is stable across re-sends
@@ -233,8 +234,9 @@ class Task(TaskScheduling, models.Model):
     @classmethod
     def watch(cls, pk: Any) -> None:
         """Something outside the task's row follows it from now on (a push-notification
-        config): its receivers look after every transition. Takes the row's lock until
-        the caller's transaction ends, so a transition waits for it and returns it."""
+        config, a stream's subscriber in another process): its receivers look after every
+        transition. Takes the row's lock until the caller's transaction ends, so a
+        transition waits for it and returns it."""
         cls.objects.filter(pk=pk).update(watched=True)
 
     def start_work(self, reason: str = "", **fields: Any) -> bool:

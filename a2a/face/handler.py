@@ -191,7 +191,7 @@ class FaceHandler:
             return task
 
         task = await db_call(run)()
-        return sse.task_stream(task.id)
+        return sse.task_stream(task.id, watched=task.watched)
 
     # ---- push notification configs ----
 

@@ -10,7 +10,10 @@ Nothing is lost by a stale answer: a marker that outlives its subscriber costs o
 useless publish, and subscribers re-read the row whenever their group stays quiet
 (``A2A_STREAM_RECHECK``). The subscriber marks *before* reading its first snapshot, so a
 transition committed before the mark is in that snapshot, and one committed after it
-finds the mark. When Redis cannot answer, the publisher assumes a listener.
+finds the mark. When Redis cannot answer, the publisher assumes a listener. Before the
+Redis mark the subscriber marks the task's row (``Task.watched``, unless it already says
+so): a transition that returns False was written before that, and is in the snapshot,
+so the publisher asks Redis only about watched tasks.
 """
 
 from __future__ import annotations

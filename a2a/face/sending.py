@@ -135,9 +135,13 @@ def validate_send(params: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def _send_sync(ctx: CallContext, params: dict[str, Any]) -> tuple[Task, int | None]:
+def _send_sync(
+    ctx: CallContext, params: dict[str, Any], *, watched: bool
+) -> tuple[Task, int | None]:
     """Create the task (or answer an existing one); returns it and, for a follow-up, the
-    event sequence number the answer must move past."""
+    event sequence number the answer must move past. ``watched``: the caller will wait
+    for it or stream it, or gave a push config (a new task is stored watched, so neither
+    needs another write)."""
     message = params["message"]
     tag = caller_tag(ctx)
     message_id = toward_agent(tag, message["messageId"])
@@ -175,15 +179,17 @@ def _send_sync(ctx: CallContext, params: dict[str, Any]) -> tuple[Task, int | No
         context_id=context_id,
         origin="a2a",
         validate_input=False,
+        watched=watched,
     )
     return task, None
 
 
 def send_and_attach(
-    ctx: CallContext, params: dict[str, Any]
+    ctx: CallContext, params: dict[str, Any], *, streaming: bool = False
 ) -> tuple[Task, int | None, dict[str, Any]]:
     """One database hop: authenticate, validate everything, then create the task (or
-    answer one) and attach the push config that came with it."""
+    answer one) and attach the push config that came with it. ``streaming``: the caller
+    streams the task (``SendStreamingMessage``)."""
     ctx.require_caller()
     validate_send(params)
     config = params.get("configuration") or {}
@@ -192,7 +198,8 @@ def send_and_attach(
     push_config = config.get("taskPushNotificationConfig")
     if push_config is not None:
         push.clean_config(push_config)
-    task, since_seq = _send_sync(ctx, params)
+    waits = streaming or not config.get("returnImmediately")
+    task, since_seq = _send_sync(ctx, params, watched=waits or push_config is not None)
     if push_config is not None:
         push.create_config(task, {**push_config, "taskId": str(task.id)})
     return task, since_seq, config
@@ -247,7 +254,7 @@ async def send_message(params: dict[str, Any], ctx: CallContext) -> dict[str, An
     if answer is not None:
         return answer
     await sse.wait_until_settled(
-        task.id, since_seq=since_seq, seconds=settings.A2A_BLOCKING_TIMEOUT
+        task.id, since_seq=since_seq, seconds=settings.A2A_BLOCKING_TIMEOUT, watched=task.watched
     )
     return await db_call(_answer)(task.id, history_length)
 
@@ -256,5 +263,5 @@ async def stream_message(
     params: dict[str, Any], ctx: CallContext
 ) -> AsyncIterator[dict[str, Any] | None]:
     """Send, then stream: the Task first, then status/artifact updates to the end."""
-    task, _since, _config = await db_call(send_and_attach)(ctx, params)
-    return sse.task_stream(task.id)
+    task, _since, _config = await db_call(send_and_attach)(ctx, params, streaming=True)
+    return sse.task_stream(task.id, watched=task.watched)

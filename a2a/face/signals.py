@@ -2,7 +2,8 @@
 
 Runs after the commit of every transition, in whatever process made it (a request, a
 Celery worker). It reads the task at most once and never raises; it looks for push
-configs only when the transition says the task is ``watched``.
+configs and (across processes) stream listeners only when the transition says the task
+is ``watched``.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ log = logging.getLogger(__name__)
 @receiver(task_changed, dispatch_uid="a2a.face.on_task_changed")
 def on_task_changed(sender: Any, task_id: Any, **kwargs: Any) -> None:
     try:
-        # A task no config was ever made for (``watched`` False) has none to look up.
+        # A task nothing but its row follows (``watched`` False) has no config to look up
+        # and, with the shared layer, no stream to publish to.
         unwatched = kwargs.get("watched") is False
         config_ids = [] if unwatched else push.enabled_config_ids(task_id)
-        streams = sse.has_listeners(task_id)
+        streams = sse.has_listeners(task_id, watched=kwargs.get("watched"))
         if not config_ids and not streams:
             return
         snap = sse.snapshot(task_id)

@@ -125,12 +125,14 @@ def _is_local(layer: Any) -> bool:
 # --- publishing (called after commit by the task_changed receiver) --------------------
 
 
-def has_listeners(task_id: uuid.UUID | str) -> bool:
+def has_listeners(task_id: uuid.UUID | str, *, watched: bool | None = None) -> bool:
     """False only when no stream can be listening: no local subscriber with the
-    in-memory layer; no marker in Redis with the shared layer (:mod:`.listeners`)."""
+    in-memory layer; with the shared layer, a task that is not ``watched`` (its
+    transition said so: a subscriber marks the row before anything else, see
+    :meth:`Subscription.open`) or no marker in Redis (:mod:`.listeners`)."""
     if _is_local(get_channel_layer()):
         return local_bus.has(group_name(task_id))
-    return listeners.is_marked(task_id)
+    return watched is not False and listeners.is_marked(task_id)
 
 
 def _log_failure(future: Any) -> None:
@@ -155,9 +157,12 @@ def publish_snapshot(task_id: uuid.UUID | str, snap: dict[str, Any]) -> None:
 
 
 class Subscription:
-    """Receives the snapshots of one task; ``await next(timeout)`` → message or None."""
+    """Receives the snapshots of one task; ``await next(timeout)`` → message or None.
 
-    def __init__(self, task_id: uuid.UUID | str) -> None:
+    ``watched``: the task's row already says so (``Task.watched``); else, with the shared
+    layer, opening marks it first."""
+
+    def __init__(self, task_id: uuid.UUID | str, *, watched: bool = False) -> None:
         self.group = group_name(task_id)
         self.layer = get_channel_layer()
         self.local = _is_local(self.layer)
@@ -166,12 +171,17 @@ class Subscription:
         self.channel: str | None = None
         self._reader: asyncio.Task[None] | None = None
         self.task_id = task_id
+        self.watched = watched
         self.marker = listeners.Marker()
 
     async def open(self) -> None:
         if self.local:
             local_bus.add(self.group, self.loop, self.queue)
             return
+        if not self.watched:
+            # Before the Redis mark and the first snapshot: a transition that wrote the row
+            # before this is in that snapshot; one after says watched and reads the mark.
+            await db_call(Task.watch)(self.task_id)
         self.channel = await self.layer.new_channel()
         await self.layer.group_add(self.group, self.channel)
         await self._mark()
@@ -224,7 +234,7 @@ def _settled(state: str, seq: int, since_seq: int | None) -> bool:
 
 
 async def wait_until_settled(
-    task_id: uuid.UUID | str, *, since_seq: int | None, seconds: float
+    task_id: uuid.UUID | str, *, since_seq: int | None, seconds: float, watched: bool = False
 ) -> None:
     """Return once the task is terminal, or interrupted after ``since_seq``, or at timeout.
 
@@ -232,7 +242,7 @@ async def wait_until_settled(
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
-    async with Subscription(task_id) as sub:
+    async with Subscription(task_id, watched=watched) as sub:
         snap = await db_call(snapshot)(task_id)
         while snap is not None:
             if _settled(snap["task"]["status"]["state"], snap["seq"], since_seq):
@@ -247,11 +257,13 @@ async def wait_until_settled(
                 snap = message
 
 
-async def task_stream(task_id: uuid.UUID | str) -> AsyncIterator[dict[str, Any] | None]:
+async def task_stream(
+    task_id: uuid.UUID | str, *, watched: bool = False
+) -> AsyncIterator[dict[str, Any] | None]:
     """The StreamResponse events of a task: the current Task first, then every new status
     (and the artifacts on completion), closing after a final state. Yields
     :data:`KEEPALIVE` while nothing happens."""
-    async with Subscription(task_id) as sub:
+    async with Subscription(task_id, watched=watched) as sub:
         snap = await db_call(snapshot)(task_id, with_history=True)
         if snap is None:
             return

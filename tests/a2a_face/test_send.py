@@ -312,6 +312,33 @@ def test_a_push_config_can_come_with_the_send(
     assert PushNotificationConfig.objects.get().task_id == uuid.UUID(task_id)
 
 
+def test_a_task_the_caller_waits_for_streams_or_configures_is_stored_watched(
+    as_alice: FaceClient, agent: Any, settings: Any
+) -> None:
+    """Watched tasks are the ones whose transitions look for listeners and configs
+    (``Task.watched``); the caller's own send says which, in the creation's INSERT."""
+    settings.A2A_BLOCKING_TIMEOUT = 0.01
+    settings.ALLOW_LOOPBACK_URLS = True
+
+    def watched(response: Any) -> bool:
+        assert response.status_code == 200
+        return Task.objects.get(pk=response.json()["task"]["id"]).watched
+
+    assert watched(send(as_alice, message())) is False  # returnImmediately
+    assert watched(as_alice.post("/v1/a2a/message:send", {"message": message()})) is True
+    config = {"url": "http://127.0.0.1:9/hook", "token": "t"}
+    with_config = {"returnImmediately": True, "taskPushNotificationConfig": config}
+    assert watched(send(as_alice, message(), configuration=with_config)) is True
+    streamed = as_alice.client.post(
+        "/v1/a2a/message:stream",
+        {"message": message()},
+        content_type="application/json",
+        headers=as_alice.headers,
+    )
+    assert streamed.status_code == 200
+    assert Task.objects.latest("created_at").watched is True
+
+
 def test_a_bad_push_config_with_the_send_creates_nothing(as_alice: FaceClient, agent: Any) -> None:
     config = {"url": "http://127.0.0.1:9/hook", "token": "a\nb"}
     response = send(
