@@ -68,28 +68,28 @@ platform does not poll a task that has ended (aim: at most 2).
 **Why the platform is below half of the ceiling (the aim).** Embedded, both sides are
 bound by one Python process each: the bare loop by the agent's (about one core), the
 platform path by the platform's (about one core too, while the agent waits for it). So
-the ratio is close to the agent's CPU per task over the platform's: 3.3 / 7.8 ms in the
-table's run, 0.42 at best, 0.37 measured. Both move between runs on this VM, the agent's
-most: three runs of this code in a row (2026-12-03, 19:56-20:08 UTC) gave 33%, 31% and
-37% embedded (the platform at 7.6, 6.8 and 7.8 ms per task, the agent in the bare loop at
-2.8, 2.3 and 3.3 ms) and 48%, 36% and 42% distributed; the table is the third run, the
-middle one of the three taken together. Four more distributed runs in the same hour (a
-trial of 8 hint threads per worker instead of 4, which made no difference the noise
-could not hide) gave 33-46%. The bare loop costs the agent's few milliseconds and little
-else; the platform adds an authenticated, validated, matched and durably stored task and
-a worker that claims it, calls the agent, validates the output and records the
-transition with its event. The counter `a2a_cpu_seconds_total` (by stage, thread CPU
-time) splits the 7.8 ms: the tasks API's request thread 2.6 (token check, Django REST
-framework, validation, matching, three INSERTs), the worker 3.7 (claim, the call to the
-agent, output validation, the transition), the sweep 0.1, and 1.4 for daphne's event
-loop (HTTP parsing and answering) and threads no stage covers. Distributed, the
-machine's two CPUs are full (the platform's three processes, PostgreSQL and Redis, whose
-2.1 ms per task the table's column leaves out, the agent, the client): creations (177/s)
-outrun the one worker process and queue, which is what its p50 shows. Since the table of
-2026-12-02 the distributed mode's cost per task fell the most (the ninth to eleventh
-rounds below): the platform's processes 7.2 -> 5.6-6.3 ms and PostgreSQL 3.2 -> 1.7-1.9
-ms, and its ratio rose from 33-40% to 36-48%; the embedded figures (6.8-9.3 ms then,
-6.8-7.8 ms now) move with the VM more than with the code.
+the ratio is close to the agent's CPU per task over the platform's: 2.6 / 6.4 ms in the
+table's run, 0.41 at best, 0.37 measured. Both move between runs on this VM, the agent's
+most: three runs of the twelfth round's code in a row (2026-12-03, 19:56-20:08 UTC) gave
+33%, 31% and 37% embedded (the platform at 7.6, 6.8 and 7.8 ms per task, the agent in
+the bare loop at 2.8, 2.3 and 3.3 ms) and 48%, 36% and 42% distributed. The table is a
+run of the thirteenth round's code (2026-12-03, 23:20 UTC); with the six distributed
+runs of that round (below) the distributed mode gave 35-58% on its code. The bare loop
+costs the agent's few milliseconds and little else; the platform adds an authenticated,
+validated, matched and durably stored task and a worker that claims it, calls the agent,
+validates the output and records the transition with its event. The counter
+`a2a_cpu_seconds_total` (by stage, thread CPU time) splits the 6.4 ms: the tasks API's
+request thread 2.1 (token check, Django REST framework, validation, matching, three
+INSERTs), the worker 2.8 (claim, the call to the agent, output validation, the
+transition), the sweep 0.1, and 1.4 for daphne's event loop (HTTP parsing and answering)
+and threads no stage covers. Distributed, the machine's two CPUs are full (the
+platform's three processes, PostgreSQL and Redis, whose 1.8 ms per task the table's
+column leaves out, the agent, the client): creations (186/s) outrun the one worker
+process and queue, which is what its p50 shows. Since the table of 2026-12-02 the
+distributed mode's cost per task fell the most (the ninth to thirteenth rounds below):
+the platform's processes 7.2 -> 4.9-6.8 ms and PostgreSQL 3.2 -> 1.5-2.0 ms, and its
+ratio rose from 33-40% to 35-58%; the embedded figures (6.8-9.3 ms then, 6.4-7.8 ms now)
+move with the VM more than with the code.
 
 Five rounds of profiling (py-spy on the live processes) cut the platform's CPU per task
 from 48-58 ms to 11.9 ms embedded and 13.7 ms distributed on this machine. The first:
@@ -305,10 +305,30 @@ figures for them (the counter's, a lock's) are not taken at face value. The two
 statements every ending task runs after its commit, the face's push-config lookup and
 the gateway's withdrawal, were timed on their own: 20-30 us of CPU each on SQLite
 (under 1% of a task), and on PostgreSQL about 115 us of the platform's and 60 us of the
-server's each, some 4% of an instant task. Skipping them
-needs a flag on the task row, kept by push-config creation and the gateway's hand-over
-and returned by every transition's UPDATE so that a config created during a send is
-not missed; left for now, at 4%. Eight hint threads per distributed worker process
+server's each, some 4% of an instant task. Skipping them needs a flag on the task row
+(done in the thirteenth round, below). Eight hint threads per distributed worker process
 instead of four: 43 and 43% of the bare client against 46 and 33% (alternating), no
 difference the noise would show.
+
+The thirteenth round (2026-12-03, late) took off every transition the statements nearly
+no task needs. A task row says whether anything besides it follows the task
+(`Task.watched`: a push config, a stream or blocking send with the Redis layer, a
+gateway delivery; set in the creation's INSERT or under the row's lock, never cleared),
+every transition's UPDATE returns it (`RETURNING`, on SQLite too), and the receivers
+look only for a watched task: the face's push-config lookup and the gateway's
+withdrawal, and in the distributed mode the Redis question whether a stream listens,
+which a py-spy profile of the distributed worker put at 3.5% of its samples. Timed in
+one process, 400 calls each, twice: the two statements 0.23-0.25 ms of the caller's CPU
+each on PostgreSQL (more than the twelfth round's figure), the Redis question 0.09-0.25
+ms. 400 ending
+transitions a round, four rounds alternating a watched and an unwatched task: 0.80-0.89
+against 1.02-1.73 ms of CPU per transition (SQLite: 0.37-0.46 against 0.47-0.54 ms).
+Six distributed runs, the twelfth round's code and this round's alternating (2,000
+tasks each, 23:18-23:21 UTC): 37, 31, 34% against 36, 44, 42% of the bare client; the
+worker's stage 3.0, 2.7, 2.4 against 2.7, 2.3, 2.2 ms per task, while the tasks API's
+stage, which the change does not touch, moved with the VM (1.7-2.2 against 2.0-2.7 ms):
+the worker's CPU per task, taken as a share of the API's, fell from 1.40 to 1.08 times
+(mean of three), about 0.3-0.4 ms of the platform's CPU per task and some of
+PostgreSQL's. Six earlier runs, with only the two statements skipped (not yet the Redis
+question), gave 38, 28, 34% against 35, 58, 41%: the noise is larger than the change.
 """
