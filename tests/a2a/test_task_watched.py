@@ -111,9 +111,12 @@ def test_when_the_row_cannot_say_the_receivers_look(
 ) -> None:
     """A reassign writes the agent through the ORM, whose UPDATE returns nothing."""
     other = make_agent(id="other-agent", skills=[skill])
-    with Heard() as heard, django_capture_on_commit_callbacks(execute=True):
-        assert task.reassign(other, "moved")
+    with Heard() as heard:
+        sql = after_commit_sql(
+            task, lambda: task.reassign(other, "moved"), django_capture_on_commit_callbacks
+        )
     assert heard.calls[0]["watched"] is None
+    assert any(PushNotificationConfig._meta.db_table in statement for statement in sql)
 
 
 @pytest.mark.django_db(transaction=True)
