@@ -35,7 +35,7 @@ from a2a.wire import relay_message, schema_errors, user_message
 from agent_profiles.matching import match_agent
 from agent_profiles.models import AgentProfile, Skill
 from platform_site import combined
-from platform_site.compiled import insert_rows
+from platform_site.compiled_writes import insert_rows
 from platform_site.errors import Conflict
 
 log = logging.getLogger(__name__)
@@ -311,7 +311,7 @@ def insert(new: list[NewTask]) -> None:
     if not (
         in_one_statement(new) and combined.insert_together([first.task, first.event, first.message])
     ):
-        insert_rows(tasks)  # below the ORM: see platform_site.compiled
+        insert_rows(tasks)  # below the ORM: see platform_site.compiled_writes
         insert_rows([n.event for n in new])
         insert_rows([n.message for n in new])
     gateway = [t for t in tasks if t.next_action == ""]

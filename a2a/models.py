@@ -27,7 +27,7 @@ from a2a.states import (
 )
 from agent_profiles.models import AgentProfile, Skill
 from platform_site import combined
-from platform_site.compiled import insert_rows, update_row_returning
+from platform_site.compiled_writes import insert_rows, update_row_returning
 from platform_site.errors import Conflict
 
 

@@ -18,7 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from a2a.states import NextAction, Transport
-from platform_site.compiled import update_row, update_rows
+from platform_site.compiled_writes import update_row, update_rows
 
 if TYPE_CHECKING:
     from a2a.models import Task
@@ -292,7 +292,7 @@ class TaskScheduling:
         its worker saw and still held under ``lease`` (the batch's claim): a person's
         cancel meanwhile, or a claim that ran out and was taken by another worker, wins.
         Returns how many were re-scheduled. The updates go as one ``executemany``
-        (:func:`~platform_site.compiled.update_rows`); ``bulk_update``'s ``CASE`` cost a
+        (:func:`~platform_site.compiled_writes.update_rows`); ``bulk_update``'s ``CASE`` cost a
         third of a polling worker's CPU."""
         fields = ("next_action", "next_poll_at", "poll_interval", "lease_until")
         updates = []

@@ -16,7 +16,7 @@ push's transaction (or a person's reply's) is then one statement, not a savepoin
 UPDATE, an INSERT and the savepoint's release.
 SQLite has no data-modifying ``WITH``; there the callers keep their transaction, which
 costs no round trips. The statements are built from the plain writes of
-:mod:`platform_site.compiled`, with the same preparation of every value.
+:mod:`platform_site.compiled_writes`, with the same preparation of every value.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections, models
 
-from platform_site.compiled import insert_plan, mark_saved, prep_save, update_sql
+from platform_site.compiled_writes import insert_plan, mark_saved, prep_save, update_sql
 
 
 def available(*, joining: bool = False) -> bool:
@@ -70,7 +70,7 @@ def update_then_insert(
     returning: str,
     joining: bool = False,
 ) -> list[Any] | None:
-    """:func:`~platform_site.compiled.update_row`, and ``new`` inserted only when the row
+    """:func:`~platform_site.compiled_writes.update_row`, and ``new`` inserted only when the row
     changed, in one statement; returns the column ``returning`` of the row changed
     (``[]`` when it did not change), or None with nothing written when it cannot be done
     so (not :func:`available`, or a value or condition that is not plain): the caller

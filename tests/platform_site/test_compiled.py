@@ -155,7 +155,7 @@ def test_a_compiled_read_by_an_integer_key(make_user: Any) -> None:
 
 
 def test_a_plain_update_writes_what_the_orms_update_writes(task: Task) -> None:
-    from platform_site.compiled import update_row
+    from platform_site.compiled_writes import update_row
 
     now = timezone.now()
     fields = {"metadata": {"a": [1, "ü"]}, "output": None, "deadline_at": now, "attempts": 3}
@@ -176,7 +176,7 @@ def test_a_plain_update_writes_what_the_orms_update_writes(task: Task) -> None:
 def test_a_plain_update_leaves_what_it_cannot_write_to_the_orm(task: Task) -> None:
     from django.db.models import F
 
-    from platform_site.compiled import update_row
+    from platform_site.compiled_writes import update_row
 
     assert update_row(Task, task.pk, {}, {"attempts": F("attempts") + 1}) is None
     assert update_row(Task, task.pk, {}, {"agent": task.agent}) is None
@@ -188,7 +188,7 @@ def test_a_plain_update_leaves_what_it_cannot_write_to_the_orm(task: Task) -> No
 def test_a_kept_update_plan_follows_each_condition_being_none_or_not(task: Task) -> None:
     """The statement is kept per set of names and per which conditions are None (IS NULL
     against = %s), so one kept for the one shape never serves the other."""
-    from platform_site.compiled import update_row
+    from platform_site.compiled_writes import update_row
 
     held = timezone.now()
     for _ in range(2):  # the second round runs on the kept plans
@@ -215,7 +215,7 @@ def test_a_kept_update_plan_follows_each_condition_being_none_or_not(task: Task)
     ],
 )
 def test_prep_save_prepares_a_datetime_as_django_does(value: Any) -> None:
-    from platform_site.compiled import prep_save
+    from platform_site.compiled_writes import prep_save
 
     field = Task._meta.get_field("next_poll_at")
     assert prep_save(field, value, connection) == field.get_db_prep_save(value, connection)
@@ -224,7 +224,7 @@ def test_prep_save_prepares_a_datetime_as_django_does(value: Any) -> None:
 
 
 def test_a_naive_datetime_still_gets_djangos_warning() -> None:
-    from platform_site.compiled import prep_save
+    from platform_site.compiled_writes import prep_save
 
     field = Task._meta.get_field("next_poll_at")
     naive = datetime(2026, 12, 2, 7, 42, 14)
@@ -235,7 +235,7 @@ def test_a_naive_datetime_still_gets_djangos_warning() -> None:
 
 
 def test_many_plain_updates_go_together_and_count_what_they_changed(task: Task) -> None:
-    from platform_site.compiled import update_rows
+    from platform_site.compiled_writes import update_rows
 
     others = [
         Task.objects.create(
@@ -263,7 +263,7 @@ def test_many_plain_updates_go_together_and_count_what_they_changed(task: Task) 
 def test_many_updates_write_nothing_when_one_cannot_be_written_plainly(task: Task) -> None:
     from django.db.models import F
 
-    from platform_site.compiled import update_rows
+    from platform_site.compiled_writes import update_rows
 
     updates = [
         (task.pk, {}, {"attempts": 5}),
@@ -280,7 +280,7 @@ def test_plain_inserts_store_what_bulk_create_stores(
     """Rows with their own ids (tasks) and rows the database numbers (events), JSON,
     times, NULLs and foreign keys: read back, each equals its bulk_create twin."""
     from a2a.models import TaskEvent, TaskMessage
-    from platform_site.compiled import insert_rows
+    from platform_site.compiled_writes import insert_rows
 
     def twins() -> list[Task]:
         return [
@@ -328,7 +328,7 @@ def test_plain_inserts_are_batched_under_the_databases_parameter_limit(task: Tas
     """8,000 rows of 5 columns: 40,000 parameters, over SQLite's limit (32,766) for one
     statement."""
     from a2a.models import TaskEvent
-    from platform_site.compiled import insert_rows
+    from platform_site.compiled_writes import insert_rows
 
     now = timezone.now()
     insert_rows([TaskEvent(task=task, at=now, to_state=f"s{i}") for i in range(8000)])
@@ -345,7 +345,7 @@ def test_many_plain_inserts_on_postgresql_run_one_cached_single_row_statement(
         pytest.skip("PostgreSQL's driver only")
     from psycopg import _queries
 
-    from platform_site.compiled import insert_rows
+    from platform_site.compiled_writes import insert_rows
 
     rows = [Task(skill=task.skill, agent=task.agent, input={"n": i}) for i in range(100)]
     with CaptureQueriesContext(connection) as queries:
