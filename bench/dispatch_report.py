@@ -331,4 +331,16 @@ the worker's CPU per task, taken as a share of the API's, fell from 1.40 to 1.08
 (mean of three), about 0.3-0.4 ms of the platform's CPU per task and some of
 PostgreSQL's. Six earlier runs, with only the two statements skipped (not yet the Redis
 question), gave 38, 28, 34% against 35, 58, 41%: the noise is larger than the change.
+
+The fourteenth round (2026-12-04) looked at the embedded process's waits rather than its
+CPU. Sampled without the GIL filter (py-spy, 20 s of 6,000 tasks), 7.7% of its threads'
+samples were waiting to start a transaction, and more inside write statements, in
+SQLite's busy handler, which sleeps 1, 2, 5, 10... ms between tries however soon the
+database is free; the process used 87% of a core. Its writers now queue on one lock per database
+file, handed over the moment it is released (`platform_site/sqlite/`). Six pairs of
+embedded runs, 3,000 tasks each, the old code and the new alternating (03:15-03:30 UTC):
+p50 from creation to COMPLETED 38, 43, 35, 31, 32, 36 against 28, 32, 34, 29, 31, 30 ms
+and p95 190, 247, 236, 153, 198, 162 against 104, 184, 201, 122, 159, 152 ms, lower in
+every pair; 96-129 against 109-117 tasks/s and 6.7-8.9 against 7.4-7.9 ms of CPU per
+task, the same within the noise: the lock shortens the waits, the CPU bounds the rate.
 """
