@@ -1,5 +1,7 @@
 """The SQLite backend (``platform_site.sqlite``): Django's, with each statement's ``%s`` to
-``?`` rewrite remembered."""
+``?`` rewrite remembered, and the process's writers queued on one lock per database file
+(a transaction holds it from its ``BEGIN`` to its end, a write outside one for the
+statement) instead of in SQLite's sleeping busy handler."""
 
 from __future__ import annotations
 
