@@ -21,6 +21,7 @@ followed — ``push``, ``list``, ``poll``, ``stream`` or ``blocking`` — is rec
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from django.conf import settings
@@ -86,7 +87,10 @@ def next_poll(
     follow is polled only as a safety net: from ``AGENT_PUSH_POLL_INTERVAL`` /
     ``A2A_LIST_POLL_INTERVAL``, times ``A2A_POLL_BACKOFF`` while those polls find nothing
     new, up to ``A2A_SAFETY_POLL_INTERVAL_MAX``: a task that works for an hour costs
-    nine polls, not sixty, and a lost push is still noticed within that cap.
+    nine polls, not sixty, and a lost push is still noticed within that cap (plus the
+    jitter). Each safety-net poll waits its interval plus a random part of it, up to
+    ``A2A_SAFETY_POLL_JITTER`` times it, so that tasks sent together are not polled
+    together; the interval itself, from which the backoff grows, has no jitter.
     """
     safety = safety_interval(task, target)
     if safety > 0:
@@ -95,7 +99,8 @@ def next_poll(
         if grow and previous:
             cap = max(safety, settings.A2A_SAFETY_POLL_INTERVAL_MAX)
             interval = min(previous * settings.A2A_POLL_BACKOFF, cap)
-        return max(interval, retry_after or 0.0), interval
+        delay = interval * (1.0 + settings.A2A_SAFETY_POLL_JITTER * random.random())
+        return max(delay, retry_after or 0.0), interval
     base = base_interval(task, target)
     interval = task.poll_interval or base
     interval = min(interval * settings.A2A_POLL_BACKOFF, settings.A2A_POLL_INTERVAL_MAX)

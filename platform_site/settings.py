@@ -360,8 +360,13 @@ A2A_LIST_INTERVAL = envfloat("A2A_LIST_INTERVAL", 1.0)
 A2A_LIST_POLL_INTERVAL = envfloat("A2A_LIST_POLL_INTERVAL", 60.0)
 AGENT_PUSH_POLL_INTERVAL = envfloat("AGENT_PUSH_POLL_INTERVAL", 60.0)
 # Those safety-net polls back off (A2A_POLL_BACKOFF) while they find nothing new, up to
-# this: the longest a lost push, or a change a listing missed, goes unnoticed.
+# this: the longest a lost push, or a change a listing missed, goes unnoticed (plus the
+# jitter below).
 A2A_SAFETY_POLL_INTERVAL_MAX = envfloat("A2A_SAFETY_POLL_INTERVAL_MAX", 600.0)
+# Each safety-net poll comes up to this fraction of its interval later, at random: tasks
+# sent together are not all polled in the same second, nor at the moment tasks of that
+# length end and push (a poll racing the push is a request for nothing).
+A2A_SAFETY_POLL_JITTER = max(0.0, envfloat("A2A_SAFETY_POLL_JITTER", 0.25))
 AGENT_PUSH_MAX_BYTES = envint("AGENT_PUSH_MAX_BYTES", 1_000_000)  # one pushed body
 # Database threads applying pushes (each keeps its connection); 0: the shared sync thread.
 AGENT_PUSH_THREADS = envint("AGENT_PUSH_THREADS", 2)

@@ -202,6 +202,37 @@ def test_safety_net_polls_back_off_to_their_own_cap(
     assert task.poll_interval == 60.0
 
 
+@pytest.mark.parametrize("followed_by", ["push", "list"])
+def test_safety_net_polls_are_spread_over_their_jitter(
+    task: Task, settings: Any, followed_by: str, monkeypatch: Any
+) -> None:
+    """Tasks sent together are not polled together: each safety-net poll waits its
+    interval plus a random part of it, up to A2A_SAFETY_POLL_JITTER times it, never less;
+    the interval the backoff grows from has no jitter. Without jitter, every delay is
+    the interval (the batch in the benchmark of 60-s tasks met their end pushes)."""
+    from a2a import agent_listing
+
+    settings.AGENT_PUSH_POLL_INTERVAL = settings.A2A_LIST_POLL_INTERVAL = 60.0
+    monkeypatch.setattr(agent_listing, "follows", lambda t, target: followed_by == "list")
+    Task.objects.filter(pk=task.pk).update(metadata={"followedBy": followed_by})
+    task = Task.objects.select_related("agent").get(pk=task.pk)
+
+    def delays(jitter: float) -> list[float]:
+        settings.A2A_SAFETY_POLL_JITTER = jitter
+        seen = []
+        for _ in range(30):
+            before = timezone.now()
+            worker.schedule_poll(task, grow=False)
+            assert task.poll_interval == 60.0
+            seen.append((task.next_poll_at - before).total_seconds())
+        return seen
+
+    spread = delays(0.25)
+    assert all(60.0 <= d <= 75.5 for d in spread)
+    assert max(spread) - min(spread) > 3.0  # 30 draws over 15 s: apart, not one second
+    assert all(60.0 <= d <= 60.5 for d in delays(0.0))
+
+
 def test_an_agent_poll_interval_overrides_the_setting(task: Task) -> None:
     task = Task.objects.select_related("agent").get(pk=task.pk)
     task.agent.poll_interval = 5.0
