@@ -11,7 +11,6 @@ regression.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,15 +24,9 @@ from a2a.states import NextAction, TaskState
 from a2a.worker import process_task
 from agent_profiles.interfaces import call_target
 from agent_profiles.models import AgentProfile
-from tests.support.agents import TestAgent, run_agent
+from tests.support.agents import TestAgent
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def peer() -> Iterator[TestAgent]:
-    with run_agent() as agent:
-        yield agent
 
 
 @pytest.fixture(autouse=True)
@@ -105,6 +98,21 @@ def test_listings_cost_one_request_per_agent_not_per_task(setup: Any, peer: Test
         task.refresh_from_db()
         assert task.state == TaskState.WORKING
         assert peer.requests_for(task.remote_task_id) == 0
+
+
+def test_the_next_sweep_lists_the_agent_again(setup: Any, settings: Any) -> None:
+    """One listing per interval, not two: the sweep one interval later finds the agent
+    due even when it reaches the listing step a little earlier in its pass. (Counted
+    from the listing's end, the agent came due a hair after that sweep and waited for
+    the one after: a listing every two seconds, and ends noticed a second later.)"""
+    settings.A2A_SWEEP_INTERVAL = 1.0
+    start(setup)  # a working task: the agent has something in flight
+    before = timezone.now()
+    assert listed_now() == 1
+    row = AgentListing.objects.get(pk="agent-one")
+    assert row.next_at is not None
+    assert row.next_at <= before + timedelta(seconds=0.9)
+    assert row.next_at >= before + timedelta(seconds=0.5)  # not at every pass meanwhile
 
 
 def test_the_cursor_rests_when_nothing_is_in_flight_and_starts_again(
