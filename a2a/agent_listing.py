@@ -200,21 +200,22 @@ def _after(listing: Listing, began: datetime) -> None:
         next_action__in=(NextAction.SEND, NextAction.POLL),
     ).exists()
     if in_flight or not row.rest(began):
-        row.listed(since, next_listing_at(began))
+        row.listed(since, next_listing_at(began, now))
 
 
-def next_listing_at(began: datetime) -> datetime:
+def next_listing_at(began: datetime, ended: datetime) -> datetime:
     """When an agent listed in a pass that began at ``began`` is due again.
 
     ``A2A_LIST_INTERVAL`` after the pass began, less a quarter of a sweep: the sweep that
     comes one interval later must find it due. Counted from the listing's end (its calls
     took some milliseconds) the next sweep, at the same point of its own pass, came a hair
     too early, and the one after listed the agent: a listing every two seconds, not every
-    second, and ends noticed a second later.
+    second, and ends noticed a second later. An agent whose listing took most of an
+    interval (``ended``) still gets half an interval's rest before the next.
     """
     interval = settings.A2A_LIST_INTERVAL
     slack = min(interval, settings.A2A_SWEEP_INTERVAL) / 4
-    return began + timedelta(seconds=interval - slack)
+    return max(began + timedelta(seconds=interval - slack), ended + timedelta(seconds=interval / 2))
 
 
 def give_up(agent: Any, reason: str) -> None:
