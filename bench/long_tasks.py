@@ -25,7 +25,10 @@ Embedded: ``manage.py runplatform`` (SQLite). Distributed: daphne + ``celery wor
 ``BENCH_REDIS_URL``). Loopback only; every process is stopped at the end, and a run
 gives up after ``--timeout`` seconds. ``--write`` replaces this benchmark's section of
 docs/benchmarks.md; ``--save`` keeps each run's result so that runs made separately (a
-cost curve: 100 to 10,000 tasks) become one table with ``--load``.
+cost curve: 100 to 10,000 tasks) become one table with ``--load``. ``--steady`` keeps N
+in flight instead of creating N at once: it creates 2N at N / ``--seconds`` a second, and
+measures the window from the first end to the last creation, where tasks start and end
+at that rate (the delays: of the tasks that ended in it).
 """
 
 from __future__ import annotations
@@ -34,9 +37,11 @@ import argparse
 import asyncio
 import json
 import os
+import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from contextlib import ExitStack
@@ -44,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from long_tasks_report import quantiles, table
 from procs import (
     BENCH_DATABASE_URL,
     BENCH_REDIS_URL,
@@ -104,9 +110,12 @@ def rss_mib(pids: list[int]) -> float:
     return total / 1024
 
 
-async def create(url: str, token: str, total: int, seconds: float) -> float:
-    """Create the tasks in batches of 100; returns when the last was created."""
+async def create(url: str, token: str, total: int, seconds: float, rate: float = 0.0) -> float:
+    """Create the tasks in batches of 100, as fast as the platform takes them, or at
+    ``rate`` tasks a second; returns when the last was created."""
     headers = {"Authorization": f"Bearer {token}"}
+    if rate > 0:
+        return await _create_paced(url, headers, total, seconds, rate)
     batches = [min(100, total - start) for start in range(0, total, 100)]
     queue = iter(batches)
 
@@ -123,19 +132,72 @@ async def create(url: str, token: str, total: int, seconds: float) -> float:
     return time.time()
 
 
-def count_final(url: str, token: str) -> int:
-    headers = {"Authorization": f"Bearer {token}"}
-    done = 0
-    with httpx.Client(headers=headers, timeout=30) as client:
-        for state in FINAL:
-            page = client.get(f"{url}/api/tasks", params={"state": state, "limit": 1})
-            done += page.json()["count"]
-    return done
+async def _create_paced(
+    url: str, headers: dict[str, str], total: int, seconds: float, rate: float
+) -> float:
+    """Ten batches a second, each sent on time whether or not the ones before were
+    answered (a platform that falls behind sees the requests pile up, as it would)."""
+    size = max(1, min(100, round(rate / 10)))
+    items = [{"skillId": "ce-review", "input": {"seconds": seconds}}]
+
+    async def batch(client: httpx.AsyncClient, count: int) -> None:
+        response = await client.post(f"{url}/api/tasks:batch", json={"tasks": items * count})
+        statuses = {r["status"] for r in response.json()["results"]}
+        if response.status_code != 200 or statuses != {201}:
+            raise RuntimeError(f"batch: {response.status_code} {response.text[:300]}")
+
+    limits = httpx.Limits(max_connections=64)
+    async with httpx.AsyncClient(headers=headers, timeout=120, limits=limits) as client:
+        start, sent, pending = time.monotonic(), 0, []
+        while sent < total:
+            await asyncio.sleep(max(0.0, start + sent / rate - time.monotonic()))
+            count = min(size, total - sent)
+            pending.append(asyncio.create_task(batch(client, count)))
+            sent += count
+        await asyncio.gather(*pending)
+    return time.time()
+
+
+class FinalCounter:
+    """Counts the tasks in a final state, read from the database itself over one
+    connection: through the platform's API (four counts a second) the counting cost the
+    platform about a second of CPU in a run, which its CPU per task then carried (8 ms a
+    task at 100 in flight)."""
+
+    def __init__(self, mode: str, env: dict[str, str]) -> None:
+        mark = "%s" if mode == "distributed" else "?"
+        self.query = f"SELECT count(*) FROM a2a_task WHERE state IN ({', '.join([mark] * 4)})"
+        if mode == "distributed":
+            import psycopg
+
+            self.conn: Any = psycopg.connect(env["DATABASE_URL"], autocommit=True)
+        else:
+            self.conn = sqlite3.connect(f"file:{env['SQLITE_PATH']}?mode=ro", uri=True)
+
+    def __call__(self) -> int:
+        return int(self.conn.execute(self.query, FINAL).fetchone()[0])
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 def run(
-    mode: str, kind: str, total: int, seconds: float, timeout: float, agents: int = 1
+    mode: str,
+    kind: str,
+    total: int,
+    seconds: float,
+    timeout: float,
+    agents: int = 1,
+    steady: bool = False,
 ) -> dict[str, Any]:
+    """One run. ``steady``: ``total`` tasks stay in flight for ``seconds``: twice as many
+    are created at ``total / seconds`` a second, so from the first end to the last
+    creation tasks start and end at that rate, the steady state of ``total`` in flight
+    (without it they are created as fast as the platform takes them, and all end in the
+    few seconds that took: a burst of ends)."""
+    in_flight = total
+    if steady:
+        total *= 2
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-long-{mode}-{kind}-"))
     log = tmp / "processes.log"
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
@@ -204,17 +266,40 @@ def run(
         idle_cores = (cpu_seconds(pids) - idle0) / (time.time() - idle_t0)
         cpu0, t0 = cpu_seconds(pids), time.time()
         services0 = services_cpu(mode)
-        created_at = asyncio.run(create(url, token, total, seconds))
         samples: list[tuple[float, float, float, float]] = []  # (time, cpu, rss, agent cpu)
-        deadline = time.monotonic() + timeout
-        final = 0
-        while time.monotonic() < deadline:
-            agent_cpu = cpu_seconds(agent_pids)
-            samples.append((time.time(), cpu_seconds(pids), rss_mib(pids), agent_cpu))
-            final = count_final(url, token)
-            if final >= total:
-                break
-            time.sleep(1.0)
+
+        def sample() -> None:
+            samples.append((time.time(), cpu_seconds(pids), rss_mib(pids), cpu_seconds(agent_pids)))
+
+        # Sampled every second from the first creation on (a steady run's window is
+        # while it creates), and once more after the last count, so that ends that all
+        # came within a second still get the agents' CPU while they ended.
+        stop = threading.Event()
+
+        def sample_every_second() -> None:
+            while True:
+                sample()
+                if stop.wait(1.0):
+                    return
+
+        sampler = threading.Thread(target=sample_every_second, daemon=True)
+        sampler.start()
+        rate = in_flight / seconds if steady else 0.0
+        try:
+            created_at = asyncio.run(create(url, token, total, seconds, rate))
+            deadline = time.monotonic() + timeout
+            final = 0
+            count_final = FinalCounter(mode, env)
+            stack.callback(count_final.close)
+            while time.monotonic() < deadline:
+                final = count_final()
+                if final >= total:
+                    break
+                time.sleep(1.0)
+        finally:
+            stop.set()
+            sampler.join()
+        sample()
         cpu1, t1 = cpu_seconds(pids), time.time()
         services1 = services_cpu(mode)
         counts: Counter[str] = Counter()
@@ -232,7 +317,10 @@ def run(
             pushed.update(httpx.get(f"{agent_url}/_pushed", timeout=60).json())
         report = json.loads(django_script(REPORT, env))
     first_end = min(ended.values()) if ended else t1
-    plateau = [s for s in samples if created_at <= s[0] <= first_end]
+    # The plateau: all tasks in flight and none ending (a burst), or tasks starting and
+    # ending at the same rate (steady: from the first end to the last creation).
+    window = (first_end, created_at) if steady else (created_at, first_end)
+    plateau = [s for s in samples if window[0] <= s[0] <= window[1]]
     cores = (
         (plateau[-1][1] - plateau[0][1]) / (plateau[-1][0] - plateau[0][0])
         if len(plateau) >= 2 and plateau[-1][0] > plateau[0][0]
@@ -240,25 +328,31 @@ def run(
     )
     # The agent's CPU while its tasks end and it pushes (or is polled) about them: a
     # single-process agent near one core is the bottleneck, not the platform.
-    ending = [x for x in samples if x[0] >= first_end]
+    ending = [x for x in samples if x[0] >= first_end and (not steady or x[0] <= created_at)]
     agent_cores = (
         (ending[-1][3] - ending[0][3]) / (ending[-1][0] - ending[0][0])
         if len(ending) >= 2 and ending[-1][0] > ending[0][0]
         else float("nan")
     )
+    # A steady run's delays are those of the tasks that ended in its steady window.
+    counted = {rid: at for rid, at in ended.items() if not steady or window[0] <= at <= window[1]}
     delays = [
         max(0.0, report["done"][rid] - at) * 1000
-        for rid, at in ended.items()
+        for rid, at in counted.items()
         if rid in report["done"]
     ]
     # How long the COMPLETED push waited at the agent before its POST began.
-    at_agent = [max(0.0, pushed[rid] - at) * 1000 for rid, at in ended.items() if rid in pushed]
+    at_agent = [max(0.0, pushed[rid] - at) * 1000 for rid, at in counted.items() if rid in pushed]
     return {
         "mode": mode,
         "agent": kind,
         "agents": agents,
         "tasks": total,
         "seconds": seconds,
+        "in_flight": in_flight,
+        "steady": steady,
+        "counted": len(counted),
+        "completed": sum(1 for rid in ended if rid in report["done"]),
         "final": final,
         "states": report["states"],
         "followedBy": report["followedBy"],
@@ -290,61 +384,12 @@ def run(
         # The platform's webhook as the agents saw it, for the pushes made while tasks
         # end: each push's wait for one of the agent's slots, then the POST until the
         # platform's answer (ms, p50 / p95).
-        "push_wait_ms": _quantiles([w for at, w, _ in push_times if at >= first_end]),
-        "push_answer_ms": _quantiles([a for at, _, a in push_times if at >= first_end]),
+        "push_wait_ms": quantiles([w for at, w, _ in push_times if at >= first_end]),
+        "push_answer_ms": quantiles([a for at, _, a in push_times if at >= first_end]),
         "log": str(log),
         "load": os.getloadavg()[0],
         "at": time.time(),
     }
-
-
-def _quantiles(values: list[float]) -> list[float] | None:
-    if not values:
-        return None
-    return [statistics.median(values), percentile(values, 0.95)]
-
-
-def table(results: list[dict[str, Any]]) -> str:
-    load = max((r.get("load", 0.0) for r in results), default=os.getloadavg()[0])
-    at = max((r.get("at", 0.0) for r in results), default=0.0) or time.time()
-    lines = [
-        f"`bench/long_tasks.py` on this machine ({os.cpu_count()} CPUs running nothing but "
-        f"the benchmark: load average at most {load:.1f} at the end of a run), "
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(at))}. `bench/long_agent.py` "
-        'agents (a2a-sdk), one process each ("x N": N agents sharing the tasks); every '
-        "task works for the given seconds at its agent.",
-        "",
-        "| Mode | Agent | Tasks x s | Followed by | Platform cores (plateau) | RSS MiB "
-        "| CPU ms/task (beyond idle) | Agent requests/task (sends + polls + listings) "
-        "| Pushes/task "
-        "| Agent cores while tasks end | Notice delay p50 / p95 / max "
-        "| of which at the agent, p95 | Done |",
-        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for r in results:
-        follow = ", ".join(f"{k} {v}" for k, v in r["followedBy"].items())
-        agent_cores = r.get("agent_cores_ending", float("nan"))
-        agent = "—" if agent_cores != agent_cores else f"{agent_cores:.2f}"  # NaN: not measured
-        waited = r.get("at_agent_p95", float("nan"))
-        at_agent = "—" if waited != waited else f"{waited / 1000:.2f} s"
-        agents = f" x {r['agents']}" if r.get("agents", 1) > 1 else ""
-        net = f" ({r['cpu_ms_per_task_net']:.1f})" if "cpu_ms_per_task_net" in r else ""
-        lines.append(
-            f"| {r['mode']} | {r['agent']}{agents} | {r['tasks']:,} x {r['seconds']:g} | {follow} "
-            f"| {r['cores']:.2f} | {r['rss_mib']:.0f} | {r['cpu_ms_per_task']:.1f}{net} "
-            f"| {r['requests']:.2f} ({r['sends']:.2f} + {r['polls']:.2f} "
-            f"+ {r.get('lists', 0):.2f}) "
-            f"| {r['pushes']:.2f} | {agent} "
-            f"| {r['delay_p50'] / 1000:.2f} / {r['delay_p95'] / 1000:.2f} / "
-            f"{r['delay_max'] / 1000:.2f} s | {at_agent} | {r['noticed']:,}/{r['tasks']:,} |"
-        )
-    served = [r for r in results if r.get("services")]
-    if served:
-        lines += ["", "CPU ms per task of the services (distributed; not in the table):"]
-    for r in served:
-        parts = ", ".join(f"{name} {ms:.1f}" for name, ms in r["services"].items())
-        lines.append(f"- {r['agent']}, {r['tasks']:,} tasks: {parts}.")
-    return "\n".join(lines)
 
 
 def main() -> None:
@@ -360,6 +405,11 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument(
         "--agents", type=int, default=1, help="agent processes (each registered as an agent)"
+    )
+    parser.add_argument(
+        "--steady",
+        action="store_true",
+        help="keep --tasks in flight: create twice as many at --tasks / --seconds a second",
     )
     parser.add_argument("--write", action="store_true")
     parser.add_argument("--save", default="", help="append each run's result (JSON line) here")
@@ -377,7 +427,9 @@ def main() -> None:
     for mode in args.mode if not args.load else []:
         for kind in args.agent:
             for total in args.tasks:
-                result = run(mode, kind, total, args.seconds, args.timeout, args.agents)
+                result = run(
+                    mode, kind, total, args.seconds, args.timeout, args.agents, args.steady
+                )
                 print(json.dumps(result, indent=1), flush=True)
                 if args.save:  # several invocations can make one table (--load)
                     with open(args.save, "a") as saved:

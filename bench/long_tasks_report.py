@@ -1,0 +1,67 @@
+"""The report of ``bench/long_tasks.py``: its table of runs."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Any
+
+from procs import percentile
+
+
+def quantiles(values: list[float]) -> list[float] | None:
+    if not values:
+        return None
+    return [statistics.median(values), percentile(values, 0.95)]
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    load = max((r.get("load", 0.0) for r in results), default=os.getloadavg()[0])
+    at = max((r.get("at", 0.0) for r in results), default=0.0) or time.time()
+    lines = [
+        f"`bench/long_tasks.py` on this machine ({os.cpu_count()} CPUs running nothing but "
+        f"the benchmark: load average at most {load:.1f} at the end of a run), "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(at))}. `bench/long_agent.py` "
+        'agents (a2a-sdk), one process each ("x N": N agents sharing the tasks); every '
+        "task works for the given seconds at its agent.",
+        "",
+        "| Mode | Agent | Tasks x s | Followed by | Platform cores (plateau) | RSS MiB "
+        "| CPU ms/task (beyond idle) | Agent requests/task (sends + polls + listings) "
+        "| Pushes/task "
+        "| Agent cores while tasks end | Notice delay p50 / p95 / max "
+        "| of which at the agent, p95 | Done |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results:
+        follow = ", ".join(f"{k} {v}" for k, v in r["followedBy"].items())
+        agent_cores = r.get("agent_cores_ending", float("nan"))
+        agent = "—" if agent_cores != agent_cores else f"{agent_cores:.2f}"  # NaN: not measured
+        waited = r.get("at_agent_p95", float("nan"))
+        at_agent = "—" if waited != waited else f"{waited / 1000:.2f} s"
+        agents = f" x {r['agents']}" if r.get("agents", 1) > 1 else ""
+        net = f" ({r['cpu_ms_per_task_net']:.1f})" if "cpu_ms_per_task_net" in r else ""
+        done = r.get("completed", r["noticed"])
+        lines.append(
+            f"| {r['mode']} | {r['agent']}{agents} | {_tasks(r)} | {follow} "
+            f"| {r['cores']:.2f} | {r['rss_mib']:.0f} | {r['cpu_ms_per_task']:.1f}{net} "
+            f"| {r['requests']:.2f} ({r['sends']:.2f} + {r['polls']:.2f} "
+            f"+ {r.get('lists', 0):.2f}) "
+            f"| {r['pushes']:.2f} | {agent} "
+            f"| {r['delay_p50'] / 1000:.2f} / {r['delay_p95'] / 1000:.2f} / "
+            f"{r['delay_max'] / 1000:.2f} s | {at_agent} | {done:,}/{r['tasks']:,} |"
+        )
+    served = [r for r in results if r.get("services")]
+    if served:
+        lines += ["", "CPU ms per task of the services (distributed; not in the table):"]
+    for r in served:
+        parts = ", ".join(f"{name} {ms:.1f}" for name, ms in r["services"].items())
+        lines.append(f"- {r['agent']}, {r['tasks']:,} tasks: {parts}.")
+    return "\n".join(lines)
+
+
+def _tasks(r: dict[str, Any]) -> str:
+    """``N x s``; a steady run's N is what it keeps in flight (it creates twice as many)."""
+    if r.get("steady"):
+        return f"{r['in_flight']:,} x {r['seconds']:g}, steady ({r['tasks']:,} created)"
+    return f"{r['tasks']:,} x {r['seconds']:g}"
