@@ -102,11 +102,13 @@ class Slow(AgentExecutor):
         await TaskUpdater(event_queue, context.task_id or "", context.context_id or "").cancel()
 
 
-# Pushes in flight at once. httpcore's connection pool rescans every queued request on
-# each change (quadratic with a queue of thousands): a py-spy profile of a 10,000-task run
-# showed the agent spending most of a core there. Waiting here instead keeps its queue
-# empty; the pool has more connections than this.
-PUSHES_IN_FLIGHT = 64
+# Pushes in flight at once, and the push client's connections. httpcore's connection pool
+# scans every connection for every queued request on each change, asking each socket
+# whether it expired: quadratic in the pushes in flight. A py-spy profile of a 10,000-task
+# run showed the agent spending most of a core there with a queue of thousands, and still
+# more than half of its CPU with 64 in flight (2026-12-04): waiting on this semaphore
+# instead keeps the pool's queue empty, and 16 connections keep its scan short.
+PUSHES_IN_FLIGHT = 16
 
 
 class CountingClient(httpx.AsyncClient):
@@ -175,7 +177,8 @@ def build(url: str, *, push: bool, seconds: float) -> ASGIApp:
     extra: dict[str, Any] = {}
     if push:
         store = InMemoryPushNotificationConfigStore()
-        client = CountingClient(timeout=30, limits=httpx.Limits(max_connections=200))
+        limits = httpx.Limits(max_connections=PUSHES_IN_FLIGHT)
+        client = CountingClient(timeout=30, limits=limits)
         extra = {
             "push_config_store": store,
             "push_sender": BasePushNotificationSender(client, store),
