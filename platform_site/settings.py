@@ -13,6 +13,7 @@ Bad values fail loudly at start.
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from pathlib import Path
@@ -57,9 +58,14 @@ def envfloat(name: str, default: float) -> float:
     if raw is None or raw == "":
         return default
     try:
-        return float(raw)
+        value = float(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
+    # float() takes "nan" and "inf" (and "1e999"): an interval of either would pass the
+    # start and fail at the first timer scheduled from it, far from the cause.
+    if not math.isfinite(value):
+        raise ImproperlyConfigured(f"{name} must be a finite number, got {raw!r}")
+    return value
 
 
 def envchoice(name: str, default: str, choices: set[str]) -> str:

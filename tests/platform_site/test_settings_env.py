@@ -1,0 +1,51 @@
+"""Settings read from the environment: bad values stop the start with the variable's name.
+
+Each case imports the settings in a fresh interpreter, as a start does: the test
+process's own settings are loaded once and cannot be read again.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+READ = "import django; django.setup(); from django.conf import settings; print(settings.{name})"
+
+
+def _read(name: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k != name}
+    clean["DJANGO_SETTINGS_MODULE"] = "platform_site.settings"
+    return subprocess.run(
+        [sys.executable, "-c", READ.format(name=name)],
+        env={**clean, **env},
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("raw", ["nan", "inf", "-inf", "1e999"])
+def test_a_number_setting_that_is_not_finite_stops_the_start(raw: str) -> None:
+    result = _read("A2A_POLL_INTERVAL", {"A2A_POLL_INTERVAL": raw})
+    assert result.returncode != 0
+    assert f"A2A_POLL_INTERVAL must be a finite number, got {raw!r}" in result.stderr
+
+
+def test_a_number_setting_that_is_not_a_number_stops_the_start() -> None:
+    result = _read("A2A_POLL_INTERVAL", {"A2A_POLL_INTERVAL": "soon"})
+    assert result.returncode != 0
+    assert "A2A_POLL_INTERVAL must be a number, got 'soon'" in result.stderr
+
+
+@pytest.mark.parametrize(("raw", "read"), [("-1", "0.0"), ("0", "0.0"), ("0.5", "0.5")])
+def test_a_negative_safety_poll_jitter_reads_as_none(raw: str, read: str) -> None:
+    # A negative jitter would poll before the interval: read as 0 (exactly the interval).
+    result = _read("A2A_SAFETY_POLL_JITTER", {"A2A_SAFETY_POLL_JITTER": raw})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == read
