@@ -6,8 +6,10 @@ caller's or an earlier request's of the same batch, or the domain error. A refus
 request writes nothing; the others are created anyway.
 
 The work is shared across the batch: one read of the caller's earlier idempotency keys,
-one count of active tasks per skill for matching (the batch's own picks are counted in,
-so the load spreads over the candidates), one INSERT per row kind for all new tasks and
+the candidates' load per skill for matching, from the per-process count a single creation
+uses too (counted at most once per ``A2A_LOAD_CACHE_SECONDS``: a stream of small batches
+must not count every active task per request; the batch's own picks are counted in, so
+the load spreads over the candidates), one INSERT per row kind for all new tasks and
 one Celery message to start them. If a concurrent request takes one of the keys
 meanwhile (the INSERT fails on the unique constraint), nothing of the batch was written
 and the requests are created one by one instead, each with the single-task rules.
@@ -33,7 +35,6 @@ from a2a.creation import (
     insert,
 )
 from a2a.models import Task
-from agent_profiles.matching import active_counts
 from platform_site.errors import PlatformError
 
 
@@ -116,8 +117,8 @@ def _prepare(request: TaskRequest, user: Any, active: dict[str, dict[str, int]])
     check_input(skill, request.input)
     counts = None
     if not request.agent_id:
-        if skill.pk not in active:
-            active[skill.pk] = active_counts([a.id for a in lookups.candidates(skill)])
+        if skill.pk not in active:  # the per-process count (a copy), as one creation's
+            active[skill.pk] = lookups.load(lookups.candidates(skill))
         counts = active[skill.pk]
     agent, match = choose_agent(skill, request.agent_id, counts)
     if counts is not None:

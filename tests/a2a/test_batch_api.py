@@ -12,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from a2a import batch
+from a2a import batch, lookups
 from a2a.models import Task, TaskEvent, TaskMessage
 from a2a.states import NextAction, TaskState
 
@@ -221,3 +221,24 @@ def test_malformed_json_is_a_400(api: APIClient, agent: Any) -> None:
     response = api.post(URL, "{not json", content_type="application/json")
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "malformed_json"
+
+
+def test_small_batches_share_the_load_count_of_the_process(
+    api: APIClient, make_agent: Any, skill: Any, settings: Any
+) -> None:
+    # A stream of small batches (a client sending tasks as they come) must not count
+    # every active task of the skill's agents per request: that count grows with the
+    # tasks in flight. Counted once per A2A_LOAD_CACHE_SECONDS, each pick counted in.
+    make_agent(id="agent-a", skills=[skill])
+    make_agent(id="agent-b", skills=[skill])
+    settings.A2A_LOAD_CACHE_SECONDS = 60
+    first = post(api, [item()]).json()["results"][0]["task"]["agentId"]
+    with CaptureQueriesContext(connection) as queries:
+        second = post(api, [item()]).json()["results"][0]["task"]["agentId"]
+    assert {first, second} == {"agent-a", "agent-b"}  # the first pick counted in
+    assert not [q for q in queries.captured_queries if "COUNT(" in q["sql"].upper()]
+    settings.A2A_LOAD_CACHE_SECONDS = 0
+    lookups.clear()
+    with CaptureQueriesContext(connection) as queries:
+        post(api, [item()])
+    assert [q for q in queries.captured_queries if "COUNT(" in q["sql"].upper()]
