@@ -135,8 +135,9 @@ async def create(url: str, token: str, total: int, seconds: float, rate: float =
 async def _create_paced(
     url: str, headers: dict[str, str], total: int, seconds: float, rate: float
 ) -> float:
-    """Ten batches a second, each sent on time whether or not the ones before were
-    answered (a platform that falls behind sees the requests pile up, as it would)."""
+    """Ten batches a second (below ten tasks a second, a task a batch), each sent on time
+    whether or not the ones before were answered (a platform that falls behind sees the
+    requests pile up, as it would)."""
     size = max(1, min(100, round(rate / 10)))
     items = [{"skillId": "ce-review", "input": {"seconds": seconds}}]
 
