@@ -1,0 +1,98 @@
+"""The client side of ``bench/long_tasks.py``: creating the tasks (at once or paced),
+counting the finished ones and reading the platform's memory, outside the platform."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+FINAL = ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED")
+
+
+def rss_mib(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+async def create(url: str, token: str, total: int, seconds: float, rate: float = 0.0) -> float:
+    """Create the tasks in batches of 100, as fast as the platform takes them, or at
+    ``rate`` tasks a second; returns when the last was created."""
+    headers = {"Authorization": f"Bearer {token}"}
+    if rate > 0:
+        return await _create_paced(url, headers, total, seconds, rate)
+    batches = [min(100, total - start) for start in range(0, total, 100)]
+    queue = iter(batches)
+
+    async def loop(client: httpx.AsyncClient) -> None:
+        for size in queue:
+            items = [{"skillId": "ce-review", "input": {"seconds": seconds}} for _ in range(size)]
+            response = await client.post(f"{url}/api/tasks:batch", json={"tasks": items})
+            statuses = {r["status"] for r in response.json()["results"]}
+            if response.status_code != 200 or statuses != {201}:
+                raise RuntimeError(f"batch: {response.status_code} {response.text[:300]}")
+
+    async with httpx.AsyncClient(headers=headers, timeout=120) as client:
+        await asyncio.gather(*(loop(client) for _ in range(4)))
+    return time.time()
+
+
+async def _create_paced(
+    url: str, headers: dict[str, str], total: int, seconds: float, rate: float
+) -> float:
+    """Ten batches a second (below ten tasks a second, a task a batch), each sent on time
+    whether or not the ones before were answered (a platform that falls behind sees the
+    requests pile up, as it would)."""
+    size = max(1, min(100, round(rate / 10)))
+    items = [{"skillId": "ce-review", "input": {"seconds": seconds}}]
+
+    async def batch(client: httpx.AsyncClient, count: int) -> None:
+        response = await client.post(f"{url}/api/tasks:batch", json={"tasks": items * count})
+        statuses = {r["status"] for r in response.json()["results"]}
+        if response.status_code != 200 or statuses != {201}:
+            raise RuntimeError(f"batch: {response.status_code} {response.text[:300]}")
+
+    limits = httpx.Limits(max_connections=64)
+    async with httpx.AsyncClient(headers=headers, timeout=120, limits=limits) as client:
+        start, sent, pending = time.monotonic(), 0, []
+        while sent < total:
+            await asyncio.sleep(max(0.0, start + sent / rate - time.monotonic()))
+            count = min(size, total - sent)
+            pending.append(asyncio.create_task(batch(client, count)))
+            sent += count
+        await asyncio.gather(*pending)
+    return time.time()
+
+
+class FinalCounter:
+    """Counts the tasks in a final state, read from the database itself over one
+    connection: through the platform's API (four counts a second) the counting cost the
+    platform about a second of CPU in a run, which its CPU per task then carried (8 ms a
+    task at 100 in flight)."""
+
+    def __init__(self, mode: str, env: dict[str, str]) -> None:
+        mark = "%s" if mode == "distributed" else "?"
+        self.query = f"SELECT count(*) FROM a2a_task WHERE state IN ({', '.join([mark] * 4)})"
+        if mode == "distributed":
+            import psycopg
+
+            self.conn: Any = psycopg.connect(env["DATABASE_URL"], autocommit=True)
+        else:
+            self.conn = sqlite3.connect(f"file:{env['SQLITE_PATH']}?mode=ro", uri=True)
+
+    def __call__(self) -> int:
+        return int(self.conn.execute(self.query, FINAL).fetchone()[0])
+
+    def close(self) -> None:
+        self.conn.close()
