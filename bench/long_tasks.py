@@ -61,6 +61,7 @@ from procs import (
     percentile,
     recreate_postgres,
     services_cpu,
+    stage_cpu,
 )
 from report import write_section
 
@@ -182,6 +183,7 @@ def run(
         idle_cores = (cpu_seconds(pids) - idle0) / (time.time() - idle_t0)
         cpu0, t0 = cpu_seconds(pids), time.time()
         services0 = services_cpu(mode)
+        stages0 = stage_cpu(url)
         samples: list[tuple[float, float, float, float]] = []  # (time, cpu, rss, agent cpu)
 
         def sample() -> None:
@@ -218,6 +220,7 @@ def run(
         sample()
         cpu1, t1 = cpu_seconds(pids), time.time()
         services1 = services_cpu(mode)
+        stages1 = stage_cpu(url)
         counts: Counter[str] = Counter()
         pushes = push_failures = 0
         push_times: list[list[float]] = []
@@ -285,6 +288,13 @@ def run(
             name: (seconds - services0[name]) / total * 1000
             for name, seconds in services1.items()
             if name in services0
+        },
+        # The platform's threads' CPU per task by stage of work (``a2a_cpu_seconds_total``);
+        # the rest of the CPU per task is the event loops (HTTP) and threads no stage covers.
+        "stages": {
+            name: (seconds - stages0.get(name, 0.0)) / total * 1000
+            for name, seconds in sorted(stages1.items())
+            if seconds > stages0.get(name, 0.0)
         },
         "sends": counts.get("send", 0) / total,
         "polls": counts.get("get", 0) / total,
