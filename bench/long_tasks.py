@@ -12,13 +12,14 @@ the agent. Measured:
 * platform CPU (cores) and RSS while the tasks are in flight (the plateau: from the last
   creation until the agent ends its first task), and CPU ms per task over the whole run,
   also net of what the idle platform spends (measured for 10 s before the first task);
-* agent requests per task (sends, polls, listings) and pushes per task.
+* agent requests per task (sends, polls, listings) and pushes per task;
+* notice delay: the platform's COMPLETED (its ``TaskEvent``) minus the moment the agent
+  ended the task (both clocks of this machine), p50 / p95 / max;
+* in the saved JSON only: the platform's CPU per task by stage (``a2a_cpu_seconds_total``).
 
 ``--agent``: ``push`` (the agent pushes), ``poll`` (it does not; each task is polled on its
 own: ``A2A_LIST_INTERVAL=0``), ``list`` (it does not; the platform lists its tasks, the
 default for an A2A 1.0 agent).
-* notice delay: the platform's COMPLETED (its ``TaskEvent``) minus the moment the agent
-  ended the task (both clocks of this machine), p50 / p95 / max.
 
 Embedded: ``manage.py runplatform`` (SQLite). Distributed: daphne + ``celery worker`` +
 ``celery beat`` on PostgreSQL + Redis (``BENCH_DATABASE_URL`` recreated,

@@ -82,8 +82,8 @@ class FinalCounter:
     task at 100 in flight)."""
 
     def __init__(self, mode: str, env: dict[str, str]) -> None:
-        mark = "%s" if mode == "distributed" else "?"
-        self.query = f"SELECT count(*) FROM a2a_task WHERE state IN ({', '.join([mark] * 4)})"
+        marks = ", ".join(["%s" if mode == "distributed" else "?"] * len(FINAL))
+        self.query = f"SELECT count(*) FROM a2a_task WHERE state IN ({marks})"
         if mode == "distributed":
             import psycopg
 
