@@ -314,6 +314,8 @@ def run(
     return {
         "mode": mode,
         "via": VIA["how"],
+        "tasks": total,
+        "concurrency": concurrency,
         "platform": ours,
         "ceiling": bare,
         "log": str(log),
@@ -348,7 +350,10 @@ def main() -> None:
     if args.save:
         Path(args.save).write_text(json.dumps(results, indent=1))
     analysis = Path(args.analysis).read_text() if args.analysis else ANALYSIS
-    section = table(results, args.tasks, args.concurrency) + "\n" + analysis
+    # Saved results say their own size (older files do not: then the arguments do).
+    total = results[-1].get("tasks", args.tasks) if results else args.tasks
+    concurrency = results[-1].get("concurrency", args.concurrency) if results else args.concurrency
+    section = table(results, total, concurrency) + "\n" + analysis
     print(section)
     for result in results:
         print(f"({result['mode']} process log: {result['log']})")
