@@ -83,7 +83,8 @@ def next_poll(
     """(delay, interval) of the task's next poll; ``grow``: the last one found nothing new.
 
     Polled tasks start at the base interval, times ``A2A_POLL_BACKOFF`` while nothing
-    changes, up to ``A2A_POLL_INTERVAL_MAX``. A task its agent's pushes or listings
+    changes (the time since the last poll, when this one came late: :func:`quiet_spell`),
+    up to ``A2A_POLL_INTERVAL_MAX``. A task its agent's pushes or listings
     follow is polled only as a safety net: from ``AGENT_PUSH_POLL_INTERVAL`` /
     ``A2A_LIST_POLL_INTERVAL``, times ``A2A_POLL_BACKOFF`` while those polls find nothing
     new, up to ``A2A_SAFETY_POLL_INTERVAL_MAX``: a task that works for an hour costs
@@ -102,10 +103,28 @@ def next_poll(
         delay = interval * (1.0 + settings.A2A_SAFETY_POLL_JITTER * random.random())
         return max(delay, retry_after or 0.0), interval
     base = base_interval(task, target)
-    interval = task.poll_interval or base
+    if not grow:
+        return max(base, retry_after or 0.0), base
+    interval = quiet_spell(task, task.poll_interval or base)
     interval = min(interval * settings.A2A_POLL_BACKOFF, settings.A2A_POLL_INTERVAL_MAX)
-    interval = max(interval, base) if grow else base
+    interval = max(interval, base)
     return max(interval, retry_after or 0.0), interval
+
+
+def quiet_spell(task: Task, interval: float) -> float:
+    """How long a polled task has been seen unchanged: the ``interval`` its last poll
+    waited, and longer when this poll came late (``next_poll_at`` is when it was due).
+
+    The backoff grows from this, so it follows the time a task has been quiet, not the
+    number of its polls. When the workers fall behind (10,000 polled tasks on two CPUs),
+    polls come seconds late; grown from the interval alone, the next ones stayed as
+    frequent as if they had come on time, and the backlog fed itself. On time, this is
+    the interval, as before.
+    """
+    due = task.next_poll_at
+    if due is None:
+        return interval
+    return interval + max(0.0, (timezone.now() - due).total_seconds())
 
 
 def schedule_poll(
