@@ -165,12 +165,12 @@ def test_the_poll_interval_backs_off_to_the_cap(task: Task, settings: Any) -> No
     settings.A2A_POLL_INTERVAL, settings.A2A_POLL_BACKOFF = 1.0, 2.0
     settings.A2A_POLL_INTERVAL_MAX = 3.0
     task = Task.objects.select_related("agent").get(pk=task.pk)
+    task.next_poll_at = None  # no poll came late (that is the next test)
     seen = []
     for _ in range(4):
         worker.schedule_poll(task, grow=True)
         seen.append(task.poll_interval)
-    # (the first poll is due since the task's creation: a few ms late, counted)
-    assert seen == pytest.approx([2.0, 3.0, 3.0, 3.0], abs=0.05)
+    assert seen == [2.0, 3.0, 3.0, 3.0]
     worker.schedule_poll(task, grow=False)
     assert task.poll_interval == 1.0
 
@@ -182,11 +182,11 @@ def test_a_late_poll_backs_off_from_the_time_the_task_was_quiet(task: Task, sett
     settings.A2A_POLL_INTERVAL, settings.A2A_POLL_BACKOFF = 1.0, 2.0
     settings.A2A_POLL_INTERVAL_MAX = 30.0
     task = Task.objects.select_related("agent").get(pk=task.pk)
-    now = timezone.now()
 
     def poll(due_seconds_ago: float, interval: float) -> float:
-        task.next_poll_at, task.poll_interval = now - timedelta(seconds=due_seconds_ago), interval
-        before = timezone.now()
+        before = timezone.now()  # the poll's due time is set just before its answer
+        task.next_poll_at = before - timedelta(seconds=due_seconds_ago)
+        task.poll_interval = interval
         assert worker.schedule_poll(task, grow=True)
         assert task.next_poll_at >= before + timedelta(seconds=task.poll_interval)
         return task.poll_interval
@@ -194,11 +194,11 @@ def test_a_late_poll_backs_off_from_the_time_the_task_was_quiet(task: Task, sett
     assert poll(0.0, 1.0) == pytest.approx(2.0, abs=0.05)  # on time: interval x backoff
     assert poll(-5.0, 1.0) == pytest.approx(2.0, abs=0.05)  # early (not due yet): the same
     assert poll(4.0, 1.0) == pytest.approx(10.0, abs=0.05)  # 4 s late: quiet for 5 s
-    assert poll(60.0, 1.0) == 30.0  # an hour's backlog or a minute's: never past the cap
+    assert poll(60.0, 1.0) == 30.0  # a minute late: never past the cap
     task.next_poll_at, task.poll_interval = None, 2.0  # no due time known: the interval
     worker.schedule_poll(task, grow=True)
     assert task.poll_interval == 4.0
-    task.next_poll_at = now - timedelta(seconds=20)
+    task.next_poll_at = timezone.now() - timedelta(seconds=20)
     worker.schedule_poll(task, grow=False)  # news: from the base, however late
     assert task.poll_interval == 1.0
 
