@@ -1,7 +1,7 @@
 """Benchmark: many long tasks in flight, at an agent that pushes and at one that does not.
 
     .venv/bin/python bench/long_tasks.py --tasks 2000 --seconds 60 --agent push poll list
-        [--mode embedded|distributed] [--agents N] [--save FILE] [--write]
+        [--mode embedded|distributed] [--agents N] [--workers N] [--save FILE] [--write]
     .venv/bin/python bench/long_tasks.py --load FILE... [--write]
 
 N tasks are created through ``POST /api/tasks:batch`` (100 per request) for
@@ -23,13 +23,15 @@ default for an A2A 1.0 agent).
 
 Embedded: ``manage.py runplatform`` (SQLite). Distributed: daphne + ``celery worker`` +
 ``celery beat`` on PostgreSQL + Redis (``BENCH_DATABASE_URL`` recreated,
-``BENCH_REDIS_URL``). Loopback only; every process is stopped at the end, and a run
-gives up after ``--timeout`` seconds. ``--write`` replaces this benchmark's section of
-docs/benchmarks.md; ``--save`` keeps each run's result so that runs made separately (a
-cost curve: 100 to 10,000 tasks) become one table with ``--load``. ``--steady`` keeps N
-in flight instead of creating N at once: it creates 2N at N / ``--seconds`` a second, and
-measures the window from the first end to the last creation, where tasks start and end
-at that rate (the delays: of the tasks that ended in it).
+``BENCH_REDIS_URL``), ``--workers`` worker processes (default 1). Loopback only; every
+process is stopped at the end, and a run gives up after ``--timeout`` seconds.
+``--write`` replaces this benchmark's section of docs/benchmarks.md; ``--save`` keeps
+each run's result so that runs made separately (a cost curve: 100 to 10,000 tasks)
+become one table with ``--load`` (the saved result also has the delays per second of the
+agents' ends: when in a run the late notices were). ``--steady`` keeps N in flight
+instead of creating N at once: it creates 2N at N / ``--seconds`` a second, and measures
+the window from the first end to the last creation, where tasks start and end at that
+rate (the delays: of the tasks that ended in it).
 """
 
 from __future__ import annotations
@@ -107,6 +109,7 @@ def run(
     timeout: float,
     agents: int = 1,
     steady: bool = False,
+    workers: int = 1,
 ) -> dict[str, Any]:
     """One run. ``steady``: ``total`` tasks stay in flight for ``seconds``: twice as many
     are created at ``total / seconds`` a second, so from the first end to the last
@@ -170,7 +173,8 @@ def run(
             procs.append(Proc([*daphne, "platform_site.asgi:application"], env, log, "daphne"))
             worker = [PYTHON, "-m", "celery", "-A", "platform_site", "worker", "-P", "threads"]
             worker += ["-c", "8", "--without-heartbeat", "--without-mingle", "--without-gossip"]
-            procs.append(Proc(worker, env, log, "worker"))
+            for n in range(workers):  # each its own process (and GIL); they share the rows
+                procs.append(Proc([*worker, "-n", f"w{n}@%h"], env, log, f"worker{n}"))
             beat = [PYTHON, "-m", "celery", "-A", "platform_site", "beat"]
             procs.append(Proc([*beat, "-S", "celery.beat:Scheduler"], env, log, "beat"))
             for proc in procs:
@@ -261,12 +265,25 @@ def run(
         for rid, at in counted.items()
         if rid in report["done"]
     ]
+    # When in the run the late notices were: per second of the agent's ends (from the
+    # first), the tasks that ended then and their delays' p95 and max (ms).
+    by_second: dict[int, list[float]] = {}
+    for rid, at in counted.items():
+        if rid in report["done"]:
+            by_second.setdefault(int(at - first_end), []).append(
+                max(0.0, report["done"][rid] - at) * 1000
+            )
+    delay_by_second = [
+        [second, len(got), percentile(got, 0.95), max(got)]
+        for second, got in sorted(by_second.items())
+    ]
     # How long the COMPLETED push waited at the agent before its POST began.
     at_agent = [max(0.0, pushed[rid] - at) * 1000 for rid, at in counted.items() if rid in pushed]
     return {
         "mode": mode,
         "agent": kind,
         "agents": agents,
+        "workers": workers if mode == "distributed" else 0,
         "tasks": total,
         "seconds": seconds,
         "in_flight": in_flight,
@@ -307,6 +324,7 @@ def run(
         "delay_p95": percentile(delays, 0.95) if delays else float("nan"),
         "delay_max": max(delays) if delays else float("nan"),
         "noticed": len(delays),
+        "delay_by_second": delay_by_second,
         "at_agent_p95": percentile(at_agent, 0.95) if at_agent else float("nan"),
         # The platform's webhook as the agents saw it, for the pushes made while tasks
         # end: each push's wait for one of the agent's slots, then the POST until the
@@ -334,6 +352,9 @@ def main() -> None:
         "--agents", type=int, default=1, help="agent processes (each registered as an agent)"
     )
     parser.add_argument(
+        "--workers", type=int, default=1, help="distributed: Celery worker processes"
+    )
+    parser.add_argument(
         "--steady",
         action="store_true",
         help="keep --tasks in flight: create twice as many at --tasks / --seconds a second",
@@ -355,7 +376,14 @@ def main() -> None:
         for kind in args.agent:
             for total in args.tasks:
                 result = run(
-                    mode, kind, total, args.seconds, args.timeout, args.agents, args.steady
+                    mode,
+                    kind,
+                    total,
+                    args.seconds,
+                    args.timeout,
+                    args.agents,
+                    args.steady,
+                    args.workers,
                 )
                 print(json.dumps(result, indent=1), flush=True)
                 if args.save:  # several invocations can make one table (--load)

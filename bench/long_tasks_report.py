@@ -42,8 +42,9 @@ def table(results: list[dict[str, Any]]) -> str:
         agents = f" x {r['agents']}" if r.get("agents", 1) > 1 else ""
         net = f" ({r['cpu_ms_per_task_net']:.1f})" if "cpu_ms_per_task_net" in r else ""
         done = r.get("completed", r["noticed"])
+        mode = r["mode"] + (f" ({r['workers']} workers)" if r.get("workers", 1) > 1 else "")
         lines.append(
-            f"| {r['mode']} | {r['agent']}{agents} | {_tasks(r)} | {follow} "
+            f"| {mode} | {r['agent']}{agents} | {_tasks(r)} | {follow} "
             f"| {r['cores']:.2f} | {r['rss_mib']:.0f} | {r['cpu_ms_per_task']:.1f}{net} "
             f"| {r['requests']:.2f} ({r['sends']:.2f} + {r['polls']:.2f} "
             f"+ {r.get('lists', 0):.2f}) "
