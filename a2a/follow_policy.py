@@ -84,7 +84,8 @@ def next_poll(
 
     Polled tasks start at the base interval, times ``A2A_POLL_BACKOFF`` while nothing
     changes (the time since the last poll, when this one came late: :func:`quiet_spell`),
-    up to ``A2A_POLL_INTERVAL_MAX``. A task its agent's pushes or listings
+    up to ``A2A_POLL_INTERVAL_MAX`` (the longest between two polls: :func:`within_the_cap`).
+    A task its agent's pushes or listings
     follow is polled only as a safety net: from ``AGENT_PUSH_POLL_INTERVAL`` /
     ``A2A_LIST_POLL_INTERVAL``, times ``A2A_POLL_BACKOFF`` while those polls find nothing
     new, up to ``A2A_SAFETY_POLL_INTERVAL_MAX``: a task that works for an hour costs
@@ -108,7 +109,24 @@ def next_poll(
     interval = quiet_spell(task, task.poll_interval or base)
     interval = min(interval * settings.A2A_POLL_BACKOFF, settings.A2A_POLL_INTERVAL_MAX)
     interval = max(interval, base)
-    return max(interval, retry_after or 0.0), interval
+    return max(within_the_cap(interval, base), retry_after or 0.0), interval
+
+
+def within_the_cap(interval: float, base: float) -> float:
+    """The delay of a poll whose interval reached ``A2A_POLL_INTERVAL_MAX``: that much
+    less one sweep interval.
+
+    A due poll waits for the next sweep, up to ``A2A_SWEEP_INTERVAL``; scheduled a whole
+    cap ahead, polls at the cap came up to a sweep more than the cap apart, and an
+    agent's end was noticed up to that much past one interval. Due a sweep earlier, a
+    polled task goes at most the cap between polls while the workers keep up (about 5%
+    more polls at a 10 s cap and a 1 s sweep). Never below the agent's own
+    ``pollIntervalMs`` (``base``); the interval the backoff grows from is unchanged.
+    """
+    cap = settings.A2A_POLL_INTERVAL_MAX
+    if interval < cap:
+        return interval
+    return max(base, cap - settings.A2A_SWEEP_INTERVAL)
 
 
 def quiet_spell(task: Task, interval: float) -> float:

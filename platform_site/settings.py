@@ -307,7 +307,7 @@ AGENT_HEALTH_TIMEOUT = envfloat("AGENT_HEALTH_TIMEOUT", 5.0)
 
 # --- Dispatch -------------------------------------------------------------------------
 A2A_POLL_INTERVAL = envfloat("A2A_POLL_INTERVAL", 0.5)  # seconds, first poll
-A2A_POLL_INTERVAL_MAX = envfloat("A2A_POLL_INTERVAL_MAX", 10.0)  # cap of the backoff
+A2A_POLL_INTERVAL_MAX = envfloat("A2A_POLL_INTERVAL_MAX", 10.0)  # most between two polls
 A2A_POLL_BACKOFF = envfloat("A2A_POLL_BACKOFF", 1.5)  # factor on the time a task stayed unchanged
 A2A_TASK_TIMEOUT = envfloat("A2A_TASK_TIMEOUT", 300.0)  # overall seconds per task
 A2A_HTTP_TIMEOUT = envfloat("A2A_HTTP_TIMEOUT", 10.0)  # one HTTP call to an agent

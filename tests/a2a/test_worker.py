@@ -10,9 +10,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from a2a import services, worker
+from a2a import follow_policy, services, worker
 from a2a.models import Task
 from a2a.states import NextAction, TaskState, Transport
+from agent_profiles.interfaces import CallTarget
 
 pytestmark = pytest.mark.django_db
 
@@ -188,7 +189,9 @@ def test_a_late_poll_backs_off_from_the_time_the_task_was_quiet(task: Task, sett
         task.next_poll_at = before - timedelta(seconds=due_seconds_ago)
         task.poll_interval = interval
         assert worker.schedule_poll(task, grow=True)
-        assert task.next_poll_at >= before + timedelta(seconds=task.poll_interval)
+        # due after the interval (at the cap, a sweep sooner: the next test)
+        delay = follow_policy.within_the_cap(task.poll_interval, 1.0)
+        assert task.next_poll_at >= before + timedelta(seconds=delay)
         return task.poll_interval
 
     assert poll(0.0, 1.0) == pytest.approx(2.0, abs=0.05)  # on time: interval x backoff
@@ -201,6 +204,30 @@ def test_a_late_poll_backs_off_from_the_time_the_task_was_quiet(task: Task, sett
     task.next_poll_at = timezone.now() - timedelta(seconds=20)
     worker.schedule_poll(task, grow=False)  # news: from the base, however late
     assert task.poll_interval == 1.0
+
+
+def test_a_poll_at_the_cap_is_due_one_sweep_sooner(task: Task, settings: Any) -> None:
+    """A due poll waits for the next sweep (up to A2A_SWEEP_INTERVAL): a poll at the cap
+    is due that much sooner, so that polls are at most the cap apart; below the cap, and
+    never sooner than the agent's own pollIntervalMs, it waits its interval."""
+    settings.A2A_POLL_INTERVAL, settings.A2A_POLL_BACKOFF = 1.0, 2.0
+    settings.A2A_POLL_INTERVAL_MAX, settings.A2A_SWEEP_INTERVAL = 10.0, 1.5
+    task = Task.objects.select_related("agent").get(pk=task.pk)
+
+    def poll(interval: float) -> tuple[float, float]:
+        task.next_poll_at, task.poll_interval = None, interval
+        before = timezone.now()
+        assert worker.schedule_poll(task, grow=True)
+        return round((task.next_poll_at - before).total_seconds(), 1), task.poll_interval
+
+    assert poll(4.0) == (8.0, 8.0)  # below the cap: the interval
+    assert poll(8.0) == (8.5, 10.0)  # reaching it: the cap less a sweep
+    assert poll(10.0) == (8.5, 10.0)  # at it: the same, the interval stays the cap
+    # An agent that asked for 9.5 s between polls is not polled sooner than that.
+    agent = CallTarget(agent_id=task.agent_id, poll_interval_seconds=9.5)
+    assert follow_policy.next_poll(task, agent, grow=True) == (9.5, 10.0)
+    agent = CallTarget(agent_id=task.agent_id, poll_interval_seconds=30.0)
+    assert follow_policy.next_poll(task, agent, grow=True) == (30.0, 30.0)  # past the cap
 
 
 @pytest.mark.parametrize(
