@@ -85,14 +85,14 @@ def next_poll(
     Polled tasks start at the base interval, times ``A2A_POLL_BACKOFF`` while nothing
     changes (the time since the last poll, when this one came late: :func:`quiet_spell`),
     up to ``A2A_POLL_INTERVAL_MAX`` (the longest between two polls: :func:`within_the_cap`).
-    A task its agent's pushes or listings
-    follow is polled only as a safety net: from ``AGENT_PUSH_POLL_INTERVAL`` /
-    ``A2A_LIST_POLL_INTERVAL``, times ``A2A_POLL_BACKOFF`` while those polls find nothing
-    new, up to ``A2A_SAFETY_POLL_INTERVAL_MAX``: a task that works for an hour costs
-    nine polls, not sixty, and a lost push is still noticed within that cap (plus the
-    jitter). Each safety-net poll waits its interval plus a random part of it, up to
-    ``A2A_SAFETY_POLL_JITTER`` times it, so that tasks sent together are not polled
-    together; the interval itself, from which the backoff grows, has no jitter.
+    A task its agent's pushes or listings follow is polled only as a safety net: from
+    ``AGENT_PUSH_POLL_INTERVAL`` / ``A2A_LIST_POLL_INTERVAL``, times ``A2A_POLL_BACKOFF``
+    while those polls find nothing new, up to ``A2A_SAFETY_POLL_INTERVAL_MAX``: a task
+    that works for an hour costs nine polls, not sixty, and a lost push is still noticed
+    within that cap (plus the jitter). Each safety-net poll waits its interval plus a
+    random part of it, up to ``A2A_SAFETY_POLL_JITTER`` times it, so that tasks sent
+    together are not polled together; the interval itself, from which the backoff
+    grows, has no jitter.
     """
     safety = safety_interval(task, target)
     if safety > 0:
