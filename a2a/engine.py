@@ -5,10 +5,11 @@ long tasks. The sweep hands due polls to :func:`poll_due`, which
 
 1. **claims a batch** in one transaction (``select_for_update(skip_locked=True)`` on
    PostgreSQL, the write lock on SQLite): the due polls, oldest due first, but at most
-   ``A2A_AGENT_POLL_RATE`` per agent per second and taken round-robin between agents, so
-   one agent with ten thousand tasks neither starves the others nor gets hammered. An
-   agent that answered ``429``/``503`` with ``Retry-After`` has all its polls moved past
-   that time (:meth:`~a2a.models.Task.pause_polls`): the row says so, every worker obeys;
+   ``A2A_AGENT_POLL_RATE`` per agent per second (a budget per sweep, counted over its
+   batches) and taken round-robin between agents, so one agent with ten thousand tasks
+   neither starves the others nor gets hammered. An agent that answered ``429``/``503``
+   with ``Retry-After`` has all its polls moved past that time
+   (:meth:`~a2a.models.Task.pause_polls`): the row says so, every worker obeys;
 2. **calls the agents concurrently** on a thread pool (``A2A_POLL_CONCURRENCY`` threads)
    over the transports' shared connection pool;
 3. **applies the answers in few transactions**: the usual answer of a long task is "still
@@ -25,7 +26,7 @@ claims the tasks again: work is delayed, never lost), a transition is a compare-
 from __future__ import annotations
 
 import logging
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
@@ -67,17 +68,33 @@ def executor() -> ThreadPoolExecutor:
 # --- 1. claiming a fair batch --------------------------------------------------------------
 
 
-def pick_fairly(candidates: list[tuple[Any, str]], limit: int, per_agent: int) -> list[Any]:
-    """Round-robin over agents, oldest due first within each, at most ``per_agent`` each."""
+def agent_budget() -> int:
+    """Polls one agent may get in one sweep: ``A2A_AGENT_POLL_RATE`` per second over the
+    ``A2A_SWEEP_INTERVAL`` a sweep stands for (each beat's tick starts one sweep)."""
+    return max(1, round(settings.A2A_AGENT_POLL_RATE * settings.A2A_SWEEP_INTERVAL))
+
+
+def pick_fairly(
+    candidates: list[tuple[Any, str]],
+    limit: int,
+    per_agent: int,
+    spent: Counter[str] | None = None,
+) -> list[Any]:
+    """Round-robin over agents, oldest due first within each, at most ``per_agent`` each
+    less what ``spent`` says the agent had already (``spent`` is counted up)."""
+    spent = Counter() if spent is None else spent
     queues: dict[str, deque[Any]] = defaultdict(deque)
     for pk, agent_id in candidates:
-        if len(queues[agent_id]) < per_agent:
+        if len(queues[agent_id]) < per_agent - spent[agent_id]:
             queues[agent_id].append(pk)
+    for agent_id in [agent_id for agent_id, queue in queues.items() if not queue]:
+        del queues[agent_id]  # its budget is spent
     picked: list[Any] = []
     while queues and len(picked) < limit:
         for agent_id in list(queues):
             queue = queues[agent_id]
             picked.append(queue.popleft())
+            spent[agent_id] += 1
             if not queue:
                 del queues[agent_id]
             if len(picked) >= limit:
@@ -85,21 +102,35 @@ def pick_fairly(candidates: list[tuple[Any, str]], limit: int, per_agent: int) -
     return picked
 
 
+def spent_agents(spent: Counter[str]) -> list[str]:
+    """The agents whose polls this sweep have used their budget."""
+    per_agent = agent_budget()
+    return [agent_id for agent_id, used in spent.items() if used >= per_agent]
+
+
 POLL_DEFERS = ("input", "outbound_message")
 
 
-def claim_polls(limit: int) -> tuple[list[Task], Any]:
-    """Claim up to ``limit`` due polls fairly; the tasks and the batch's lease."""
+def claim_polls(limit: int, spent: Counter[str] | None = None) -> tuple[list[Task], Any]:
+    """Claim up to ``limit`` due polls fairly; the tasks and the batch's lease.
+
+    ``spent``: the polls each agent had in this sweep's earlier batches, counted up here.
+    Agents that used their budget are left out of the search, so that their backlog,
+    oldest due first, does not hide the other agents' due polls from the next batch.
+    """
     now = timezone.now()
     lease = now + timedelta(seconds=lease_seconds())
-    per_agent = max(1, int(settings.A2A_AGENT_POLL_RATE * max(settings.A2A_SWEEP_INTERVAL, 1.0)))
+    spent = Counter() if spent is None else spent
     with transaction.atomic():
         rows = Task.objects.filter(due_filter(now), next_action=NextAction.POLL)
+        full = spent_agents(spent)
+        if full:
+            rows = rows.exclude(agent_id__in=full)
         rows = rows.order_by("next_poll_at")
         if connection.vendor == "postgresql":
             rows = rows.select_for_update(skip_locked=True)
         candidates = list(rows.values_list("pk", "agent_id")[: limit * 4])
-        ids = pick_fairly(candidates, limit, per_agent)
+        ids = pick_fairly(candidates, limit, agent_budget(), spent)
         if not ids:
             return [], lease
         Task.objects.filter(due_filter(now), pk__in=ids).update(lease_until=lease)
@@ -199,11 +230,12 @@ def _failed(polled: Polled) -> None:
     agent_calls.poll_failed(task, target, exc)
 
 
-def poll_due(limit: int) -> int:
-    """Claim up to ``limit`` due polls, poll them at once, apply; how many were polled."""
+def poll_due(limit: int, spent: Counter[str] | None = None) -> int:
+    """Claim up to ``limit`` due polls, poll them at once, apply; how many were polled.
+    ``spent``: the sweep's polls per agent so far (see :func:`claim_polls`)."""
     from a2a.worker import _internal_error
 
-    tasks, lease = claim_polls(limit)
+    tasks, lease = claim_polls(limit, spent)
     if not tasks:
         return 0
     targets: dict[str, CallTarget] = {}

@@ -127,18 +127,22 @@ class TaskScheduling:
         return sql, params
 
     @classmethod
-    def claim_due(cls, limit: int, *, leave_new_for: float = 0.0) -> list[Any]:
+    def claim_due(cls, limit: int, *, leave_new_for: float = 0.0, polls: bool = True) -> list[Any]:
         """Claim up to ``limit`` due tasks, oldest due first; returns their ids.
 
         ``leave_new_for``: a new task nobody has claimed yet is left alone for that many
         seconds after it became due. Its hint (a thread of this process, the workers'
         Redis list or a Celery message) starts it; the sweep is the safety net for a lost
         hint, and racing the hint would only add a claim, a read and a thread.
+        ``polls``: False leaves due polls alone (the sweep's are the batched engine's,
+        within each agent's rate).
         """
         now = timezone.now()
         lease = now + timedelta(seconds=lease_seconds())
         with transaction.atomic():
             rows = cls._rows().filter(due_filter(now)).order_by("next_poll_at")
+            if not polls:
+                rows = rows.exclude(next_action=NextAction.POLL)
             if leave_new_for > 0:
                 rows = rows.exclude(
                     next_action=NextAction.SEND,

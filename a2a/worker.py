@@ -14,6 +14,7 @@ The calls to agents themselves (send, poll, follow a stream, cancel) are in
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
@@ -54,10 +55,11 @@ def claim(task_id: Any) -> Task | None:
     return Task.claim(task_id)
 
 
-def claim_due(limit: int, *, leave_new_for: float = 0.0) -> list[Any]:
+def claim_due(limit: int, *, leave_new_for: float = 0.0, polls: bool = True) -> list[Any]:
     """Claim up to ``limit`` due tasks, oldest due first; returns their ids (new tasks
-    that became due less than ``leave_new_for`` seconds ago are left to their hints)."""
-    return Task.claim_due(limit, leave_new_for=leave_new_for)
+    that became due less than ``leave_new_for`` seconds ago are left to their hints;
+    ``polls`` False: due polls are left to the batched engine)."""
+    return Task.claim_due(limit, leave_new_for=leave_new_for, polls=polls)
 
 
 def schedule_poll(task: Task, *, grow: bool, retry_after: float | None = None) -> bool:
@@ -291,6 +293,7 @@ def sweep() -> dict[str, int]:
         ids = claim_due(
             min(width, settings.A2A_POLL_BATCH - processed),
             leave_new_for=settings.A2A_HINT_GRACE,
+            polls=False,  # the engine's, above: one by one here they escaped its rate
         )
         if not ids:
             break
@@ -302,15 +305,20 @@ def sweep() -> dict[str, int]:
 
 def _poll_batches() -> int:
     """Due polls go to the batched engine (:mod:`a2a.engine`), batch after batch, up to
-    ``A2A_POLL_SWEEP_MAX`` per sweep."""
+    ``A2A_POLL_SWEEP_MAX`` per sweep and the sweep's budget per agent
+    (``A2A_AGENT_POLL_RATE``), counted over all its batches."""
     from a2a import agent_listing, engine
 
     polled = 0
+    spent: Counter[str] = Counter()
     while polled < settings.A2A_POLL_SWEEP_MAX:
         size = min(settings.A2A_POLL_ENGINE_BATCH, settings.A2A_POLL_SWEEP_MAX - polled)
-        done = engine.poll_due(size)
+        full = len(engine.spent_agents(spent))
+        done = engine.poll_due(size, spent)
         polled += done
-        if done < size:
+        # A short batch means nothing more is due, unless an agent used its budget in
+        # it: its older polls may have hidden other agents' (searched again without it).
+        if done == 0 or (done < size and len(engine.spent_agents(spent)) == full):
             break
         # A loaded sweep's polls take seconds: listings due meanwhile go between batches.
         agent_listing.list_due()

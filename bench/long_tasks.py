@@ -129,6 +129,9 @@ def run(
             "PYTHONUNBUFFERED": "1",
             "ALLOW_LOOPBACK_URLS": "true",
             "A2A_TASK_TIMEOUT": str(max(300.0, seconds * 5)),
+            # 10,000 polled tasks over four agents need about 280 polls a second each at
+            # the 10 s cap, more while young; the default 100 would space them out to 25 s.
+            "A2A_AGENT_POLL_RATE": os.environ.get("A2A_AGENT_POLL_RATE", "500"),
             # "poll": each task polled on its own; "list": the platform lists the agent's
             # tasks (the default for an A2A 1.0 agent that does not push).
             "A2A_LIST_INTERVAL": "0"

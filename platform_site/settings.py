@@ -317,7 +317,8 @@ A2A_RETRY_BACKOFF = envfloat("A2A_RETRY_BACKOFF", 2.0)  # seconds, doubled per a
 A2A_LEASE_SECONDS = envfloat("A2A_LEASE_SECONDS", 30.0)  # a claimed task's lease
 A2A_POLL_BATCH = envint("A2A_POLL_BATCH", 50)  # due sends/cancels/follows claimed per sweep
 # Polls: the batched engine (a2a/engine.py) claims this many per batch, up to
-# A2A_POLL_SWEEP_MAX per sweep, at most A2A_AGENT_POLL_RATE per agent and second.
+# A2A_POLL_SWEEP_MAX per sweep, at most A2A_AGENT_POLL_RATE per agent and second (a
+# budget of rate x A2A_SWEEP_INTERVAL per sweep, over all its batches).
 A2A_POLL_ENGINE_BATCH = envint("A2A_POLL_ENGINE_BATCH", 200)
 A2A_POLL_SWEEP_MAX = envint("A2A_POLL_SWEEP_MAX", 2000)
 A2A_AGENT_POLL_RATE = envfloat("A2A_AGENT_POLL_RATE", 100.0)

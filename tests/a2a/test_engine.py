@@ -3,6 +3,7 @@ obeyed for all of an agent's tasks, and the usual per-task rules for everything 
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import timedelta
 from typing import Any
 
@@ -11,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from a2a import engine, services
+from a2a import engine, services, worker
 from a2a.models import Task, TaskEvent
 from a2a.states import NextAction, TaskState
 from tests.support.agents import TestAgent, run_agent
@@ -24,6 +25,10 @@ def test_picks_round_robin_between_agents_within_each_agents_share() -> None:
     assert engine.pick_fairly(candidates, limit=5, per_agent=10) == ["a0", "b0", "c0", "a1", "c1"]
     assert engine.pick_fairly(candidates, limit=10, per_agent=2) == ["a0", "b0", "c0", "a1", "c1"]
     assert engine.pick_fairly([], limit=5, per_agent=2) == []
+    # What the sweep's earlier batches gave each agent counts against its share.
+    spent = Counter({"a": 1, "c": 2})
+    assert engine.pick_fairly(candidates, limit=10, per_agent=2, spent=spent) == ["a0", "b0"]
+    assert spent == {"a": 2, "b": 1, "c": 2}
 
 
 @pytest.fixture
@@ -164,3 +169,65 @@ def test_quiet_safety_net_polls_back_off(
         seen.append(task.poll_interval)
         assert task.next_poll_at > timezone.now() + timedelta(seconds=task.poll_interval - 5)
     assert seen == [120.0, 200.0, 200.0]
+
+
+def polled_by_agent(tasks: list[Task]) -> Counter[str]:
+    """How many of ``tasks`` a sweep polled (re-scheduled into the future), per agent."""
+    now = timezone.now()
+    return Counter(
+        t.agent_id for t in Task.objects.filter(pk__in=[t.pk for t in tasks], next_poll_at__gt=now)
+    )
+
+
+@pytest.fixture
+def two_agents(
+    settings: Any, make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent
+) -> Any:
+    """Polled WORKING tasks at two agents (same peer): ``make(n_one, n_two)``, every task
+    due, agent-one's the oldest due."""
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_LIST_INTERVAL = 0  # each task polled on its own
+    skill = make_skill()
+    make_agent(skills=[skill], a2a_endpoint=peer.url)
+    make_agent(skills=[skill], a2a_endpoint=peer.url, id="agent-two", name="Agent Two")
+    user = make_user()
+
+    def make(n_one: int, n_two: int) -> tuple[list[Task], list[Task]]:
+        one = working_tasks(n_one, user, peer, make_agent, skill)
+        two = working_tasks(n_two, user, peer, make_agent, skill, agent_id="agent-two")
+        now = timezone.now()
+        for age, task in enumerate(reversed(one + two)):
+            Task.objects.filter(pk=task.pk).update(next_poll_at=now - timedelta(seconds=age))
+        return one, two
+
+    return make
+
+
+def test_a_sweep_polls_an_agent_at_most_its_rate_over_all_its_batches(
+    settings: Any, two_agents: Any
+) -> None:
+    """A2A_AGENT_POLL_RATE holds per sweep, not per batch: batches that each stay within
+    it must not add up past it (they did while every batch came back full)."""
+    one, two = two_agents(3, 3)
+    settings.A2A_AGENT_POLL_RATE, settings.A2A_SWEEP_INTERVAL = 1.0, 1.0
+    settings.A2A_POLL_ENGINE_BATCH, settings.A2A_POLL_SWEEP_MAX = 2, 100
+    swept = worker.sweep()
+    # The engine's two polls, and none of the others one by one (the sweep's claim of due
+    # sends and cancels took them, past the agents' rate).
+    assert (swept["polled"], swept["processed"]) == (2, 0)
+    assert polled_by_agent(one + two) == {"agent-one": 1, "agent-two": 1}
+    assert worker.sweep()["polled"] == 2  # the next sweep, the next share
+    assert polled_by_agent(one + two) == {"agent-one": 2, "agent-two": 2}
+
+
+def test_an_agents_backlog_does_not_hide_the_others_due_polls(
+    settings: Any, two_agents: Any
+) -> None:
+    """An agent with more due polls than a batch searches (older than anyone's) uses its
+    budget; the sweep searches again without it and finds the other agent's."""
+    one, two = two_agents(9, 1)
+    settings.A2A_AGENT_POLL_RATE, settings.A2A_SWEEP_INTERVAL = 1.0, 1.0
+    # A batch of 2 searches the 8 oldest due polls: all agent-one's.
+    settings.A2A_POLL_ENGINE_BATCH, settings.A2A_POLL_SWEEP_MAX = 2, 100
+    assert worker.sweep()["polled"] == 2
+    assert polled_by_agent(one + two) == {"agent-one": 1, "agent-two": 1}
