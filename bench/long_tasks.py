@@ -52,7 +52,7 @@ from typing import Any
 
 import httpx
 from long_tasks_client import FinalCounter, create, rss_mib
-from long_tasks_report import quantiles, table
+from long_tasks_report import delays_by_second, quantiles, table
 from procs import (
     BENCH_DATABASE_URL,
     BENCH_REDIS_URL,
@@ -268,18 +268,7 @@ def run(
         for rid, at in counted.items()
         if rid in report["done"]
     ]
-    # When in the run the late notices were: per second of the agent's ends (from the
-    # first), the tasks that ended then and their delays' p95 and max (ms).
-    by_second: dict[int, list[float]] = {}
-    for rid, at in counted.items():
-        if rid in report["done"]:
-            by_second.setdefault(int(at - first_end), []).append(
-                max(0.0, report["done"][rid] - at) * 1000
-            )
-    delay_by_second = [
-        [second, len(got), percentile(got, 0.95), max(got)]
-        for second, got in sorted(by_second.items())
-    ]
+    delay_by_second = delays_by_second(counted, report["done"], first_end)
     # How long the COMPLETED push waited at the agent before its POST began.
     at_agent = [max(0.0, pushed[rid] - at) * 1000 for rid, at in counted.items() if rid in pushed]
     return {

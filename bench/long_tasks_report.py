@@ -16,6 +16,21 @@ def quantiles(values: list[float]) -> list[float] | None:
     return [statistics.median(values), percentile(values, 0.95)]
 
 
+def delays_by_second(
+    ended: dict[str, float], done: dict[str, float], first_end: float
+) -> list[list[float]]:
+    """When in a run the late notices were: per second of the agents' ends (from the
+    first), the tasks that ended then and their notice delays' p95 and max (ms)."""
+    by_second: dict[int, list[float]] = {}
+    for rid, at in ended.items():
+        if rid in done:
+            by_second.setdefault(int(at - first_end), []).append(max(0.0, done[rid] - at) * 1000)
+    return [
+        [second, len(got), percentile(got, 0.95), max(got)]
+        for second, got in sorted(by_second.items())
+    ]
+
+
 def table(results: list[dict[str, Any]]) -> str:
     load = max((r.get("load", 0.0) for r in results), default=os.getloadavg()[0])
     at = max((r.get("at", 0.0) for r in results), default=0.0) or time.time()
