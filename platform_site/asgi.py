@@ -14,7 +14,7 @@ from a2a.agent_push_asgi import with_agent_push  # noqa: E402
 from a2a.api.asgi import with_tasks_api  # noqa: E402
 from a2a.face.asgi import with_face  # noqa: E402
 from gateway.routing import websocket_application  # noqa: E402
-from platform_site import daphne_fix  # noqa: E402
+from platform_site import daphne_fix, gc_tuning  # noqa: E402
 from platform_site.face_metrics import with_face_metrics  # noqa: E402
 
 daphne_fix.install()  # POST bodies skip Twisted's form parsing: see the module
@@ -27,3 +27,6 @@ application = ProtocolTypeRouter(
         "websocket": websocket_application,
     }
 )
+
+# Everything the process serves with is loaded: the collector stops walking it.
+gc_tuning.settle()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import setup_logging, task_prerun
+from celery.signals import beat_init, setup_logging, task_prerun, worker_ready
 
 from platform_site import kombu_fix
 
@@ -31,6 +31,16 @@ def _tidy_connections(**kwargs: object) -> None:
     from platform_site.dbthreads import tidy_connections
 
     tidy_connections()
+
+
+@worker_ready.connect
+@beat_init.connect
+def _settle_gc(**kwargs: object) -> None:
+    """A worker or beat is ready: the collector stops walking what it loaded (see
+    platform_site/gc_tuning.py)."""
+    from platform_site import gc_tuning
+
+    gc_tuning.settle()
 
 
 @setup_logging.connect

@@ -499,6 +499,9 @@ METRICS_TOKEN = envstr("METRICS_TOKEN")
 # prometheus-client's multi-process mode: one empty directory shared by every process of a
 # host (read by prometheus-client itself; here for the docs).
 PROMETHEUS_MULTIPROC_DIR = envstr("PROMETHEUS_MULTIPROC_DIR")
+# Allocations between two collections of the youngest generation once a server process is
+# ready (Python's default 700; 0 leaves it): see platform_site/gc_tuning.py.
+GC_THRESHOLD = envint("GC_THRESHOLD", 7000)
 
 LOG_FORMAT = envchoice("LOG_FORMAT", "text", {"text", "json"})
 LOGGING = {
