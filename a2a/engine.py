@@ -102,7 +102,10 @@ def unseen_longest_first() -> CombinedExpression:
     next interval (:func:`a2a.follow_policy.quiet_spell`), so a backlog thins itself.
     No due poll waits for ever: the longer it waits, the earlier it comes. Measured on
     10,000 polled tasks (embedded, two pairs of runs): notice p95 8.4 and 9.1 s against
-    9.5 and 9.4 s, 6.2 and 7.6 polls per task against 7.7 and 7.8.
+    9.5 and 9.4 s, 6.2 and 7.6 polls per task against 7.7 and 7.8. The price is a sort
+    of the due polls instead of a walk of the index: searching 10,000 due at once, 6.0
+    against 1.7 ms on SQLite and 7 against 2 ms on PostgreSQL, some 25 us per poll of a
+    200-poll batch; with few polls due, next to nothing.
     """
     return _Seconds("next_poll_at") - F("poll_interval")
 
