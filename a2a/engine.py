@@ -5,10 +5,10 @@ long tasks. The sweep hands due polls to :func:`poll_due`, which
 
 1. **claims a batch** in one transaction (``select_for_update(skip_locked=True)`` on
    PostgreSQL, the write lock on SQLite): the due polls, longest unseen first (see
-   :func:`unseen_longest_first`), but at most
-   ``A2A_AGENT_POLL_RATE`` per agent per second (a budget per sweep, counted over its
-   batches) and taken round-robin between agents, so one agent with ten thousand tasks
-   neither starves the others nor gets hammered. An agent that answered ``429``/``503``
+   :func:`unseen_longest_first`), but at most ``A2A_AGENT_POLL_RATE`` per agent per
+   second (a budget per sweep, counted over its batches) and taken round-robin between
+   agents, so one agent with ten thousand tasks neither starves the others nor gets
+   hammered. An agent that answered ``429``/``503``
    with ``Retry-After`` has all its polls moved past that time
    (:meth:`~a2a.models.Task.pause_polls`): the row says so, every worker obeys;
 2. **calls the agents concurrently** on a thread pool (``A2A_POLL_CONCURRENCY`` threads)
@@ -117,8 +117,8 @@ def pick_fairly(
     spent: Counter[str] | None = None,
 ) -> list[Any]:
     """Round-robin over agents, in the order of ``candidates`` within each (longest unseen
-    first), at most ``per_agent`` each
-    less what ``spent`` says the agent had already (``spent`` is counted up)."""
+    first), at most ``per_agent`` each less what ``spent`` says the agent had already
+    (``spent`` is counted up)."""
     spent = Counter() if spent is None else spent
     queues: dict[str, deque[Any]] = defaultdict(deque)
     for pk, agent_id in candidates:
