@@ -4,7 +4,7 @@ Measured on instant tasks through the embedded platform (4,000 tasks, gc callbac
 every collection): with Python's defaults the collector took 0.85-0.91 s, about 0.2 ms
 of the platform's 4.1-4.4 ms of CPU per task. Two costs made it up:
 
-* **full collections walked the whole heap**: some 190,000 objects, nearly all of them
+* **full collections walked the whole heap**: some 195,000 objects, nearly all of them
   the modules, classes and settings loaded at start, which live as long as the process.
   :func:`gc.freeze` moves what exists once the process is ready into a permanent
   generation the collector no longer walks (0.46 s);
