@@ -8,9 +8,9 @@ long tasks. The sweep hands due polls to :func:`poll_due`, which
    :func:`unseen_longest_first`), but at most ``A2A_AGENT_POLL_RATE`` per agent per
    second (a budget per sweep, counted over its batches) and taken round-robin between
    agents, so one agent with ten thousand tasks neither starves the others nor gets
-   hammered. An agent that answered ``429``/``503``
-   with ``Retry-After`` has all its polls moved past that time
-   (:meth:`~a2a.models.Task.pause_polls`): the row says so, every worker obeys;
+   hammered. An agent that answered ``429``/``503`` with ``Retry-After`` has all its
+   polls moved past that time (:meth:`~a2a.models.Task.pause_polls`): the row says so,
+   every worker obeys;
 2. **calls the agents concurrently** on a thread pool (``A2A_POLL_CONCURRENCY`` threads)
    over the transports' shared connection pool;
 3. **applies the answers in few transactions**: the usual answer of a long task is "still
@@ -153,7 +153,7 @@ def claim_polls(limit: int, spent: Counter[str] | None = None) -> tuple[list[Tas
 
     ``spent``: the polls each agent had in this sweep's earlier batches, counted up here.
     Agents that used their budget are left out of the search, so that their backlog,
-    oldest due first, does not hide the other agents' due polls from the next batch.
+    longest unseen first, does not hide the other agents' due polls from the next batch.
     """
     now = timezone.now()
     lease = now + timedelta(seconds=lease_seconds())

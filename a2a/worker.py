@@ -317,7 +317,7 @@ def _poll_batches() -> int:
         done = engine.poll_due(size, spent)
         polled += done
         # A short batch means nothing more is due, unless an agent used its budget in
-        # it: its older polls may have hidden other agents' (searched again without it).
+        # it: its long-unseen polls may have hidden other agents' (searched again without it).
         if done == 0 or (done < size and len(engine.spent_agents(spent)) == full):
             break
         # A loaded sweep's polls take seconds: listings due meanwhile go between batches.
