@@ -12,6 +12,9 @@ measure how late the platform noticed:
 * ``GET /_ended`` → ``{agent task id: end time}``
 * ``GET /_pushed`` → ``{agent task id: when its COMPLETED push began}`` (the part of the
   notice delay spent at the agent: its queue of events and earlier pushes)
+* ``GET /_seen`` → ``{agent task id: [when the first poll after its end arrived, when the
+  poll before it arrived]}`` (a polled task's notice delay split: the wait for that poll,
+  the gap between the two polls, and what the platform took after it)
 """
 
 from __future__ import annotations
@@ -51,6 +54,10 @@ ENDED: dict[str, float] = {}
 # notice delay spent at the agent, before the platform sees anything.
 COMPLETED_PUSHED: dict[str, float] = {}
 COUNTS: Counter[str] = Counter()
+# Polls by arrival (Unix time): each task's latest, and for an ended task the first poll
+# after its end with the one before it.
+LAST_POLL: dict[str, float] = {}
+SEEN: dict[str, tuple[float, float | None]] = {}
 PUSHES = {"sent": 0, "failed": 0}
 # Per push: when it was asked for (Unix time), its wait for a slot and the platform's
 # answer time (the POST itself), both in ms.
@@ -136,6 +143,13 @@ class CountingClient(httpx.AsyncClient):
         return response
 
 
+def _note_poll(task_id: str) -> None:
+    now = time.time()
+    if task_id in ENDED and task_id not in SEEN:
+        SEEN[task_id] = (now, LAST_POLL.get(task_id))
+    LAST_POLL[task_id] = now
+
+
 class Stats:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -155,7 +169,13 @@ class Stats:
             if path == "/_pushed":
                 await JSONResponse(COMPLETED_PUSHED)(scope, receive, send)
                 return
-            COUNTS[_kind(path, scope["method"])] += 1
+            if path == "/_seen":
+                await JSONResponse(SEEN)(scope, receive, send)
+                return
+            kind = _kind(path, scope["method"])
+            COUNTS[kind] += 1
+            if kind == "get":
+                _note_poll(path.rsplit("/", 1)[-1])
         await self.app(scope, receive, send)
 
 

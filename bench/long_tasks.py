@@ -101,6 +101,33 @@ print(json.dumps({"states": states, "done": {k: v.timestamp() for k, v in done.i
 IDLE_SECONDS = 10.0
 
 
+def poll_split(
+    ended: dict[str, float], seen: dict[str, list[float | None]], done: dict[str, float]
+) -> dict[str, Any]:
+    """A polled task's notice delay in parts (ms, p50 / p95 / max): ``poll_wait`` from its
+    end to the poll that found it ended, ``poll_gap`` between that poll and the one
+    before, ``after_poll`` from that poll to the platform's COMPLETED; and the parts of
+    the ten most delayed tasks. Empty when nothing was polled after its end."""
+    rows = []
+    for rid, end in ended.items():
+        if rid not in seen or rid not in done:
+            continue
+        polled, before = seen[rid]
+        assert polled is not None
+        gap = (polled - before) * 1000 if before is not None else float("nan")
+        delay, wait, after = done[rid] - end, polled - end, done[rid] - polled
+        rows.append((delay * 1000, wait * 1000, gap, after * 1000))
+    if not rows:
+        return {}
+    worst = sorted(rows, reverse=True)[:10]
+    return {
+        "poll_wait_ms": quantiles([r[1] for r in rows], with_max=True),
+        "poll_gap_ms": quantiles([r[2] for r in rows if r[2] == r[2]], with_max=True),
+        "after_poll_ms": quantiles([r[3] for r in rows], with_max=True),
+        "worst_split_ms": [[round(x) if x == x else None for x in r] for r in worst],
+    }
+
+
 def run(
     mode: str,
     kind: str,
@@ -234,6 +261,7 @@ def run(
         push_times: list[list[float]] = []
         ended: dict[str, float] = {}
         pushed: dict[str, float] = {}
+        seen: dict[str, list[float | None]] = {}
         for agent_url in agent_urls:  # one agent's task ids never clash with another's
             stats = httpx.get(f"{agent_url}/_stats", timeout=30).json()
             counts.update(stats["counts"])
@@ -242,6 +270,7 @@ def run(
             push_times += stats.get("pushTimes", [])
             ended.update(httpx.get(f"{agent_url}/_ended", timeout=60).json())
             pushed.update(httpx.get(f"{agent_url}/_pushed", timeout=60).json())
+            seen.update(httpx.get(f"{agent_url}/_seen", timeout=60).json())
         report = json.loads(django_script(REPORT, env))
     first_end = min(ended.values()) if ended else t1
     # The plateau: all tasks in flight and none ending (a burst), or tasks starting and
@@ -272,6 +301,7 @@ def run(
     # How long the COMPLETED push waited at the agent before its POST began.
     at_agent = [max(0.0, pushed[rid] - at) * 1000 for rid, at in counted.items() if rid in pushed]
     return {
+        **poll_split(counted, seen, report["done"]),
         "mode": mode,
         "agent": kind,
         "agents": agents,

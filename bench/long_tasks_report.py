@@ -10,10 +10,12 @@ from typing import Any
 from procs import percentile
 
 
-def quantiles(values: list[float]) -> list[float] | None:
+def quantiles(values: list[float], *, with_max: bool = False) -> list[float] | None:
+    """[p50, p95] of ``values`` (and the max with ``with_max``); None when empty."""
     if not values:
         return None
-    return [statistics.median(values), percentile(values, 0.95)]
+    found = [statistics.median(values), percentile(values, 0.95)]
+    return [*found, max(values)] if with_max else found
 
 
 def delays_by_second(
