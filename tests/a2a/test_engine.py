@@ -261,3 +261,67 @@ def test_the_task_seen_longest_ago_is_polled_first(
     assert list(polled.values_list("pk", flat=True)) == [capped.pk]
     assert engine.poll_due(1) == 1  # the young one's turn comes next
     assert polled.count() == 2
+
+
+def test_an_end_is_applied_while_the_batchs_later_calls_are_still_out(
+    settings: Any,
+    make_skill: Any,
+    make_agent: Any,
+    make_user: Any,
+    peer: TestAgent,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """News found by a batch's first call is applied as its answer comes, not after the
+    batch's slowest call: here the second call is held until the first task's end is in
+    the database (or 3 s pass, which fails the test)."""
+    import threading
+    import time
+
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_LIST_INTERVAL = 0  # each task polled on its own
+    skill = make_skill()
+    make_agent(skills=[skill], a2a_endpoint=peer.url)
+    user = make_user()
+    (held,) = working_tasks(1, user, peer, make_agent, skill)
+    ending = services.create_task(
+        skill_id=skill.id, input={"product": "lamp", "behaviour": "slow", "seconds": 0.1}, user=user
+    )
+    worker.process_task(ending.pk)
+    time.sleep(0.4)  # it has ended at the agent
+    now = timezone.now()
+    # The ending task unseen the longest: its call goes first.
+    Task.objects.filter(pk=ending.pk).update(next_poll_at=now - timedelta(seconds=5))
+    Task.objects.filter(pk=held.pk).update(next_poll_at=now)
+    release, calls = threading.Event(), []
+    call = engine._call
+
+    def held_back(polled: engine.Polled) -> engine.Polled:
+        calls.append(polled.task.pk)
+        if polled.task.pk == held.pk:
+            release.wait(3)
+        return call(polled)
+
+    monkeypatch.setattr(engine, "_call", held_back)
+
+    def poll() -> None:
+        try:
+            engine.poll_due(10)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=poll)
+    thread.start()
+    try:
+        ended = Task.objects.filter(pk=ending.pk, state=TaskState.COMPLETED)
+        deadline = time.monotonic() + 3
+        while not ended.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        applied_early = ended.exists() and not release.is_set()
+    finally:
+        release.set()
+        thread.join(10)
+    assert calls == [ending.pk, held.pk]
+    assert applied_early, "the end waited for the batch's held call"
+    held.refresh_from_db()
+    assert held.state == TaskState.WORKING  # quiet: re-scheduled
+    assert held.next_poll_at > now
