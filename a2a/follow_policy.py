@@ -109,29 +109,34 @@ def next_poll(
     interval = quiet_spell(task, task.poll_interval or base)
     interval = min(interval * settings.A2A_POLL_BACKOFF, settings.A2A_POLL_INTERVAL_MAX)
     interval = max(interval, base)
-    return max(within_the_cap(interval, base), retry_after or 0.0), interval
+    return max(within_the_cap(interval, base, lateness(task)), retry_after or 0.0), interval
 
 
-def within_the_cap(interval: float, base: float) -> float:
+def within_the_cap(interval: float, base: float, late: float = 0.0) -> float:
     """The delay of a poll whose interval reached ``A2A_POLL_INTERVAL_MAX``: that much
-    less one sweep interval.
+    less one sweep interval, and less the time this poll came late, up to one more.
 
-    A due poll waits for the next sweep, up to ``A2A_SWEEP_INTERVAL``; scheduled a whole
-    cap ahead, polls at the cap came up to a sweep more than the cap apart, and an
-    agent's end was noticed up to that much past one interval. Due a sweep earlier, a
-    polled task goes at most the cap between polls while the workers keep up (about 5%
-    more polls at a 10 s cap and a 1 s sweep). Never below the agent's own
-    ``pollIntervalMs`` (``base``); the interval the backoff grows from is unchanged.
+    A due poll waits for the next sweep, up to ``A2A_SWEEP_INTERVAL``, and then for its
+    turn among the sweep's polls; scheduled a whole cap after the last one was applied,
+    polls at the cap came up to that much more than the cap apart, and an agent's end
+    was noticed that much past one interval. Due a sweep earlier, and earlier by the
+    time this poll waited past its due time (``late``: about the wait the next one will
+    have under the same load), polls at the cap stay within the cap of each other. What
+    is made up is at most one sweep interval: a poll later than that means the workers
+    are behind, and polling sooner would only feed the backlog (the interval then grows
+    instead, :func:`quiet_spell`). Never below the agent's own ``pollIntervalMs``
+    (``base``); the interval the backoff grows from is unchanged.
     """
     cap = settings.A2A_POLL_INTERVAL_MAX
     if interval < cap:
         return interval
-    return max(base, cap - settings.A2A_SWEEP_INTERVAL)
+    sweep = settings.A2A_SWEEP_INTERVAL
+    return max(base, cap - sweep - min(late, sweep))
 
 
 def quiet_spell(task: Task, interval: float) -> float:
     """How long a polled task has been seen unchanged: the ``interval`` its last poll
-    waited, and longer when this poll came late (``next_poll_at`` is when it was due).
+    waited, and longer when this poll came late (:func:`lateness`).
 
     The backoff grows from this, so it follows the time a task has been quiet, not the
     number of its polls. When the workers fall behind (10,000 polled tasks on two CPUs),
@@ -139,10 +144,16 @@ def quiet_spell(task: Task, interval: float) -> float:
     frequent as if they had come on time, and the backlog fed itself. On time, this is
     the interval, as before.
     """
+    return interval + lateness(task)
+
+
+def lateness(task: Task) -> float:
+    """How long past its due time (``next_poll_at``) this poll of ``task`` came: 0 when
+    on time, early, or when no due time is known."""
     due = task.next_poll_at
     if due is None:
-        return interval
-    return interval + max(0.0, (timezone.now() - due).total_seconds())
+        return 0.0
+    return max(0.0, (timezone.now() - due).total_seconds())
 
 
 def schedule_poll(

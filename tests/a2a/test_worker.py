@@ -189,8 +189,8 @@ def test_a_late_poll_backs_off_from_the_time_the_task_was_quiet(task: Task, sett
         task.next_poll_at = before - timedelta(seconds=due_seconds_ago)
         task.poll_interval = interval
         assert worker.schedule_poll(task, grow=True)
-        # due after the interval (at the cap, a sweep sooner: the next test)
-        delay = follow_policy.within_the_cap(task.poll_interval, 1.0)
+        # due after the interval (at the cap, sooner: the next tests)
+        delay = follow_policy.within_the_cap(task.poll_interval, 1.0, max(0.0, due_seconds_ago))
         assert task.next_poll_at >= before + timedelta(seconds=delay)
         return task.poll_interval
 
@@ -228,6 +228,33 @@ def test_a_poll_at_the_cap_is_due_one_sweep_sooner(task: Task, settings: Any) ->
     assert follow_policy.next_poll(task, agent, grow=True) == (9.5, 10.0)
     agent = CallTarget(agent_id=task.agent_id, poll_interval_seconds=30.0)
     assert follow_policy.next_poll(task, agent, grow=True) == (30.0, 30.0)  # past the cap
+
+
+def test_a_late_poll_at_the_cap_makes_up_its_lateness(task: Task, settings: Any) -> None:
+    """A poll at the cap that came late (waiting for a sweep and its turn in one) has its
+    successor due that much sooner again, up to one more sweep interval, so that under
+    the same load polls stay within the cap of each other; later than that, the workers
+    are behind and the next poll is not brought forward further."""
+    settings.A2A_POLL_INTERVAL, settings.A2A_POLL_BACKOFF = 1.0, 2.0
+    settings.A2A_POLL_INTERVAL_MAX, settings.A2A_SWEEP_INTERVAL = 10.0, 1.5
+    task = Task.objects.select_related("agent").get(pk=task.pk)
+
+    def delay_after(late: float) -> float:
+        task.poll_interval = 10.0
+        before = timezone.now()
+        task.next_poll_at = before - timedelta(seconds=late)
+        assert worker.schedule_poll(task, grow=True)
+        assert task.poll_interval == 10.0
+        return round((task.next_poll_at - before).total_seconds(), 1)
+
+    assert delay_after(0.0) == 8.5  # on time: the cap less a sweep
+    assert delay_after(0.6) == 7.9  # 0.6 s late: that much sooner
+    assert delay_after(1.5) == 7.0  # at most one sweep sooner again
+    assert delay_after(40.0) == 7.0
+    # Never sooner than the agent's own pollIntervalMs.
+    task.next_poll_at = timezone.now() - timedelta(seconds=1.0)
+    agent = CallTarget(agent_id=task.agent_id, poll_interval_seconds=8.0)
+    assert follow_policy.next_poll(task, agent, grow=True)[0] == 8.0
 
 
 @pytest.mark.parametrize(
