@@ -113,25 +113,25 @@ def next_poll(
 
 
 def within_the_cap(interval: float, base: float, late: float = 0.0) -> float:
-    """The delay of a poll whose interval reached ``A2A_POLL_INTERVAL_MAX``: that much
-    less one sweep interval, and less the time this poll came late, up to one more.
+    """The delay of the next poll: the ``interval``, but never more than
+    ``A2A_POLL_INTERVAL_MAX`` less one sweep interval, and less the time this poll came
+    late, up to one more.
 
     A due poll waits for the next sweep, up to ``A2A_SWEEP_INTERVAL``, and then for its
     turn among the sweep's polls; scheduled a whole cap after the last one was applied,
     polls at the cap came up to that much more than the cap apart, and an agent's end
     was noticed that much past one interval. Due a sweep earlier, and earlier by the
     time this poll waited past its due time (``late``: about the wait the next one will
-    have under the same load), polls at the cap stay within the cap of each other. What
+    have under the same load), polls stay within the cap of each other; so do those of
+    an interval just under the cap (9.75 s, grown from a late poll's quiet time). What
     is made up is at most one sweep interval: a poll later than that means the workers
     are behind, and polling sooner would only feed the backlog (the interval then grows
     instead, :func:`quiet_spell`). Never below the agent's own ``pollIntervalMs``
     (``base``); the interval the backoff grows from is unchanged.
     """
-    cap = settings.A2A_POLL_INTERVAL_MAX
-    if interval < cap:
-        return interval
     sweep = settings.A2A_SWEEP_INTERVAL
-    return max(base, cap - sweep - min(late, sweep))
+    longest = settings.A2A_POLL_INTERVAL_MAX - sweep - min(late, sweep)
+    return max(base, min(interval, longest))
 
 
 def quiet_spell(task: Task, interval: float) -> float:

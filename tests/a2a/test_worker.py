@@ -239,18 +239,22 @@ def test_a_late_poll_at_the_cap_makes_up_its_lateness(task: Task, settings: Any)
     settings.A2A_POLL_INTERVAL_MAX, settings.A2A_SWEEP_INTERVAL = 10.0, 1.5
     task = Task.objects.select_related("agent").get(pk=task.pk)
 
-    def delay_after(late: float) -> float:
-        task.poll_interval = 10.0
+    def delay_after(late: float, interval: float = 10.0) -> float:
+        task.poll_interval = interval
         before = timezone.now()
         task.next_poll_at = before - timedelta(seconds=late)
         assert worker.schedule_poll(task, grow=True)
-        assert task.poll_interval == 10.0
         return round((task.next_poll_at - before).total_seconds(), 1)
 
     assert delay_after(0.0) == 8.5  # on time: the cap less a sweep
+    assert task.poll_interval == 10.0
     assert delay_after(0.6) == 7.9  # 0.6 s late: that much sooner
     assert delay_after(1.5) == 7.0  # at most one sweep sooner again
     assert delay_after(40.0) == 7.0
+    # Just under the cap (quiet 4.5 s, times 2: 9 s), the same bound holds.
+    assert delay_after(0.5, interval=4.0) == 8.0
+    assert task.poll_interval == pytest.approx(9.0, abs=0.05)
+    assert delay_after(0.0, interval=2.0) == 4.0  # well under it: the interval
     # Never sooner than the agent's own pollIntervalMs.
     task.next_poll_at = timezone.now() - timedelta(seconds=1.0)
     agent = CallTarget(agent_id=task.agent_id, poll_interval_seconds=8.0)
