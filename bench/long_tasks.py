@@ -60,6 +60,7 @@ from procs import (
     Proc,
     cpu_seconds,
     django_script,
+    failed_calls,
     free_port,
     percentile,
     recreate_postgres,
@@ -256,6 +257,7 @@ def run(
         cpu1, t1 = cpu_seconds(pids), time.time()
         services1 = services_cpu(mode)
         stages1 = stage_cpu(url)
+        failed = failed_calls(url)
         counts: Counter[str] = Counter()
         pushes = push_failures = 0
         push_times: list[list[float]] = []
@@ -336,6 +338,7 @@ def run(
             for name, seconds in sorted(stages1.items())
             if seconds > stages0.get(name, 0.0)
         },
+        "failed_calls": failed,
         "sends": counts.get("send", 0) / total,
         "polls": counts.get("get", 0) / total,
         "lists": counts.get("list", 0) / total,

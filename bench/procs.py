@@ -135,6 +135,22 @@ def stage_cpu(url: str) -> dict[str, float]:
     }
 
 
+def failed_calls(url: str) -> dict[str, float]:
+    """Calls to agents that did not answer ``ok`` (``a2a_agent_calls_total``), by
+    ``operation/outcome``: a failed poll is retried an interval later, which the agents'
+    own counts do not show when the call never reached them."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    page = httpx.get(f"{url}/metrics", timeout=30).text
+    found: dict[str, float] = {}
+    for family in text_string_to_metric_families(page):
+        for sample in family.samples:
+            if sample.name == "a2a_agent_calls_total" and sample.labels["outcome"] != "ok":
+                key = f"{sample.labels['operation']}/{sample.labels['outcome']}"
+                found[key] = found.get(key, 0.0) + sample.value
+    return found
+
+
 def django_script(script: str, env: dict[str, str]) -> str:
     out = subprocess.run(
         [PYTHON, "-c", script], env=env, cwd=BASE_DIR, capture_output=True, text=True
