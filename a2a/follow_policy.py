@@ -124,13 +124,15 @@ def within_the_cap(interval: float, base: float, late: float = 0.0) -> float:
     time this poll waited past its due time (``late``: about the wait the next one will
     have under the same load), polls stay within the cap of each other; so do those of
     an interval just under the cap (9.75 s, grown from a late poll's quiet time). What
-    is made up is at most one sweep interval: a poll later than that means the workers
-    are behind, and polling sooner would only feed the backlog (the interval then grows
-    instead, :func:`quiet_spell`). Never below the agent's own ``pollIntervalMs``
-    (``base``); the interval the backoff grows from is unchanged.
+    is made up is at most one sweep interval, and nothing for a poll more than two sweep
+    intervals late: the workers are behind, and polling sooner would only feed the
+    backlog (below the cap, the interval grows instead, :func:`quiet_spell`). Never
+    below the agent's own ``pollIntervalMs`` (``base``); the interval the backoff grows
+    from is unchanged.
     """
     sweep = settings.A2A_SWEEP_INTERVAL
-    longest = settings.A2A_POLL_INTERVAL_MAX - sweep - min(late, sweep)
+    made_up = min(late, sweep) if late <= 2 * sweep else 0.0
+    longest = settings.A2A_POLL_INTERVAL_MAX - sweep - made_up
     return max(base, min(interval, longest))
 
 
