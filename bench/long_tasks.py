@@ -52,7 +52,7 @@ from typing import Any
 
 import httpx
 from long_tasks_client import FinalCounter, create, rss_mib
-from long_tasks_report import delays_by_second, quantiles, table
+from long_tasks_report import delays_by_second, poll_split, quantiles, table
 from procs import (
     BENCH_DATABASE_URL,
     BENCH_REDIS_URL,
@@ -100,33 +100,6 @@ print(json.dumps({"states": states, "done": {k: v.timestamp() for k, v in done.i
 """
 
 IDLE_SECONDS = 10.0
-
-
-def poll_split(
-    ended: dict[str, float], seen: dict[str, list[float | None]], done: dict[str, float]
-) -> dict[str, Any]:
-    """A polled task's notice delay in parts (ms, p50 / p95 / max): ``poll_wait`` from its
-    end to the poll that found it ended, ``poll_gap`` between that poll and the one
-    before, ``after_poll`` from that poll to the platform's COMPLETED; and the parts of
-    the ten most delayed tasks. Empty when nothing was polled after its end."""
-    rows = []
-    for rid, end in ended.items():
-        if rid not in seen or rid not in done:
-            continue
-        polled, before = seen[rid]
-        assert polled is not None
-        gap = (polled - before) * 1000 if before is not None else float("nan")
-        delay, wait, after = done[rid] - end, polled - end, done[rid] - polled
-        rows.append((delay * 1000, wait * 1000, gap, after * 1000))
-    if not rows:
-        return {}
-    worst = sorted(rows, reverse=True)[:10]
-    return {
-        "poll_wait_ms": quantiles([r[1] for r in rows], with_max=True),
-        "poll_gap_ms": quantiles([r[2] for r in rows if r[2] == r[2]], with_max=True),
-        "after_poll_ms": quantiles([r[3] for r in rows], with_max=True),
-        "worst_split_ms": [[round(x) if x == x else None for x in r] for r in worst],
-    }
 
 
 def run(
