@@ -68,28 +68,29 @@ platform does not poll a task that has ended (aim: at most 2).
 **Why the platform is below half of the ceiling (the aim).** Embedded, both sides are
 bound by one Python process each: the bare loop by the agent's (about one core), the
 platform path by the platform's (about one core too, while the agent waits for it). So
-the ratio is close to the agent's CPU per task over the platform's: 2.6 / 6.4 ms in the
-table's run, 0.41 at best, 0.37 measured. Both move between runs on this VM, the agent's
-most: three runs of the twelfth round's code in a row (2026-12-03, 19:56-20:08 UTC) gave
-33%, 31% and 37% embedded (the platform at 7.6, 6.8 and 7.8 ms per task, the agent in
-the bare loop at 2.8, 2.3 and 3.3 ms) and 48%, 36% and 42% distributed. The table is a
-run of the thirteenth round's code (2026-12-03, 23:20 UTC); with the six distributed
-runs of that round (below) the distributed mode gave 35-58% on its code. The bare loop
-costs the agent's few milliseconds and little else; the platform adds an authenticated,
-validated, matched and durably stored task and a worker that claims it, calls the agent,
-validates the output and records the transition with its event. The counter
-`a2a_cpu_seconds_total` (by stage, thread CPU time) splits the 6.4 ms: the tasks API's
-request thread 2.1 (token check, Django REST framework, validation, matching, three
-INSERTs), the worker 2.8 (claim, the call to the agent, output validation, the
-transition), the sweep 0.1, and 1.4 for daphne's event loop (HTTP parsing and answering)
-and threads no stage covers. Distributed, the machine's two CPUs are full (the
-platform's three processes, PostgreSQL and Redis, whose 1.8 ms per task the table's
-column leaves out, the agent, the client): creations (186/s) outrun the one worker
-process and queue, which is what its p50 shows. Since the table of 2026-12-02 the
+the ratio is close to the agent's CPU per task over the platform's: 1.4 / 3.0 ms in the
+table's run (2026-12-05, 02:00 UTC), 0.47 at best, 0.40 measured. The VM was about twice
+as fast that day as on 2026-12-03 (the platform 6.4 ms per task then, the agent 2.6 ms
+in the bare loop: 0.41 at best, 0.37 measured), and the ratio stayed where it was: both
+sides sped up alike. Both move between runs, the agent's most: three runs of the twelfth
+round's code in a row (2026-12-03, 19:56-20:08 UTC) gave 33%, 31% and 37% embedded and
+48%, 36% and 42% distributed; the runs of the fifteenth round (below) 35-51% embedded and
+39-45% distributed. The bare loop costs the agent's few milliseconds and little else; the
+platform adds an authenticated, validated, matched and durably stored task and a worker
+that claims it, calls the agent, validates the output and records the transition with
+its event. The counter `a2a_cpu_seconds_total` (by stage, thread CPU time) splits the
+3.0 ms: the tasks API's request thread 1.0 (token check, Django REST framework,
+validation, matching, three INSERTs), the worker 1.4 (claim, the call to the agent,
+output validation, the transition), and 0.6 for daphne's event loop (HTTP parsing and
+answering) and threads no stage covers. The process used 0.86 of a core: its threads
+hand each other the GIL (about a hundred `futex` calls per task, counted with `strace`),
+and a fifth of its CPU time is the kernel's. Distributed, the machine's two CPUs are
+full (the platform's three processes, PostgreSQL and Redis, whose 1.1 ms per task the
+table's column leaves out, the agent, the client): creations (348/s) outrun the one
+worker process and queue, which is what its p50 shows. Since the table of 2026-12-02 the
 distributed mode's cost per task fell the most (the ninth to thirteenth rounds below):
-the platform's processes 7.2 -> 4.9-6.8 ms and PostgreSQL 3.2 -> 1.5-2.0 ms, and its
-ratio rose from 33-40% to 35-58%; the embedded figures (6.8-9.3 ms then, 6.4-7.8 ms now)
-move with the VM more than with the code.
+the platform's processes 7.2 -> 4.9-6.8 ms and PostgreSQL 3.2 -> 1.5-2.0 ms (on the VM's
+speed of then), and its ratio rose from 33-40% to 35-58%.
 
 Five rounds of profiling (py-spy on the live processes) cut the platform's CPU per task
 from 48-58 ms to 11.9 ms embedded and 13.7 ms distributed on this machine. The first:
@@ -343,4 +344,30 @@ p50 from creation to COMPLETED 38, 43, 35, 31, 32, 36 against 28, 32, 34, 29, 31
 and p95 190, 247, 236, 153, 198, 162 against 104, 184, 201, 122, 159, 152 ms, lower in
 every pair; 96-129 against 109-117 tasks/s and 6.7-8.9 against 7.4-7.9 ms of CPU per
 task, the same within the noise: the lock shortens the waits, the CPU bounds the rate.
+
+The fifteenth round (2026-12-05) measured the threads, on a day the VM ran the platform at
+2.6-3.6 ms per task. Distributed, one worker process started instant tasks slower than
+the API created them (250-291 against 350-410 tasks/s, p50 2.6-4.0 s): a py-spy sample of
+its hint threads (`A2A_HINT_THREADS`, then 4) found them waiting on the agent's answer and
+on PostgreSQL about equally, not on the CPU (the process at 0.4 of a core). With 8, runs
+alternating with 4 gave 43, 43, 41, 45 and 44% against 39, 41, 40, 40 and 41% of the bare
+client, 269-306 against 250-291 tasks/s and p50 1.4-2.3 against 2.6-4.0 s; 16 the same
+rate (43%, 43%) with p50 0.9-1.2 s, the two CPUs full. The default is now 8. Embedded,
+fewer of the threads that start new tasks (`A2A_EMBEDDED_THREADS`) cost less CPU per
+task (one run each: 3 threads 2.7-2.8 ms, 4 2.6, 5 2.7, 6 2.9, 8 2.8-3.5, 12 3.6), but 3
+or 4 let new tasks queue (p50 0.8-1.6 s, 47-51% of the bare client); three pairs of 5
+against 8 gave 43, 44, 46% against 41, 43, 42% and p50 19-81 against 13-14 ms. The
+default stays 8: the few percent are within this VM's noise, and each thread holds a
+send for as long as its agent takes to answer, so fewer threads would cap the sends in
+flight to slow agents. Tried and dropped: letting at most 3 or 4 of the 8 threads run
+between their network waits (a semaphore released around the call): 43, 45 and 42%
+against 35 and 42% without, noise. Grouping SQLite transactions would save little: on
+this machine a transaction of two INSERTs costs 33 us alone and 10 us in a group of 50,
+and an UPDATE with an INSERT 28 us, 59 us when two connections alternate (each drops its
+page cache when the other wrote): 0.1-0.2 ms of the 3 ms per task. What separates single
+creations from the aim is each request's own cost: created 50 to a request (`POST
+/api/tasks:batch`, `--via batch`) the same tasks ran at 532 tasks/s, 75% of the bare
+client, with the tasks API's stage at 0.3 ms and the event loop's at 0.1 ms per task
+instead of 1.0 and 0.6 (daphne's HTTP parsing, Django's and Django REST framework's
+request cycle, the token check, one transaction each).
 """
