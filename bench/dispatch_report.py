@@ -74,7 +74,7 @@ as fast that day as on 2026-12-03 (the platform 6.4 ms per task then, the agent 
 in the bare loop: 0.41 at best, 0.37 measured), and the ratio stayed where it was: both
 sides sped up alike. Both move between runs, the agent's most: three runs of the twelfth
 round's code in a row (2026-12-03, 19:56-20:08 UTC) gave 33%, 31% and 37% embedded and
-48%, 36% and 42% distributed; the runs of the fifteenth round (below) 35-51% embedded and
+48%, 36% and 42% distributed; the runs of the sixteenth round (below) 35-51% embedded and
 39-45% distributed. The bare loop costs the agent's few milliseconds and little else; the
 platform adds an authenticated, validated, matched and durably stored task and a worker
 that claims it, calls the agent, validates the output and records the transition with
@@ -345,7 +345,27 @@ and p95 190, 247, 236, 153, 198, 162 against 104, 184, 201, 122, 159, 152 ms, lo
 every pair; 96-129 against 109-117 tasks/s and 6.7-8.9 against 7.4-7.9 ms of CPU per
 task, the same within the noise: the lock shortens the waits, the CPU bounds the rate.
 
-The fifteenth round (2026-12-05) measured the threads, on a day the VM ran the platform at
+The fifteenth round (2026-12-04, evening) found Python's cyclic garbage collector in a
+py-spy profile with native frames (6.6% of the embedded process's samples holding the
+GIL in `gc_collect_main`) and timed it directly: callbacks around every collection in
+the embedded platform, 4,000 instant tasks a run. With Python's defaults the collector
+took 0.85 and 0.91 s in two runs (640-645 collections of the youngest generation, 58 of
+the middle, 5 full ones over some 195,000 objects, nearly all of them what the process
+loaded at start), about 0.2 ms of the 4.1-4.4 ms of platform CPU per task. Frozen once
+the process is ready (`gc.freeze()`: the loaded heap leaves the collector's walks),
+0.46 s; frozen and the youngest generation collected every 7,000 allocations instead of
+700, 0.35 s, about 0.09 ms per task, in passes of about 6 ms; at 50,000, 0.33 s but
+passes of 47 ms, a pause every request in flight would share. Server processes now
+do the second (`GC_THRESHOLD`, `platform_site/gc_tuning.py`: daphne and `runplatform`
+when the ASGI application is loaded, Celery workers and beat when ready). Throughput
+did not show it: the same runs gave 36-42% of the bare client, with 4.0-4.4 ms per task
+either way, the VM's drift between runs larger than 3% of the platform's CPU.
+Distributed, two pairs alternating with the code before (3,000 tasks each, 22:23-22:25
+UTC, the VM then much faster than for the table: the bare client at 584-662 tasks/s):
+42 and 42% of the bare client against 38 and 40%, 3.1 and 2.9 against 3.1 and 3.3 ms
+of platform CPU per task, within the noise again.
+
+The sixteenth round (2026-12-05) measured the threads, on a day the VM ran the platform at
 2.6-3.6 ms per task. Distributed, one worker process started instant tasks slower than
 the API created them (250-291 against 350-410 tasks/s, p50 2.6-4.0 s): a py-spy sample of
 its hint threads (`A2A_HINT_THREADS`, then 4) found them waiting on the agent's answer and
