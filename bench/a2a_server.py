@@ -277,7 +277,8 @@ Measured in one process without the HTTP server (the ASGI app called directly), 
 face's `message:send` costs 2.0 ms of CPU, about as much as `POST /api/tasks`; daphne
 adds about 1.6 ms a request and the worker's send and transition about 2.5-4 ms (see
 Dispatch), about 6-8 ms in all against the plain server's 2-3 ms (292-503 req/s on one
-core), at the VM's speed of 2026-12-03; all of it about half that on 2026-12-05.
+core), at the VM's speed of 2026-12-03 (on 2026-12-05 the platform's CPU per dispatched
+task was about half: 3.0 against 6.4 ms, see Dispatch).
 
 This VM's speed moves between sessions, and the plain server's with it: the same
 benchmark gave it 140-182 req/s on the morning of 2026-12-02 and 292-341 in the
