@@ -372,7 +372,9 @@ its hint threads (`A2A_HINT_THREADS`, then 4) found them waiting on the agent's 
 on PostgreSQL about equally, not on the CPU (the process at 0.4 of a core). With 8, runs
 alternating with 4 gave 43, 43, 41, 45 and 44% against 39, 41, 40, 40 and 41% of the bare
 client, 269-306 against 250-291 tasks/s and p50 1.4-2.3 against 2.6-4.0 s; 16 the same
-rate (43%, 43%) with p50 0.9-1.2 s, the two CPUs full. The default is now 8; with it the
+rate (43%, 43%) with p50 0.9-1.2 s, the two CPUs full (in the twelfth round two pairs had
+shown no difference beyond the noise; these runs, on a faster VM, favoured 8 each time,
+with a lower p50). The default is now 8; with it the
 long tasks' distributed runs gave what their rows show (10,000 polled: 0.67 cores, every
 end noticed within 9.88 s; 10,000 pushing: 0.58 cores, p95 0.03 s). Embedded,
 fewer of the threads that start new tasks (`A2A_EMBEDDED_THREADS`) cost less CPU per
