@@ -143,8 +143,17 @@ class CountingClient(httpx.AsyncClient):
         return response
 
 
+# Gaps between two polls of one task longer than the poll cap and two sweeps: when each
+# ended (Unix time) and its length (s), to see whether they cluster in a run.
+LONG_GAP = 12.0
+LONG_GAPS: list[tuple[float, float]] = []
+
+
 def _note_poll(task_id: str) -> None:
     now = time.time()
+    last = LAST_POLL.get(task_id)
+    if last is not None and now - last > LONG_GAP:
+        LONG_GAPS.append((now, now - last))
     if task_id in ENDED and task_id not in SEEN:
         SEEN[task_id] = (now, LAST_POLL.get(task_id))
     LAST_POLL[task_id] = now
@@ -161,6 +170,7 @@ class Stats:
                 body = {"counts": dict(COUNTS), "pushes": PUSHES["sent"]}
                 body["pushFailures"] = PUSHES["failed"]
                 body["pushTimes"] = PUSH_TIMES
+                body["longGaps"] = LONG_GAPS
                 await JSONResponse(body)(scope, receive, send)
                 return
             if path == "/_ended":

@@ -15,7 +15,9 @@ the agent. Measured:
 * agent requests per task (sends, polls, listings) and pushes per task;
 * notice delay: the platform's COMPLETED (its ``TaskEvent``) minus the moment the agent
   ended the task (both clocks of this machine), p50 / p95 / max;
-* in the saved JSON only: the platform's CPU per task by stage (``a2a_cpu_seconds_total``).
+* in the saved JSON only: the platform's CPU per task by stage (``a2a_cpu_seconds_total``),
+  and the gaps of over 12 s between two polls of one task, when they came
+  (``long_poll_gaps``).
 
 ``--agent``: ``push`` (the agent pushes), ``poll`` (it does not; each task is polled on its
 own: ``A2A_LIST_INTERVAL=0``), ``list`` (it does not; the platform lists its tasks, the
@@ -45,14 +47,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-import httpx
-from long_tasks_client import FinalCounter, create, rss_mib
-from long_tasks_report import delays_by_second, poll_split, quantiles, table
+from long_tasks_client import FinalCounter, agents_saw, create, rss_mib
+from long_tasks_report import delays_by_second, long_gaps_since, poll_split, quantiles, table
 from procs import (
     BENCH_DATABASE_URL,
     BENCH_REDIS_URL,
@@ -231,23 +231,9 @@ def run(
         services1 = services_cpu(mode)
         stages1 = stage_cpu(url)
         failed = failed_calls(url)
-        counts: Counter[str] = Counter()
-        pushes = push_failures = 0
-        push_times: list[list[float]] = []
-        ended: dict[str, float] = {}
-        pushed: dict[str, float] = {}
-        seen: dict[str, list[float | None]] = {}
-        for agent_url in agent_urls:  # one agent's task ids never clash with another's
-            stats = httpx.get(f"{agent_url}/_stats", timeout=30).json()
-            counts.update(stats["counts"])
-            pushes += stats.get("pushes", 0)
-            push_failures += stats.get("pushFailures", 0)
-            push_times += stats.get("pushTimes", [])
-            ended.update(httpx.get(f"{agent_url}/_ended", timeout=60).json())
-            pushed.update(httpx.get(f"{agent_url}/_pushed", timeout=60).json())
-            seen.update(httpx.get(f"{agent_url}/_seen", timeout=60).json())
+        saw = agents_saw(agent_urls)
         report = json.loads(django_script(REPORT, env))
-    first_end = min(ended.values()) if ended else t1
+    first_end = min(saw.ended.values()) if saw.ended else t1
     # The plateau: all tasks in flight and none ending (a burst), or tasks starting and
     # ending at the same rate (steady: from the first end to the last creation).
     window = (first_end, created_at) if steady else (created_at, first_end)
@@ -266,7 +252,9 @@ def run(
         else float("nan")
     )
     # A steady run's delays are those of the tasks that ended in its steady window.
-    counted = {rid: at for rid, at in ended.items() if not steady or window[0] <= at <= window[1]}
+    counted = {
+        rid: at for rid, at in saw.ended.items() if not steady or window[0] <= at <= window[1]
+    }
     delays = [
         max(0.0, report["done"][rid] - at) * 1000
         for rid, at in counted.items()
@@ -274,9 +262,12 @@ def run(
     ]
     delay_by_second = delays_by_second(counted, report["done"], first_end)
     # How long the COMPLETED push waited at the agent before its POST began.
-    at_agent = [max(0.0, pushed[rid] - at) * 1000 for rid, at in counted.items() if rid in pushed]
+    at_agent = [
+        max(0.0, saw.pushed[rid] - at) * 1000 for rid, at in counted.items() if rid in saw.pushed
+    ]
     return {
-        **poll_split(counted, seen, report["done"]),
+        **poll_split(counted, saw.seen, report["done"]),
+        "long_poll_gaps": long_gaps_since(saw.long_gaps, t0),
         "mode": mode,
         "agent": kind,
         "agents": agents,
@@ -286,7 +277,7 @@ def run(
         "in_flight": in_flight,
         "steady": steady,
         "counted": len(counted),
-        "completed": sum(1 for rid in ended if rid in report["done"]),
+        "completed": sum(1 for rid in saw.ended if rid in report["done"]),
         "final": final,
         "states": report["states"],
         "followedBy": report["followedBy"],
@@ -312,12 +303,12 @@ def run(
             if seconds > stages0.get(name, 0.0)
         },
         "failed_calls": failed,
-        "sends": counts.get("send", 0) / total,
-        "polls": counts.get("get", 0) / total,
-        "lists": counts.get("list", 0) / total,
-        "requests": sum(counts.values()) / total,
-        "pushes": pushes / total,
-        "push_failures": push_failures,
+        "sends": saw.counts.get("send", 0) / total,
+        "polls": saw.counts.get("get", 0) / total,
+        "lists": saw.counts.get("list", 0) / total,
+        "requests": sum(saw.counts.values()) / total,
+        "pushes": saw.pushes / total,
+        "push_failures": saw.push_failures,
         "delay_p50": statistics.median(delays) if delays else float("nan"),
         "delay_p95": percentile(delays, 0.95) if delays else float("nan"),
         "delay_max": max(delays) if delays else float("nan"),
@@ -327,8 +318,8 @@ def run(
         # The platform's webhook as the agents saw it, for the pushes made while tasks
         # end: each push's wait for one of the agent's slots, then the POST until the
         # platform's answer (ms, p50 / p95).
-        "push_wait_ms": quantiles([w for at, w, _ in push_times if at >= first_end]),
-        "push_answer_ms": quantiles([a for at, _, a in push_times if at >= first_end]),
+        "push_wait_ms": quantiles([w for at, w, _ in saw.push_times if at >= first_end]),
+        "push_answer_ms": quantiles([a for at, _, a in saw.push_times if at >= first_end]),
         "log": str(log),
         "load": os.getloadavg()[0],
         "at": time.time(),

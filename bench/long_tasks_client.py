@@ -1,17 +1,48 @@
 """The client side of ``bench/long_tasks.py``: creating the tasks (at once or paced),
-counting the finished ones and reading the platform's memory, outside the platform."""
+counting the finished ones, reading the platform's memory and what the agents saw."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
 import time
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 FINAL = ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED")
+
+
+@dataclass
+class AgentsSaw:
+    """What the bench agents (``bench/long_agent.py``) counted and noted, all of them."""
+
+    counts: Counter[str] = field(default_factory=Counter)  # requests by kind
+    pushes: int = 0
+    push_failures: int = 0
+    push_times: list[list[float]] = field(default_factory=list)
+    long_gaps: list[list[float]] = field(default_factory=list)  # between two polls of a task
+    ended: dict[str, float] = field(default_factory=dict)
+    pushed: dict[str, float] = field(default_factory=dict)
+    seen: dict[str, list[float | None]] = field(default_factory=dict)
+
+
+def agents_saw(agent_urls: list[str]) -> AgentsSaw:
+    """Read every agent's figures (one agent's task ids never clash with another's)."""
+    saw = AgentsSaw()
+    for agent_url in agent_urls:
+        stats = httpx.get(f"{agent_url}/_stats", timeout=30).json()
+        saw.counts.update(stats["counts"])
+        saw.pushes += stats.get("pushes", 0)
+        saw.push_failures += stats.get("pushFailures", 0)
+        saw.push_times += stats.get("pushTimes", [])
+        saw.long_gaps += stats.get("longGaps", [])
+        for path, into in (("_ended", saw.ended), ("_pushed", saw.pushed), ("_seen", saw.seen)):
+            into.update(httpx.get(f"{agent_url}/{path}", timeout=60).json())
+    return saw
 
 
 def rss_mib(pids: list[int]) -> float:

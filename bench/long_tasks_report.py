@@ -45,6 +45,16 @@ def poll_split(
     }
 
 
+def long_gaps_since(gaps: list[list[float]], start: float) -> dict[str, Any]:
+    """The agents' long gaps between two polls of a task (see ``bench/long_agent.py``):
+    how many, the longest (s), and when each ended, in seconds since the run began."""
+    return {
+        "count": len(gaps),
+        "max_s": max((gap for _, gap in gaps), default=0.0),
+        "at_s": sorted(round(at - start, 1) for at, _ in gaps),
+    }
+
+
 def delays_by_second(
     ended: dict[str, float], done: dict[str, float], first_end: float
 ) -> list[list[float]]:
