@@ -74,7 +74,8 @@ message and an HTTP attempt: p50 2.1 s, p99 2.4 s from `POST` to frame. A named 
 read alone at creation, not with every agent offering the skill (1,000 here), which took
 the distributed p99 with 4 clients from 1.0 s to 0.43 s. One process holds 1,000 sockets
 at about 45 KiB each. Run again embedded on 2026-12-04 (04:05 UTC), after the process's
-SQLite writers began to queue on a lock (see Dispatch, the fourteenth round), to check
-that the consumer's claims do not wait behind the worker's writes: p99 27.3 ms with one
-client and 52.5 ms with two (p50 11.6 / 26.2 ms, 86-87 creations/s), within the table's.
+SQLite writers began to queue on a lock (performance-history.md, Dispatch, the fourteenth
+round), to check that the consumer's claims do not wait behind the worker's writes: p99
+27.3 ms with one client and 52.5 ms with two (p50 11.6 / 26.2 ms, 86-87 creations/s),
+within the table's.
 """
