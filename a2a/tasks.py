@@ -7,7 +7,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
-from a2a import worker
+from a2a import retention, worker
 from platform_site.dbthreads import ConnectionPool, tidy_connections
 
 log = logging.getLogger(__name__)
@@ -55,3 +55,9 @@ def process_many(task_ids: list[str]) -> None:
 def sweep() -> dict[str, int]:
     """Beat: fail overdue tasks, then claim and process due ones concurrently."""
     return worker.sweep()
+
+
+@shared_task(name="a2a.prune", ignore_result=True, soft_time_limit=240, time_limit=300)
+def prune() -> int:
+    """Beat, hourly: delete tasks that ended more than ``TASK_RETENTION_DAYS`` ago."""
+    return retention.prune_due()

@@ -59,6 +59,7 @@ TASK_DURATION = Histogram(
 TASK_TRANSITIONS = Counter(
     "a2a_task_transitions_total", "Task state transitions, by the state entered.", ["state"]
 )
+TASKS_PRUNED = Counter("a2a_tasks_pruned_total", "Ended tasks deleted past TASK_RETENTION_DAYS.")
 
 # --- Calls to agents and what they tell us ----------------------------------------------
 AGENT_CALLS = Counter(

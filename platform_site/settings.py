@@ -310,6 +310,9 @@ A2A_POLL_INTERVAL = envfloat("A2A_POLL_INTERVAL", 0.5)  # seconds, first poll
 A2A_POLL_INTERVAL_MAX = envfloat("A2A_POLL_INTERVAL_MAX", 10.0)  # most between two polls
 A2A_POLL_BACKOFF = envfloat("A2A_POLL_BACKOFF", 1.5)  # factor on the time a task stayed unchanged
 A2A_TASK_TIMEOUT = envfloat("A2A_TASK_TIMEOUT", 300.0)  # overall seconds per task
+# Days a task is kept after it ended (COMPLETED, FAILED, CANCELED, REJECTED); then beat
+# deletes it with its events and messages (a2a.retention). 0: kept forever.
+TASK_RETENTION_DAYS = max(0.0, envfloat("TASK_RETENTION_DAYS", 0.0))
 A2A_HTTP_TIMEOUT = envfloat("A2A_HTTP_TIMEOUT", 10.0)  # one HTTP call to an agent
 A2A_CONNECT_TIMEOUT = envfloat("A2A_CONNECT_TIMEOUT", 3.0)
 A2A_MAX_ATTEMPTS = envint("A2A_MAX_ATTEMPTS", 3)  # sends per task for transient errors
@@ -486,6 +489,12 @@ CELERY_BEAT_SCHEDULE["a2a-sweep"] = {
     "task": "a2a.sweep",
     "schedule": A2A_SWEEP_INTERVAL,
     "options": {"expires": max(A2A_SWEEP_INTERVAL * 5, 5.0)},
+}
+# Retention: delete tasks ended more than TASK_RETENTION_DAYS ago (nothing when 0).
+CELERY_BEAT_SCHEDULE["a2a-prune"] = {
+    "task": "a2a.prune",
+    "schedule": 3600.0,
+    "options": {"expires": 600.0},
 }
 
 # Registry: agents' health checks and due card re-reads (agent_profiles.tasks).
