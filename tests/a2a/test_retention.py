@@ -16,7 +16,8 @@ from a2a import retention, services
 from a2a import tasks as a2a_tasks
 from a2a.models import Task, TaskEvent, TaskMessage
 from a2a.push_models import PushDelivery, PushNotificationConfig
-from a2a.states import TaskState
+from a2a.states import TERMINAL_STATES, TaskState
+from a2a.task_actions import retry_task
 from gateway.models import Delivery, DeliveryKind
 from platform_site import metrics
 from platform_site.celery import app
@@ -80,7 +81,7 @@ def test_an_ended_task_past_the_retention_goes_with_all_that_hangs_off_it(
 
 @pytest.mark.django_db
 def test_only_final_states_ended_before_the_cutoff_go(make: Any) -> None:
-    gone = [make(state, ended=40) for state in sorted(retention.TERMINAL_STATES)]
+    gone = [make(state, ended=40) for state in sorted(TERMINAL_STATES)]
     stay = [
         make(TaskState.INPUT_REQUIRED, ended=400),  # waits for a person: kept however old
         make(TaskState.AUTH_REQUIRED, ended=400),
@@ -97,8 +98,6 @@ def test_only_final_states_ended_before_the_cutoff_go(make: Any) -> None:
 
 @pytest.mark.django_db
 def test_a_failed_task_retried_is_no_longer_ended(make: Any) -> None:
-    from a2a.task_actions import retry_task
-
     task = make(TaskState.FAILED, ended=40)
     retry_task(task)  # SUBMITTED again, now
 
@@ -146,11 +145,11 @@ def test_the_command_counts_with_dry_run_and_needs_a_retention(
         call_command("prunetasks", "--days", "0")
 
     call_command("prunetasks", "--days", "7", "--dry-run")
-    assert capsys.readouterr().out.startswith("1 tasks ended before ")
+    assert capsys.readouterr().out.startswith("1 task(s) ended before ")
     assert left(old, recent) == {str(old.pk), str(recent.pk)}
 
     call_command("prunetasks", "--days", "7")
-    assert capsys.readouterr().out.startswith("Deleted 1 tasks that ended before ")
+    assert capsys.readouterr().out.startswith("Deleted 1 task(s) that ended before ")
     assert left(old, recent) == {str(recent.pk)}
 
     settings.TASK_RETENTION_DAYS = 0.5  # the setting is the default for --days

@@ -39,7 +39,7 @@ class Command(BaseCommand):
         before = retention.cutoff(days)
         if opts["dry_run"]:
             count = retention.expired(before).count()
-            self.stdout.write(f"{count} tasks ended before {before.isoformat()} (none deleted).")
+            self.stdout.write(f"{count} task(s) ended before {before.isoformat()} (none deleted).")
             return
         count = retention.prune(before)
-        self.stdout.write(f"Deleted {count} tasks that ended before {before.isoformat()}.")
+        self.stdout.write(f"Deleted {count} task(s) that ended before {before.isoformat()}.")
