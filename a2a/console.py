@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Count, Min, Q
 from django.http import HttpRequest
 from django.template.loader import render_to_string
@@ -56,6 +57,7 @@ def dashboard_stats() -> dict[str, Any]:
         .order_by("-count")
     )
     changelist = reverse("admin:a2a_task_changelist")
+    kept = settings.TASK_RETENTION_DAYS
     return {
         "states": state_table(Task.objects.all()),
         "waiting_count": waiting.count(),
@@ -66,6 +68,8 @@ def dashboard_stats() -> dict[str, Any]:
             {"code": row["error__code"] or "(none)", "count": row["count"]} for row in failures
         ],
         "failed_url": f"{changelist}?state__exact={TaskState.FAILED}",
+        # "now" of a final state counts the ended tasks still kept (docs/operations.md).
+        "retention_days": f"{kept:g}" if kept else "",
     }
 
 

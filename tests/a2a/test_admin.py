@@ -175,6 +175,19 @@ def test_the_dashboard_counts_states_waiting_tasks_failures_and_agents(
     assert 'id="offline-card"' in page
 
 
+def test_the_dashboard_says_how_long_ended_tasks_are_kept(admin_client: Any, settings: Any) -> None:
+    def tasks_card() -> str:
+        page = admin_client.get(reverse("admin:index")).content.decode()
+        return page[page.index('id="tasks-card"') : page.index('id="failures-card"')]
+
+    settings.TASK_RETENTION_DAYS = 0
+    assert "Ended tasks are kept forever" in tasks_card()
+    settings.TASK_RETENTION_DAYS = 90
+    assert "Ended tasks are kept 90 days after they end" in tasks_card()
+    settings.TASK_RETENTION_DAYS = 0.5
+    assert "Ended tasks are kept 0.5 days after they end" in tasks_card()
+
+
 def test_the_page_reassigns_a_waiting_task_to_another_agent(
     admin_client: Any, task: Task, make_agent: Any
 ) -> None:
