@@ -56,7 +56,7 @@ def left(*tasks: Task) -> set[str]:
 
 @pytest.mark.django_db
 def test_an_ended_task_past_the_retention_goes_with_all_that_hangs_off_it(
-    make: Any, agent: Any
+    make: Any, agent: Any, caplog: Any
 ) -> None:
     old = make(TaskState.COMPLETED, ended=31)
     kept = make(TaskState.COMPLETED, ended=29)
@@ -77,6 +77,8 @@ def test_an_ended_task_past_the_retention_goes_with_all_that_hangs_off_it(
     assert not PushDelivery.objects.filter(config__task_id=old.pk).exists()
     assert PushDelivery.objects.filter(config__task_id=kept.pk).count() == 1
     assert pruned() == before + 1
+    lines = [r.getMessage() for r in caplog.records if r.name == "a2a.lifecycle"]
+    assert [line for line in lines if line.startswith("deleted 1 tasks that ended before ")]
 
 
 @pytest.mark.django_db
