@@ -252,11 +252,19 @@ class FaceHandler:
             raise UnsupportedOperation(
                 "This server has no extended agent card (capabilities.extendedAgentCard is false)."
             )
-        if not ctx.presents_extended_card_token():
-            raise Unauthenticated("The extended agent card needs its bearer token.")
         from a2a import cards
 
         def run() -> dict[str, Any]:
+            # Any caller authenticated with the card's own scheme (a user's token, an
+            # agent's key; A2A 1.0, 13.3), or a directory given the extended card's token:
+            # SDK clients read the extended card as soon as the public one offers it.
+            if not ctx.presents_extended_card_token():
+                ctx.authenticate()
+                if ctx.principal is None:
+                    raise Unauthenticated(
+                        "The extended agent card is for authenticated callers: a platform "
+                        "API token, an agent's API key or the extended card's own token."
+                    )
             if ctx.tenant:
                 agent = AgentProfile.objects.filter(pk=ctx.tenant).first()
                 if agent is None:

@@ -87,14 +87,22 @@ def test_the_extended_card_is_unsupported_without_the_setting(cards: Any, alice:
     assert error_reason(response) == "UNSUPPORTED_OPERATION"
 
 
-def test_the_extended_card_needs_its_token(cards: Any, settings: Any, alice: Any) -> None:
+def test_the_extended_card_is_for_authenticated_callers(
+    cards: Any, settings: Any, alice: Any, make_agent: Any
+) -> None:
     settings.A2A_EXTENDED_CARD_BEARER_TOKEN = "s3cret-extended"
-    assert FaceClient(None).get("/v1/a2a/extendedAgentCard").status_code == 401
-    assert FaceClient(alice.raw_token).get("/v1/a2a/extendedAgentCard").status_code == 401
-    # (stand-in cards: no schema check)
-    response = FaceClient("s3cret-extended", check=False).get("/v1/a2a/extendedAgentCard")
-    assert response.status_code == 200
-    assert response.json() == {"name": "Platform", "version": "1", "extended": True}
+    settings.A2A_ALLOW_ANONYMOUS = True  # anonymous task calls do not open the extended card
+    for refused in (None, "wrong-token", "usr_forged_token"):
+        response = FaceClient(refused).get("/v1/a2a/extendedAgentCard")
+        assert response.status_code == 401, refused
+        assert error_reason(response) == "UNAUTHENTICATED"
+    # The card's own scheme (a user's token, an agent's key: A2A 1.0 13.3) and the
+    # extended card's token (stand-in cards: no schema check).
+    agent_key = make_agent(id="agent-reader").raw_key
+    for token in (alice.raw_token, agent_key, "s3cret-extended"):
+        response = FaceClient(token, check=False).get("/v1/a2a/extendedAgentCard")
+        assert response.status_code == 200
+        assert response.json() == {"name": "Platform", "version": "1", "extended": True}
 
 
 def test_the_extended_card_over_jsonrpc(cards: Any, settings: Any) -> None:

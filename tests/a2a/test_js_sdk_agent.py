@@ -1,0 +1,97 @@
+"""The platform drives agents built with the official JavaScript SDK (``@a2a-js/sdk`` 1.3,
+Express), end to end: the agent's card decides the binding (HTTP+JSON, or JSON-RPC when
+that is all it offers), a pushing agent is followed by the SDK's own push sender, and
+replies and cancels reach it. The live platform runs in this pass's mode. Slow: two
+tests, each covering a lot."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from a2a.creation import create_task
+from a2a.models import Task, TaskEvent
+from a2a.states import TaskState
+from a2a.task_actions import cancel_task, reply_to_task
+from tests.a2a.helpers import wait_for
+from tests.a2a.test_agent_push_live import ENV, live
+from tests.support.js_sdk import JsAgent, run_js_agent
+
+pytestmark = pytest.mark.slow
+
+
+def start(user: Any, behaviour: str, **extra: Any) -> Task:
+    data = {"product": "lamp", "behaviour": behaviour, **extra}
+    return create_task(skill_id="ce-review", input=data, user=user)
+
+
+def the_four_behaviours(user: Any) -> dict[str, Task]:
+    """A task that completes, one that asks (and gets its answer), one that fails and one
+    canceled while it works; each waited to its end."""
+    tasks = {name: start(user, name) for name in ("complete", "ask", "fail")}
+    tasks["slow"] = start(user, "slow", seconds=20)
+    working = lambda t: t.state == TaskState.WORKING and bool(t.remote_task_id)  # noqa: E731
+    tasks["slow"] = wait_for(tasks["slow"], working, timeout=30)
+    cancel_task(tasks["slow"], reason="no longer needed")
+    asked = wait_for(tasks["ask"], lambda t: t.state == TaskState.INPUT_REQUIRED, timeout=30)
+    reply_to_task(asked, text="EU")
+    return {name: wait_for(task, timeout=30) for name, task in tasks.items()}
+
+
+def check_outcomes(tasks: dict[str, Task], followed_by: str) -> None:
+    assert (tasks["complete"].state, tasks["complete"].output) == (
+        TaskState.COMPLETED,
+        {"verdict": "pass"},
+    )
+    assert tasks["ask"].state == TaskState.COMPLETED
+    assert tasks["ask"].output == {"verdict": "pass", "answer": "EU"}
+    assert tasks["fail"].state == TaskState.FAILED
+    assert tasks["fail"].error["code"] == "agent_failed"
+    assert tasks["slow"].state == TaskState.CANCELED
+    for task in tasks.values():
+        assert task.metadata["followedBy"] == followed_by
+        finals = TaskEvent.objects.filter(task=task, to_state=task.state).count()
+        assert finals == 1, task.state
+
+
+@pytest.fixture
+def user_for(
+    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any
+) -> Callable[[JsAgent], Any]:
+    def make(peer: JsAgent) -> Any:
+        make_agent(skills=[make_skill()], a2a_endpoint=peer.url)
+        return make_user()
+
+    return make
+
+
+def test_a_pushing_javascript_agent_over_http_json(user_for: Callable[[JsAgent], Any]) -> None:
+    with run_js_agent(bindings="rest,jsonrpc", push=True) as peer:
+        user = user_for(peer)
+        # Safety-net polls every 60 s: within this test only pushes move the tasks.
+        with live(AGENT_PUSH_POLL_INTERVAL=60, **ENV):
+            tasks = the_four_behaviours(user)
+            peer.wait_pushes_settled()
+        stats = peer.stats()
+        check_outcomes(tasks, "push")
+        # Every call went to the HTTP+JSON interface the card lists first: four sends and
+        # the reply, one cancel, and no poll (the pushes carried every task).
+        assert peer.requests(r"^POST /rest/message:send$") == 5
+        assert peer.requests(r"^POST /rest/tasks/[^/]+:cancel$") == 1
+        assert peer.requests(r"^GET /rest/tasks") == 0
+        assert peer.requests(r"/rpc") == 0
+        assert stats["pushes"] >= 8
+        assert stats["pushFailures"] == 0
+
+
+def test_a_javascript_agent_that_offers_only_json_rpc(user_for: Callable[[JsAgent], Any]) -> None:
+    with run_js_agent(bindings="jsonrpc") as peer:
+        user = user_for(peer)
+        with live(**ENV):
+            tasks = the_four_behaviours(user)
+        check_outcomes(tasks, "list")
+        assert peer.requests(r"^POST /rpc") >= 6  # the sends, the reply, the cancel, lists
+        assert peer.requests(r"/rest") == 0
+        assert peer.stats()["pushes"] == 0

@@ -1,0 +1,58 @@
+"""The official JavaScript SDK's client (``@a2a-js/sdk`` 1.3) against the platform's face
+on a real daphne, on both bindings: discovery from the card, send, get, list, cancel,
+stream, subscribe across an answer, push configs (on the send and by hand) and the error
+for an unknown task. The agent behind is the real a2a-sdk test agent. Slow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from a2a.push_models import PushNotificationConfig
+from tests.a2a_face.test_push import Webhook
+from tests.support.js_sdk import run_js_client
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize(
+    ("binding", "transport", "errors"),
+    [("JSONRPC", "JsonRpcTransport", "JsonRpc"), ("HTTP+JSON", "RestTransport", "Rest")],
+)
+def test_the_javascript_sdk_client_uses_the_platform(
+    world: dict[str, Any], binding: str, transport: str, errors: str
+) -> None:
+    hook = Webhook()
+    try:
+        seen = run_js_client(world["url"], world["alice"], binding, "ce-review", hook.url)
+        hook.wait_for_state("TASK_STATE_COMPLETED", timeout=30)
+    finally:
+        hook.close()
+    assert transport in seen["transport"]  # the class (the REST one is named _RestTransport)
+    assert seen["card"] is True
+    assert seen["send"] == {"state": "TASK_STATE_COMPLETED", "artifact": {"verdict": "pass"}}
+    assert seen["get"] == {"same": True, "state": "TASK_STATE_COMPLETED", "history": 1}
+    assert seen["list"] == [True]
+    assert seen["busy"] in {"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"}
+    assert seen["cancel"] == "TASK_STATE_CANCELED"
+    assert seen["stream"][-1] == "TASK_STATE_COMPLETED"
+    assert seen["asked"] == "TASK_STATE_INPUT_REQUIRED"
+    assert seen["answered"] == "TASK_STATE_COMPLETED"
+    assert seen["answer"]["answer"] == "EU"  # the agent echoes the reply's data
+    assert seen["subscribed"][0] == "TASK_STATE_INPUT_REQUIRED"
+    assert seen["subscribed"][-1] == "TASK_STATE_COMPLETED"
+    assert seen["push"] == {
+        "created": True,
+        "read": "tok-js-2",
+        "scheme": "Bearer",
+        "listed": ["hook-js"],
+        "after": 0,
+    }
+    not_found = {"taskNotFound": True, "name": f"{errors}TaskNotFoundError"}
+    assert seen["unknown"] == seen["unknownCancel"] == not_found
+    # The config sent with the message reached the hook with its token.
+    pushed = [(h, b) for h, b in hook.received if b["task"]["id"] == seen["pushedTask"]]
+    assert pushed
+    assert {h.get("X-A2A-Notification-Token") for h, _ in pushed} == {"tok-js-1"}
+    assert not PushNotificationConfig.objects.filter(config_id="hook-js").exists()
