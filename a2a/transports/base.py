@@ -142,12 +142,17 @@ def push_config_03(push: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def send_configuration(*, blocking: bool, v03: bool, push: dict[str, Any] | None) -> dict[str, Any]:
+def send_configuration(
+    *, blocking: bool, v03: bool, push: dict[str, Any] | None, rest: bool = False
+) -> dict[str, Any]:
     """The ``configuration`` of a send: blocking or not, and the push config if any."""
     if v03:
         config: dict[str, Any] = {"blocking": blocking}
         if push:
-            config["pushNotificationConfig"] = push_config_03(push)
+            # A2A 0.3 names the field differently per binding: the JSON-RPC schema's
+            # ``pushNotificationConfig``, the proto's ``push_notification`` (JSON
+            # ``pushNotification``) on HTTP+JSON, whose parsers drop the other name.
+            config["pushNotification" if rest else "pushNotificationConfig"] = push_config_03(push)
         return config
     config = {"returnImmediately": not blocking}
     if push:
@@ -167,7 +172,7 @@ def send_params(
     (0.3 spells parts differently on each binding) and the configuration."""
     if v03:
         message = shapes.message_to_03(message, rest=rest)
-    configuration = send_configuration(blocking=blocking, v03=v03, push=push)
+    configuration = send_configuration(blocking=blocking, v03=v03, push=push, rest=rest)
     return {"message": message, "configuration": configuration}
 
 

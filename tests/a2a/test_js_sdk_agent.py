@@ -1,8 +1,8 @@
-"""The platform drives agents built with the official JavaScript SDK (``@a2a-js/sdk`` 1.3,
-Express), end to end: the agent's card decides the binding (HTTP+JSON, or JSON-RPC when
-that is all it offers), a pushing agent is followed by the SDK's own push sender, and
-replies and cancels reach it. The live platform runs in this pass's mode. Slow: two
-tests, each covering a lot."""
+"""The platform drives agents built with the official JavaScript SDK on Express, end to
+end: ``@a2a-js/sdk`` 1.3 (A2A 1.0) and 0.3.14 (A2A 0.3). The agent's card decides the
+binding and version (HTTP+JSON, or JSON-RPC when that is all it offers), a pushing agent
+is followed by the SDK's own push sender, and replies and cancels reach it. The live
+platform runs in this pass's mode. Slow: a few tests, each covering a lot."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def user_for(
 
 
 def test_a_pushing_javascript_agent_over_http_json(user_for: Callable[[JsAgent], Any]) -> None:
-    with run_js_agent(bindings="rest,jsonrpc", push=True) as peer:
+    with run_js_agent("1.3", bindings="rest,jsonrpc", push=True) as peer:
         user = user_for(peer)
         # Safety-net polls every 60 s: within this test only pushes move the tasks.
         with live(AGENT_PUSH_POLL_INTERVAL=60, **ENV):
@@ -87,11 +87,59 @@ def test_a_pushing_javascript_agent_over_http_json(user_for: Callable[[JsAgent],
 
 
 def test_a_javascript_agent_that_offers_only_json_rpc(user_for: Callable[[JsAgent], Any]) -> None:
-    with run_js_agent(bindings="jsonrpc") as peer:
+    with run_js_agent("1.3", bindings="jsonrpc") as peer:
         user = user_for(peer)
         with live(**ENV):
             tasks = the_four_behaviours(user)
         check_outcomes(tasks, "list")
         assert peer.requests(r"^POST /rpc") >= 6  # the sends, the reply, the cancel, lists
         assert peer.requests(r"/rest") == 0
+        assert peer.stats()["pushes"] == 0
+
+
+def test_a_pushing_javascript_0_3_agent_offering_both_bindings(
+    user_for: Callable[[JsAgent], Any],
+) -> None:
+    """The card prefers JSON-RPC (``url``, ``preferredTransport``); the platform takes
+    HTTP+JSON when both fit (docs/registry.md), and its send carries the push config
+    under the 0.3 proto's name there (``pushNotification``), which the SDK reads."""
+    with run_js_agent("0.3", bindings="jsonrpc,rest", push=True) as peer:
+        user = user_for(peer)
+        with live(AGENT_PUSH_POLL_INTERVAL=60, **ENV):
+            tasks = the_four_behaviours(user)
+            peer.wait_pushes_settled()
+        stats = peer.stats()
+        check_outcomes(tasks, "push")
+        assert peer.requests(r"^POST /rest/v1/message:send$") == 5
+        assert peer.requests(r"^POST /rest/v1/tasks/[^/]+:cancel$") == 1
+        assert peer.requests(r"^GET /rest/v1/tasks") == 0
+        assert peer.requests(r"/rpc") == 0
+        assert stats["pushes"] >= 8
+        assert stats["pushFailures"] == 0
+
+
+def test_a_pushing_javascript_0_3_agent_over_json_rpc(user_for: Callable[[JsAgent], Any]) -> None:
+    with run_js_agent("0.3", bindings="jsonrpc", push=True) as peer:
+        user = user_for(peer)
+        with live(AGENT_PUSH_POLL_INTERVAL=60, **ENV):
+            tasks = the_four_behaviours(user)
+            peer.wait_pushes_settled()
+        stats = peer.stats()
+        check_outcomes(tasks, "push")
+        # message/send four times and the reply, tasks/cancel once, no tasks/get.
+        assert peer.requests(r"^POST /rpc$") == 6
+        assert stats["pushes"] >= 8
+        assert stats["pushFailures"] == 0
+
+
+def test_a_javascript_0_3_agent_over_http_json_is_polled(
+    user_for: Callable[[JsAgent], Any],
+) -> None:
+    with run_js_agent("0.3", bindings="rest") as peer:
+        user = user_for(peer)
+        with live(**ENV):
+            tasks = the_four_behaviours(user)
+        check_outcomes(tasks, "poll")
+        assert peer.requests(r"^POST /rest/v1/message:send$") == 5
+        assert peer.requests(r"^GET /rest/v1/tasks/") >= 1
         assert peer.stats()["pushes"] == 0

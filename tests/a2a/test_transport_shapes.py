@@ -14,6 +14,7 @@ from a2a.exceptions import (
     A2AUnsupportedOperation,
 )
 from a2a.transports import shapes, transport_for
+from a2a.transports.base import send_params
 from a2a.transports.jsonrpc import JsonRpcTransport, rpc_error
 from a2a.transports.rest import RestTransport
 from agent_profiles.interfaces import CallTarget
@@ -96,6 +97,36 @@ def test_our_message_is_written_in_03_spelling() -> None:
     rest = shapes.message_to_03(message, rest=True)
     assert rest["role"] == "ROLE_USER"
     assert rest["content"] == [{"text": "hi"}, {"data": {"data": {"x": 1}}}]
+
+
+@pytest.mark.parametrize(
+    ("v03", "rest", "field"),
+    [
+        (False, True, "taskPushNotificationConfig"),
+        (False, False, "taskPushNotificationConfig"),
+        (True, False, "pushNotificationConfig"),  # the 0.3 JSON-RPC schema's name
+        (True, True, "pushNotification"),  # the 0.3 proto's, which HTTP+JSON agents parse
+    ],
+)
+def test_a_sends_push_config_has_each_bindings_and_versions_name(
+    v03: bool, rest: bool, field: str
+) -> None:
+    push = {
+        "url": "https://platform.example/api/a2a/push/t/1",
+        "token": "per-task-token",
+        "authentication": {"scheme": "Bearer", "credentials": "c"},
+    }
+    message: dict[str, Any] = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    configuration = send_params(message, blocking=False, v03=v03, rest=rest, push=push)[
+        "configuration"
+    ]
+    names = {"returnImmediately", "blocking", field}
+    assert set(configuration) <= names
+    assert field in configuration
+    sent = configuration[field]
+    assert (sent["url"], sent["token"]) == (push["url"], "per-task-token")
+    if v03:
+        assert sent["authentication"] == {"schemes": ["Bearer"], "credentials": "c"}
 
 
 def test_stream_events_fold_into_one_task() -> None:

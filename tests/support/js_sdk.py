@@ -1,14 +1,15 @@
-"""The official JavaScript A2A SDK (``@a2a-js/sdk`` 1.3, A2A 1.0) as a peer: an agent and
-a client, independent of the platform's Python stack.
+"""The official JavaScript A2A SDK as a peer, independent of the platform's Python stack:
+``@a2a-js/sdk`` 1.3 (A2A 1.0: an agent and a client) and 0.3.14 (A2A 0.3: an agent), the
+versions people run.
 
-``js_peer_dir()`` installs the pinned npm packages into ``.peers/a2a-js-1.3/``
-(git-ignored) on first use, under a file lock so parallel test processes build it once,
-and copies the scripts of ``tests/support/js/`` next to its ``node_modules`` (an ES module
-resolves packages from its own folder). A later run reuses the install while the pins are
-unchanged. Without ``node`` and ``npm`` the tests that need them skip, as the Node.js
-adapter's do (these machines and CI have Node.js 20).
+``js_peer_dir(version)`` installs that version's pinned npm packages into
+``.peers/a2a-js-<version>/`` (git-ignored) on first use, under a file lock so parallel
+test processes build it once, and copies the scripts of ``tests/support/js/`` next to its
+``node_modules`` (an ES module resolves packages from its own folder). A later run reuses
+the install while the pins are unchanged. Without ``node`` and ``npm`` the tests that
+need them skip, as the Node.js adapter's do (these machines and CI have Node.js 20).
 
-    with run_js_agent(bindings="jsonrpc", push=True) as peer:
+    with run_js_agent("1.3", bindings="jsonrpc", push=True) as peer:
         agent = make_agent(skills=[skill], a2a_endpoint=peer.url)
 """
 
@@ -35,24 +36,28 @@ BASE_DIR = Path(__file__).resolve().parents[2]
 PEERS = BASE_DIR / ".peers"
 SCRIPTS = Path(__file__).resolve().parent / "js"
 # Express is the SDK's (optional) peer dependency for its servers.
-PACKAGES = {"@a2a-js/sdk": "1.3.0", "express": "5.2.1"}
+PACKAGES = {
+    "1.3": {"@a2a-js/sdk": "1.3.0", "express": "5.2.1"},
+    "0.3": {"@a2a-js/sdk": "0.3.14", "express": "5.2.1"},
+}
+AGENT_SCRIPTS = {"1.3": "agent.mjs", "0.3": "agent03.mjs"}
 
 
-def js_peer_dir() -> Path:
-    """The folder with the JavaScript SDK installed and the scripts beside it."""
+def js_peer_dir(version: str = "1.3") -> Path:
+    """The folder with that version of the JavaScript SDK and the scripts beside it."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         pytest.skip("node and npm are not installed: the JavaScript SDK peers are untested here")
-    folder = PEERS / "a2a-js-1.3"
+    folder = PEERS / f"a2a-js-{version}"
     stamp = folder / ".installed"
-    wanted = json.dumps(PACKAGES, sort_keys=True)
+    wanted = json.dumps(PACKAGES[version], sort_keys=True)
     PEERS.mkdir(exist_ok=True)
-    with open(PEERS / ".a2a-js-1.3.lock", "w") as lock:
+    with open(PEERS / f".a2a-js-{version}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (stamp.exists() and stamp.read_text() == wanted):
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir()
-            manifest = {"name": "a2a-js-peer", "private": True, "dependencies": PACKAGES}
+            manifest = {"name": "a2a-js-peer", "private": True, "dependencies": PACKAGES[version]}
             (folder / "package.json").write_text(json.dumps(manifest, indent=2))
             subprocess.run(
                 [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"],
@@ -97,10 +102,12 @@ class JsAgent:
 
 
 @contextmanager
-def run_js_agent(*, bindings: str = "rest,jsonrpc", push: bool = False) -> Iterator[JsAgent]:
-    """``agent.mjs`` on a free loopback port, its card listing ``bindings`` in that order."""
-    folder = js_peer_dir()
-    args = [shutil.which("node") or "node", str(folder / "agent.mjs"), "--bindings", bindings]
+def run_js_agent(version: str, *, bindings: str, push: bool = False) -> Iterator[JsAgent]:
+    """That version's agent script on a free loopback port, its card listing ``bindings``
+    (``rest``, ``jsonrpc``) in that order."""
+    folder = js_peer_dir(version)
+    script = str(folder / AGENT_SCRIPTS[version])
+    args = [shutil.which("node") or "node", script, "--bindings", bindings]
     args += ["--push"] if push else []
     with running(Proc(args, dict(os.environ), name="js-agent")) as proc:
         found = proc.wait_log(r'\{"url":"([^"]+)"\}', timeout=30)
