@@ -1,7 +1,8 @@
-"""The official JavaScript SDK's client (``@a2a-js/sdk`` 1.3) against the platform's face
-on a real daphne, on both bindings: discovery from the card, send, get, list, cancel,
-stream, subscribe across an answer, push configs (on the send and by hand) and the error
-for an unknown task. The agent behind is the real a2a-sdk test agent. Slow."""
+"""The official JavaScript SDK's clients against the platform's face on a real daphne:
+``@a2a-js/sdk`` 1.3 (A2A 1.0) on both bindings and 0.3.14 (A2A 0.3, JSON-RPC). Discovery
+from the card, send, get, list, cancel, stream, subscribe across an answer, push configs
+and the SDK's error for an unknown task. The agent behind is the real a2a-sdk test agent.
+Slow."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def test_the_javascript_sdk_client_uses_the_platform(
 ) -> None:
     hook = Webhook()
     try:
-        seen = run_js_client(world["url"], world["alice"], binding, "ce-review", hook.url)
+        seen = run_js_client("1.3", world["url"], world["alice"], binding, "ce-review", hook.url)
         hook.wait_for_state("TASK_STATE_COMPLETED", timeout=30)
     finally:
         hook.close()
@@ -56,3 +57,28 @@ def test_the_javascript_sdk_client_uses_the_platform(
     assert pushed
     assert {h.get("X-A2A-Notification-Token") for h, _ in pushed} == {"tok-js-1"}
     assert not PushNotificationConfig.objects.filter(config_id="hook-js").exists()
+
+
+def test_the_javascript_sdk_0_3_client_uses_the_platform(world: dict[str, Any]) -> None:
+    hook = Webhook()
+    try:
+        seen = run_js_client("0.3", world["url"], world["alice"], "ce-review", hook.url)
+    finally:
+        hook.close()
+    assert seen["card"] == "0.3"
+    assert seen["send"] == {"kind": "task", "state": "completed", "artifact": {"verdict": "pass"}}
+    assert seen["get"] == {"same": True, "state": "completed", "history": 1}
+    assert seen["busy"] in {"submitted", "working"}
+    assert seen["cancel"] == "canceled"
+    assert seen["stream"][-1] == "completed"
+    assert (seen["asked"], seen["answered"]) == ("input-required", "completed")
+    assert seen["subscribed"][0] == "input-required"
+    assert seen["subscribed"][-1] == "completed"
+    assert seen["push"] == {
+        "stored": True,
+        "read": "tok-js03",
+        "schemes": ["Bearer"],
+        "listed": ["hook-js03"],
+        "after": 0,
+    }
+    assert seen["unknown"] == {"taskNotFound": True, "name": "TaskNotFoundJSONRPCError"}

@@ -1,5 +1,5 @@
 """The official JavaScript A2A SDK as a peer, independent of the platform's Python stack:
-``@a2a-js/sdk`` 1.3 (A2A 1.0: an agent and a client) and 0.3.14 (A2A 0.3: an agent), the
+``@a2a-js/sdk`` 1.3 (A2A 1.0) and 0.3.14 (A2A 0.3), each as an agent and as a client: the
 versions people run.
 
 ``js_peer_dir(version)`` installs that version's pinned npm packages into
@@ -41,6 +41,7 @@ PACKAGES = {
     "0.3": {"@a2a-js/sdk": "0.3.14", "express": "5.2.1"},
 }
 AGENT_SCRIPTS = {"1.3": "agent.mjs", "0.3": "agent03.mjs"}
+CLIENT_SCRIPTS = {"1.3": "client.mjs", "0.3": "client03.mjs"}
 
 
 def js_peer_dir(version: str = "1.3") -> Path:
@@ -114,12 +115,13 @@ def run_js_agent(version: str, *, bindings: str, push: bool = False) -> Iterator
         yield JsAgent(proc, found.group(1))
 
 
-def run_js_client(*args: str, timeout: float = 180) -> dict[str, Any]:
-    """Run ``client.mjs`` with ``args``; the JSON object its last line prints."""
-    folder = js_peer_dir()
+def run_js_client(version: str, *args: str, timeout: float = 180) -> dict[str, Any]:
+    """Run that version's client script with ``args``; the JSON object its last line
+    prints."""
+    folder = js_peer_dir(version)
     node = shutil.which("node") or "node"
     run = subprocess.run(
-        [node, str(folder / "client.mjs"), *args],
+        [node, str(folder / CLIENT_SCRIPTS[version]), *args],
         capture_output=True,
         text=True,
         timeout=timeout,
