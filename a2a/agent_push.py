@@ -38,7 +38,13 @@ from a2a.agent_updates import (
 )
 from a2a.creation import queue_processing
 from a2a.models import Direction, Task, TaskMessage
-from a2a.states import ACTIVE_STATES, INTERRUPTED_STATES, TaskState, normalize_state
+from a2a.states import (
+    ACTIVE_STATES,
+    INTERRUPTED_STATES,
+    TERMINAL_STATES,
+    TaskState,
+    normalize_state,
+)
 from platform_site.errors import Conflict, NotFound, PayloadTooLarge
 
 # Metadata key recording how the platform follows a task: "push", "stream" or "poll".
@@ -110,15 +116,22 @@ def _check_ties(task: Task, push: Push, attempt: int) -> None:
 
 def _repeats_the_end(task: Task, push: Push) -> bool:
     """For a finished task: True when ``push`` only repeats its final state (a duplicated
-    push, or an end a safety-net poll or a listing noticed first), a harmless repeat
-    answered like one rather than an error in the agent's log; anything else is refused.
-    False for a task still in flight."""
+    push, or an end a safety-net poll or a listing noticed first) or trails it (a state of
+    work stamped before the task ended), harmless pushes answered as such rather than an
+    error in the agent's log; anything else is refused. False for a task still in flight.
+
+    The trailing case is common: an SDK's sender pushes each of a task's events in turn,
+    so a WORKING is still on its way when the platform cancels the task or times it out.
+    A final state other than the task's is a real disagreement and stays refused."""
     if not task.is_terminal:
         return False
-    if push.kind in ("status", "task") and (
-        normalize_state((push.status or {}).get("state")) == task.state
-    ):
-        return True
+    if push.kind in ("status", "task"):
+        state = normalize_state((push.status or {}).get("state"))
+        if state == task.state:
+            return True
+        stamp = status_time(push.status)
+        if state not in TERMINAL_STATES and stamp is not None and stamp <= task.state_changed_at:
+            return True
     raise TaskFinished(
         f"Task {task.id} is {task.state}, a final state: it takes no more updates.",
         {"taskId": str(task.id), "state": task.state},

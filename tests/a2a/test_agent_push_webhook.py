@@ -4,6 +4,7 @@ platform task and the agent's task, order safety, and bad bodies that change not
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -12,6 +13,7 @@ import pytest
 from a2a import agent_push, agent_push_body, agent_push_tokens
 from a2a.models import Direction, Task, TaskEvent, TaskMessage
 from a2a.states import NextAction, TaskState
+from a2a.task_actions import cancel_task
 from platform_site.asgi import application
 from tests.a2a.helpers import post, push, status_update
 
@@ -171,6 +173,30 @@ def test_a_repeated_end_is_a_harmless_repeat_and_changes_nothing(task: Task) -> 
         assert (again.status_code, again.json()) == (200, {"state": TaskState.COMPLETED})
     after = fresh(task)
     assert (after.output, after.updated_at) == (ended.output, ended.updated_at)
+    assert TaskEvent.objects.filter(task=task).count() == events
+
+
+def test_work_pushed_late_after_the_end_is_harmless_and_changes_nothing(task: Task) -> None:
+    """An SDK's sender pushes a task's events in turn: a WORKING stamped before the task
+    ended (canceled or timed out by the platform meanwhile) arrives after the end. It
+    changes nothing and is no error; one stamped after the end, or without a time, is."""
+    cancel_task(task, reason="no longer needed")
+    ended = fresh(task)
+    events = TaskEvent.objects.filter(task=task).count()
+    before_the_end = (ended.state_changed_at - timedelta(seconds=1)).isoformat()
+    for state in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED"):
+        late = push(task, status_update(state, before_the_end))
+        assert (late.status_code, late.json()) == (200, {"state": TaskState.CANCELED})
+    after_the_end = (ended.state_changed_at + timedelta(seconds=1)).isoformat()
+    for body in (
+        status_update("TASK_STATE_WORKING", after_the_end),
+        status_update("TASK_STATE_WORKING"),
+        status_update("TASK_STATE_COMPLETED", before_the_end),  # another end: a conflict
+    ):
+        refused = push(task, body)
+        assert (refused.status_code, refused.json()["error"]["code"]) == (409, "task_finished")
+    after = fresh(task)
+    assert (after.state, after.updated_at) == (TaskState.CANCELED, ended.updated_at)
     assert TaskEvent.objects.filter(task=task).count() == events
 
 

@@ -16,10 +16,14 @@ from a2a.models import Task, TaskEvent
 from a2a.states import TaskState
 from a2a.task_actions import cancel_task, reply_to_task
 from tests.a2a.helpers import wait_for
-from tests.a2a.test_agent_push_live import ENV, live
+from tests.a2a.test_agent_push_live import ENV as PUSH_ENV
+from tests.a2a.test_agent_push_live import live
 from tests.support.js_sdk import JsAgent, run_js_agent
 
 pytestmark = pytest.mark.slow
+
+# Tasks created here reach the platform without a hint: its sweep takes them at once.
+ENV = {**PUSH_ENV, "A2A_HINT_GRACE": 0.2}
 
 
 def start(user: Any, behaviour: str, **extra: Any) -> Task:
