@@ -6,8 +6,9 @@ loop and applies it on a small pool of database threads (``AGENT_PUSH_THREADS``,
 :mod:`platform_site.dbthreads`). Answers are JSON in the platform's error shape:
 
 * ``200`` ``{"state"}`` applied (or a harmless repeat, a finished task's final state
-  included, or work stamped before a finished task's end, pushed late); ``202`` ``{"state", "readBack": true}`` a COMPLETED without artifacts,
-  which the worker reads back with ``GetTask``;
+  included, or work stamped before a finished task's end, pushed late); ``202``
+  ``{"state", "readBack": true}`` a COMPLETED without artifacts, which the worker reads
+  back with ``GetTask``;
 * ``400`` ``not_a2a`` / ``malformed_json`` / ``bad_text``; ``401`` a missing or wrong
   token; ``404`` no such task; ``405`` not a POST; ``409`` ``task_finished``,
   ``stale_update`` (older than what was applied, or an old attempt's webhook),
