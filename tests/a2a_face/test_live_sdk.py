@@ -211,14 +211,16 @@ async def the_tenant_and_card_scenario(world: dict[str, Any], webhook: Webhook) 
         assert headers["Authorization"] == "Bearer hook-secret"
         assert headers["X-A2A-Notification-Token"] == "tok-9"
 
-    # The extended card: declared, served for its token only.
-    async with sdk_client(url, EXTENDED_TOKEN, "HTTP+JSON") as (ext, card):
-        assert card.capabilities.extended_agent_card
-        extended = await ext.get_extended_agent_card(pb.GetExtendedAgentCardRequest())
-        assert extended.name == card.name
-    async with sdk_client(url, alice, "HTTP+JSON") as (plain, _):
+    # The extended card: declared, served to the card's own scheme (a user's token) and
+    # to its token, refused to anyone else.
+    for token in (EXTENDED_TOKEN, alice):
+        async with sdk_client(url, token, "HTTP+JSON") as (ext, card):
+            assert card.capabilities.extended_agent_card
+            extended = await ext.get_extended_agent_card(pb.GetExtendedAgentCardRequest())
+            assert extended.name == card.name
+    async with sdk_client(url, "not-a-token", "HTTP+JSON") as (stranger, _):
         with pytest.raises(A2AClientError):
-            await plain.get_extended_agent_card(pb.GetExtendedAgentCardRequest())
+            await stranger.get_extended_agent_card(pb.GetExtendedAgentCardRequest())
 
 
 @pytest.mark.slow
