@@ -15,6 +15,7 @@
 // GET /_stats answers {"requests": {"METHOD path": n}, "pushes": n, "pushFailures": n,
 // "pushing": n in flight, "lastPushAt": ms}.
 import express from 'express';
+import { countPushes, countRequests, option } from './peer_common.mjs';
 import { randomUUID } from 'node:crypto';
 import { A2A_PROTOCOL_VERSION, AGENT_CARD_PATH, Role, TaskState } from '@a2a-js/sdk';
 import {
@@ -26,15 +27,9 @@ import {
 } from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a-js/sdk/server/express';
 
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const at = args.indexOf(name);
-  return at >= 0 ? args[at + 1] : fallback;
-};
 const bindings = option('--bindings', 'rest,jsonrpc').split(',');
-const push = args.includes('--push');
+const push = process.argv.includes('--push');
 
-const stats = { requests: {}, pushes: 0, pushFailures: 0, pushing: 0, lastPushAt: 0 };
 const now = () => new Date().toISOString();
 const dataPart = (value) => ({ content: { $case: 'data', value }, metadata: undefined, filename: '', mediaType: 'application/json' });
 const textPart = (value) => ({ content: { $case: 'text', value }, metadata: undefined, filename: '', mediaType: 'text/plain' });
@@ -118,33 +113,10 @@ class TestExecutor {
   }
 }
 
-// The SDK's push sender POSTs with the global fetch, and logs a failure without throwing:
-// this process fetches nothing else, so counting fetches counts pushes.
-const realFetch = globalThis.fetch;
-globalThis.fetch = async (...request) => {
-  stats.pushes += 1;
-  stats.pushing += 1;
-  stats.lastPushAt = Date.now();
-  try {
-    const response = await realFetch(...request);
-    if (!response.ok) stats.pushFailures += 1;
-    return response;
-  } catch (error) {
-    stats.pushFailures += 1;
-    throw error;
-  } finally {
-    stats.pushing -= 1;
-    stats.lastPushAt = Date.now();
-  }
-};
+countPushes();
 
 const server = express();
-server.use((req, _res, next) => {
-  const key = `${req.method} ${req.path}`;
-  stats.requests[key] = (stats.requests[key] ?? 0) + 1;
-  next();
-});
-server.get('/_stats', (_req, res) => res.json(stats));
+countRequests(server);
 
 const listener = server.listen(0, '127.0.0.1', () => {
   const base = `http://127.0.0.1:${listener.address().port}`;

@@ -7,6 +7,7 @@
 // The card (protocolVersion 0.3.0) names the first binding as `url`/`preferredTransport`
 // and all of them in `additionalInterfaces`: JSON-RPC at /rpc, HTTP+JSON at /rest.
 import express from 'express';
+import { countPushes, countRequests, option } from './peer_common.mjs';
 import { randomUUID } from 'node:crypto';
 import { AGENT_CARD_PATH } from '@a2a-js/sdk';
 import {
@@ -17,15 +18,9 @@ import {
 } from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a-js/sdk/server/express';
 
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const at = args.indexOf(name);
-  return at >= 0 ? args[at + 1] : fallback;
-};
 const bindings = option('--bindings', 'jsonrpc,rest').split(',');
-const push = args.includes('--push');
+const push = process.argv.includes('--push');
 
-const stats = { requests: {}, pushes: 0, pushFailures: 0, pushing: 0, lastPushAt: 0 };
 const now = () => new Date().toISOString();
 const FINAL = new Set(['completed', 'canceled', 'failed', 'rejected', 'input-required', 'auth-required']);
 
@@ -99,32 +94,10 @@ class TestExecutor {
   }
 }
 
-// The SDK's push sender POSTs with the global fetch: counting fetches counts pushes.
-const realFetch = globalThis.fetch;
-globalThis.fetch = async (...request) => {
-  stats.pushes += 1;
-  stats.pushing += 1;
-  stats.lastPushAt = Date.now();
-  try {
-    const response = await realFetch(...request);
-    if (!response.ok) stats.pushFailures += 1;
-    return response;
-  } catch (error) {
-    stats.pushFailures += 1;
-    throw error;
-  } finally {
-    stats.pushing -= 1;
-    stats.lastPushAt = Date.now();
-  }
-};
+countPushes();
 
 const server = express();
-server.use((req, _res, next) => {
-  const key = `${req.method} ${req.path}`;
-  stats.requests[key] = (stats.requests[key] ?? 0) + 1;
-  next();
-});
-server.get('/_stats', (_req, res) => res.json(stats));
+countRequests(server);
 
 const listener = server.listen(0, '127.0.0.1', () => {
   const base = `http://127.0.0.1:${listener.address().port}`;

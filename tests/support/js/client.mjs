@@ -9,6 +9,7 @@
 // config and creates, reads, lists and deletes another, and asks for an unknown task. It
 // prints one JSON object saying what it saw; the test asserts on it.
 import { randomUUID } from 'node:crypto';
+import { bearerFetch, errorOf } from './peer_common.mjs';
 import { Role, TaskState } from '@a2a-js/sdk';
 import { TaskNotFoundError } from '@a2a-js/sdk/errors';
 import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, RestTransportFactory } from '@a2a-js/sdk/client';
@@ -16,11 +17,7 @@ import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, RestTrans
 const [base, token, binding, skillId, hook] = process.argv.slice(2);
 
 // The caller's bearer token on every request the transports make.
-const fetchImpl = (url, init = {}) => {
-  const headers = new Headers(init.headers);
-  headers.set('Authorization', `Bearer ${token}`);
-  return fetch(url, { ...init, headers });
-};
+const fetchImpl = bearerFetch(token);
 
 const stateName = (state) => TaskState[state] ?? String(state);
 
@@ -55,17 +52,6 @@ async function streamedStates(stream) {
     if (payload?.$case === 'statusUpdate') seen.push(stateName(payload.value.status.state));
   }
   return seen;
-}
-
-// The SDK's error for a call: whether it is its TaskNotFoundError (each transport throws
-// a subclass of it), and the subclass.
-async function errorOf(call) {
-  try {
-    await call();
-    return null;
-  } catch (error) {
-    return { taskNotFound: error instanceof TaskNotFoundError, name: error.constructor.name };
-  }
 }
 
 async function main() {
@@ -132,8 +118,8 @@ async function main() {
   };
 
   // An unknown task: the SDK's own error for it.
-  seen.unknown = await errorOf(() => client.getTask({ tenant: '', id: 'no-such-task' }));
-  seen.unknownCancel = await errorOf(() => client.cancelTask({ tenant: '', id: 'no-such-task', metadata: undefined }));
+  seen.unknown = await errorOf(() => client.getTask({ tenant: '', id: 'no-such-task' }), TaskNotFoundError);
+  seen.unknownCancel = await errorOf(() => client.cancelTask({ tenant: '', id: 'no-such-task', metadata: undefined }), TaskNotFoundError);
   console.log(JSON.stringify(seen));
 }
 

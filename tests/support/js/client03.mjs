@@ -9,16 +9,13 @@
 // an INPUT_REQUIRED round trip, sets, reads, lists and deletes a push config, and asks for
 // an unknown task. It prints one JSON object saying what it saw; the test asserts on it.
 import { randomUUID } from 'node:crypto';
+import { bearerFetch, errorOf } from './peer_common.mjs';
 import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, TaskNotFoundError } from '@a2a-js/sdk/client';
 
 const [base, token, skillId, hook] = process.argv.slice(2);
 
-// The caller's bearer token on every request the transport makes.
-const fetchImpl = (url, init = {}) => {
-  const headers = new Headers(init.headers);
-  headers.set('Authorization', `Bearer ${token}`);
-  return fetch(url, { ...init, headers });
-};
+// The caller's bearer token on every request the transports make.
+const fetchImpl = bearerFetch(token);
 
 function message(behaviour, extra = {}, task = undefined) {
   return {
@@ -38,15 +35,6 @@ async function streamedStates(stream) {
     if (event.kind === 'task' || event.kind === 'status-update') seen.push(event.status.state);
   }
   return seen;
-}
-
-async function errorOf(call) {
-  try {
-    await call();
-    return null;
-  } catch (error) {
-    return { taskNotFound: error instanceof TaskNotFoundError, name: error.constructor.name };
-  }
 }
 
 async function main() {
@@ -96,7 +84,7 @@ async function main() {
     after: after.length,
   };
 
-  seen.unknown = await errorOf(() => client.getTask({ id: 'no-such-task' }));
+  seen.unknown = await errorOf(() => client.getTask({ id: 'no-such-task' }), TaskNotFoundError);
   console.log(JSON.stringify(seen));
 }
 
