@@ -1,24 +1,33 @@
 """A real A2A 0.3 agent (a2a-sdk 0.3.26, JSON-RPC), for dispatch tests: run with the 0.3
 environment's Python (``tests.support.legacy_sdk.legacy_python()``) as
-``python legacy_agent.py PORT``; prints ``ready`` when it serves.
+``python legacy_agent.py PORT [--rest] [--push]``; prints ``ready`` when it serves.
+``--rest`` serves the HTTP+JSON binding instead (the SDK's FastAPI app, ``/v1/...``);
+``--push`` offers push notifications, sent by the SDK's own sender.
 
 It does what ``input["behaviour"]`` (the message's data part) says, like the 1.0 test
 agent: ``complete`` (default), ``slow`` (working for ``input["seconds"]``), ``ask``
 (input-required; the reply completes with ``{"verdict": "pass", "answer": ...}``),
 ``fail``, ``message`` (a bare Message answer) and ``working`` (until canceled).
-Its card is the SDK's 0.3 card: ``url`` + ``preferredTransport: JSONRPC``.
+Its card is the SDK's 0.3 card: ``url`` + ``preferredTransport`` (``JSONRPC`` or
+``HTTP+JSON``).
 """
 
 import asyncio
 import sys
 import uuid
 
+import httpx
 import uvicorn
 from a2a.server.agent_execution import AgentExecutor, RequestContext
-from a2a.server.apps import A2AStarletteApplication
+from a2a.server.apps import A2ARESTFastAPIApplication, A2AStarletteApplication
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.server.tasks import (
+    BasePushNotificationSender,
+    InMemoryPushNotificationConfigStore,
+    InMemoryTaskStore,
+    TaskUpdater,
+)
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
@@ -108,20 +117,30 @@ class Behaviours(AgentExecutor):
 
 def main() -> None:
     port = int(sys.argv[1])
+    rest, push = "--rest" in sys.argv, "--push" in sys.argv
     url = f"http://127.0.0.1:{port}"
     card = AgentCard(
         name="Legacy 0.3 agent",
         description="An a2a-sdk 0.3 agent.",
         url=url,
         version="0.3.26",
-        preferred_transport="JSONRPC",
-        capabilities=AgentCapabilities(streaming=True),
+        preferred_transport="HTTP+JSON" if rest else "JSONRPC",
+        capabilities=AgentCapabilities(streaming=True, push_notifications=push),
         default_input_modes=["application/json", "text/plain"],
         default_output_modes=["application/json"],
         skills=[AgentSkill(id="ce-review", name="CE review", description="x", tags=["x"])],
     )
-    handler = DefaultRequestHandler(agent_executor=Behaviours(), task_store=InMemoryTaskStore())
-    app = A2AStarletteApplication(agent_card=card, http_handler=handler).build()
+    configs = InMemoryPushNotificationConfigStore()
+    handler = DefaultRequestHandler(
+        agent_executor=Behaviours(),
+        task_store=InMemoryTaskStore(),
+        push_config_store=configs if push else None,
+        push_sender=BasePushNotificationSender(httpx.AsyncClient(), configs) if push else None,
+    )
+    if rest:
+        app = A2ARESTFastAPIApplication(agent_card=card, http_handler=handler).build()
+    else:
+        app = A2AStarletteApplication(agent_card=card, http_handler=handler).build()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
     server = uvicorn.Server(config)
     print("ready", flush=True)

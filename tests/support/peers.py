@@ -246,10 +246,11 @@ def run_peer(**options: Any) -> Iterator[TestAgent]:
 
 
 @contextlib.contextmanager
-def run_legacy_peer() -> Iterator[TestAgent]:
-    """The a2a-sdk 0.3.26 agent of ``tests/support/legacy_agent.py`` (A2A 0.3, JSON-RPC)
-    as a child process with the cached 0.3 environment; yields a :class:`TestAgent` that
-    only carries its URL (the process keeps its own records)."""
+def run_legacy_peer(*flags: str) -> Iterator[TestAgent]:
+    """The a2a-sdk 0.3.26 agent of ``tests/support/legacy_agent.py`` (A2A 0.3, JSON-RPC;
+    ``--rest``: HTTP+JSON; ``--push``: it pushes) as a child process with the cached 0.3
+    environment; yields a :class:`TestAgent` that only carries its URL (the process keeps
+    its own records)."""
     import subprocess
     import time
     from pathlib import Path
@@ -262,7 +263,7 @@ def run_legacy_peer() -> Iterator[TestAgent]:
     port = free_port()
     script = Path(__file__).with_name("legacy_agent.py")
     process = subprocess.Popen(
-        [str(legacy_python()), str(script), str(port)],
+        [str(legacy_python()), str(script), str(port), *flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

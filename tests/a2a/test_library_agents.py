@@ -1,7 +1,8 @@
-"""The platform drives agents built with the official JavaScript SDK on Express, end to
-end: ``@a2a-js/sdk`` 1.3 (A2A 1.0) and 0.3.14 (A2A 0.3). The agent's card decides the
+"""The platform drives agents built with other A2A libraries and versions, end to end:
+the official JavaScript SDK on Express, ``@a2a-js/sdk`` 1.3 (A2A 1.0) and 0.3.14 (A2A
+0.3), and the Python ``a2a-sdk`` 0.3.26 over HTTP+JSON. The agent's card decides the
 binding and version (HTTP+JSON, or JSON-RPC when that is all it offers), a pushing agent
-is followed by the SDK's own push sender, and replies and cancels reach it. The live
+is followed by its SDK's own push sender, and replies and cancels reach it. The live
 platform runs in this pass's mode. Slow: a few tests, each covering a lot."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tests.a2a.helpers import wait_for
 from tests.a2a.test_agent_push_live import ENV as PUSH_ENV
 from tests.a2a.test_agent_push_live import live
 from tests.support.js_sdk import JsAgent, run_js_agent
+from tests.support.peers import run_legacy_peer
 
 pytestmark = pytest.mark.slow
 
@@ -134,3 +136,17 @@ def test_a_javascript_0_3_agent_over_http_json_is_polled(
         assert peer.requests(r"^POST /rest/v1/message:send$") == 5
         assert peer.requests(r"^GET /rest/v1/tasks/") >= 1
         assert peer.stats()["pushes"] == 0
+
+
+def test_a_pushing_a2a_sdk_0_3_agent_over_http_json(
+    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    """a2a-sdk 0.3's HTTP+JSON server parses the 0.3 proto strictly: a send whose
+    configuration names the JSON-RPC schema's ``pushNotificationConfig`` is refused
+    outright, so the push config goes as ``pushNotification`` there."""
+    with run_legacy_peer("--rest", "--push") as peer:
+        make_agent(skills=[make_skill()], a2a_endpoint=peer.url)
+        user = make_user()
+        with live(AGENT_PUSH_POLL_INTERVAL=60, **ENV):
+            tasks = the_four_behaviours(user)
+    check_outcomes(tasks, "push")
