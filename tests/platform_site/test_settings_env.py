@@ -49,3 +49,11 @@ def test_a_negative_safety_poll_jitter_reads_as_none(raw: str, read: str) -> Non
     result = _read("A2A_SAFETY_POLL_JITTER", {"A2A_SAFETY_POLL_JITTER": raw})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == read
+
+
+@pytest.mark.parametrize(("raw", "read"), [("-30", "0.0"), ("0", "0.0"), ("90", "90.0")])
+def test_a_negative_retention_reads_as_keep_everything(raw: str, read: str) -> None:
+    # A negative age would make every ended task "expired": read as 0 (keep them all).
+    result = _read("TASK_RETENTION_DAYS", {"TASK_RETENTION_DAYS": raw})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == read
