@@ -31,7 +31,8 @@ def test_the_javascript_sdk_client_uses_the_platform(
     finally:
         hook.close()
     assert transport in seen["transport"]  # the class (the REST one is named _RestTransport)
-    assert seen["card"] is True
+    # The extended card, read with the caller's own token, names the agent of the skill.
+    assert any(world["agent"].id in text for text in seen["extendedSkills"])
     assert seen["send"] == {"state": "TASK_STATE_COMPLETED", "artifact": {"verdict": "pass"}}
     assert seen["get"] == {"same": True, "state": "TASK_STATE_COMPLETED", "history": 1}
     assert seen["list"] == [True]

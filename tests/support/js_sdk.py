@@ -73,7 +73,8 @@ def js_peer_dir(version: str = "1.3") -> Path:
 
 
 class JsAgent:
-    """A running ``agent.mjs``: its base URL and what it counted (``GET /_stats``)."""
+    """A running agent script (``agent.mjs``, ``agent03.mjs``): its base URL and what it
+    counted (``GET /_stats``)."""
 
     __test__ = False
 

@@ -50,7 +50,6 @@ function textOf(message) {
 
 class TestExecutor {
   canceled = new Set();
-  inputs = new Map();
 
   cancelTask = async (taskId) => {
     this.canceled.add(taskId);
@@ -80,7 +79,6 @@ class TestExecutor {
         return;
       }
       const data = dataOf(userMessage);
-      this.inputs.set(taskId, data);
       if (!context.task) {
         bus.publish(AgentEvent.task({
           id: taskId, contextId, status: { state: TaskState.TASK_STATE_SUBMITTED, timestamp: now(), message: undefined },

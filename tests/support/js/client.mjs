@@ -62,7 +62,9 @@ async function main() {
   }));
   const client = await factory.createFromUrl(base);
   seen.transport = client.transport.constructor.name;
-  seen.card = (await client.getAgentCard()).name.length > 0;
+  // getAgentCard() reads the extended card (the public one offers it) with the caller's
+  // token: its skills name the agents offering them.
+  seen.extendedSkills = (await client.getAgentCard()).skills.map((skill) => skill.description);
 
   // Blocking send: the finished task with the agent's artifact.
   const done = await client.sendMessage(request(message('complete')));
