@@ -121,9 +121,10 @@ class RestTransport(AgentTransport):
         yield from self._events("POST", url, body, "stream", timeout)
 
     def subscribe(self, task_id: str, *, timeout: float) -> Iterator[AgentReply]:
-        method = "POST" if self.v03 else "GET"
+        # A GET in both versions: a2a-sdk 0.3's HTTP+JSON server serves 0.3's
+        # TaskSubscription only as a GET (its proto's mapping); other servers take both.
         url = self._task_path(task_id, ":subscribe")
-        yield from self._events(method, url, {} if self.v03 else None, "subscribe", timeout)
+        yield from self._events("GET", url, None, "subscribe", timeout)
 
     def _events(
         self, method: str, url: str, body: Any, operation: str, timeout: float

@@ -3,6 +3,8 @@ not A2A."""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -10,13 +12,14 @@ from typing import Any
 import httpx
 import pytest
 
-from a2a.exceptions import A2APermanentError, A2AProtocolError, A2ATransientError
+from a2a.exceptions import A2ACallError, A2APermanentError, A2AProtocolError, A2ATransientError
 from a2a.states import TaskState
 from a2a.transports import parse_retry_after
 from a2a.transports.rest import RestTransport
 from a2a.wire import user_message
 from agent_profiles.interfaces import CallTarget
 from tests.support.agents import TestAgent, run_agent
+from tests.support.peers import run_legacy_peer
 from tests.support.serving import down_url
 
 
@@ -144,3 +147,34 @@ def test_a_tenant_reaches_the_sdks_tenant_routes(peer: TestAgent) -> None:
     client = RestTransport(CallTarget(agent_id="peer", url=peer.url, tenant="acme"))
     assert client.send(message()).state == TaskState.COMPLETED
     assert peer.counts["/acme/message:send"] == 1
+
+
+@pytest.mark.slow
+def test_the_03_binding_against_a2a_sdk_0_3s_own_server() -> None:
+    """a2a-sdk 0.3.26's HTTP+JSON server (its own environment): send, poll, subscribe and
+    cancel. It serves a subscription only as a GET (a POST was 405)."""
+    with run_legacy_peer("--rest") as agent:
+        client = RestTransport(CallTarget(agent_id="peer", url=agent.url, version="0.3"))
+        remote_id = client.send(message("working")).task["id"]
+        deadline = time.monotonic() + 10
+        while client.get_task(remote_id).state != TaskState.WORKING:
+            assert time.monotonic() < deadline, "the 0.3 agent's task never worked"
+            time.sleep(0.05)
+        # The subscription is served (a POST was answered 405) and, as a2a-sdk 0.3 does,
+        # carries what happens from now on: it ends with the task.
+        seen: list[str] = []
+
+        def follow() -> None:
+            try:
+                seen.extend(reply.state for reply in client.subscribe(remote_id, timeout=10))
+            except A2ACallError as exc:
+                seen.append(f"refused: {exc}")
+
+        follower = threading.Thread(target=follow)
+        follower.start()
+        time.sleep(0.5)
+        assert follower.is_alive()  # open while the task works
+        assert client.cancel(remote_id).state == TaskState.CANCELED
+        follower.join(15)
+        assert not follower.is_alive()
+        assert set(seen) <= {TaskState.WORKING, TaskState.CANCELED}, seen
