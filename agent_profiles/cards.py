@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -296,14 +298,36 @@ def ensure_card(agent: AgentProfile) -> None:
         return
     if agent.card_retry_after is not None and agent.card_retry_after > timezone.now():
         return
-    try:
-        # Before a call: never longer than one call to the agent may take.
-        timeout = min(settings.AGENT_CARD_TIMEOUT, settings.A2A_HTTP_TIMEOUT)
-        refresh_card(agent, strict=False, timeout=timeout)
-    except Exception:  # a card problem must never break a call
-        logger.exception(
-            "Agent %s: reading the card failed", agent.pk, extra={"agent_id": agent.pk}
-        )
+    # The first tasks for a new agent start together, each on its own thread: one reads
+    # the card, the others wait for it and take what it found (from the row), rather than
+    # every thread fetching the same card (or waiting out the same unreachable one).
+    asked = time.monotonic()
+    with _reading(agent.pk):
+        if _card_reads.get(agent.pk, float("-inf")) > asked:
+            agent.refresh_from_db()
+            return
+        try:
+            # Before a call: never longer than one call to the agent may take.
+            timeout = min(settings.AGENT_CARD_TIMEOUT, settings.A2A_HTTP_TIMEOUT)
+            refresh_card(agent, strict=False, timeout=timeout)
+        except Exception:  # a card problem must never break a call
+            logger.exception(
+                "Agent %s: reading the card failed", agent.pk, extra={"agent_id": agent.pk}
+            )
+        finally:
+            _card_reads[agent.pk] = time.monotonic()
+
+
+# Per process: one lock per agent whose card is being read before a call, and when each
+# agent's last such read ended (success or not).
+_card_locks: dict[str, threading.Lock] = {}
+_card_locks_guard = threading.Lock()
+_card_reads: dict[str, float] = {}
+
+
+def _reading(agent_id: str) -> threading.Lock:
+    with _card_locks_guard:
+        return _card_locks.setdefault(agent_id, threading.Lock())
 
 
 def card_json(agent: AgentProfile) -> str:

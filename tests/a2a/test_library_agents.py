@@ -114,14 +114,21 @@ def test_a_pushing_javascript_agent_is_followed_by_its_pushes(
     assert stats["pushFailures"] == 0
 
 
-def test_a_javascript_agent_that_offers_only_json_rpc(user_for: Callable[[JsAgent], Any]) -> None:
-    with run_js_agent("1.3", bindings="jsonrpc") as peer:
+@pytest.mark.parametrize(
+    ("bindings", "listings"),
+    [("jsonrpc", r"^POST /rpc$"), ("rest", r"^GET /rest/tasks$")],
+)
+def test_a_javascript_agent_that_does_not_push_is_followed_by_listing(
+    user_for: Callable[[JsAgent], Any], bindings: str, listings: str
+) -> None:
+    with run_js_agent("1.3", bindings=bindings) as peer:
         user = user_for(peer)
         with live(**ENV):
             tasks = the_four_behaviours(user)
         check_outcomes(tasks, "list")
-        assert peer.requests(r"^POST /rpc") >= 6  # the sends, the reply, the cancel, lists
-        assert peer.requests(r"/rest") == 0
+        # JSON-RPC: the five sends, the cancel and the listings all post to /rpc.
+        assert peer.requests(listings) >= (7 if bindings == "jsonrpc" else 1)
+        assert peer.requests(r"/rest" if bindings == "jsonrpc" else r"/rpc") == 0
         assert peer.stats()["pushes"] == 0
 
 

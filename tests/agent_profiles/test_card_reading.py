@@ -4,9 +4,11 @@ card leads to is in test_card_formats.py."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
+from django.db import connection
 
 from agent_profiles.cards import ensure_card
 from agent_profiles.interfaces import call_target
@@ -174,6 +176,33 @@ def test_ensure_card_records_an_unreachable_card_and_waits_before_retrying(
         ensure_card(agent)
         assert server.hits[WELL_KNOWN] == 1
     assert call_target(agent).binding == "JSONRPC"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_first_calls_at_once_read_the_card_once(make_agent: Any) -> None:
+    """The first tasks for a new agent start together on their own threads: one reads the
+    card, the others wait and take what it found, each call on the card's interface."""
+    with serve() as server:
+        server.routes[WELL_KNOWN] = json_response(card_v1(server.url, ("JSONRPC", "1.0")))
+        server.delay = 0.3
+        agent = make_agent(a2a_endpoint=server.url)
+        targets: list[str] = []
+
+        def first_call() -> None:
+            try:
+                mine = AgentProfile.objects.get(pk=agent.pk)  # each thread its own row
+                ensure_card(mine)
+                targets.append(call_target(mine).binding)
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=first_call) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        assert server.hits[WELL_KNOWN] == 1
+    assert targets == ["JSONRPC"] * 6
 
 
 def test_ensure_card_records_a_served_non_card_and_calls_on_the_statement(

@@ -7,7 +7,7 @@
 
 Paths not listed answer 404. A response is ``(status, headers, body)``; the server counts
 requests per path (``server.hits``). Routes may be changed while it runs
-(``server.routes[path] = ...``).
+(``server.routes[path] = ...``), and ``server.delay`` slows every answer.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -78,6 +79,7 @@ class CardServer:
     httpd: ThreadingHTTPServer
     routes: dict[str, Response]
     hits: Counter[str] = field(default_factory=Counter)
+    delay: float = 0.0  # seconds before each answer (a slow agent)
 
     @property
     def url(self) -> str:
@@ -95,6 +97,7 @@ def serve(routes: dict[str, Response] | None = None) -> Iterator[CardServer]:
             server = holder["server"]
             path = self.path.split("?")[0]
             server.hits[path] += 1
+            time.sleep(server.delay)
             status, headers, body = server.routes.get(path, (404, {}, b"not found"))
             self.send_response(status)
             for name, value in headers.items():
