@@ -87,7 +87,8 @@ def user_for(
             "jsonrpc,rest",
             {"POST /rest/v1/message:send": 5, "POST /rest/v1/tasks/:cancel": 1},
         ),
-        # message/send four times and the reply, tasks/cancel once.
+        # SendMessage / message/send four times and the reply, CancelTask once.
+        ("1.3", "jsonrpc", {"POST /rpc": 6}),
         ("0.3", "jsonrpc", {"POST /rpc": 6}),
     ],
 )
@@ -145,13 +146,16 @@ def test_a_javascript_0_3_agent_over_http_json_is_polled(
         assert peer.stats()["pushes"] == 0
 
 
-def test_a_pushing_a2a_sdk_0_3_agent_over_http_json(
-    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any
+@pytest.mark.parametrize("binding", ["--rest", "--jsonrpc"])
+def test_a_pushing_a2a_sdk_0_3_agent(
+    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any, binding: str
 ) -> None:
     """a2a-sdk 0.3's HTTP+JSON server parses the 0.3 proto strictly: a send whose
     configuration names the JSON-RPC schema's ``pushNotificationConfig`` is refused
-    outright, so the push config goes as ``pushNotification`` there."""
-    with run_legacy_peer("--rest", "--push") as peer:
+    outright, so the push config goes as ``pushNotification`` there (and as
+    ``pushNotificationConfig`` over JSON-RPC)."""
+    flags = ["--push"] + (["--rest"] if binding == "--rest" else [])
+    with run_legacy_peer(*flags) as peer:
         make_agent(skills=[make_skill()], a2a_endpoint=peer.url)
         user = make_user()
         with live(AGENT_PUSH_POLL_INTERVAL=60, **ENV):
