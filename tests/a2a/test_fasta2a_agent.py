@@ -9,23 +9,14 @@ from typing import Any
 
 import pytest
 
-from a2a.creation import create_task
-from a2a.models import Task, TaskEvent
+from a2a.models import TaskEvent
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
-from tests.a2a.test_agent_push_live import ENV as PUSH_ENV
 from tests.a2a.test_agent_push_live import live
+from tests.a2a.test_library_agents import ENV, start
 from tests.support.fasta2a_agent import run_fasta2a_agent
 
 pytestmark = pytest.mark.slow
-
-# Tasks created here reach the platform without a hint: its sweep takes them at once.
-ENV = {**PUSH_ENV, "A2A_HINT_GRACE": 0.2}
-
-
-def start(user: Any, behaviour: str, **extra: Any) -> Task:
-    data = {"product": "lamp", "behaviour": behaviour, **extra}
-    return create_task(skill_id="ce-review", input=data, user=user)
 
 
 def test_a_fasta2a_agent_completes_and_fails_tasks(
