@@ -37,7 +37,9 @@ from a2a import (
 from a2a.agent_updates import apply_agent_reply
 from a2a.creation import queue_processing
 from a2a.exceptions import (
+    A2AAnswerLate,
     A2ACallError,
+    A2AProtocolError,
     A2AUnsupportedOperation,
 )
 from a2a.follow_policy import (
@@ -55,8 +57,10 @@ from a2a.follow_policy import (
 )
 from a2a.listing_models import AgentListing
 from a2a.models import Task
-from a2a.states import ACTIVE_STATES, NextAction, Transport
+from a2a.states import ACTIVE_STATES, NextAction, TaskState, Transport, normalize_state
 from a2a.task_actions import handle_send_failure
+from a2a.transports.base import AgentReply, AgentTransport
+from a2a.wire import collect_output, reply_output
 from agent_profiles.interfaces import CallTarget
 
 log = logging.getLogger(__name__)
@@ -155,6 +159,8 @@ def _send(task: Task) -> None:
             seconds = long_call_seconds(task)
             task.extend_lease(seconds + LEASE_MARGIN)
             reply = transport.send(message, blocking=True, timeout=seconds)
+        elif not target.early_return and target.streaming:
+            reply = _send_to_holder(task, transport, message, push)
         else:
             began = time.monotonic()
             reply = transport.send(message, push=push)
@@ -163,6 +169,8 @@ def _send(task: Task) -> None:
         if not counted:  # failed before the attempt was recorded: it still counts
             task.note(attempts=task.attempts + 1)
         agent_answers.outcome(task, exc)
+        if isinstance(exc, A2AAnswerLate) and mode == POLL and target.early_return:
+            _holds_sends(task, target, exc)
         handle_send_failure(task, exc)
         return
     agent_answers.answered(task)
@@ -177,6 +185,55 @@ def _send(task: Task) -> None:
     agent_answers.after_answer(task, target, reply, state_before, mode, news)
     if mode == POLL:  # now that the agent's task id is recorded
         agent_listing.cover_send(task, target, reply, took)
+
+
+def _holds_sends(task: Task, target: CallTarget, exc: A2AAnswerLate) -> None:
+    """A send asking the agent to return at once got no answer in time: the agent may
+    have the message and be working on it, holding the answer until the task ends or asks
+    (LangGraph's server does, whatever ``returnImmediately`` says). An agent that streams
+    is marked in the registry: its next sends start by a stream (:func:`_send_to_holder`),
+    so the platform learns the agent's task id at once instead of timing out and sending
+    again. (One that does not stream has no such way: its sends stay as they are.)"""
+    if not target.streaming:
+        return
+    what = "reply" if (task.outbound_message or {}).get("taskId") else "new task's message"
+    agent_registry.mark_no_early_return(
+        task.agent,
+        f"A send of a {what} asking it to return at once (returnImmediately) got no answer "
+        f"within {settings.A2A_HTTP_TIMEOUT:g} s (A2A_HTTP_TIMEOUT): {exc.message}",
+    )
+
+
+def _send_to_holder(
+    task: Task,
+    transport: AgentTransport,
+    message: dict[str, Any],
+    push: dict[str, Any] | None,
+) -> AgentReply:
+    """Send to an agent that holds its sends until the task ends (no early return) as a
+    stream (``message:stream`` / ``SendStreamingMessage``), closed after its first event,
+    which names the agent's task: the task is then followed as any polled task (polls,
+    listing) while the agent works on (closing a stream does not cancel a task;
+    LangGraph's runs go on). The read timeout is the usual one, between two reads: an
+    agent whose work waits in a queue before its first event keeps the stream open with
+    comments (LangGraph sends one every 5 s). A send that carries a push config (the
+    stream's request has none) or whose stream the agent refused goes as a plain send."""
+    if push is None and not (task.metadata or {}).get("noStreaming"):
+        events = transport.stream(message, timeout=settings.A2A_HTTP_TIMEOUT)
+        try:
+            first = next(events, None)
+        except A2AUnsupportedOperation as exc:
+            task.note(metadata={**(task.metadata or {}), "noStreaming": exc.message[:500]})
+        else:
+            if first is None:
+                raise A2AProtocolError(
+                    f"Agent '{task.agent_id}' closed its stream without a first event "
+                    "naming its task."
+                )
+            return first
+        finally:
+            events.close()  # the request's connection; the agent's task goes on
+    return transport.send(message, push=push)
 
 
 def _start_attempt(task: Task, target: CallTarget, mode: str, followup: bool) -> Any:
@@ -213,7 +270,7 @@ def poll(task: Task) -> None:
     target = agent_answers.target_of(task)
     news: dict[str, Any] = {}
     try:
-        reply = transports.transport_for(target).get_task(task.remote_task_id)
+        reply = read_task(target, task.remote_task_id)
         if task.error:  # an earlier transient poll error: the agent answers again
             task.note(error=None, if_state=task.state)
         apply_agent_reply(task, task_json=reply.task, message=None, via="a2a", pending=news)
@@ -225,6 +282,30 @@ def poll(task: Task) -> None:
         poll_failed(task, target, exc)
         return
     agent_answers.after_answer(task, target, reply, state_before, POLL, news)
+
+
+def read_task(target: CallTarget, remote_task_id: str) -> AgentReply:
+    """A poll's ``GetTask`` (here and in the batched engine): the task without its
+    conversation, read once more with its last message when that may hold the output."""
+    transport = transports.transport_for(target)
+    reply = transport.get_task(remote_task_id)
+    if _output_in_history(reply):
+        reply = transport.get_task(remote_task_id, history=1)
+    return reply
+
+
+def _output_in_history(reply: AgentReply) -> bool:
+    """Whether a poll found the task COMPLETED with no output in its artifacts or status
+    message: then its output may be the agent's last message, which a poll leaves out
+    (LangGraph's server keeps a task's result there). Once per task, at its end, and only
+    for agents that answer so."""
+    remote = reply.task or {}
+    status = remote.get("status") or {}
+    if normalize_state(status.get("state")) != TaskState.COMPLETED or remote.get("history"):
+        return False
+    return collect_output(remote.get("artifacts")) is None and (
+        reply_output(status.get("message"), None) is None
+    )
 
 
 def poll_failed(task: Task, target: CallTarget, exc: A2ACallError) -> None:

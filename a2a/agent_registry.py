@@ -4,6 +4,7 @@
   with its card read first if it was not reachable at registration (``ensure_card``);
 * :func:`mark_no_polling` — the agent does not answer ``GetTask``;
 * :func:`mark_no_listing` — its tasks cannot be followed by ``ListTasks``;
+* :func:`mark_no_early_return` — it holds its sends until the task ends;
 * :func:`record_call_outcome` — feeds the agent's health (an ``agent_auth_failed`` shows
   there as a credential problem). Outcomes that say nothing about the agent's health (its
   task is unknown, it cannot be polled) are not recorded.
@@ -39,6 +40,12 @@ def mark_no_polling(profile: AgentProfile, reason: str) -> None:
 def mark_no_listing(profile: AgentProfile, reason: str) -> None:
     """Record that the agent's tasks cannot be followed by listing (polled one by one)."""
     health.mark_no_listing(profile, reason)
+
+
+def mark_no_early_return(profile: AgentProfile, reason: str) -> None:
+    """Record that the agent holds its sends until the task ends (its sends start by a
+    stream from now on)."""
+    health.mark_no_early_return(profile, reason)
 
 
 def record_call_outcome(profile: AgentProfile, error: A2ACallError | None = None) -> None:

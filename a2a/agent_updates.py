@@ -33,7 +33,13 @@ from a2a.states import (
     Transport,
     normalize_state,
 )
-from a2a.wire import artifacts_bytes, collect_output, message_text, schema_errors
+from a2a.wire import (
+    artifacts_bytes,
+    collect_output,
+    message_text,
+    reply_output,
+    schema_errors,
+)
 from platform_site.text import find_bad_text
 
 
@@ -115,9 +121,11 @@ def apply_agent_update(
     """Apply an agent's A2A TaskStatus (+ artifacts) to ``task``.
 
     WORKING/SUBMITTED → keep following; INPUT_REQUIRED/AUTH_REQUIRED → the question is
-    stored and polling pauses; COMPLETED → the artifacts' data is validated against the
-    skill's ``output_schema`` (valid → COMPLETED with ``output``; invalid → FAILED
-    ``output_invalid`` with the errors); FAILED/REJECTED/CANCELED → the matching verb.
+    stored and polling pauses; COMPLETED → the artifacts' data (or, when they carry none,
+    the status message's or the last agent message's in ``remote``'s history:
+    :func:`a2a.wire.reply_output`) is validated against the skill's ``output_schema``
+    (valid → COMPLETED with ``output``; invalid → FAILED ``output_invalid`` with the
+    errors); FAILED/REJECTED/CANCELED → the matching verb.
     News about a task that already ended is recorded (conversation, remote ids) and
     otherwise ignored. Raises :class:`A2AProtocolError` for a status we cannot read.
     ``also``: more non-state fields to store in the same write (a push's metadata).
@@ -154,7 +162,8 @@ def apply_agent_update(
         # stale news, not a new question.
         _update(task, fields)
         return task
-    if not _move(task, state, message, artifacts, fields, f"via {via}", pending):
+    history = (remote or {}).get("history")
+    if not _move(task, state, message, artifacts, fields, f"via {via}", pending, history):
         # Someone moved the task first (a person's cancel, say): the state stays theirs,
         # but what the agent told us (its task id above all) is kept.
         _update(task, fields)
@@ -235,9 +244,11 @@ def _move(
     fields: dict[str, Any],
     via_text: str,
     pending: dict[str, Any] | None = None,
+    history: Any = None,
 ) -> bool:
     """The transition for the agent's ``state``; False when a concurrent change won.
-    Without one, the news in ``fields`` go into ``pending`` when given."""
+    Without one, the news in ``fields`` go into ``pending`` when given. ``history``: the
+    agent task's messages, where a COMPLETED without output in its artifacts may have it."""
     if state in ACTIVE_STATES:
         if (state == TaskState.WORKING and task.state != TaskState.WORKING) or (
             task.state in INTERRUPTED_STATES
@@ -248,7 +259,10 @@ def _move(
             auth = state == TaskState.AUTH_REQUIRED
             return task.require_input(message, auth=auth, **fields)
     elif state == TaskState.COMPLETED:
-        return _complete(task, artifacts or [], fields, via_text)
+        output = collect_output(artifacts) if artifacts else None
+        if output is None:
+            output = reply_output(message, history)
+        return _complete(task, output, artifacts or [], fields, via_text)
     elif state == TaskState.FAILED:
         text = message_text(message) or "The agent reported the task as failed."
         return task.fail("agent_failed", f"Agent '{task.agent_id}': {text}", **fields)
@@ -281,8 +295,9 @@ def _output_schema(task: Task) -> dict[str, Any]:
     return skill.output_schema or {}
 
 
-def _complete(task: Task, artifacts: list[Any], fields: dict[str, Any], via_text: str) -> bool:
-    output = collect_output(artifacts)
+def _complete(
+    task: Task, output: Any, artifacts: list[Any], fields: dict[str, Any], via_text: str
+) -> bool:
     errors = schema_errors(_output_schema(task), output)
     fields = {**fields, "artifacts": artifacts}
     if errors:

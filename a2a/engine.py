@@ -193,7 +193,7 @@ class Polled:
 @cpu_stage("poll")
 def _call(polled: Polled) -> Polled:
     try:
-        polled.reply = transports.transport_for(polled.target).get_task(polled.task.remote_task_id)
+        polled.reply = agent_calls.read_task(polled.target, polled.task.remote_task_id)
     except A2ACallError as exc:
         polled.error = exc
     except Exception as exc:  # a bug in a transport must not sink the batch

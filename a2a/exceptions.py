@@ -52,6 +52,13 @@ class A2ATransientError(A2ACallError):
     transient = True
 
 
+class A2AAnswerLate(A2ATransientError):
+    """The agent took the request but its answer did not come within the call's read
+    timeout: it may be acting on it (an agent that holds a send until the task ends)."""
+
+    code = "agent_timeout"
+
+
 class A2APermanentError(A2ACallError):
     """The agent answered 4xx (not 429): sending the same request again will not help."""
 

@@ -105,6 +105,32 @@ def collect_output(artifacts: list[Any] | None) -> Any:
     return merge_values(values)
 
 
+def message_output(message: Any) -> Any:
+    """The structured value a Message carries (as :func:`collect_output` reads an
+    artifact's parts), or None."""
+    if not isinstance(message, dict):
+        return None
+    return merge_values(data_parts(message.get("parts")))
+
+
+AGENT_ROLES = ("ROLE_AGENT", "agent")  # A2A 1.0, and 0.3 as some 1.0 servers still write
+
+
+def reply_output(status_message: Any, history: Any) -> Any:
+    """The output of a completed task whose artifacts carry none: the completing status's
+    message, else the task's last message from the agent (its ``history``). An agent
+    that answers its result as a message rather than an artifact is read all the same
+    (LangGraph's server answers a task's ``GetTask`` and ``ListTasks`` that way: the
+    artifact only comes with the send's answer or stream)."""
+    value = message_output(status_message)
+    if value is not None or not isinstance(history, list):
+        return value
+    for message in reversed(history):
+        if isinstance(message, dict) and message.get("role") in AGENT_ROLES:
+            return message_output(message)
+    return None
+
+
 def merge_values(values: list[Any]) -> Any:
     if not values:
         return None

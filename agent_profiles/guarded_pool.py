@@ -38,6 +38,7 @@ from urllib3.exceptions import (
 from agent_profiles.urlguard import checked_addresses, literal_address, split_url
 
 __all__ = [
+    "AnswerTimedOut",
     "AnswerTooLarge",
     "CallFailed",
     "CallTimedOut",
@@ -57,6 +58,11 @@ class CallTimedOut(CallFailed):
     """The target did not accept the connection or send its answer in time."""
 
 
+class AnswerTimedOut(CallTimedOut):
+    """The target took the request but its answer did not come in time: it may be acting
+    on it."""
+
+
 class AnswerTooLarge(Exception):
     """The answer's body is longer than the caller's limit; the rest was not read."""
 
@@ -72,6 +78,8 @@ def _failure(exc: HTTPError) -> CallFailed:
         text = text.split("): ", 1)[-1]  # "HTTPConnection(host=..., port=...): <reason>"
     elif isinstance(exc, ProtocolError) and len(exc.args) == 2:
         text = f"{exc.args[0]} {exc.args[1]}"  # ("Connection aborted.", RemoteDisconnected(...))
+    if isinstance(exc, ReadTimeoutError):
+        return AnswerTimedOut(text or type(exc).__name__)
     if isinstance(exc, Urllib3Timeout) and not isinstance(exc, NewConnectionError):
         return CallTimedOut(text or type(exc).__name__)
     return CallFailed(text or type(exc).__name__)

@@ -40,8 +40,9 @@ CHECK_CONCURRENCY = 8
 
 
 def _mark_without(agent: AgentProfile, what: str, reason: str) -> None:
-    """Record that dispatch found ``agent`` without ``what`` (``polling``, ``listing``):
-    the flag, why and since when, on the row and on ``agent``; logged once per reason."""
+    """Record that dispatch found ``agent`` without ``what`` (``polling``, ``listing``,
+    ``early_return``): the flag, why and since when, on the row and on ``agent``; logged
+    once per reason."""
     reason = reason[:2000]
     if not getattr(agent, what) and getattr(agent, f"no_{what}_reason") == reason:
         return
@@ -62,6 +63,13 @@ def mark_no_listing(agent: AgentProfile, reason: str) -> None:
     """Record that ``agent``'s tasks cannot be followed by listing them (``ListTasks``):
     dispatch polls them one by one from now on. Shown in the admin and the profile JSON."""
     _mark_without(agent, "listing", reason)
+
+
+def mark_no_early_return(agent: AgentProfile, reason: str) -> None:
+    """Record that ``agent`` holds a send asking it to return at once until the task ends
+    (dispatch starts its sends by a stream from now on). Shown in the admin and the
+    profile JSON."""
+    _mark_without(agent, "early_return", reason)
 
 
 def record_call_outcome(

@@ -33,7 +33,8 @@ class CallTarget:
     ``auth`` is the decrypted credential in one of DESIGN.md's shapes (``bearer``,
     ``apiKey``, ``oauth2``) or None; it must never be logged or stored elsewhere.
     ``polling`` is False once the agent was found not to answer ``GetTask``, ``listing``
-    once its tasks were found not to be followed by ``ListTasks``.
+    once its tasks were found not to be followed by ``ListTasks``, ``early_return`` once
+    it held a send that asked it to return at once.
     """
 
     agent_id: str
@@ -46,6 +47,7 @@ class CallTarget:
     push_notifications: bool = False
     polling: bool = True
     listing: bool = True
+    early_return: bool = True
     timeout_seconds: float | None = None
     poll_interval_seconds: float | None = None
     # Names of the card's securitySchemes (for messages such as agent_auth_failed).
@@ -74,6 +76,7 @@ def call_target(profile: AgentProfile) -> CallTarget:
         push_notifications=profile.push_notifications,
         polling=profile.polling,
         listing=profile.listing,
+        early_return=profile.early_return,
         timeout_seconds=profile.timeout,
         poll_interval_seconds=profile.poll_interval,
         security_schemes=tuple(sorted(profile.security_schemes or {})),

@@ -182,6 +182,12 @@ class AgentProfile(models.Model):
     listing = models.BooleanField(default=True)
     no_listing_reason = models.TextField(blank=True)
     no_listing_at = models.DateTimeField(null=True, blank=True)
+    # False: a send asking it to return at once (returnImmediately) got no answer in
+    # A2A_HTTP_TIMEOUT: the agent holds its sends until the task ends or asks (LangGraph's
+    # server does); its sends start by a stream instead (a2a.agent_calls).
+    early_return = models.BooleanField(default=True)
+    no_early_return_reason = models.TextField(blank=True)
+    no_early_return_at = models.DateTimeField(null=True, blank=True)
     health_status = models.CharField(
         max_length=16, choices=HealthStatus.choices, default=HealthStatus.UNKNOWN
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import abc
 import email.utils
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -104,8 +104,10 @@ class AgentTransport(abc.ABC):
         """
 
     @abc.abstractmethod
-    def get_task(self, task_id: str) -> AgentReply:
-        """The agent's current view of its task."""
+    def get_task(self, task_id: str, *, history: int = 0) -> AgentReply:
+        """The agent's current view of its task, with its ``history`` latest messages (a
+        poll asks for none: the agent need not send, nor the platform parse, the whole
+        conversation every time)."""
 
     def list_tasks(self, *, since: str, page_size: int, page_token: str = "") -> TaskPage:
         """One page of the agent's tasks whose status changed at or after ``since`` (ISO
@@ -119,11 +121,13 @@ class AgentTransport(abc.ABC):
     def cancel(self, task_id: str, *, timeout: float | None = None) -> AgentReply:
         """Ask the agent to cancel its task."""
 
-    def stream(self, message: dict[str, Any], *, timeout: float) -> Iterator[AgentReply]:
+    def stream(
+        self, message: dict[str, Any], *, timeout: float
+    ) -> Generator[AgentReply, None, None]:
         """Send over a stream; yields the task as it changes (needs ``streaming``)."""
         raise NotImplementedError
 
-    def subscribe(self, task_id: str, *, timeout: float) -> Iterator[AgentReply]:
+    def subscribe(self, task_id: str, *, timeout: float) -> Generator[AgentReply, None, None]:
         """Follow an existing task over a stream (needs ``streaming``)."""
         raise NotImplementedError
 

@@ -33,6 +33,7 @@ import httpx
 from django.conf import settings
 
 from a2a.exceptions import (
+    A2AAnswerLate,
     A2AAuthError,
     A2ACallError,
     A2APermanentError,
@@ -51,6 +52,7 @@ from a2a.transports.answers import (
 )
 from a2a.transports.base import parse_retry_after
 from agent_profiles.guarded_pool import (
+    AnswerTimedOut,
     AnswerTooLarge,
     CallFailed,
     CallTimedOut,
@@ -151,6 +153,11 @@ def _request(
         scheme = credentials.apply(target, headers, refresh=attempt == 2)
         try:
             response = send(method, url, headers, content)
+        except (httpx.ReadTimeout, AnswerTimedOut) as exc:
+            raise A2AAnswerLate(
+                f"Agent '{target.agent_id}' did not answer {method} {url} in time "
+                f"({exc or type(exc).__name__}).",
+            ) from None
         except (httpx.TimeoutException, CallTimedOut) as exc:
             raise A2ATransientError(
                 f"Agent '{target.agent_id}' did not answer {method} {url} in time "

@@ -12,7 +12,7 @@ codes are mapped to the platform's error kinds (:func:`rpc_error`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -173,9 +173,8 @@ class JsonRpcTransport(AgentTransport):
         )
         return AgentReply(task=task, message=reply, agent_time=answered_at)
 
-    def get_task(self, task_id: str) -> AgentReply:
-        # historyLength 0: no conversation in a poll's answer (see the HTTP+JSON binding).
-        return self._task_call("get_task", {"id": task_id, "historyLength": 0})
+    def get_task(self, task_id: str, *, history: int = 0) -> AgentReply:
+        return self._task_call("get_task", {"id": task_id, "historyLength": history})
 
     def list_tasks(self, *, since: str, page_size: int, page_token: str = "") -> TaskPage:
         if self.v03:
@@ -195,10 +194,12 @@ class JsonRpcTransport(AgentTransport):
         task = shapes.read_task_answer(result, v03=self.v03, rest=False, what=f"answer to {method}")
         return AgentReply(task=task)
 
-    def stream(self, message: dict[str, Any], *, timeout: float) -> Iterator[AgentReply]:
+    def stream(
+        self, message: dict[str, Any], *, timeout: float
+    ) -> Generator[AgentReply, None, None]:
         yield from self._events("stream", self._send_params(message, False), timeout)
 
-    def subscribe(self, task_id: str, *, timeout: float) -> Iterator[AgentReply]:
+    def subscribe(self, task_id: str, *, timeout: float) -> Generator[AgentReply, None, None]:
         yield from self._events("subscribe", {"id": task_id}, timeout)
 
     def _events(

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -79,10 +79,8 @@ class RestTransport(AgentTransport):
             agent_time=agent_time(response.headers.get("Date")),
         )
 
-    def get_task(self, task_id: str) -> AgentReply:
-        # historyLength=0: a poll reads the state, status and artifacts; the agent need not
-        # send (and the platform parse) the whole conversation on every poll.
-        url = self._task_path(task_id) + "?historyLength=0"
+    def get_task(self, task_id: str, *, history: int = 0) -> AgentReply:
+        url = self._task_path(task_id) + f"?historyLength={history}"
         return self._task_call("GET", url, None, "get_task", "tasks/get")
 
     def list_tasks(self, *, since: str, page_size: int, page_token: str = "") -> TaskPage:
@@ -115,12 +113,14 @@ class RestTransport(AgentTransport):
         retry_after = parse_retry_after(response.headers.get("Retry-After"))
         return AgentReply(task=task, retry_after=retry_after)
 
-    def stream(self, message: dict[str, Any], *, timeout: float) -> Iterator[AgentReply]:
+    def stream(
+        self, message: dict[str, Any], *, timeout: float
+    ) -> Generator[AgentReply, None, None]:
         url = self._base() + "/message:stream"
         body = self._send_body(message, blocking=False)
         yield from self._events("POST", url, body, "stream", timeout)
 
-    def subscribe(self, task_id: str, *, timeout: float) -> Iterator[AgentReply]:
+    def subscribe(self, task_id: str, *, timeout: float) -> Generator[AgentReply, None, None]:
         # A GET in both versions: a2a-sdk 0.3's HTTP+JSON server serves 0.3's
         # TaskSubscription only as a GET (its proto's mapping); other servers take both.
         url = self._task_path(task_id, ":subscribe")

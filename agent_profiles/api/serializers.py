@@ -194,6 +194,7 @@ class AgentProfileSerializer(serializers.ModelSerializer):
     credential = serializers.SerializerMethodField()
     polling = serializers.SerializerMethodField()
     listing = serializers.SerializerMethodField()
+    earlyReturn = serializers.SerializerMethodField()
     health = serializers.SerializerMethodField()
 
     class Meta:
@@ -224,6 +225,7 @@ class AgentProfileSerializer(serializers.ModelSerializer):
             "credential",
             "polling",
             "listing",
+            "earlyReturn",
             "health",
         ]
         read_only_fields = fields
@@ -268,6 +270,16 @@ class AgentProfileSerializer(serializers.ModelSerializer):
             "supported": agent.listing,
             "reason": agent.no_listing_reason,
             "since": _iso(agent.no_listing_at),
+        }
+
+    def get_earlyReturn(self, agent: AgentProfile) -> dict[str, Any]:
+        """Whether it answers a send asking it to return at once (``returnImmediately``)
+        at once; false once one was held past ``A2A_HTTP_TIMEOUT`` (its sends start by a
+        stream since)."""
+        return {
+            "supported": agent.early_return,
+            "reason": agent.no_early_return_reason,
+            "since": _iso(agent.no_early_return_at),
         }
 
     def get_health(self, agent: AgentProfile) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import pytest
 from agent_profiles.health import (
     check_agents,
     health_of,
+    mark_no_early_return,
     mark_no_listing,
     mark_no_polling,
     record_call_outcome,
@@ -116,27 +117,26 @@ def test_a_successful_call_writes_nothing_when_already_healthy(
         record_call_outcome(agent, ok=True)
 
 
-def test_mark_no_polling_is_stored_and_shown(make_agent: Any, client: Any) -> None:
+@pytest.mark.parametrize(
+    ("mark", "field", "shown", "reason"),
+    [
+        (mark_no_polling, "polling", "polling", "GET /tasks/{id} answered HTTP 404"),
+        (mark_no_listing, "listing", "listing", "GET /tasks answered HTTP 404"),
+        (mark_no_early_return, "early_return", "earlyReturn", "A send got no answer in 10 s"),
+    ],
+)
+def test_what_dispatch_learns_is_stored_and_shown(
+    make_agent: Any, client: Any, mark: Any, field: str, shown: str, reason: str
+) -> None:
     agent = make_agent()
-    assert call_target(agent).polling is True
-    mark_no_polling(agent, "GET /tasks/{id} answered HTTP 404")
-    polling = profile_json(client, agent)["polling"]
-    assert polling["supported"] is False
-    assert polling["reason"] == "GET /tasks/{id} answered HTTP 404"
-    assert polling["since"]
-    assert call_target(AgentProfile.objects.get()).polling is False
-
-
-def test_mark_no_listing_is_stored_and_shown(make_agent: Any, client: Any) -> None:
-    agent = make_agent()
-    assert call_target(agent).listing is True
-    assert profile_json(client, agent)["listing"]["supported"] is True
-    mark_no_listing(agent, "GET /tasks answered HTTP 404")
-    listing = profile_json(client, agent)["listing"]
-    assert listing["supported"] is False
-    assert listing["reason"] == "GET /tasks answered HTTP 404"
-    assert listing["since"]
-    assert call_target(AgentProfile.objects.get()).listing is False
+    assert getattr(call_target(agent), field) is True
+    assert profile_json(client, agent)[shown]["supported"] is True
+    mark(agent, reason)
+    learned = profile_json(client, agent)[shown]
+    assert learned["supported"] is False
+    assert learned["reason"] == reason
+    assert learned["since"]
+    assert getattr(call_target(AgentProfile.objects.get()), field) is False
 
 
 @pytest.mark.parametrize(

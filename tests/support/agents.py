@@ -26,6 +26,9 @@ agent does is chosen per task by ``input["behaviour"]`` (the ``data`` part of th
 ``slowsend``    waits ``input["seconds"]`` before answering the send, then behaves as
                 ``input["then"]`` (default ``complete``)
 ``message``     answers with a bare Message whose data part is the output
+``said``        WORKING with a status message whose data part is the output, then
+                COMPLETED with no message and no artifact: the output is the task's
+                last agent message (its history), as LangGraph's server keeps it
 ``chunks``      WORKING, then ``input["chunks"]`` (default 10) text chunks of
                 ``input["size"]`` characters (default 1000) appended to one artifact
                 (``chunked``), then completes like ``complete``
@@ -87,7 +90,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from tests.support.raw_modes import RawModes
+from tests.support.raw_modes import HoldsSends, RawModes
 from tests.support.serving import free_port, serve_agent
 
 # The SDK's telemetry wrappers complain when agent work is cut off at shutdown.
@@ -222,6 +225,10 @@ class BehaviourExecutor(AgentExecutor):
                 )
             await updater.add_artifact([_data_part(output)], name="result")
             await updater.complete()
+        elif behaviour == "said":
+            said = updater.new_agent_message([_data_part(output)])
+            await updater.start_work(message=said)
+            await updater.complete()
         elif behaviour == "working":
             await updater.start_work()
             await asyncio.sleep(3600)
@@ -322,6 +329,13 @@ def agent_card(url: str) -> pb.AgentCard:
             )
         ],
     )
+
+
+def build_holding_app(agent: TestAgent) -> ASGIApp:
+    """:func:`build_app` holding every ``message:send`` until the task ends or asks, as
+    LangGraph's server does whatever the request's ``returnImmediately`` says (streams
+    are served as usual)."""
+    return HoldsSends(build_app(agent))
 
 
 def build_app(agent: TestAgent) -> ASGIApp:

@@ -89,6 +89,7 @@ class Proc:
     args: Sequence[str]
     env: dict[str, str]
     name: str = "proc"
+    cwd: Path = BASE_DIR
     popen: subprocess.Popen[bytes] = field(init=False)
     _log: IO[bytes] = field(init=False)
 
@@ -97,7 +98,7 @@ class Proc:
         self.popen = subprocess.Popen(
             list(self.args),
             env=self.env,
-            cwd=BASE_DIR,
+            cwd=self.cwd,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: kill() reaches its children

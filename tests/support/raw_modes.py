@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from tests.support.agents import TestAgent
@@ -147,3 +147,38 @@ class RawModes:
                 "someFutureField": "ignored",
             }
         )
+
+
+class HoldsSends:
+    """ASGI middleware: every ``POST .../message:send`` goes on with its
+    ``configuration.returnImmediately`` turned off, so the SDK answers it only when the
+    task ends or asks."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].endswith("/message:send"):
+            await self.app(scope, receive, send)
+            return
+        body = b""
+        while True:
+            chunk = await receive()
+            body += chunk.get("body", b"")
+            if not chunk.get("more_body"):
+                break
+        request = json.loads(body or b"{}")
+        request.setdefault("configuration", {})["returnImmediately"] = False
+        held = json.dumps(request).encode()
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(held)).encode()))
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": held, "more_body": False}
+
+        await self.app({**scope, "headers": headers}, replay, send)

@@ -1,0 +1,196 @@
+"""Agents that hold a send until the task ends or asks, whatever ``returnImmediately`` says
+(LangGraph's server does: ``tests/a2a/test_langgraph_agent.py``), and agents that keep a
+task's result in its last message rather than in an artifact.
+
+Against a real a2a-sdk agent whose ``message:send`` is held (its streams are not), driven
+one step at a time through the worker's own entry point: a send of a long task times out,
+the agent is marked (``early_return``) and its next sends start by a stream that names the
+agent's task at once; the task is then polled as any other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from urllib3.exceptions import ConnectTimeoutError, ReadTimeoutError
+
+from a2a import services
+from a2a.agent_updates import apply_agent_reply
+from a2a.models import Task
+from a2a.states import NextAction, TaskState
+from a2a.worker import process_task
+from agent_profiles.guarded_pool import AnswerTimedOut, CallTimedOut, _failure
+from tests.a2a.helpers import wait_for
+from tests.support.agents import TestAgent, build_holding_app, run_agent
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def peer() -> Iterator[TestAgent]:
+    with run_agent(build=build_holding_app) as agent:
+        yield agent
+
+
+@pytest.fixture
+def fast(settings: Any) -> None:
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_LIST_INTERVAL = 0  # polled one by one: the plainest way to follow a task
+    settings.A2A_HTTP_TIMEOUT = 0.5
+
+
+@pytest.fixture
+def skill(make_skill: Any) -> Any:
+    return make_skill(id="ce-review")
+
+
+@pytest.fixture
+def user(skill: Any, make_user: Any) -> Any:
+    return make_user()
+
+
+def start(user: Any, behaviour: str, **extra: Any) -> Task:
+    data = {"product": "lamp", "behaviour": behaviour, **extra}
+    return services.create_task(skill_id="ce-review", input=data, user=user)
+
+
+def step(task: Task) -> Task:
+    """The task's next action, made due now and done."""
+    Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now())
+    process_task(task.pk)
+    task.refresh_from_db()
+    return task
+
+
+def counted(peer: TestAgent, suffix: str) -> int:
+    return sum(n for path, n in peer.counts.items() if path.endswith(suffix))
+
+
+def test_a_send_held_past_the_timeout_marks_an_agent_that_streams(
+    fast: None, skill: Any, user: Any, make_agent: Any, peer: TestAgent
+) -> None:
+    agent = make_agent(skills=[skill], a2a_endpoint=peer.url)
+    task = step(start(user, "slow", seconds=1.5))
+    # Sent, and no answer within A2A_HTTP_TIMEOUT: the agent may have it; sent again later.
+    assert (task.state, task.next_action, task.attempts) == (
+        TaskState.SUBMITTED,
+        NextAction.SEND,
+        1,
+    )
+    assert task.error["code"] == "agent_timeout"
+    agent.refresh_from_db()
+    assert agent.early_return is False
+    assert "returnImmediately" in agent.no_early_return_reason
+    assert "0.5 s (A2A_HTTP_TIMEOUT)" in agent.no_early_return_reason
+    assert agent.no_early_return_at is not None
+    # The second send starts by a stream: the agent's task is known at its first event.
+    task = step(task)
+    assert task.remote_task_id
+    assert (task.next_action, task.attempts, task.error) == (NextAction.POLL, 2, None)
+    assert (counted(peer, "/message:send"), counted(peer, "/message:stream")) == (1, 1)
+    # The agent works on after the stream's end; polls find the end.
+    task = wait_for(task, lambda t: step(t).state == TaskState.COMPLETED)
+    assert task.output == {"verdict": "pass"}
+
+
+def test_a_held_agents_tasks_start_by_a_stream_and_are_polled(
+    fast: None, skill: Any, user: Any, make_agent: Any, peer: TestAgent
+) -> None:
+    make_agent(skills=[skill], a2a_endpoint=peer.url, early_return=False)
+    task = step(start(user, "ask"))
+    assert task.remote_task_id
+    assert task.next_action == NextAction.POLL
+    task = wait_for(task, lambda t: step(t).state == TaskState.INPUT_REQUIRED)
+    services.reply_to_task(task, text="EU")
+    task = wait_for(task, lambda t: step(t).state == TaskState.COMPLETED)
+    assert task.output == {"verdict": "pass", "answer": "EU"}
+    assert task.attempts == 1
+    # The task and the reply each a stream closed after its first event; no send held.
+    assert (counted(peer, "/message:send"), counted(peer, "/message:stream")) == (0, 2)
+    assert peer.requests_for(task.remote_task_id) >= 1  # polled to find the question
+
+
+def test_an_agent_that_does_not_stream_is_not_marked(
+    fast: None, skill: Any, user: Any, make_agent: Any, peer: TestAgent
+) -> None:
+    """No stream to start its sends by: a held send stays a send that timed out (retried,
+    as for any agent)."""
+    interface = {"binding": "HTTP+JSON", "version": "1.0", "url": peer.url, "tenant": ""}
+    agent = make_agent(
+        skills=[skill],
+        a2a_endpoint=peer.url,
+        interface=interface,
+        card_read_at=timezone.now(),
+        streaming=False,
+    )
+    task = step(start(user, "slow", seconds=1.5))
+    assert (task.next_action, task.error["code"]) == (NextAction.SEND, "agent_timeout")
+    agent.refresh_from_db()
+    assert (agent.early_return, agent.no_early_return_reason) == (True, "")
+
+
+def test_only_an_answer_that_did_not_come_is_a_held_send() -> None:
+    """A read timeout (the request was taken) is told apart from a connect timeout (the
+    agent never got it): only the first may mean an agent that holds its sends."""
+    read = _failure(ReadTimeoutError(None, "/message:send", "Read timed out."))
+    connect = _failure(ConnectTimeoutError("connect timed out"))
+    assert isinstance(read, AnswerTimedOut)
+    assert isinstance(connect, CallTimedOut)
+    assert not isinstance(connect, AnswerTimedOut)
+
+
+# --- the result in the task's last message ------------------------------------------------
+
+
+def test_a_result_kept_in_the_last_message_is_read_with_one_more_get(
+    fast: None, skill: Any, user: Any, make_agent: Any
+) -> None:
+    """A real a2a-sdk agent that says its result in a WORKING status message and then
+    completes with no artifact: a poll (no conversation) finds no output, so the task is
+    read once more with its last message, which has it."""
+    with run_agent() as plain:
+        make_agent(skills=[skill], a2a_endpoint=plain.url)
+        task = step(start(user, "said"))
+        task = wait_for(task, lambda t: step(t).state == TaskState.COMPLETED)
+        assert (task.output, task.artifacts) == ({"verdict": "pass"}, [])
+
+
+@pytest.mark.parametrize(
+    ("status_message", "history", "output"),
+    [
+        # The completing status's message first.
+        ({"role": "ROLE_AGENT", "parts": [{"data": {"verdict": "pass"}}]}, None, "pass"),
+        # Else the last agent message (JSON in a text part, 0.3 role names too).
+        (
+            None,
+            [
+                {"role": "ROLE_AGENT", "parts": [{"text": '{"verdict": "maybe"}'}]},
+                {"role": "agent", "parts": [{"kind": "text", "text": '{"verdict": "pass"}'}]},
+                {"role": "ROLE_USER", "parts": [{"data": {"verdict": "user's"}}]},
+            ],
+            "pass",
+        ),
+        # A text answer is not an output: the schema says so.
+        (None, [{"role": "ROLE_AGENT", "parts": [{"text": "Done."}]}], None),
+    ],
+)
+def test_a_completed_task_without_artifacts_takes_its_output_from_its_messages(
+    skill: Any, user: Any, make_agent: Any, status_message: Any, history: Any, output: str | None
+) -> None:
+    make_agent(skills=[skill])
+    task = start(user, "complete")
+    status: dict[str, Any] = {"state": "TASK_STATE_COMPLETED"}
+    if status_message:
+        status["message"] = {"messageId": "m-1", **status_message}
+    remote = {"id": "agent-task-1", "status": status, "artifacts": []}
+    if history is not None:
+        remote["history"] = history
+    apply_agent_reply(task, task_json=remote, message=None, via="a2a")
+    task.refresh_from_db()
+    if output is None:
+        assert (task.state, task.error["code"]) == (TaskState.FAILED, "output_invalid")
+    else:
+        assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": output})
