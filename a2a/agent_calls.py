@@ -159,11 +159,12 @@ def _send(task: Task) -> None:
             seconds = long_call_seconds(task)
             task.extend_lease(seconds + LEASE_MARGIN)
             reply = transport.send(message, blocking=True, timeout=seconds)
-        elif not target.early_return and target.streaming:
-            reply = _send_to_holder(task, transport, message, push)
         else:
             began = time.monotonic()
-            reply = transport.send(message, push=push)
+            if not target.early_return and target.streaming:
+                reply = _send_to_holder(task, transport, message, push)
+            else:
+                reply = transport.send(message, push=push)
             took = time.monotonic() - began
     except A2ACallError as exc:
         if not counted:  # failed before the attempt was recorded: it still counts
@@ -211,29 +212,40 @@ def _send_to_holder(
     push: dict[str, Any] | None,
 ) -> AgentReply:
     """Send to an agent that holds its sends until the task ends (no early return) as a
-    stream (``message:stream`` / ``SendStreamingMessage``), closed after its first event,
-    which names the agent's task: the task is then followed as any polled task (polls,
-    listing) while the agent works on (closing a stream does not cancel a task;
-    LangGraph's runs go on). The read timeout is the usual one, between two reads: an
-    agent whose work waits in a queue before its first event keeps the stream open with
-    comments (LangGraph sends one every 5 s). A send that carries a push config (the
-    stream's request has none) or whose stream the agent refused goes as a plain send."""
-    if push is None and not (task.metadata or {}).get("noStreaming"):
-        events = transport.stream(message, timeout=settings.A2A_HTTP_TIMEOUT)
-        try:
-            first = next(events, None)
-        except A2AUnsupportedOperation as exc:
+    stream (``message:stream`` / ``SendStreamingMessage``), read for as long as a send's
+    answer may take (``A2A_HTTP_TIMEOUT``) once its first event named the agent's task,
+    and then closed: a task that ends or asks by then is known whole, with its question,
+    result or failure text (LangGraph's ``GetTask`` has none of them); a longer one is
+    followed as any polled task (listing, polls) while the agent works on (closing the
+    stream does not cancel it; LangGraph's runs go on). Before its first event the stream
+    may wait as long as the agent's queue (the read timeout counts between two reads, and
+    LangGraph sends a comment every 5 s meanwhile). A send that carries a push config (a
+    stream's request has none) or whose stream the agent refused goes as a plain send.
+    """
+    if push is not None or (task.metadata or {}).get("noStreaming"):
+        return transport.send(message, push=push)
+    until = time.monotonic() + settings.A2A_HTTP_TIMEOUT
+    events = transport.stream(message, timeout=settings.A2A_HTTP_TIMEOUT, until=until)
+    last: AgentReply | None = None
+    try:
+        for reply in events:
+            last = reply
+            if reply.state not in (TaskState.SUBMITTED, TaskState.WORKING):
+                break  # ended, or asks: the whole answer
+    except A2ACallError as exc:
+        if last is None and isinstance(exc, A2AUnsupportedOperation):
             task.note(metadata={**(task.metadata or {}), "noStreaming": exc.message[:500]})
-        else:
-            if first is None:
-                raise A2AProtocolError(
-                    f"Agent '{task.agent_id}' closed its stream without a first event "
-                    "naming its task."
-                )
-            return first
-        finally:
-            events.close()  # the request's connection; the agent's task goes on
-    return transport.send(message, push=push)
+            return transport.send(message, push=push)
+        if last is None:
+            raise
+        # The stream broke after it named the task: that much is known, the rest polled.
+    finally:
+        events.close()  # the request's connection; the agent's task goes on
+    if last is None:
+        raise A2AProtocolError(
+            f"Agent '{task.agent_id}' closed its stream without an event naming its task."
+        )
+    return last
 
 
 def _start_attempt(task: Task, target: CallTarget, mode: str, followup: bool) -> Any:

@@ -37,6 +37,7 @@ from a2a.wire import (
     artifacts_bytes,
     collect_output,
     message_text,
+    question_of,
     reply_output,
     schema_errors,
 )
@@ -257,7 +258,7 @@ def _move(
     elif state in INTERRUPTED_STATES:
         if task.state != state:
             auth = state == TaskState.AUTH_REQUIRED
-            return task.require_input(message, auth=auth, **fields)
+            return task.require_input(question_of(message, artifacts), auth=auth, **fields)
     elif state == TaskState.COMPLETED:
         output = collect_output(artifacts) if artifacts else None
         if output is None:

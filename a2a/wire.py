@@ -131,6 +131,41 @@ def reply_output(status_message: Any, history: Any) -> Any:
     return None
 
 
+def _says_something(message: Any) -> bool:
+    """Whether a message has a part with content: text that is not blank, data, a file."""
+    if not isinstance(message, dict):
+        return False
+    for part in message.get("parts") or []:
+        if not isinstance(part, dict):
+            continue
+        text = part.get("text")
+        if (isinstance(text, str) and text.strip()) or any(
+            key in part for key in ("data", "file", "raw", "url")
+        ):
+            return True
+    return False
+
+
+def question_of(message: Any, artifacts: Any) -> Any:
+    """What the agent asks a person: its status message; when that says nothing and the
+    answer carries artifacts, their parts as that message's (LangGraph's server asks with
+    an empty message and an ``Interrupt`` artifact holding the value given to
+    ``interrupt()``)."""
+    if _says_something(message) or not isinstance(artifacts, list):
+        return message
+    parts = [
+        part
+        for artifact in artifacts
+        if isinstance(artifact, dict)
+        for part in artifact.get("parts") or []
+        if isinstance(part, dict)
+    ]
+    if not parts:
+        return message
+    asked = dict(message) if isinstance(message, dict) else {"role": "ROLE_AGENT"}
+    return {**asked, "parts": parts}
+
+
 def merge_values(values: list[Any]) -> Any:
     if not values:
         return None

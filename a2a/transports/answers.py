@@ -9,6 +9,7 @@ declares or sends more raises :class:`~agent_profiles.guarded_pool.AnswerTooLarg
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -77,19 +78,27 @@ def _lines(response: httpx.Response, limit: int) -> Iterator[bytes]:
         yield rest.rstrip(b"\r")
 
 
-def iter_sse(response: httpx.Response, limit: int | None = None) -> Iterator[str]:
+def iter_sse(
+    response: httpx.Response, limit: int | None = None, *, until: float | None = None
+) -> Iterator[str]:
     """The ``data`` of each server-sent event (multi-line data joined with newlines).
 
     Lines are split here, not by httpx, so that no event (or endless line) held in memory
     grows past ``limit`` (``AGENT_ANSWER_MAX_BYTES``): :class:`AnswerTooLarge` instead.
+    ``until`` (a ``time.monotonic()`` moment): once an event was given, the stream ends
+    at the first line read after it, comments included (an agent's keep-alives).
     """
     limit = settings.AGENT_ANSWER_MAX_BYTES if limit is None else limit
     data: list[bytes] = []
     held = 0
+    given = False
     for line in _lines(response, limit):
+        if until is not None and given and time.monotonic() >= until:
+            return
         if not line:
             if data:
                 yield b"\n".join(data).decode("utf-8", errors="replace")
+                given = True
                 data, held = [], 0
             continue
         if line.startswith(b":"):

@@ -122,9 +122,11 @@ class AgentTransport(abc.ABC):
         """Ask the agent to cancel its task."""
 
     def stream(
-        self, message: dict[str, Any], *, timeout: float
+        self, message: dict[str, Any], *, timeout: float, until: float | None = None
     ) -> Generator[AgentReply, None, None]:
-        """Send over a stream; yields the task as it changes (needs ``streaming``)."""
+        """Send over a stream; yields the task as it changes (needs ``streaming``).
+        ``until`` (a ``time.monotonic()`` moment): the stream ends at it, once it gave an
+        event (:func:`a2a.transports.answers.iter_sse`)."""
         raise NotImplementedError
 
     def subscribe(self, task_id: str, *, timeout: float) -> Generator[AgentReply, None, None]:

@@ -195,15 +195,15 @@ class JsonRpcTransport(AgentTransport):
         return AgentReply(task=task)
 
     def stream(
-        self, message: dict[str, Any], *, timeout: float
+        self, message: dict[str, Any], *, timeout: float, until: float | None = None
     ) -> Generator[AgentReply, None, None]:
-        yield from self._events("stream", self._send_params(message, False), timeout)
+        yield from self._events("stream", self._send_params(message, False), timeout, until)
 
     def subscribe(self, task_id: str, *, timeout: float) -> Generator[AgentReply, None, None]:
         yield from self._events("subscribe", {"id": task_id}, timeout)
 
     def _events(
-        self, operation: str, params: dict[str, Any], timeout: float
+        self, operation: str, params: dict[str, Any], timeout: float, until: float | None = None
     ) -> Iterator[AgentReply]:
         request_id, body = self._request(operation, params)
         method = body["method"]
@@ -211,6 +211,7 @@ class JsonRpcTransport(AgentTransport):
         with http.open_stream(
             self.target, "POST", self._url(), body, operation=operation, timeout=timeout
         ) as response:
+            began = agent_time(response.headers.get("Date"))  # the agent's clock, as it took it
             if "json" in response.headers.get("Content-Type", ""):
                 # An error (or a plain answer) instead of a stream.
                 answer = answers.read_json(answers.read_whole(response), method)
@@ -219,7 +220,7 @@ class JsonRpcTransport(AgentTransport):
             else:
                 events = (
                     self._result(answers.parse_event_json(data), request_id, method)
-                    for data in answers.iter_sse(response)
+                    for data in answers.iter_sse(response, until=until)
                 )
             for result in events:
                 kind, payload = shapes.read_stream_event(result, v03=self.v03, rest=False)
@@ -228,4 +229,4 @@ class JsonRpcTransport(AgentTransport):
                     return
                 task = view.apply(kind, payload)
                 if task is not None:
-                    yield AgentReply(task=task)
+                    yield AgentReply(task=task, agent_time=began)

@@ -114,11 +114,11 @@ class RestTransport(AgentTransport):
         return AgentReply(task=task, retry_after=retry_after)
 
     def stream(
-        self, message: dict[str, Any], *, timeout: float
+        self, message: dict[str, Any], *, timeout: float, until: float | None = None
     ) -> Generator[AgentReply, None, None]:
         url = self._base() + "/message:stream"
         body = self._send_body(message, blocking=False)
-        yield from self._events("POST", url, body, "stream", timeout)
+        yield from self._events("POST", url, body, "stream", timeout, until)
 
     def subscribe(self, task_id: str, *, timeout: float) -> Generator[AgentReply, None, None]:
         # A GET in both versions: a2a-sdk 0.3's HTTP+JSON server serves 0.3's
@@ -127,13 +127,20 @@ class RestTransport(AgentTransport):
         yield from self._events("GET", url, None, "subscribe", timeout)
 
     def _events(
-        self, method: str, url: str, body: Any, operation: str, timeout: float
+        self,
+        method: str,
+        url: str,
+        body: Any,
+        operation: str,
+        timeout: float,
+        until: float | None = None,
     ) -> Iterator[AgentReply]:
         view = shapes.StreamView()
         with http.open_stream(
             self.target, method, url, body, operation=operation, timeout=timeout
         ) as response:
-            for data in answers.iter_sse(response):
+            began = agent_time(response.headers.get("Date"))  # the agent's clock, as it took it
+            for data in answers.iter_sse(response, until=until):
                 event = answers.parse_event_json(data)
                 kind, payload = shapes.read_stream_event(event, v03=self.v03, rest=True)
                 if kind == "message":
@@ -141,4 +148,4 @@ class RestTransport(AgentTransport):
                     return
                 task = view.apply(kind, payload)
                 if task is not None:
-                    yield AgentReply(task=task)
+                    yield AgentReply(task=task, agent_time=began)

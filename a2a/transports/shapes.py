@@ -232,16 +232,7 @@ def read_stream_event(data: Any, *, v03: bool, rest: bool) -> tuple[str, Any]:
         raise A2AProtocolError("A stream event from the agent is not a JSON object.")
     kind = data.get("kind")
     if v03 and kind:  # JSON-RPC 0.3: the event itself, told apart by ``kind``
-        if kind == "task":
-            return "task", check_task(task_from_03(data, rest=False), "stream event")
-        if kind == "message":
-            return "message", message_from_03(data, rest=False)
-        if kind == "status-update":
-            return "status", {**data, "status": status_from_03(data.get("status"), rest=False)}
-        if kind == "artifact-update":
-            artifact = artifact_from_03(data.get("artifact"), rest=False)
-            return "artifact", {**data, "artifact": artifact}
-        raise A2AProtocolError(f"Unknown stream event kind {kind!r} from the agent.")
+        return _event_03(data, kind)
     if isinstance(data.get("task"), dict):
         task = task_from_03(data["task"], rest=rest) if v03 else data["task"]
         return "task", check_task(task, "stream event")
@@ -260,7 +251,25 @@ def read_stream_event(data: Any, *, v03: bool, rest: bool) -> tuple[str, Any]:
         return "artifact", {**event, "artifact": artifact}
     if is_task(data):
         return "task", check_task(data, "stream event")
+    if kind in ("status-update", "artifact-update", "message"):
+        # A 1.0 server still sending 0.3's events as they are (LangGraph's: its first
+        # event is a 1.0 ``task``, the updates after it 0.3's ``kind``-tagged objects).
+        return _event_03(data, kind)
     raise A2AProtocolError("A stream event from the agent is not an A2A StreamResponse.")
+
+
+def _event_03(data: dict[str, Any], kind: Any) -> tuple[str, Any]:
+    """A 0.3 stream event (JSON-RPC: the object itself, told apart by ``kind``)."""
+    if kind == "task":
+        return "task", check_task(task_from_03(data, rest=False), "stream event")
+    if kind == "message":
+        return "message", message_from_03(data, rest=False)
+    if kind == "status-update":
+        return "status", {**data, "status": status_from_03(data.get("status"), rest=False)}
+    if kind == "artifact-update":
+        artifact = artifact_from_03(data.get("artifact"), rest=False)
+        return "artifact", {**data, "artifact": artifact}
+    raise A2AProtocolError(f"Unknown stream event kind {kind!r} from the agent.")
 
 
 class StreamView:

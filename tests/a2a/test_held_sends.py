@@ -96,21 +96,22 @@ def test_a_send_held_past_the_timeout_marks_an_agent_that_streams(
     assert task.output == {"verdict": "pass"}
 
 
-def test_a_held_agents_tasks_start_by_a_stream_and_are_polled(
+def test_a_held_agents_quick_question_and_answer_come_over_the_streams(
     fast: None, skill: Any, user: Any, make_agent: Any, peer: TestAgent
 ) -> None:
+    """A stream is read as long as a send may take: a task that asks (or ends) by then is
+    known whole, its question included, with no poll."""
     make_agent(skills=[skill], a2a_endpoint=peer.url, early_return=False)
     task = step(start(user, "ask"))
-    assert task.remote_task_id
-    assert task.next_action == NextAction.POLL
-    task = wait_for(task, lambda t: step(t).state == TaskState.INPUT_REQUIRED)
+    assert (task.state, task.next_action) == (TaskState.INPUT_REQUIRED, NextAction.NONE)
+    assert task.question["parts"][0]["text"] == "Which market: EU or UK?"
     services.reply_to_task(task, text="EU")
-    task = wait_for(task, lambda t: step(t).state == TaskState.COMPLETED)
-    assert task.output == {"verdict": "pass", "answer": "EU"}
+    task = step(task)
+    assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "pass", "answer": "EU"})
     assert task.attempts == 1
-    # The task and the reply each a stream closed after its first event; no send held.
+    # The task and the reply each a stream; no send held, no poll.
     assert (counted(peer, "/message:send"), counted(peer, "/message:stream")) == (0, 2)
-    assert peer.requests_for(task.remote_task_id) >= 1  # polled to find the question
+    assert peer.requests_for(task.remote_task_id) == 0
 
 
 def test_an_agent_that_does_not_stream_is_not_marked(
@@ -194,3 +195,29 @@ def test_a_completed_task_without_artifacts_takes_its_output_from_its_messages(
         assert (task.state, task.error["code"]) == (TaskState.FAILED, "output_invalid")
     else:
         assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": output})
+
+
+def test_a_question_said_in_an_artifact_is_the_question(
+    skill: Any, user: Any, make_agent: Any
+) -> None:
+    """LangGraph's server asks with an empty status message and an ``Interrupt`` artifact
+    holding the value given to ``interrupt()``: that is what a person is shown."""
+    make_agent(skills=[skill])
+    task = start(user, "ask")
+    interrupt = {"id": "i-1", "value": "Which market: EU or UK?"}
+    remote = {
+        "id": "agent-task-1",
+        "status": {
+            "state": "TASK_STATE_INPUT_REQUIRED",
+            "message": {"messageId": "m-1", "role": "ROLE_AGENT", "parts": [{"text": ""}]},
+        },
+        "artifacts": [{"artifactId": "a-1", "name": "Interrupt", "parts": [{"data": interrupt}]}],
+    }
+    apply_agent_reply(task, task_json=remote, message=None, via="a2a")
+    task.refresh_from_db()
+    assert task.state == TaskState.INPUT_REQUIRED
+    assert task.question == {
+        "messageId": "m-1",
+        "role": "ROLE_AGENT",
+        "parts": [{"data": interrupt}],
+    }

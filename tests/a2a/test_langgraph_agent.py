@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from a2a.states import TaskState
+from a2a.task_actions import reply_to_task
 from tests.a2a.helpers import wait_for
 from tests.a2a.test_agent_push_live import live
 from tests.a2a.test_library_agents import ENV, check_outcomes, start, the_four_behaviours
@@ -33,6 +34,12 @@ def test_an_agent_that_holds_its_sends_is_found_out_and_sent_by_stream(
             slow = wait_for(start(user, "slow", seconds=4), timeout=60)
             agent.refresh_from_db()
             after = wait_for(start(user, "slow", seconds=3), timeout=60)
+            # Its question is the value given to interrupt(), in an "Interrupt" artifact.
+            asked = start(user, "ask")
+            asked = wait_for(asked, lambda t: t.state == TaskState.INPUT_REQUIRED, timeout=30)
+            question = asked.question
+            reply_to_task(asked, text="EU")
+            asked = wait_for(asked, timeout=30)
         runs = peer.runs()
     for task in (quick, slow, after):
         assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "pass"})
@@ -43,7 +50,9 @@ def test_an_agent_that_holds_its_sends_is_found_out_and_sent_by_stream(
     # that message twice (nothing told the platform it had it). Every send after starts
     # by a stream and runs once.
     assert (quick.attempts, slow.attempts, after.attempts) == (1, 2, 1)
-    assert sorted(runs.values()) == [["success"]] * 4
+    assert question["parts"][0]["data"]["value"] == "Which market: EU or UK?"
+    assert (asked.state, asked.output) == (TaskState.COMPLETED, {"verdict": "pass", "answer": "EU"})
+    assert sorted(runs.values()) == [["success"]] * 4 + [["success", "success"]]
 
 
 def test_each_task_runs_once_at_an_agent_that_holds_its_sends(

@@ -141,6 +141,41 @@ def test_stream_events_fold_into_one_task() -> None:
     assert task["artifacts"] == [{"artifactId": "a", "parts": [1, 2]}]
 
 
+def test_a_10_stream_with_03_update_events_is_read() -> None:
+    """LangGraph's server streams a 1.0 ``task`` first, then 0.3's ``kind``-tagged
+    updates as they are: read, not refused as "not a StreamResponse"."""
+    events = [
+        {"task": {"kind": "task", "id": "t", "status": {"state": "TASK_STATE_SUBMITTED"}}},
+        {
+            "taskId": "t",
+            "kind": "artifact-update",
+            "artifact": {
+                "artifactId": "i",
+                "name": "Interrupt",
+                "parts": [{"kind": "data", "data": {"value": "EU?"}}],
+            },
+        },
+        {
+            "taskId": "t",
+            "kind": "status-update",
+            "status": {
+                "state": "TASK_STATE_INPUT_REQUIRED",
+                "message": {"kind": "message", "role": "agent", "parts": []},
+            },
+            "final": True,
+        },
+    ]
+    view = shapes.StreamView()
+    for event in events:
+        task = view.apply(*shapes.read_stream_event(event, v03=False, rest=False))
+    assert task is not None
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert task["status"]["message"]["role"] == "ROLE_AGENT"
+    assert task["artifacts"][0]["parts"] == [{"data": {"value": "EU?"}}]
+    with pytest.raises(A2AProtocolError):
+        shapes.read_stream_event({"taskId": "t", "kind": "weather"}, v03=False, rest=False)
+
+
 def test_artifacts_streamed_before_any_status_are_held_only_up_to_the_cap(
     settings: Any,
 ) -> None:
