@@ -65,6 +65,8 @@ from agent_profiles.interfaces import CallTarget
 
 log = logging.getLogger(__name__)
 
+_IN_FLIGHT = (TaskState.SUBMITTED, TaskState.WORKING)
+
 
 def _apply_timeout(task: Task, target: CallTarget, followup: bool) -> None:
     """The agent's ``timeoutMs`` replaces ``A2A_TASK_TIMEOUT`` for this task's deadline."""
@@ -165,6 +167,8 @@ def _send(task: Task) -> None:
                 reply = _send_to_holder(task, transport, message, push)
             else:
                 reply = transport.send(message, push=push)
+                if reply.state in _IN_FLIGHT and not task.agent.early_return_seen:
+                    agent_registry.mark_early_return_seen(task.agent)
             took = time.monotonic() - began
     except A2ACallError as exc:
         if not counted:  # failed before the attempt was recorded: it still counts
@@ -194,8 +198,10 @@ def _holds_sends(task: Task, target: CallTarget, exc: A2AAnswerLate) -> None:
     (LangGraph's server does, whatever ``returnImmediately`` says). An agent that streams
     is marked in the registry: its next sends start by a stream (:func:`_send_to_holder`),
     so the platform learns the agent's task id at once instead of timing out and sending
-    again. (One that does not stream has no such way: its sends stay as they are.)"""
-    if not target.streaming:
+    again. (One that does not stream has no such way: its sends stay as they are.) An
+    agent seen to answer such a send with its task in flight honours the field: its
+    timeout is load, not a hold, and it is not marked."""
+    if not target.streaming or task.agent.early_return_seen:
         return
     what = "reply" if (task.outbound_message or {}).get("taskId") else "new task's message"
     agent_registry.mark_no_early_return(
@@ -230,7 +236,7 @@ def _send_to_holder(
     try:
         for reply in events:
             last = reply
-            if reply.state not in (TaskState.SUBMITTED, TaskState.WORKING):
+            if reply.state not in _IN_FLIGHT:
                 break  # ended, or asks: the whole answer
     except A2ACallError as exc:
         if last is None and isinstance(exc, A2AUnsupportedOperation):

@@ -4,7 +4,8 @@
   with its card read first if it was not reachable at registration (``ensure_card``);
 * :func:`mark_no_polling` — the agent does not answer ``GetTask``;
 * :func:`mark_no_listing` — its tasks cannot be followed by ``ListTasks``;
-* :func:`mark_no_early_return` — it holds its sends until the task ends;
+* :func:`mark_no_early_return` — it holds its sends until the task ends, and
+  :func:`mark_early_return_seen` — it was seen not to;
 * :func:`record_call_outcome` — feeds the agent's health (an ``agent_auth_failed`` shows
   there as a credential problem). Outcomes that say nothing about the agent's health (its
   task is unknown, it cannot be polled) are not recorded.
@@ -46,6 +47,11 @@ def mark_no_early_return(profile: AgentProfile, reason: str) -> None:
     """Record that the agent holds its sends until the task ends (its sends start by a
     stream from now on)."""
     health.mark_no_early_return(profile, reason)
+
+
+def mark_early_return_seen(profile: AgentProfile) -> None:
+    """Record that the agent answered a send with its task still in flight (once)."""
+    health.mark_early_return_seen(profile)
 
 
 def record_call_outcome(profile: AgentProfile, error: A2ACallError | None = None) -> None:

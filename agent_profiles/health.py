@@ -72,6 +72,16 @@ def mark_no_early_return(agent: AgentProfile, reason: str) -> None:
     _mark_without(agent, "early_return", reason)
 
 
+def mark_early_return_seen(agent: AgentProfile) -> None:
+    """Record that ``agent`` answered a send asking it to return at once with its task
+    still in flight: it honours ``returnImmediately``, so a send of it that times out
+    later is load, not a hold (:func:`mark_no_early_return` is not taken). Written once."""
+    if agent.early_return_seen:
+        return
+    agent.early_return_seen = True
+    AgentProfile.objects.filter(pk=agent.pk, early_return_seen=False).update(early_return_seen=True)
+
+
 def record_call_outcome(
     agent: AgentProfile, *, ok: bool, code: str = "", message: str = ""
 ) -> None:

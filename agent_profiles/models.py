@@ -184,10 +184,13 @@ class AgentProfile(models.Model):
     no_listing_at = models.DateTimeField(null=True, blank=True)
     # False: a send asking it to return at once (returnImmediately) got no answer in
     # A2A_HTTP_TIMEOUT: the agent holds its sends until the task ends or asks (LangGraph's
-    # server does); its sends start by a stream instead (a2a.agent_calls).
+    # server does); its sends start by a stream instead (a2a.agent_calls). Never set once
+    # ``early_return_seen``: an agent that answered such a send with its task still in
+    # flight honours the field, and a later timeout is load, not a hold.
     early_return = models.BooleanField(default=True)
     no_early_return_reason = models.TextField(blank=True)
     no_early_return_at = models.DateTimeField(null=True, blank=True)
+    early_return_seen = models.BooleanField(default=False)
     health_status = models.CharField(
         max_length=16, choices=HealthStatus.choices, default=HealthStatus.UNKNOWN
     )

@@ -133,6 +133,22 @@ def test_an_agent_that_does_not_stream_is_not_marked(
     assert (agent.early_return, agent.no_early_return_reason) == (True, "")
 
 
+def test_an_agent_seen_to_return_early_is_not_marked_when_a_send_times_out(
+    fast: None, skill: Any, user: Any, make_agent: Any
+) -> None:
+    """An agent that answered a send with its task still in flight honours
+    ``returnImmediately``: a later send that times out is load, not a hold."""
+    with run_agent() as plain:
+        agent = make_agent(skills=[skill], a2a_endpoint=plain.url)
+        step(start(user, "working"))  # answered SUBMITTED at once
+        agent.refresh_from_db()
+        assert agent.early_return_seen is True
+        task = step(start(user, "slowsend", seconds=1.5))  # the agent is slow to answer
+        assert (task.next_action, task.error["code"]) == (NextAction.SEND, "agent_timeout")
+        agent.refresh_from_db()
+        assert (agent.early_return, agent.no_early_return_reason) == (True, "")
+
+
 def test_only_an_answer_that_did_not_come_is_a_held_send() -> None:
     """A read timeout (the request was taken) is told apart from a connect timeout (the
     agent never got it): only the first may mean an agent that holds its sends."""
