@@ -133,9 +133,8 @@ def reply_output(status_message: Any, history: Any) -> Any:
 
 def _says_something(message: Any) -> bool:
     """Whether a message has a part with content: text that is not blank, data, a file."""
-    if not isinstance(message, dict):
-        return False
-    for part in message.get("parts") or []:
+    parts = message.get("parts") if isinstance(message, dict) else None
+    for part in parts if isinstance(parts, list) else []:
         if not isinstance(part, dict):
             continue
         text = part.get("text")
@@ -156,8 +155,8 @@ def question_of(message: Any, artifacts: Any) -> Any:
     parts = [
         part
         for artifact in artifacts
-        if isinstance(artifact, dict)
-        for part in artifact.get("parts") or []
+        if isinstance(artifact, dict) and isinstance(artifact.get("parts"), list)
+        for part in artifact["parts"]
         if isinstance(part, dict)
     ]
     if not parts:

@@ -237,3 +237,21 @@ def test_a_question_said_in_an_artifact_is_the_question(
         "role": "ROLE_AGENT",
         "parts": [{"data": interrupt}],
     }
+
+
+def test_a_question_from_parts_of_the_wrong_shape_is_kept_as_it_came(
+    skill: Any, user: Any, make_agent: Any
+) -> None:
+    """Parts that are not a list (in the message or an artifact) are nothing to show: the
+    status message is the question as it came, and no worker crashes on it."""
+    make_agent(skills=[skill])
+    task = start(user, "ask")
+    message = {"messageId": "m-1", "role": "ROLE_AGENT", "parts": 5}
+    remote = {
+        "id": "agent-task-1",
+        "status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": message},
+        "artifacts": [{"artifactId": "a-1", "parts": 3}, 4],
+    }
+    apply_agent_reply(task, task_json=remote, message=None, via="a2a")
+    task.refresh_from_db()
+    assert (task.state, task.question) == (TaskState.INPUT_REQUIRED, message)
