@@ -17,10 +17,11 @@ import pytest
 from django.utils import timezone
 from urllib3.exceptions import ConnectTimeoutError, ReadTimeoutError
 
-from a2a import services
 from a2a.agent_updates import apply_agent_reply
+from a2a.creation import create_task
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
+from a2a.task_actions import reply_to_task
 from a2a.worker import process_task
 from agent_profiles.guarded_pool import AnswerTimedOut, CallTimedOut, _failure
 from tests.a2a.helpers import wait_for
@@ -54,7 +55,7 @@ def user(skill: Any, make_user: Any) -> Any:
 
 def start(user: Any, behaviour: str, **extra: Any) -> Task:
     data = {"product": "lamp", "behaviour": behaviour, **extra}
-    return services.create_task(skill_id="ce-review", input=data, user=user)
+    return create_task(skill_id="ce-review", input=data, user=user)
 
 
 def step(task: Task) -> Task:
@@ -105,7 +106,7 @@ def test_a_held_agents_quick_question_and_answer_come_over_the_streams(
     task = step(start(user, "ask"))
     assert (task.state, task.next_action) == (TaskState.INPUT_REQUIRED, NextAction.NONE)
     assert task.question["parts"][0]["text"] == "Which market: EU or UK?"
-    services.reply_to_task(task, text="EU")
+    reply_to_task(task, text="EU")
     task = step(task)
     assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "pass", "answer": "EU"})
     assert task.attempts == 1
