@@ -219,19 +219,27 @@ def _send_to_holder(
 ) -> AgentReply:
     """Send to an agent that holds its sends until the task ends (no early return) as a
     stream (``message:stream`` / ``SendStreamingMessage``), read for as long as a send's
-    answer may take (``A2A_HTTP_TIMEOUT``) once its first event named the agent's task,
-    and then closed: a task that ends or asks by then is known whole, with its question,
-    result or failure text (LangGraph's ``GetTask`` has none of them); a longer one is
-    followed as any polled task (listing, polls) while the agent works on (closing the
-    stream does not cancel it; LangGraph's runs go on). Before its first event the stream
-    may wait as long as the agent's queue (the read timeout counts between two reads, and
-    LangGraph sends a comment every 5 s meanwhile). A send that carries a push config (a
-    stream's request has none) or whose stream the agent refused goes as a plain send.
+    answer may take (``A2A_HTTP_TIMEOUT``) or until its first event, which names the
+    agent's task, and then closed: a task that ends or asks by then is known whole, with
+    its question, result or failure text (LangGraph's ``GetTask`` has none of them); a
+    longer one is followed as any polled task (listing, polls) while the agent works on
+    (closing the stream does not cancel it; LangGraph's runs go on).
+
+    The first event may wait as long as the agent's queue: the read timeout counts
+    between two reads (LangGraph sends a comment every 5 s meanwhile), up to a long
+    call's time (``A2A_LONG_CALL_MAX``, the deadline), for which the claim is extended
+    (another worker taking it over would send the message again). A send that carries a
+    push config (a stream's request has none) or whose stream the agent refused goes as
+    a plain send.
     """
     if push is not None or (task.metadata or {}).get("noStreaming"):
         return transport.send(message, push=push)
+    seconds = long_call_seconds(task)
+    task.extend_lease(seconds + LEASE_MARGIN)
     until = time.monotonic() + settings.A2A_HTTP_TIMEOUT
-    events = transport.stream(message, timeout=settings.A2A_HTTP_TIMEOUT, until=until)
+    events = transport.stream(
+        message, timeout=settings.A2A_HTTP_TIMEOUT, until=until, total=seconds
+    )
     last: AgentReply | None = None
     try:
         for reply in events:

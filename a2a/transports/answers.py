@@ -78,23 +78,36 @@ def _lines(response: httpx.Response, limit: int) -> Iterator[bytes]:
         yield rest.rstrip(b"\r")
 
 
+class StreamOverdue(Exception):
+    """A stream still open at its deadline: an agent that keeps it alive (with comments,
+    say) holds no worker past its time."""
+
+
 def iter_sse(
-    response: httpx.Response, limit: int | None = None, *, until: float | None = None
+    response: httpx.Response,
+    limit: int | None = None,
+    *,
+    until: float | None = None,
+    deadline: float | None = None,
 ) -> Iterator[str]:
     """The ``data`` of each server-sent event (multi-line data joined with newlines).
 
     Lines are split here, not by httpx, so that no event (or endless line) held in memory
     grows past ``limit`` (``AGENT_ANSWER_MAX_BYTES``): :class:`AnswerTooLarge` instead.
-    ``until`` (a ``time.monotonic()`` moment): once an event was given, the stream ends
-    at the first line read after it, comments included (an agent's keep-alives).
+    ``until`` and ``deadline`` are ``time.monotonic()`` moments, checked at every line,
+    comments included (an agent's keep-alives): from ``until`` on, a stream that gave an
+    event ends; at ``deadline`` any stream raises :class:`StreamOverdue`.
     """
     limit = settings.AGENT_ANSWER_MAX_BYTES if limit is None else limit
     data: list[bytes] = []
     held = 0
     given = False
     for line in _lines(response, limit):
-        if until is not None and given and time.monotonic() >= until:
+        now = time.monotonic()
+        if until is not None and given and now >= until:
             return
+        if deadline is not None and now >= deadline:
+            raise StreamOverdue
         if not line:
             if data:
                 yield b"\n".join(data).decode("utf-8", errors="replace")

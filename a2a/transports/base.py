@@ -122,15 +122,23 @@ class AgentTransport(abc.ABC):
         """Ask the agent to cancel its task."""
 
     def stream(
-        self, message: dict[str, Any], *, timeout: float, until: float | None = None
+        self,
+        message: dict[str, Any],
+        *,
+        timeout: float,
+        until: float | None = None,
+        total: float | None = None,
     ) -> Generator[AgentReply, None, None]:
         """Send over a stream; yields the task as it changes (needs ``streaming``).
-        ``until`` (a ``time.monotonic()`` moment): the stream ends at it, once it gave an
-        event (:func:`a2a.transports.answers.iter_sse`)."""
+        ``timeout`` is the read timeout, and the stream's whole time unless ``total``
+        says otherwise (an agent's keep-alives hold no worker past it: then a transient
+        error); ``until`` (a ``time.monotonic()`` moment): the stream ends at it once it
+        gave an event (:func:`a2a.transports.answers.iter_sse`)."""
         raise NotImplementedError
 
     def subscribe(self, task_id: str, *, timeout: float) -> Generator[AgentReply, None, None]:
-        """Follow an existing task over a stream (needs ``streaming``)."""
+        """Follow an existing task over a stream (needs ``streaming``), for at most
+        ``timeout`` seconds (also the read timeout)."""
         raise NotImplementedError
 
 

@@ -44,6 +44,7 @@ from a2a.exceptions import (
 from a2a.transports import credentials
 from a2a.transports.answers import (
     Response,
+    StreamOverdue,
     error_message,
     error_reason,
     is_json,
@@ -250,6 +251,11 @@ def open_stream(
         except httpx.TimeoutException:
             raise A2ATransientError(
                 f"Agent '{target.agent_id}' sent nothing on its stream for {timeout:g} s.",
+                code="agent_timeout",
+            ) from None
+        except StreamOverdue:
+            raise A2ATransientError(
+                f"Agent '{target.agent_id}' kept its stream open past the time it may take.",
                 code="agent_timeout",
             ) from None
         except httpx.TransportError as exc:

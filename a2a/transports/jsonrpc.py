@@ -11,6 +11,7 @@ codes are mapped to the platform's error kinds (:func:`rpc_error`).
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Generator, Iterator
 from datetime import datetime
@@ -195,16 +196,28 @@ class JsonRpcTransport(AgentTransport):
         return AgentReply(task=task)
 
     def stream(
-        self, message: dict[str, Any], *, timeout: float, until: float | None = None
+        self,
+        message: dict[str, Any],
+        *,
+        timeout: float,
+        until: float | None = None,
+        total: float | None = None,
     ) -> Generator[AgentReply, None, None]:
-        yield from self._events("stream", self._send_params(message, False), timeout, until)
+        params = self._send_params(message, False)
+        yield from self._events("stream", params, timeout, until, total)
 
     def subscribe(self, task_id: str, *, timeout: float) -> Generator[AgentReply, None, None]:
         yield from self._events("subscribe", {"id": task_id}, timeout)
 
     def _events(
-        self, operation: str, params: dict[str, Any], timeout: float, until: float | None = None
+        self,
+        operation: str,
+        params: dict[str, Any],
+        timeout: float,
+        until: float | None = None,
+        total: float | None = None,
     ) -> Iterator[AgentReply]:
+        deadline = time.monotonic() + (timeout if total is None else total)
         request_id, body = self._request(operation, params)
         method = body["method"]
         view = shapes.StreamView()
@@ -220,7 +233,7 @@ class JsonRpcTransport(AgentTransport):
             else:
                 events = (
                     self._result(answers.parse_event_json(data), request_id, method)
-                    for data in answers.iter_sse(response, until=until)
+                    for data in answers.iter_sse(response, until=until, deadline=deadline)
                 )
             for result in events:
                 kind, payload = shapes.read_stream_event(result, v03=self.v03, rest=False)

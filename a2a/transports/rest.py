@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Generator, Iterator
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -114,11 +115,16 @@ class RestTransport(AgentTransport):
         return AgentReply(task=task, retry_after=retry_after)
 
     def stream(
-        self, message: dict[str, Any], *, timeout: float, until: float | None = None
+        self,
+        message: dict[str, Any],
+        *,
+        timeout: float,
+        until: float | None = None,
+        total: float | None = None,
     ) -> Generator[AgentReply, None, None]:
         url = self._base() + "/message:stream"
         body = self._send_body(message, blocking=False)
-        yield from self._events("POST", url, body, "stream", timeout, until)
+        yield from self._events("POST", url, body, "stream", timeout, until, total)
 
     def subscribe(self, task_id: str, *, timeout: float) -> Generator[AgentReply, None, None]:
         # A GET in both versions: a2a-sdk 0.3's HTTP+JSON server serves 0.3's
@@ -134,13 +140,15 @@ class RestTransport(AgentTransport):
         operation: str,
         timeout: float,
         until: float | None = None,
+        total: float | None = None,
     ) -> Iterator[AgentReply]:
+        deadline = time.monotonic() + (timeout if total is None else total)
         view = shapes.StreamView()
         with http.open_stream(
             self.target, method, url, body, operation=operation, timeout=timeout
         ) as response:
             began = agent_time(response.headers.get("Date"))  # the agent's clock, as it took it
-            for data in answers.iter_sse(response, until=until):
+            for data in answers.iter_sse(response, until=until, deadline=deadline):
                 event = answers.parse_event_json(data)
                 kind, payload = shapes.read_stream_event(event, v03=self.v03, rest=True)
                 if kind == "message":

@@ -10,9 +10,10 @@ from typing import Any
 import httpx
 import pytest
 
-from a2a.exceptions import A2AProtocolError
-from a2a.transports import http
-from a2a.transports.answers import iter_sse, read_capped
+from a2a.exceptions import A2AProtocolError, A2ATransientError
+from a2a.transports import answers, http
+from a2a.transports.answers import StreamOverdue, iter_sse, read_capped
+from a2a.transports.rest import RestTransport
 from agent_profiles.guarded_pool import AnswerTooLarge
 from agent_profiles.interfaces import CallTarget
 from tests.support.recorder import Recording, recording_server
@@ -77,6 +78,26 @@ def test_a_line_that_never_ends_is_refused_before_it_is_held() -> None:
     assert len(held) < 20  # stopped reading soon after the cap, not at the stream's end
 
 
+def test_a_stream_ends_at_until_once_it_gave_an_event_and_fails_at_its_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Both moments are checked at every line, comments included: an agent that only
+    keeps its stream alive holds no worker past them."""
+    clock = iter(range(1000))
+    monkeypatch.setattr(answers.time, "monotonic", lambda: next(clock))
+
+    def alive(first: bytes = b"") -> Iterator[bytes]:
+        yield first
+        while True:
+            yield b": keep-alive\n\n"
+
+    event = b'data: {"a": 1}\n\n'
+    given = list(iter_sse(httpx.Response(200, content=alive(event)), until=5, deadline=50))
+    assert given == ['{"a": 1}']  # then it ended, quietly, at the first line after 5
+    with pytest.raises(StreamOverdue):  # no event: "until" does not end it, the deadline does
+        list(iter_sse(httpx.Response(200, content=alive()), until=5, deadline=50))
+
+
 def test_a_whole_body_is_read_up_to_the_cap() -> None:
     assert read_capped(stream(b"a" * 600, b"b" * 400), limit=1000) == b"a" * 600 + b"b" * 400
     with pytest.raises(AnswerTooLarge):
@@ -106,6 +127,16 @@ def test_a_stream_over_the_cap_is_answer_too_large(server: Recording) -> None:
         list(iter_sse(response))
     assert refused.value.code == "answer_too_large"
     assert refused.value.details == {"maxBytes": 70_000}
+
+
+def test_a_stream_kept_alive_past_its_time_is_a_transient_error(server: Recording) -> None:
+    """Comments every 50 ms keep the read timeout from firing; the stream's whole time
+    (``total``, here its timeout) ends it with an error the worker retries."""
+    target = CallTarget(agent_id="peer", url=f"http://127.0.0.1:{server.port}/keepalive")
+    events = RestTransport(target).stream({"parts": []}, timeout=5, total=0.5)
+    with pytest.raises(A2ATransientError, match="kept its stream open") as overdue:
+        list(events)
+    assert overdue.value.code == "agent_timeout"
 
 
 @pytest.mark.parametrize("path", ["/big", "/chunked"])

@@ -10,6 +10,7 @@ port, which tells one connection from another) and answered by path:
 ``/odd-charset``    200 ``text/plain`` with a charset Python does not know
 ``/big``            200 with 300 kB declared in ``Content-Length``
 ``/chunked``        200 with 300 kB chunked (no declared length)
+``/keepalive...``   200 ``text/event-stream``: a comment every 50 ms, for a minute
 anything else       200 ``{"ok":true}``
 ==================  ===============================================================
 """
@@ -20,6 +21,7 @@ import contextlib
 import ssl
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -54,6 +56,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             for _ in range(BIG_BYTES // 1000):
                 self.wfile.write(b"3e8\r\n" + b"y" * 1000 + b"\r\n")
+            self.wfile.write(b"0\r\n\r\n")
+        elif self.path.startswith("/keepalive"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for _ in range(1200):  # an agent keeping its stream alive, and nothing else
+                self.wfile.write(b"8\r\n: ping\n\n\r\n")
+                self.wfile.flush()
+                time.sleep(0.05)
             self.wfile.write(b"0\r\n\r\n")
         elif self.path == "/redirect":
             self._answer(302, b"", {"Location": "http://10.0.0.1/"})
