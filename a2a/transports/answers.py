@@ -79,8 +79,8 @@ def _lines(response: httpx.Response, limit: int) -> Iterator[bytes]:
 
 
 class StreamOverdue(Exception):
-    """A stream still open at its deadline: an agent that keeps it alive (with comments,
-    say) holds no worker past its time."""
+    """A stream still open at its deadline without an event: an agent that only keeps it
+    alive (with comments, say) holds no worker past its time."""
 
 
 def iter_sse(
@@ -95,8 +95,9 @@ def iter_sse(
     Lines are split here, not by httpx, so that no event (or endless line) held in memory
     grows past ``limit`` (``AGENT_ANSWER_MAX_BYTES``): :class:`AnswerTooLarge` instead.
     ``until`` and ``deadline`` are ``time.monotonic()`` moments, checked at every line,
-    comments included (an agent's keep-alives): from ``until`` on, a stream that gave an
-    event ends; at ``deadline`` any stream raises :class:`StreamOverdue`.
+    comments included (an agent's keep-alives): from either on, a stream that gave an
+    event ends (as if the agent closed it); one that gave none raises
+    :class:`StreamOverdue` at ``deadline``.
     """
     limit = settings.AGENT_ANSWER_MAX_BYTES if limit is None else limit
     data: list[bytes] = []
@@ -104,9 +105,10 @@ def iter_sse(
     given = False
     for line in _lines(response, limit):
         now = time.monotonic()
-        if until is not None and given and now >= until:
+        overdue = deadline is not None and now >= deadline
+        if given and (overdue or (until is not None and now >= until)):
             return
-        if deadline is not None and now >= deadline:
+        if overdue:
             raise StreamOverdue
         if not line:
             if data:

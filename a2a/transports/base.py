@@ -131,14 +131,15 @@ class AgentTransport(abc.ABC):
     ) -> Generator[AgentReply, None, None]:
         """Send over a stream; yields the task as it changes (needs ``streaming``).
         ``timeout`` is the read timeout, and the stream's whole time unless ``total``
-        says otherwise (an agent's keep-alives hold no worker past it: then a transient
-        error); ``until`` (a ``time.monotonic()`` moment): the stream ends at it once it
-        gave an event (:func:`a2a.transports.answers.iter_sse`)."""
+        says otherwise: then it ends, or raises a transient error if it gave no event (an
+        agent's keep-alives hold no worker past it); ``until`` (a ``time.monotonic()``
+        moment): the stream ends at it once it gave an event
+        (:func:`a2a.transports.answers.iter_sse`)."""
         raise NotImplementedError
 
     def subscribe(self, task_id: str, *, timeout: float) -> Generator[AgentReply, None, None]:
         """Follow an existing task over a stream (needs ``streaming``), for at most
-        ``timeout`` seconds (also the read timeout)."""
+        ``timeout`` seconds (also the read timeout), as :meth:`stream`."""
         raise NotImplementedError
 
 

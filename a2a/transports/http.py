@@ -255,7 +255,8 @@ def open_stream(
             ) from None
         except StreamOverdue:
             raise A2ATransientError(
-                f"Agent '{target.agent_id}' kept its stream open past the time it may take.",
+                f"Agent '{target.agent_id}' kept its stream open past the time it may "
+                "take without an event.",
                 code="agent_timeout",
             ) from None
         except httpx.TransportError as exc:

@@ -78,7 +78,7 @@ def test_a_line_that_never_ends_is_refused_before_it_is_held() -> None:
     assert len(held) < 20  # stopped reading soon after the cap, not at the stream's end
 
 
-def test_a_stream_ends_at_until_once_it_gave_an_event_and_fails_at_its_deadline(
+def test_a_stream_ends_at_until_or_its_deadline_once_it_gave_an_event_else_fails(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Both moments are checked at every line, comments included: an agent that only
@@ -94,6 +94,8 @@ def test_a_stream_ends_at_until_once_it_gave_an_event_and_fails_at_its_deadline(
     event = b'data: {"a": 1}\n\n'
     given = list(iter_sse(httpx.Response(200, content=alive(event)), until=5, deadline=50))
     assert given == ['{"a": 1}']  # then it ended, quietly, at the first line after 5
+    given = list(iter_sse(httpx.Response(200, content=alive(event)), deadline=50))
+    assert given == ['{"a": 1}']  # at the deadline, a stream that gave an event ends
     with pytest.raises(StreamOverdue):  # no event: "until" does not end it, the deadline does
         list(iter_sse(httpx.Response(200, content=alive()), until=5, deadline=50))
 
