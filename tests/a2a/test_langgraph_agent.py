@@ -32,7 +32,6 @@ def test_an_agent_that_holds_its_sends_is_found_out_and_sent_by_stream(
             agent.refresh_from_db()
             assert agent.early_return  # answered within the timeout: nothing to learn
             slow = wait_for(start(user, "slow", seconds=4), timeout=60)
-            agent.refresh_from_db()
             after = wait_for(start(user, "slow", seconds=3), timeout=60)
             # Its question is the value given to interrupt(), in an "Interrupt" artifact.
             asked = start(user, "ask")
@@ -41,6 +40,7 @@ def test_an_agent_that_holds_its_sends_is_found_out_and_sent_by_stream(
             reply_to_task(asked, text="EU")
             asked = wait_for(asked, timeout=30)
         runs = peer.runs()
+    agent.refresh_from_db()
     for task in (quick, slow, after):
         assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "pass"})
     assert not agent.early_return

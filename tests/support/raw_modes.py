@@ -30,6 +30,15 @@ async def _endless() -> AsyncIterator[bytes]:
         yield chunk
 
 
+async def _whole_body(receive: Receive) -> bytes:
+    body = b""
+    while True:
+        chunk = await receive()
+        body += chunk.get("body", b"")
+        if not chunk.get("more_body"):
+            return body
+
+
 class RawModes:
     """ASGI middleware serving ``/x/{mode}/...``: non-A2A answers, or faults in front of A2A."""
 
@@ -110,12 +119,7 @@ class RawModes:
     async def _legacy(self, tail: str, receive: Receive) -> Response:
         """An A2A 0.3-style agent: lowercase states, ``kind`` everywhere, unknown fields."""
         if tail.endswith("message:send"):
-            body = b""
-            while True:
-                chunk = await receive()
-                body += chunk.get("body", b"")
-                if not chunk.get("more_body"):
-                    break
+            body = await _whole_body(receive)
             message = json.loads(body or b"{}").get("message", {})
             task_id = str(uuid.uuid4())
             self.legacy[task_id] = 0
@@ -161,12 +165,7 @@ class HoldsSends:
         if scope["type"] != "http" or not scope["path"].endswith("/message:send"):
             await self.app(scope, receive, send)
             return
-        body = b""
-        while True:
-            chunk = await receive()
-            body += chunk.get("body", b"")
-            if not chunk.get("more_body"):
-                break
+        body = await _whole_body(receive)
         request = json.loads(body or b"{}")
         request.setdefault("configuration", {})["returnImmediately"] = False
         held = json.dumps(request).encode()
