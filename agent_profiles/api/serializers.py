@@ -275,11 +275,13 @@ class AgentProfileSerializer(serializers.ModelSerializer):
     def get_earlyReturn(self, agent: AgentProfile) -> dict[str, Any]:
         """Whether it answers a send asking it to return at once (``returnImmediately``)
         at once; false once one was held past ``A2A_HTTP_TIMEOUT`` (its sends start by a
-        stream since)."""
+        stream since). ``seen``: it answered one with its task still in flight, so it is
+        never marked."""
         return {
             "supported": agent.early_return,
             "reason": agent.no_early_return_reason,
             "since": _iso(agent.no_early_return_at),
+            "seen": agent.early_return_seen,
         }
 
     def get_health(self, agent: AgentProfile) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from a2a.models import Task
 from a2a.states import NextAction, TaskState
 from a2a.task_actions import reply_to_task
 from a2a.worker import process_task
+from agent_profiles.api.serializers import AgentProfileSerializer
 from agent_profiles.guarded_pool import AnswerTimedOut, CallTimedOut, _failure
 from tests.a2a.helpers import wait_for
 from tests.support.agents import TestAgent, build_holding_app, run_agent
@@ -144,6 +145,7 @@ def test_an_agent_seen_to_return_early_is_not_marked_when_a_send_times_out(
         step(start(user, "working"))  # answered SUBMITTED at once
         agent.refresh_from_db()
         assert agent.early_return_seen is True
+        assert AgentProfileSerializer(agent).data["earlyReturn"]["seen"] is True
         task = step(start(user, "slowsend", seconds=1.5))  # the agent is slow to answer
         assert (task.next_action, task.error["code"]) == (NextAction.SEND, "agent_timeout")
         agent.refresh_from_db()
