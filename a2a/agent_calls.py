@@ -65,8 +65,6 @@ from agent_profiles.interfaces import CallTarget
 
 log = logging.getLogger(__name__)
 
-_IN_FLIGHT = (TaskState.SUBMITTED, TaskState.WORKING)
-
 
 def _apply_timeout(task: Task, target: CallTarget, followup: bool) -> None:
     """The agent's ``timeoutMs`` replaces ``A2A_TASK_TIMEOUT`` for this task's deadline."""
@@ -167,7 +165,7 @@ def _send(task: Task) -> None:
                 reply = _send_to_holder(task, transport, message, push)
             else:
                 reply = transport.send(message, push=push)
-                if reply.state in _IN_FLIGHT and not task.agent.early_return_seen:
+                if reply.state in ACTIVE_STATES and not task.agent.early_return_seen:
                     agent_registry.mark_early_return_seen(task.agent)
             took = time.monotonic() - began
     except A2ACallError as exc:
@@ -244,7 +242,7 @@ def _send_to_holder(
     try:
         for reply in events:
             last = reply
-            if reply.state not in _IN_FLIGHT:
+            if reply.state not in ACTIVE_STATES:
                 break  # ended, or asks: the whole answer
     except A2ACallError as exc:
         if last is None and isinstance(exc, A2AUnsupportedOperation):

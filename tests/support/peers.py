@@ -49,7 +49,7 @@ from tests.support.agents import (
     agent_card,
     run_agent,
 )
-from tests.support.raw_modes import RawModes
+from tests.support.raw_modes import RawModes, whole_body
 
 BEARER = "peer-bearer-secret-1234"
 API_KEY = "peer-api-key-secret-5678"
@@ -89,15 +89,6 @@ def peer_card(
         flow.token_url = agent.url + "/oauth/token"
         flow.scopes["tasks"] = "run tasks"
     return card
-
-
-async def _body(receive: Receive) -> bytes:
-    body = b""
-    while True:
-        chunk = await receive()
-        body += chunk.get("body", b"")
-        if not chunk.get("more_body"):
-            return body
 
 
 def _replay(body: bytes) -> Receive:
@@ -153,7 +144,7 @@ class PeerFaces:
             await PlainTextResponse("Not Found", status_code=404)(scope, receive, send)
             return
         if self.no_get_task and path == RPC_PATH:
-            body = await _body(receive)
+            body = await whole_body(receive)
             request = json.loads(body or b"{}")
             if request.get("method") in ("GetTask", "tasks/get"):
                 self.agent.count("rpc:GetTask")
@@ -166,7 +157,7 @@ class PeerFaces:
 
     async def _rpc_fault(self, path: str, scope: Scope, receive: Receive, send: Send) -> None:
         self.agent.count(path)
-        body = await _body(receive)
+        body = await whole_body(receive)
         response: Response
         if path.startswith("/x/rpc-wrongid"):
             task = {"id": "t-1", "status": {"state": "TASK_STATE_COMPLETED"}}

@@ -30,7 +30,8 @@ async def _endless() -> AsyncIterator[bytes]:
         yield chunk
 
 
-async def _whole_body(receive: Receive) -> bytes:
+async def whole_body(receive: Receive) -> bytes:
+    """A request's whole body, however many messages it came in."""
     body = b""
     while True:
         chunk = await receive()
@@ -119,7 +120,7 @@ class RawModes:
     async def _legacy(self, tail: str, receive: Receive) -> Response:
         """An A2A 0.3-style agent: lowercase states, ``kind`` everywhere, unknown fields."""
         if tail.endswith("message:send"):
-            body = await _whole_body(receive)
+            body = await whole_body(receive)
             message = json.loads(body or b"{}").get("message", {})
             task_id = str(uuid.uuid4())
             self.legacy[task_id] = 0
@@ -165,7 +166,7 @@ class HoldsSends:
         if scope["type"] != "http" or not scope["path"].endswith("/message:send"):
             await self.app(scope, receive, send)
             return
-        body = await _whole_body(receive)
+        body = await whole_body(receive)
         request = json.loads(body or b"{}")
         request.setdefault("configuration", {})["returnImmediately"] = False
         held = json.dumps(request).encode()
