@@ -19,9 +19,11 @@ from urllib3.exceptions import ConnectTimeoutError, ReadTimeoutError
 
 from a2a.agent_updates import apply_agent_reply
 from a2a.creation import create_task
+from a2a.exceptions import A2AUnsupportedOperation
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
 from a2a.task_actions import reply_to_task
+from a2a.transports.rest import RestTransport
 from a2a.worker import process_task
 from agent_profiles.api.serializers import AgentProfileSerializer
 from agent_profiles.guarded_pool import AnswerTimedOut, CallTimedOut, _failure
@@ -258,3 +260,44 @@ def test_a_question_from_parts_of_the_wrong_shape_is_kept_as_it_came(
     apply_agent_reply(task, task_json=remote, message=None, via="a2a")
     task.refresh_from_db()
     assert (task.state, task.question) == (TaskState.INPUT_REQUIRED, message)
+
+
+def test_a_held_agent_that_refuses_the_stream_gets_a_plain_send(
+    fast: None,
+    skill: Any,
+    user: Any,
+    make_agent: Any,
+    peer: TestAgent,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its card said streaming, but ``message:stream`` is not served: noted on the task
+    (``noStreaming``) and sent as a plain send at once, not failed."""
+
+    def refused(self: Any, message: Any, **kwargs: Any) -> Iterator[Any]:
+        raise A2AUnsupportedOperation("message:stream answered HTTP 405")
+        yield  # a generator, as the transports' streams are
+
+    monkeypatch.setattr(RestTransport, "stream", refused)
+    make_agent(skills=[skill], a2a_endpoint=peer.url, early_return=False)
+    task = step(start(user, "complete"))
+    assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "pass"})
+    assert "HTTP 405" in task.metadata["noStreaming"]
+    assert counted(peer, "/message:send") == 1
+
+
+def test_a_held_agents_stream_without_an_event_is_not_a2a(
+    fast: None,
+    skill: Any,
+    user: Any,
+    make_agent: Any,
+    peer: TestAgent,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def empty(self: Any, message: Any, **kwargs: Any) -> Iterator[Any]:
+        yield from ()
+
+    monkeypatch.setattr(RestTransport, "stream", empty)
+    make_agent(skills=[skill], a2a_endpoint=peer.url, early_return=False)
+    task = step(start(user, "complete"))
+    assert (task.state, task.error["code"]) == (TaskState.FAILED, "not_a2a")
+    assert "without an event naming its task" in task.error["message"]
