@@ -262,6 +262,7 @@ async def send_message(params: dict[str, Any], ctx: CallContext) -> dict[str, An
 async def stream_message(
     params: dict[str, Any], ctx: CallContext
 ) -> AsyncIterator[dict[str, Any] | None]:
-    """Send, then stream: the Task first, then status/artifact updates to the end."""
-    task, _since, _config = await db_call(send_and_attach)(ctx, params, streaming=True)
-    return sse.task_stream(task.id, watched=task.watched)
+    """Send, then stream: the Task first, then status/artifact updates until the task
+    ends or asks again."""
+    task, since_seq, _config = await db_call(send_and_attach)(ctx, params, streaming=True)
+    return sse.task_stream(task.id, watched=task.watched, sent=True, since_seq=since_seq)

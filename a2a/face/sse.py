@@ -258,11 +258,25 @@ async def wait_until_settled(
 
 
 async def task_stream(
-    task_id: uuid.UUID | str, *, watched: bool = False
+    task_id: uuid.UUID | str,
+    *,
+    watched: bool = False,
+    sent: bool = False,
+    since_seq: int | None = None,
 ) -> AsyncIterator[dict[str, Any] | None]:
     """The StreamResponse events of a task: the current Task first, then every new status
     (and the artifacts on completion), closing after a final state. Yields
-    :data:`KEEPALIVE` while nothing happens."""
+    :data:`KEEPALIVE` while nothing happens.
+
+    ``sent``: the stream answers a message (``SendStreamingMessage``), so it also closes
+    once the task is interrupted (INPUT_REQUIRED, AUTH_REQUIRED) after ``since_seq``, as
+    the specification's streams do and as clients built on a2a-sdk wait for (the answer
+    goes by a new message, which opens a new stream). A subscription stays open to the
+    end."""
+
+    def ends(state: str, seq: int) -> bool:
+        return state in TERMINAL_STATES or (sent and _settled(state, seq, since_seq))
+
     async with Subscription(task_id, watched=watched) as sub:
         snap = await db_call(snapshot)(task_id, with_history=True)
         if snap is None:
@@ -270,7 +284,7 @@ async def task_stream(
         yield {"task": snap["task"]}
         last = snap["seq"]
         state = snap["task"]["status"]["state"]
-        while state not in TERMINAL_STATES:
+        while not ends(state, last):
             message = await sub.next(recheck_seconds())
             if message is None:
                 message = await db_call(snapshot)(task_id)

@@ -159,6 +159,19 @@ async def the_protocol_scenario(world: dict[str, Any], binding: str) -> None:
         assert states(events)[-1] == "TASK_STATE_COMPLETED"
         assert any("artifactUpdate" in e for e in events)
 
+        # A streaming send ends once the task asks: the client's turn (as a2a-sdk's own
+        # servers do; clients such as ADK's wait for the stream's end). The answer goes
+        # by a new streaming send, which starts from the task and streams to its end.
+        request = pb.SendMessageRequest(message=message("ask"))
+        events = await asyncio.wait_for(collect(streamer.send_message(request)), 30)
+        assert states(events)[-1] == "TASK_STATE_INPUT_REQUIRED"
+        question = await client.get_task(pb.GetTaskRequest(id=events[0]["task"]["id"]))
+        request = pb.SendMessageRequest(message=reply_to(question, answer="EU"))
+        events = await asyncio.wait_for(collect(streamer.send_message(request)), 30)
+        assert events[0]["task"]["id"] == question.id
+        assert "TASK_STATE_INPUT_REQUIRED" not in states(events)
+        assert states(events)[-1] == "TASK_STATE_COMPLETED"
+
         with pytest.raises(UnsupportedOperationError):
             await collect(streamer.subscribe(pb.SubscribeToTaskRequest(id=done.id)))
 

@@ -95,6 +95,52 @@ def test_a_stream_starts_with_the_task_and_follows_it_to_the_end(
     assert events[5 - 1]["artifactUpdate"]["taskId"] == str(task.id)
 
 
+def test_a_streaming_send_ends_when_the_task_asks_and_its_answer_streams_on(
+    alice: Any, make_task: Callable[..., Task]
+) -> None:
+    """A stream that answers a message closes at an interruption after that message (the
+    client's turn), as the specification's streams do; a subscription stays open."""
+    task = make_task(alice)
+    question = {"messageId": "q", "role": "ROLE_AGENT", "parts": [{"text": "Which market?"}]}
+
+    async def scenario() -> tuple[list[str], list[str], Any]:
+        sent = sse.task_stream(task.id, sent=True)
+        watcher = sse.task_stream(task.id)
+        first = [await _next(sent)]
+        await _next(watcher)
+        await sync_to_async(task.start_work)()
+        await sync_to_async(task.require_input)(question)
+        first += [await _next(sent), await _next(sent)]
+        with pytest.raises(StopAsyncIteration):
+            await _next(sent)
+        # The answer: the reply's transition is the sequence number the stream must pass
+        # (an interruption up to it is the question being answered, not a new one).
+        await sync_to_async(task.start_work)()
+        since = await sync_to_async(task.events.count)()
+        answer = sse.task_stream(task.id, sent=True, since_seq=since)
+        second = [await _next(answer)]
+        await sync_to_async(task.require_input)(question)
+        second.append(await _next(answer))
+        with pytest.raises(StopAsyncIteration):
+            await _next(answer)
+        watched = [await _next(watcher) for _ in range(4)]
+        return _states(first), _states(second), _states(watched)
+
+    first, second, watched = run(scenario())
+    assert first == ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED"]
+    assert second == ["TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED"]
+    # The subscription saw all four changes and is still open.
+    assert watched == ["TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED"] * 2
+
+
+def _states(events: list[Any]) -> list[str]:
+    return [
+        (e.get("task") or e.get("statusUpdate"))["status"]["state"]
+        for e in events
+        if "task" in e or "statusUpdate" in e
+    ]
+
+
 def test_two_subscribers_get_the_same_events_in_the_same_order(
     alice: Any, make_task: Callable[..., Task]
 ) -> None:
