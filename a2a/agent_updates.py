@@ -160,7 +160,8 @@ def apply_agent_update(
     if state in INTERRUPTED_STATES and task.state in ACTIVE_STATES and asked_again:
         # A question a person already answered, reported again before the agent took the
         # answer in (0.3 agents answer a non-blocking reply with the task as it was):
-        # stale news, not a new question.
+        # stale news, not a new question (nor the status message of the task now).
+        fields.pop("status_message", None)
         _update(task, fields)
         return task
     history = (remote or {}).get("history")

@@ -174,6 +174,10 @@ class Task(TaskScheduling, models.Model):
             )
         now = timezone.now()
         updates = {"state": to_state, "state_changed_at": now, "updated_at": now, **fields}
+        # A status's message belongs to that status (A2A's TaskStatus): a new state keeps
+        # only the message reported with it, so a client is not shown the question again
+        # once it was answered, or a progress note on the finished task.
+        updates.setdefault("status_message", None)
         if to_state in TERMINAL_STATES or to_state in INTERRUPTED_STATES:
             updates.setdefault("next_action", NextAction.NONE)
             updates.setdefault("next_poll_at", None)

@@ -4,8 +4,11 @@ from typing import Any
 
 import pytest
 
+from a2a.agent_updates import apply_agent_update
+from a2a.face.serializers import task_status
 from a2a.models import InvalidTransition, Task, TaskEvent
 from a2a.states import NextAction, TaskState, normalize_state
+from a2a.task_actions import reply_to_task
 
 
 @pytest.fixture
@@ -71,3 +74,29 @@ def test_only_failed_tasks_can_be_resubmitted(task: Task) -> None:
 )
 def test_it_normalizes_agent_state_spellings(raw: object, expected: str | None) -> None:
     assert normalize_state(raw) == expected
+
+
+def test_a_status_message_belongs_to_its_status(task: Task) -> None:
+    """A2A's TaskStatus carries the message of that status: once a question is answered,
+    the task's status (as the face shows it) no longer repeats it, not even when a 0.3
+    agent answers the reply with the task as it was; nor does the finished task show an
+    old progress note."""
+    progress = {"messageId": "p1", "role": "ROLE_AGENT", "parts": [{"text": "Reading..."}]}
+    question = {"messageId": "q1", "role": "ROLE_AGENT", "parts": [{"text": "Which market?"}]}
+    apply_agent_update(task, status={"state": "TASK_STATE_WORKING", "message": progress}, via="poll")
+    assert task_status(task)["message"]["parts"] == progress["parts"]
+    asked = {"state": "TASK_STATE_INPUT_REQUIRED", "message": question}
+    apply_agent_update(task, status=asked, via="poll")
+    assert task_status(task)["message"]["parts"] == question["parts"]
+    reply_to_task(task, text="EU")
+    assert (task.state, task.status_message) == (TaskState.WORKING, None)
+    apply_agent_update(task, status=asked, via="send")  # the question again: stale
+    task.refresh_from_db()
+    assert (task.state, task.status_message) == (TaskState.WORKING, None)
+    assert "message" not in task_status(task)
+    apply_agent_update(task, status={"state": "TASK_STATE_WORKING", "message": progress}, via="poll")
+    done = [{"artifactId": "a", "parts": [{"data": {"verdict": "pass"}}]}]
+    apply_agent_update(task, status={"state": "TASK_STATE_COMPLETED"}, artifacts=done, via="poll")
+    task.refresh_from_db()
+    assert task.state == TaskState.COMPLETED
+    assert "message" not in task_status(task)
