@@ -83,7 +83,8 @@ def test_a_status_message_belongs_to_its_status(task: Task) -> None:
     old progress note."""
     progress = {"messageId": "p1", "role": "ROLE_AGENT", "parts": [{"text": "Reading..."}]}
     question = {"messageId": "q1", "role": "ROLE_AGENT", "parts": [{"text": "Which market?"}]}
-    apply_agent_update(task, status={"state": "TASK_STATE_WORKING", "message": progress}, via="poll")
+    working = {"state": "TASK_STATE_WORKING", "message": progress}
+    apply_agent_update(task, status=working, via="poll")
     assert task_status(task)["message"]["parts"] == progress["parts"]
     asked = {"state": "TASK_STATE_INPUT_REQUIRED", "message": question}
     apply_agent_update(task, status=asked, via="poll")
@@ -94,7 +95,7 @@ def test_a_status_message_belongs_to_its_status(task: Task) -> None:
     task.refresh_from_db()
     assert (task.state, task.status_message) == (TaskState.WORKING, None)
     assert "message" not in task_status(task)
-    apply_agent_update(task, status={"state": "TASK_STATE_WORKING", "message": progress}, via="poll")
+    apply_agent_update(task, status=working, via="poll")
     done = [{"artifactId": "a", "parts": [{"data": {"verdict": "pass"}}]}]
     apply_agent_update(task, status={"state": "TASK_STATE_COMPLETED"}, artifacts=done, via="poll")
     task.refresh_from_db()

@@ -1,11 +1,13 @@
-"""End to end with independent clients: the official a2a-sdk 0.3 client (its own
-environment, a child process), two callers whose ids collide seen at a real a2a-sdk agent,
-an agent's bare Message answer, and hostile bytes through daphne. Slow (boots processes)."""
+"""End to end with independent clients: the official a2a-sdk 0.3 client and Google ADK's
+``RemoteA2aAgent`` (each in its own environment, a child process), two callers whose ids
+collide seen at a real a2a-sdk agent, an agent's bare Message answer, and hostile bytes
+through daphne. Slow (boots processes)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,10 +17,14 @@ import pytest
 from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import MessageToDict
 
+from a2a.models import Task
+from a2a.states import TaskState
 from tests.a2a_face.test_live_sdk import message, sdk_client, send
 from tests.a2a_face.test_push import Webhook
+from tests.support.adk_agent import adk_python
 from tests.support.agents import TestAgent
 from tests.support.legacy_sdk import legacy_python
+from tests.support.venvs import BASE_DIR
 
 
 async def the_ids_and_message_scenario(world: dict[str, Any], peer: TestAgent) -> None:
@@ -134,3 +140,49 @@ def test_bad_bytes_on_a_real_daphne_get_json_4xx(world: dict[str, Any]) -> None:
                 "/jsonrpc" in path and "error" in response.json()
             ), (path, response.status_code, response.text[:200])
             assert response.headers["Content-Type"] == "application/json", path
+
+
+@pytest.mark.slow
+def test_an_adk_orchestrator_delegates_to_the_platform(world: dict[str, Any]) -> None:
+    """Google ADK's ``RemoteA2aAgent`` (ADK's A2A client, in its own environment) driven by
+    ADK's runner: a task that completes, one that asks (ADK shows the question as a
+    request for the user's input) and is answered in the same session, one that fails,
+    and a message with only text. It streams each send and waits for the stream's end."""
+    run = subprocess.run(
+        [str(adk_python()), "-m", "tests.support.adk_client", world["url"], world["alice"]],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        cwd=BASE_DIR,
+        env={**os.environ, "ADK_DISABLE_TELEMETRY": "1"},
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+
+    def said(turn: str) -> list[Any]:
+        return [item for event in seen[turn] for item in event["said"]]
+
+    def task_ids(turn: str) -> set[str]:
+        return {event["meta"]["task_id"] for event in seen[turn]}
+
+    assert said("complete") == [{"verdict": "pass"}]
+    assert said("ask")[-1] == {
+        "call": "mock_function_call_for_required_user_input",
+        "args": {"input_required": "Which market: EU or UK?"},
+    }
+    # The answer resumed the same task (ADK sends it with the task's id).
+    assert {"verdict": "pass", "answer": "EU"} in said("answer")
+    assert task_ids("answer") == task_ids("ask")
+    assert said("fail") == ["The agent broke."]
+    assert said("text") == [{"verdict": "pass"}]
+    tasks = Task.objects.order_by("created_at")
+    assert [t.state for t in tasks] == [
+        TaskState.COMPLETED,
+        TaskState.COMPLETED,
+        TaskState.FAILED,
+        TaskState.COMPLETED,
+    ]
+    assert {str(t.id) for t in tasks} == {
+        i for turn in ("complete", "ask", "fail", "text") for i in task_ids(turn)
+    }
