@@ -60,7 +60,7 @@ from a2a.models import Task
 from a2a.states import ACTIVE_STATES, NextAction, TaskState, Transport, normalize_state
 from a2a.task_actions import handle_send_failure
 from a2a.transports.base import AgentReply, AgentTransport
-from a2a.wire import collect_output, reply_output
+from a2a.wire import task_output
 from agent_profiles.interfaces import CallTarget
 
 log = logging.getLogger(__name__)
@@ -319,17 +319,15 @@ def read_task(target: CallTarget, remote_task_id: str) -> AgentReply:
 
 
 def _output_in_history(reply: AgentReply) -> bool:
-    """Whether a poll found the task COMPLETED with no output in its artifacts or status
-    message: then its output may be the agent's last message, which a poll leaves out
-    (LangGraph's server keeps a task's result there). Once per task, at its end, and only
-    for agents that answer so."""
+    """Whether a poll found the task COMPLETED with no output (no value, no text) in its
+    artifacts or status message: then its output may be the agent's last message, which
+    a poll leaves out (LangGraph's server keeps a task's result there). Once per task, at
+    its end, and only for agents that answer so."""
     remote = reply.task or {}
     status = remote.get("status") or {}
     if normalize_state(status.get("state")) != TaskState.COMPLETED or remote.get("history"):
         return False
-    return collect_output(remote.get("artifacts")) is None and (
-        reply_output(status.get("message"), None) is None
-    )
+    return task_output(remote.get("artifacts"), status.get("message")) is None
 
 
 def poll_failed(task: Task, target: CallTarget, exc: A2ACallError) -> None:

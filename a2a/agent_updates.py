@@ -35,11 +35,10 @@ from a2a.states import (
 )
 from a2a.wire import (
     artifacts_bytes,
-    collect_output,
     message_text,
     question_of,
-    reply_output,
     schema_errors,
+    task_output,
 )
 from platform_site.text import find_bad_text
 
@@ -123,10 +122,10 @@ def apply_agent_update(
 
     WORKING/SUBMITTED → keep following; INPUT_REQUIRED/AUTH_REQUIRED → the question is
     stored and polling pauses; COMPLETED → the artifacts' data (or, when they carry none,
-    the status message's or the last agent message's in ``remote``'s history:
-    :func:`a2a.wire.reply_output`) is validated against the skill's ``output_schema``
-    (valid → COMPLETED with ``output``; invalid → FAILED ``output_invalid`` with the
-    errors); FAILED/REJECTED/CANCELED → the matching verb.
+    the status message's or the last agent message's in ``remote``'s history; their text
+    when no part holds a value: :func:`a2a.wire.task_output`) is validated against the
+    skill's ``output_schema`` (valid → COMPLETED with ``output``; invalid → FAILED
+    ``output_invalid`` with the errors); FAILED/REJECTED/CANCELED → the matching verb.
     News about a task that already ended is recorded (conversation, remote ids) and
     otherwise ignored. Raises :class:`A2AProtocolError` for a status we cannot read.
     ``also``: more non-state fields to store in the same write (a push's metadata).
@@ -261,9 +260,7 @@ def _move(
             auth = state == TaskState.AUTH_REQUIRED
             return task.require_input(question_of(message, artifacts), auth=auth, **fields)
     elif state == TaskState.COMPLETED:
-        output = collect_output(artifacts) if artifacts else None
-        if output is None:
-            output = reply_output(message, history)
+        output = task_output(artifacts, message, history)
         return _complete(task, output, artifacts or [], fields, via_text)
     elif state == TaskState.FAILED:
         text = message_text(message) or "The agent reported the task as failed."

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import uuid
 from typing import Any
 
@@ -64,32 +65,50 @@ def relay_message(
     return relayed
 
 
-def _part_data(part: Any) -> Any:
-    """The structured data in one part: a data part, or a text part holding JSON."""
-    if not isinstance(part, dict):
+# A Markdown code block that is the whole text, as language models often answer JSON.
+_FENCED = re.compile(r"```[\w+.-]*[ \t]*\r?\n(.*?)\r?\n?[ \t]*```", re.DOTALL)
+
+
+def json_in_text(text: str) -> Any:
+    """The JSON object or array a text holds: all of it, or a Markdown code block
+    (```json ... ```) that is all of it; else None."""
+    body = text.strip()
+    fenced = _FENCED.fullmatch(body)
+    if fenced is not None:
+        body = fenced.group(1).strip()
+    if body[:1] not in ("{", "["):
         return None
-    if "data" in part:
-        data = part["data"]
-        # 0.3 wrapped data parts as {"kind": "data", "data": {...}}; 1.0 JSON is a Value.
-        return data
-    text = part.get("text")
-    if isinstance(text, str) and text.lstrip()[:1] in ("{", "["):
-        try:
-            return json.loads(text)
-        except ValueError:
-            return None
-    return None
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+def _texts(parts: list[Any]) -> list[str]:
+    return [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
 
 
 def data_parts(parts: Any) -> list[Any]:
-    """All structured values of a list of parts, in order."""
+    """All structured values of a list of parts, in order: its data parts (0.3 wrapped
+    them as ``{"kind": "data", "data": ...}``; 1.0 JSON is a Value). Only when none is a
+    data part: the JSON its text parts hold, each, else all of them joined (a value an
+    agent streamed in chunks, appended to one artifact as parts of text)."""
     if not isinstance(parts, list):
         return []
-    values = [_part_data(p) for p in parts if isinstance(p, dict) and "data" in p]
+    values = [p["data"] for p in parts if isinstance(p, dict) and "data" in p]
     if values:
         return values
-    # Only when no part is a data part: text parts that hold JSON.
-    return [v for v in (_part_data(p) for p in parts) if v is not None]
+    texts = _texts(parts)
+    values = [v for v in map(json_in_text, texts) if v is not None]
+    if values or len(texts) < 2:
+        return values
+    joined = json_in_text("".join(texts))
+    return [] if joined is None else [joined]
+
+
+def _text_of(parts: Any) -> str:
+    """The text of a list of parts: its text parts joined as the chunks they may be."""
+    return "".join(_texts(parts)).strip() if isinstance(parts, list) else ""
 
 
 def collect_output(artifacts: list[Any] | None) -> Any:
@@ -116,19 +135,30 @@ def message_output(message: Any) -> Any:
 AGENT_ROLES = ("ROLE_AGENT", "agent")  # A2A 1.0, and 0.3 as some 1.0 servers still write
 
 
-def reply_output(status_message: Any, history: Any) -> Any:
-    """The output of a completed task whose artifacts carry none: the completing status's
-    message, else the task's last message from the agent (its ``history``). An agent
-    that answers its result as a message rather than an artifact is read all the same
-    (LangGraph's server answers a task's ``GetTask`` and ``ListTasks`` that way: the
-    artifact only comes with the send's answer or stream)."""
-    value = message_output(status_message)
-    if value is not None or not isinstance(history, list):
-        return value
-    for message in reversed(history):
+def _last_agent_message(history: Any) -> Any:
+    for message in reversed(history if isinstance(history, list) else []):
         if isinstance(message, dict) and message.get("role") in AGENT_ROLES:
-            return message_output(message)
+            return message
     return None
+
+
+def task_output(artifacts: Any, status_message: Any = None, history: Any = None) -> Any:
+    """The output of a completed task. A structured value first: the artifacts' (see
+    :func:`collect_output`), else the completing status message's, else the agent's last
+    message's in ``history`` (LangGraph's server answers ``GetTask`` and ``ListTasks``
+    with the result there and no artifact). When none holds one, the artifacts' text (one
+    line per artifact; a bare Message answer is read as an artifact): an agent that
+    answers in prose is validated as a string. Not a status message's text: agents say
+    "Task completed" there (LangGraph's server does, with the result in the history).
+    None when there is nothing."""
+    artifacts = [a for a in artifacts if isinstance(a, dict)] if isinstance(artifacts, list) else []
+    value = collect_output(artifacts)
+    for message in (status_message, _last_agent_message(history)):
+        if value is None:
+            value = message_output(message)
+    if value is not None:
+        return value
+    return "\n".join(text for a in artifacts if (text := _text_of(a.get("parts")))) or None
 
 
 def _says_something(message: Any) -> bool:

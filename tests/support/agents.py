@@ -32,6 +32,9 @@ agent does is chosen per task by ``input["behaviour"]`` (the ``data`` part of th
 ``chunks``      WORKING, then ``input["chunks"]`` (default 10) text chunks of
                 ``input["size"]`` characters (default 1000) appended to one artifact
                 (``chunked``), then completes like ``complete``
+``written``     WORKING, then the output as JSON in a Markdown code block, as a language
+                model writes it, in chunks of ``input["size"]`` characters (default 7)
+                appended to one artifact (``answer``), then COMPLETED
 ``crash``       the executor raises (the SDK reports a failed task)
 ==============  =====================================================================
 
@@ -68,6 +71,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import threading
 import time
@@ -224,6 +228,21 @@ class BehaviourExecutor(AgentExecutor):
                     last_chunk=i == count - 1,
                 )
             await updater.add_artifact([_data_part(output)], name="result")
+            await updater.complete()
+        elif behaviour == "written":
+            # As a language model answers: the result as JSON in a Markdown code block,
+            # streamed in small chunks appended to one artifact.
+            await updater.start_work()
+            text = f"```json\n{json.dumps(output)}\n```"
+            size = int(data.get("size", 7))
+            pieces = [text[i : i + size] for i in range(0, len(text), size)]
+            for i, piece in enumerate(pieces):
+                await updater.add_artifact(
+                    [_text_part(piece)],
+                    artifact_id="answer",
+                    append=i > 0,
+                    last_chunk=i == len(pieces) - 1,
+                )
             await updater.complete()
         elif behaviour == "said":
             said = updater.new_agent_message([_data_part(output)])
