@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from a2a import transports
 from a2a.agent_updates import record_message
+from a2a.answer_shapes import shaped_parts
 from a2a.creation import _deadline, queue_processing
 from a2a.exceptions import A2ACallError
 from a2a.models import Direction, InvalidTransition, Task
@@ -38,7 +39,9 @@ def reply_to_task(
     """Answer the agent's question: a new message on the same task and context.
 
     Only for a task in INPUT_REQUIRED / AUTH_REQUIRED (else 409). The task goes back to
-    WORKING and the answer is delivered by :func:`deliver_followup`; polling resumes.
+    WORKING and the answer is delivered by :func:`deliver_followup`; polling resumes. An
+    answer to a framework that resumes only on its own shape is wrapped in it
+    (:mod:`a2a.answer_shapes`).
     """
     if task.state not in INTERRUPTED_STATES:
         raise InvalidTransition(
@@ -59,6 +62,9 @@ def reply_to_task(
             task_id=task.remote_task_id,
             context_id=task.remote_context_id,
         )
+    # Strands and ADK agents resume only on an answer in their own shape; their question
+    # says so, and the answer is wrapped to match.
+    outbound["parts"] = shaped_parts(task.question, outbound.get("parts") or [])
     who = getattr(by, "username", None) or str(by or "a person")
     with transaction.atomic():
         moved = task.transition(

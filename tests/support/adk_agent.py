@@ -7,8 +7,9 @@ No model: a :class:`BaseAgent` whose behaviour is chosen by the message's data p
 the other test agents' are (ADK hands a data part to the agent as a tagged JSON blob):
 ``complete`` (answers ``{"verdict": "pass"}`` as text, which ADK's executor turns into the
 task's artifact), ``slow`` (the same after ``seconds``), ``ask`` (a long-running tool call,
-which ADK reports as ``input-required``; the reply's text is the answer) and ``fail`` (the
-agent raises: ADK fails the task with the error's text).
+which ADK reports as ``input-required``; the answer is the function response's, or the
+reply's text marked ``(as text)``) and ``fail`` (the agent raises: ADK fails the task with
+the error's text).
 
 Run as ``python -m tests.support.adk_agent PORT``; :func:`run_adk_agent` does, in a child
 process with the peer's environment.
@@ -31,16 +32,20 @@ TAG = (b"<a2a_datapart_json>", b"</a2a_datapart_json>")
 
 
 def _data_of(content: Any) -> tuple[dict[str, Any], str]:
-    """The message's data part (ADK passes it as a tagged blob) and its text."""
+    """The message's data part (ADK passes it as a tagged blob) and the answer it
+    carries: a function response's (what completes the pending call), else its text,
+    marked as such (the call stays open; a model would read it all the same)."""
     data: dict[str, Any] = {}
     text = ""
     for part in (content.parts if content else None) or []:
         blob = part.inline_data
         if blob is not None and blob.data and blob.data.startswith(TAG[0]):
             data = json.loads(blob.data[len(TAG[0]) : -len(TAG[1])])
+        elif part.function_response is not None:
+            return data, str((part.function_response.response or {}).get("answer"))
         elif part.text:
             text += part.text
-    return data, text
+    return data, f"{text.strip()} (as text)"
 
 
 def build_app(port: int) -> Any:
@@ -59,7 +64,7 @@ def build_app(port: int) -> Any:
             data, text = _data_of(ctx.user_content)
             behaviour = data.get("behaviour", "complete")
             if not data:  # a reply to the question
-                result = {"verdict": "pass", "answer": text.strip()}
+                result = {"verdict": "pass", "answer": text}
             elif behaviour == "fail":
                 raise RuntimeError("the agent's code failed")
             elif behaviour == "ask":
