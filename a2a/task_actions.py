@@ -19,8 +19,8 @@ from a2a import transports
 from a2a.agent_updates import record_message
 from a2a.answer_shapes import shaped_parts
 from a2a.creation import _deadline, queue_processing
-from a2a.exceptions import A2ACallError
-from a2a.models import Direction, InvalidTransition, Task
+from a2a.exceptions import A2ACallError, A2APermanentError
+from a2a.models import Direction, InvalidTransition, Task, TaskEvent, TaskMessage
 from a2a.states import INTERRUPTED_STATES, NextAction, TaskState, Transport
 from a2a.wire import relay_message, user_message
 from platform_site.errors import ValidationFailed
@@ -174,7 +174,8 @@ def deliver_followup(task: Task, kind: str, message: dict[str, Any] | None) -> N
 
 
 def handle_send_failure(task: Task, error: A2ACallError) -> Task:
-    """A send to the agent failed: retry over HTTP, fall back to the gateway, or fail.
+    """A send to the agent failed: retry over HTTP, fall back to the gateway, or fail; a
+    reply the agent refused for what it says goes back to the person (:func:`_ask_again`).
 
     Transient errors (connection, timeout, 5xx, 429) are retried after
     ``A2A_RETRY_BACKOFF * 2^(n-1)`` seconds (or the agent's ``Retry-After`` when longer)
@@ -184,6 +185,8 @@ def handle_send_failure(task: Task, error: A2ACallError) -> Task:
     socket. A 2xx answer that is not A2A fails the task (the agent may have acted on it).
     While the task waits, ``error`` keeps the agent's last answer.
     """
+    if _answer_refused(task, error):
+        return _ask_again(task, error)
     gateway = transports.gateway()
     if gateway.takes_over_now(task, error):
         _keep_last_answer(task, error)
@@ -211,6 +214,30 @@ def handle_send_failure(task: Task, error: A2ACallError) -> Task:
         return gateway.hand_over(task, error)
     message = f"Agent '{task.agent_id}' did not accept the task: {error.message}"
     if not task.fail(error.code, message, err["details"], metadata=metadata):
+        _moved_meanwhile(task, held)
+    return task
+
+
+def _answer_refused(task: Task, error: A2ACallError) -> bool:
+    """Whether the agent refused a reply for what it says (a JSON-RPC error such as
+    -32602, an HTTP 400): not for who sends it (401/403), nor a task or a method it does
+    not know (the other permanent errors' codes). The agent still waits for an answer."""
+    replying = bool((task.outbound_message or {}).get("taskId") and task.remote_task_id)
+    return replying and type(error) is A2APermanentError and error.code == "agent_refused"
+
+
+def _ask_again(task: Task, error: A2ACallError) -> Task:
+    """A refused answer: the task waits for a person again, with the agent's question
+    (its latest message) and, in ``error``, why the answer was refused. Handing the reply
+    to the gateway, as other refusals go, would wait for a connection the agent may
+    never make, the question unanswered."""
+    held = task.lease_until
+    asked = TaskMessage.objects.filter(task=task, direction=Direction.FROM_AGENT).last()
+    replied = TaskEvent.objects.filter(task=task, to_state=TaskState.WORKING).last()
+    auth = replied is not None and replied.from_state == TaskState.AUTH_REQUIRED
+    err = error.as_error()
+    err["message"] = f"The agent refused the answer; answer again. {error.message}"
+    if not task.require_input(asked.message if asked else None, auth=auth, error=err):
         _moved_meanwhile(task, held)
     return task
 

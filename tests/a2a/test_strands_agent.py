@@ -49,3 +49,32 @@ def test_a_strands_agent_completes_asks_fails_and_is_canceled(
     assert sent.order_by("id").last().message["parts"] == [
         {"data": {"interruptResponse": response}}
     ]
+
+
+def test_an_answer_the_agent_refuses_goes_back_to_the_person(
+    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    """A face client's answer naming an interrupt the agent is not waiting on: Strands
+    refuses it (JSON-RPC -32602). The task waits for a person again, with the question and
+    the agent's reason, instead of handing the reply to the gateway (as other refusals
+    go) where it would wait for a connection this agent never makes; the next answer
+    completes it."""
+    with run_strands_agent() as peer:
+        make_agent(skills=[make_skill()], a2a_endpoint=peer.url)
+        user = make_user()
+        waiting = lambda t: t.state == TaskState.INPUT_REQUIRED  # noqa: E731
+        with live(**ENV):
+            asked = wait_for(start(user, "ask"), waiting)
+            question = asked.question
+            wrong = {"interruptResponse": {"interruptId": "not-asked", "response": "EU"}}
+            reply_to_task(asked, data=wrong)
+            asked = wait_for(asked, lambda t: waiting(t) and t.error is not None, timeout=30)
+            assert asked.question == question
+            assert asked.error["code"] == "agent_refused"
+            assert asked.error["message"].startswith("The agent refused the answer")
+            assert "-32602" in asked.error["message"]
+            assert asked.transport == "a2a"  # not handed to the gateway
+            reply_to_task(asked, text="EU")
+            done = wait_for(asked, timeout=30)
+    assert (done.state, done.output) == (TaskState.COMPLETED, {"verdict": "pass", "answer": "EU"})
+    assert done.error is None

@@ -158,6 +158,44 @@ def test_a_permanent_failure_falls_back_to_the_gateway_at_once(task: Task) -> No
     assert "agent_refused" in task.metadata["fallbacks"][0]["reason"]
 
 
+def test_an_answer_the_agent_refuses_goes_back_to_the_person(task: Task) -> None:
+    """A reply refused for what it says (HTTP 400, a JSON-RPC error such as -32602): the
+    question stands at the agent, so the task waits for a person again, with the
+    question and why; not the gateway, which a reply refused so would wait on."""
+    asked = _ask(task).question
+    services.reply_to_task(task, text="maybe")
+    services.handle_send_failure(task, A2APermanentError("Invalid params", status=400))
+    task.refresh_from_db()
+    assert (task.state, task.transport, task.question) == (
+        TaskState.INPUT_REQUIRED,
+        "a2a",
+        asked,
+    )
+    assert task.error["code"] == "agent_refused"
+    assert task.error["message"] == "The agent refused the answer; answer again. Invalid params"
+    assert task.next_action == NextAction.NONE
+    services.reply_to_task(task, text="EU")
+    task.refresh_from_db()
+    assert task.outbound_message["parts"] == [{"text": "EU"}]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        A2APermanentError("gone", code="remote_task_not_found", status=404),
+        A2APermanentError("who?", code="agent_auth_failed", status=401),
+    ],
+)
+def test_a_reply_refused_for_another_reason_still_goes_to_the_gateway(
+    task: Task, error: A2ACallError
+) -> None:
+    _ask(task)
+    services.reply_to_task(task, text="EU")
+    services.handle_send_failure(task, error)
+    task.refresh_from_db()
+    assert (task.state, task.transport) == (TaskState.WORKING, "offline")
+
+
 def test_an_answer_that_is_not_a2a_fails_at_once(task: Task) -> None:
     services.handle_send_failure(task, A2AProtocolError("html"))
     task.refresh_from_db()
