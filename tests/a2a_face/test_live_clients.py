@@ -143,11 +143,16 @@ def test_bad_bytes_on_a_real_daphne_get_json_4xx(world: dict[str, Any]) -> None:
 
 
 @pytest.mark.slow
-def test_an_adk_orchestrator_delegates_to_the_platform(world: dict[str, Any]) -> None:
+def test_an_adk_orchestrator_delegates_to_the_platform(
+    world: dict[str, Any], make_skill: Any
+) -> None:
     """Google ADK's ``RemoteA2aAgent`` (ADK's A2A client, in its own environment) driven by
     ADK's runner: a task that completes, one that asks (ADK shows the question as a
     request for the user's input) and is answered in the same session, one that fails,
-    and a message with only text. It streams each send and waits for the stream's end."""
+    and a message with only text. It streams each send and waits for the stream's end;
+    it names the skill in the request's metadata (its ``a2a_request_meta_provider``), as
+    the platform offers two."""
+    make_skill(id="ce-summary", name="CE summary")
     run = subprocess.run(
         [str(adk_python()), "-m", "tests.support.adk_client", world["url"], world["alice"]],
         capture_output=True,

@@ -64,6 +64,8 @@ async def scenario(base: str, token: str) -> dict[str, Any]:
         name="platform",
         agent_card=f"{base}/.well-known/agent-card.json",
         httpx_client=http,
+        # The platform offers several skills: ADK names one in the request's metadata.
+        a2a_request_meta_provider=lambda _ctx, _message: {"skillId": "ce-review"},
     )
     runner = InMemoryRunner(agent=remote, app_name="orchestrator")
 
