@@ -69,7 +69,7 @@ def relay_message(
 _FENCED = re.compile(r"```[\w+.-]*[ \t]*\r?\n(.*?)\r?\n?[ \t]*```", re.DOTALL)
 
 
-def json_in_text(text: str) -> Any:
+def _json_in_text(text: str) -> Any:
     """The JSON object or array a text holds: all of it, or a Markdown code block
     (```json ... ```) that is all of it; else None."""
     body = text.strip()
@@ -99,10 +99,10 @@ def data_parts(parts: Any) -> list[Any]:
     if values:
         return values
     texts = _texts(parts)
-    values = [v for v in map(json_in_text, texts) if v is not None]
+    values = [v for v in map(_json_in_text, texts) if v is not None]
     if values or len(texts) < 2:
         return values
-    joined = json_in_text("".join(texts))
+    joined = _json_in_text("".join(texts))
     return [] if joined is None else [joined]
 
 
