@@ -218,12 +218,23 @@ def handle_send_failure(task: Task, error: A2ACallError) -> Task:
     return task
 
 
+# HTTP statuses of a refusal of what a request says; a JSON-RPC error comes with none
+# (HTTP 200). Not 404/410 (the endpoint is gone: the gateway may still reach the agent).
+_CONTENT_REFUSALS = (None, 400, 409, 413, 415, 422)
+
+
 def _answer_refused(task: Task, error: A2ACallError) -> bool:
     """Whether the agent refused a reply for what it says (a JSON-RPC error such as
-    -32602, an HTTP 400): not for who sends it (401/403), nor a task or a method it does
-    not know (the other permanent errors' codes). The agent still waits for an answer."""
+    -32602, an HTTP 400): not for who sends it (401/403, ``agent_auth_failed``), nor a
+    task, a method or an endpoint it does not know (other codes, 404). The agent still
+    waits for an answer."""
     replying = bool((task.outbound_message or {}).get("taskId") and task.remote_task_id)
-    return replying and type(error) is A2APermanentError and error.code == "agent_refused"
+    return (
+        replying
+        and type(error) is A2APermanentError
+        and error.code == "agent_refused"
+        and error.status in _CONTENT_REFUSALS
+    )
 
 
 def _ask_again(task: Task, error: A2ACallError) -> Task:

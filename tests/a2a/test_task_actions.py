@@ -183,6 +183,7 @@ def test_an_answer_the_agent_refuses_goes_back_to_the_person(task: Task) -> None
     "error",
     [
         A2APermanentError("gone", code="remote_task_not_found", status=404),
+        A2APermanentError("no such endpoint", status=404),
         A2APermanentError("who?", code="agent_auth_failed", status=401),
     ],
 )
@@ -271,3 +272,12 @@ def test_retry_of_a_relayed_task_resends_the_callers_first_message(skill: Any, a
     assert task.outbound_message["parts"] == [{"text": "review my lamp"}]
     assert task.outbound_message["messageId"] not in {"m1", "m2"}
     assert "taskId" not in task.outbound_message
+
+
+def test_a_json_rpc_refusal_of_an_answer_goes_back_to_the_person(task: Task) -> None:
+    """A JSON-RPC error comes with HTTP 200 (no status on the error)."""
+    _ask(task)
+    services.reply_to_task(task, text="maybe")
+    services.handle_send_failure(task, A2APermanentError("-32602: Invalid params"))
+    task.refresh_from_db()
+    assert (task.state, task.transport) == (TaskState.INPUT_REQUIRED, "a2a")
