@@ -1,10 +1,12 @@
 """The platform drives an agent built with Google's Agent Development Kit and served as
 ADK serves agents over A2A (``to_a2a``: ADK's executor on a2a-sdk's JSON-RPC server), end
-to end. What differs from a plain a2a-sdk agent is ADK's executor: the agent's words come
-as WORKING status messages and its last one becomes the task's artifact, a question is a
-long-running tool call reported as INPUT_REQUIRED (the call, with its arguments, is what
-a person is shown), and an error fails the task with its text. The live platform runs in
-this pass's mode. Slow: one test covering a lot."""
+to end: an ``LlmAgent`` with a long-running tool, its model scripted. What differs from a
+plain a2a-sdk agent is ADK's executor: the agent's words come as WORKING status messages
+and its last one becomes the task's artifact, a question is a long-running tool call
+reported as INPUT_REQUIRED (the call, with its arguments, is what a person is shown) and
+answered by a function response (which ADK gives the model as the tool's result), and an
+error fails the task with its text. The live platform runs in this pass's mode. Slow: one
+test covering a lot."""
 
 from __future__ import annotations
 

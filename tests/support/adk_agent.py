@@ -3,13 +3,15 @@ serves any agent over A2A (``google.adk.a2a.utils.agent_to_a2a.to_a2a``: ADK's o
 executor on a2a-sdk's JSON-RPC server, its card built from the agent), in its own cached
 environment (``.peers/adk/``, :func:`tests.support.venvs.cached_venv`).
 
-No model: a :class:`BaseAgent` whose behaviour is chosen by the message's data part, as
-the other test agents' are (ADK hands a data part to the agent as a tagged JSON blob):
-``complete`` (answers ``{"verdict": "pass"}`` as text, which ADK's executor turns into the
-task's artifact), ``slow`` (the same after ``seconds``), ``ask`` (a long-running tool call,
-which ADK reports as ``input-required``; the answer is the function response's, or the
-reply's text marked ``(as text)``) and ``fail`` (the agent raises: ADK fails the task with
-the error's text).
+An ``LlmAgent`` with a long-running tool, as ADK's human-in-the-loop agents are built,
+whose model is scripted (no language model): it answers by the message's data part, as
+the other test agents do (ADK hands a data part to the model as a tagged JSON blob):
+``complete`` (``{"verdict": "pass"}`` as text, which ADK's executor turns into the task's
+artifact), ``slow`` (the same after ``seconds``), ``ask`` (calls the long-running tool
+``ask_person``, which ADK reports as ``input-required``; the answer is the call's function
+response, which ADK puts in place of the tool's "pending" result, or else text the model
+reads, marked ``(as text)``) and ``fail`` (the model raises: ADK fails the task with the
+error's text).
 
 Run as ``python -m tests.support.adk_agent PORT``; :func:`run_adk_agent` does, in a child
 process with the peer's environment.
@@ -21,7 +23,6 @@ import asyncio
 import json
 import os
 import sys
-import uuid
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,66 +32,77 @@ REQUIREMENTS = ("google-adk[a2a]==2.13.0", "a2a-sdk==1.3.0", "uvicorn==0.55.0")
 TAG = (b"<a2a_datapart_json>", b"</a2a_datapart_json>")
 
 
-def _data_of(content: Any) -> tuple[dict[str, Any], str]:
-    """The message's data part (ADK passes it as a tagged blob) and the answer it
-    carries: a function response's (what completes the pending call), else its text,
-    marked as such (the call stays open; a model would read it all the same)."""
+def _conversation(contents: list[Any]) -> tuple[dict[str, Any], Any, str]:
+    """What the model is given, read back: the task's data (the first message's data
+    part, which ADK passes as a tagged blob), the latest tool result, and the latest
+    user text after the task's message (an answer sent as text)."""
     data: dict[str, Any] = {}
+    result: Any = None
     text = ""
-    for part in (content.parts if content else None) or []:
-        blob = part.inline_data
-        if blob is not None and blob.data and blob.data.startswith(TAG[0]):
-            data = json.loads(blob.data[len(TAG[0]) : -len(TAG[1])])
-        elif part.function_response is not None:
-            return data, str((part.function_response.response or {}).get("answer"))
-        elif part.text:
-            text += part.text
-    return data, f"{text.strip()} (as text)"
+    for content in contents:
+        for part in content.parts or []:
+            blob = part.inline_data
+            if blob is not None and blob.data and blob.data.startswith(TAG[0]) and not data:
+                data = json.loads(blob.data[len(TAG[0]) : -len(TAG[1])])
+            elif part.function_response is not None:
+                result = part.function_response.response or {}
+            elif part.text and content.role == "user" and data:
+                text = part.text
+    return data, result, text
 
 
 def build_app(port: int) -> Any:
-    """The Starlette app ``to_a2a`` makes of the behaviours agent. (ADK is imported here:
-    the tests import this module, for :func:`run_adk_agent`, where ADK is not installed.)"""
+    """The Starlette app ``to_a2a`` makes of an ``LlmAgent`` whose model is scripted.
+    (ADK is imported here: the tests import this module, for :func:`run_adk_agent`, where
+    ADK is not installed.)"""
     from google.adk.a2a.utils.agent_to_a2a import to_a2a
-    from google.adk.agents import BaseAgent
-    from google.adk.agents.invocation_context import InvocationContext
-    from google.adk.events import Event
+    from google.adk.agents import LlmAgent
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_request import LlmRequest
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.tools.long_running_tool import LongRunningFunctionTool
     from google.genai import types
 
-    class Behaviours(BaseAgent):
-        """Does what the message's ``behaviour`` says; a reply answers a question."""
+    def ask_person(question: str) -> dict[str, str]:
+        """Ask a person; the answer comes later, as this call's response."""
+        return {"status": "pending"}
 
-        async def _run_async_impl(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
-            data, text = _data_of(ctx.user_content)
+    def said(**content: Any) -> LlmResponse:
+        return LlmResponse(content=types.Content(role="model", parts=[types.Part(**content)]))
+
+    class Scripted(BaseLlm):
+        """Answers as the task's ``behaviour`` says (see the module docstring)."""
+
+        model: str = "scripted"
+
+        async def generate_content_async(
+            self, llm_request: LlmRequest, stream: bool = False
+        ) -> AsyncGenerator[LlmResponse, None]:
+            data, result, text = _conversation(llm_request.contents)
             behaviour = data.get("behaviour", "complete")
-            if not data:  # a reply to the question
-                result = {"verdict": "pass", "answer": text}
-            elif behaviour == "fail":
+            if behaviour == "fail":
                 raise RuntimeError("the agent's code failed")
-            elif behaviour == "ask":
-                call = types.FunctionCall(
-                    id=f"ask-{uuid.uuid4().hex[:8]}",
-                    name="ask_person",
-                    args={"question": "Which market: EU or UK?"},
-                )
-                yield Event(
-                    author=self.name,
-                    invocation_id=ctx.invocation_id,
-                    content=types.Content(role="model", parts=[types.Part(function_call=call)]),
-                    long_running_tool_ids={call.id},
-                )
+            if behaviour == "ask" and result is None and not text:
+                question = {"question": "Which market: EU or UK?"}
+                yield said(function_call=types.FunctionCall(name="ask_person", args=question))
                 return
-            else:
-                if behaviour == "slow":
-                    await asyncio.sleep(float(data.get("seconds", 1)))
-                result = {"verdict": "pass"}
-            yield Event(
-                author=self.name,
-                invocation_id=ctx.invocation_id,
-                content=types.Content(role="model", parts=[types.Part(text=json.dumps(result))]),
-            )
+            if behaviour == "ask" and (result or {}).get("status") == "pending" and not text:
+                yield said(text="I asked a person; waiting for the answer.")
+                return
+            if behaviour == "slow":
+                await asyncio.sleep(float(data.get("seconds", 1)))
+            answer: dict[str, Any] = {"verdict": "pass"}
+            if behaviour == "ask":  # the tool's result, or text the model was sent
+                answer["answer"] = (result or {}).get("answer") or f"{text.strip()} (as text)"
+            yield said(text=json.dumps(answer))
 
-    agent = Behaviours(name="reviewer", description="Reviews a product against the rules.")
+    agent = LlmAgent(
+        name="reviewer",
+        description="Reviews a product against the rules.",
+        model=Scripted(),
+        instruction="Review the product.",
+        tools=[LongRunningFunctionTool(ask_person)],
+    )
     return to_a2a(agent, host="127.0.0.1", port=port)
 
 
