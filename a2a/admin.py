@@ -21,7 +21,7 @@ from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.states import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a.task_page import page_context
-from a2a.wire import message_text
+from a2a.wire import said_text
 from agent_profiles.models import AgentProfile, AgentStatus
 from platform_site import console
 from platform_site.errors import PlatformError
@@ -124,7 +124,7 @@ class TaskAdmin(admin.ModelAdmin):
     def question_col(self, task: Task) -> str:
         if task.state not in INTERRUPTED_STATES:
             return ""
-        text = message_text(task.question) or "(data)"
+        text = said_text(task.question) or "(data)"
         return format_html('<span title="{}">{}</span>', text, text[:60])
 
     # --- the task page ---------------------------------------------------------------
@@ -268,7 +268,7 @@ class TaskAdmin(admin.ModelAdmin):
             **self.admin_site.each_context(request),
             "title": f"Answer the agent on task {task.id}",
             "task": task,
-            "question": message_text(task.question) or "(a data question: see the task)",
+            "question": said_text(task.question) or "(a data question: see the task)",
             "waiting": task.state in INTERRUPTED_STATES,
             "form": form,
             "opts": self.model._meta,

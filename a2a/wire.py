@@ -216,6 +216,35 @@ def message_text(message: Any) -> str:
     return " ".join(t for t in texts if isinstance(t, str)).strip()
 
 
+def _strings(value: Any, found: list[str]) -> None:
+    """The strings in a data value, ids and a tool call's name left out."""
+    if isinstance(value, str) and value.strip():
+        found.append(value.strip())
+    elif isinstance(value, dict):
+        if isinstance(value.get("args"), dict):  # a tool call: its arguments say it
+            value = value["args"]
+        for key, item in value.items():
+            if key not in ("id", "name", "interruptId"):
+                _strings(item, found)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, found)
+
+
+def said_text(message: Any) -> str:
+    """What a message says to a person, on one line: its text, else the strings in its
+    data parts (an ADK question is a tool call whose arguments hold the question; a
+    LangGraph one, the value given to ``interrupt()``). For the admin's short views."""
+    text = message_text(message)
+    if text or not isinstance(message, dict):
+        return text
+    found: list[str] = []
+    for part in message.get("parts") or []:
+        if isinstance(part, dict) and "data" in part:
+            _strings(part["data"], found)
+    return " ".join(found)
+
+
 @functools.lru_cache(maxsize=256)
 def _validator(schema_json: str) -> Any:
     schema = json.loads(schema_json)

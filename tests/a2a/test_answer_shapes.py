@@ -13,6 +13,7 @@ from a2a.answer_shapes import shaped_parts
 from a2a.models import Task
 from a2a.states import TaskState
 from a2a.task_actions import reply_to_task
+from a2a.wire import said_text
 
 TEXT = [{"text": "EU"}]
 
@@ -99,3 +100,19 @@ def test_a_persons_reply_to_a_strands_question_goes_as_an_interrupt_response(
     task.refresh_from_db()
     assert task.state == TaskState.WORKING
     assert task.outbound_message["parts"] == [interrupt_response("i-1", "EU")]
+
+
+@pytest.mark.parametrize(
+    ("question", "line"),
+    [
+        ({"parts": [{"text": "Which market?"}, {"data": {"x": "y"}}]}, "Which market?"),
+        ({"parts": [{"data": {"id": "c-1", "name": "ask", "args": {"q": "EU?"}}}]}, "EU?"),
+        ({"parts": [{"data": {"value": "EU or UK?", "id": "i-1"}}]}, "EU or UK?"),
+        ({"parts": [{"data": [1, {"a": ["b", " "]}]}]}, "b"),
+        ({"parts": [{"data": 3}]}, ""),
+        (None, ""),
+    ],
+)
+def test_a_question_on_one_line(question: Any, line: str) -> None:
+    """What the admin's list and reply page show of a question (``said_text``)."""
+    assert said_text(question) == line
