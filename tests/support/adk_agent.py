@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from tests.support.venvs import PeerServer, peer_python, run_peer_module, serve
 
 REQUIREMENTS = ("google-adk[a2a]==2.13.0", "a2a-sdk==1.3.0", "uvicorn==0.55.0")
 TAG = (b"<a2a_datapart_json>", b"</a2a_datapart_json>")
@@ -106,42 +106,19 @@ def build_app(port: int) -> Any:
     return to_a2a(agent, host="127.0.0.1", port=port)
 
 
-class AdkAgent:
-    """A running ADK agent: its base URL (the card is under it)."""
-
-    __test__ = False
-
-    def __init__(self, proc: Any, url: str) -> None:
-        self.proc = proc
-        self.url = url
-
-
 def adk_python() -> Path:
     """The Python of ADK's environment (``.peers/adk``, built on first use)."""
-    from tests.support.venvs import cached_venv
-
-    return cached_venv("adk", REQUIREMENTS) / "bin" / "python"
+    return peer_python("adk", REQUIREMENTS)
 
 
 @contextmanager
-def run_adk_agent() -> Iterator[AdkAgent]:
-    """The ADK agent on a free loopback port, in ``.peers/adk``. (The test helpers are
-    imported here: ADK's environment, which runs this module, has none of their
-    dependencies.)"""
-    from tests.support.processes import Proc, running
-    from tests.support.serving import free_port
-    from tests.support.venvs import BASE_DIR
-
-    port = free_port()
-    args = [str(adk_python()), "-m", "tests.support.adk_agent", str(port)]
-    env = {**os.environ, "PYTHONPATH": str(BASE_DIR), "ADK_DISABLE_TELEMETRY": "1"}
-    with running(Proc(args, env, name="adk")) as proc:
-        proc.wait_log(r"Uvicorn running on", timeout=120)
-        yield AdkAgent(proc, f"http://127.0.0.1:{port}")
+def run_adk_agent() -> Iterator[PeerServer]:
+    """The agent on a free loopback port, in ``.peers/adk``."""
+    with run_peer_module(
+        "adk", REQUIREMENTS, "tests.support.adk_agent", {"ADK_DISABLE_TELEMETRY": "1"}
+    ) as peer:
+        yield peer
 
 
 if __name__ == "__main__":
-    import uvicorn
-
-    PORT = int(sys.argv[1])
-    uvicorn.run(build_app(PORT), host="127.0.0.1", port=PORT, log_level="info")
+    serve(build_app)

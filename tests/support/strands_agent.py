@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from tests.support.venvs import PeerServer, peer_python, run_peer_module, serve
 
 REQUIREMENTS = ("strands-agents[a2a]==1.62.0", "a2a-sdk==0.3.26", "uvicorn==0.55.0")
 
@@ -109,42 +109,19 @@ def build_app(port: int) -> Any:
     return server.to_starlette_app()
 
 
-class StrandsAgent:
-    """A running Strands agent: its base URL (the card is under it)."""
-
-    __test__ = False
-
-    def __init__(self, proc: Any, url: str) -> None:
-        self.proc = proc
-        self.url = url
-
-
 def strands_python() -> Path:
     """The Python of Strands' environment (``.peers/strands``, built on first use)."""
-    from tests.support.venvs import cached_venv
-
-    return cached_venv("strands", REQUIREMENTS) / "bin" / "python"
+    return peer_python("strands", REQUIREMENTS)
 
 
 @contextmanager
-def run_strands_agent() -> Iterator[StrandsAgent]:
-    """The Strands agent on a free loopback port, in ``.peers/strands``. (The test
-    helpers are imported here: Strands' environment, which runs this module, has none of
-    their dependencies.)"""
-    from tests.support.processes import Proc, running
-    from tests.support.serving import free_port
-    from tests.support.venvs import BASE_DIR
-
-    port = free_port()
-    args = [str(strands_python()), "-m", "tests.support.strands_agent", str(port)]
-    env = {**os.environ, "PYTHONPATH": str(BASE_DIR), "OTEL_SDK_DISABLED": "true"}
-    with running(Proc(args, env, name="strands")) as proc:
-        proc.wait_log(r"Uvicorn running on", timeout=120)
-        yield StrandsAgent(proc, f"http://127.0.0.1:{port}")
+def run_strands_agent() -> Iterator[PeerServer]:
+    """The agent on a free loopback port, in ``.peers/strands``."""
+    with run_peer_module(
+        "strands", REQUIREMENTS, "tests.support.strands_agent", {"OTEL_SDK_DISABLED": "true"}
+    ) as peer:
+        yield peer
 
 
 if __name__ == "__main__":
-    import uvicorn
-
-    PORT = int(sys.argv[1])
-    uvicorn.run(build_app(PORT), host="127.0.0.1", port=PORT, log_level="info")
+    serve(build_app)
