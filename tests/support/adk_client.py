@@ -21,7 +21,7 @@ from google.adk.agents.remote_a2a_agent import RemoteA2aAgent
 from google.adk.runners import InMemoryRunner
 from google.genai import types
 
-TAG = (b"<a2a_datapart_json>", b"</a2a_datapart_json>")
+from tests.support.adk_agent import TAG
 
 
 def data_part(value: dict[str, Any]) -> Any:
