@@ -161,8 +161,8 @@ def _send(task: Task) -> None:
             reply = transport.send(message, blocking=True, timeout=seconds)
         else:
             began = time.monotonic()
-            if not target.early_return:
-                reply = _send_to_holder(task, target, transport, message, push)
+            if not target.early_return and target.streaming:
+                reply = _send_to_holder(task, transport, message, push)
             else:
                 reply = transport.send(message, push=push)
                 if reply.state in ACTIVE_STATES and not task.agent.early_return_seen:
@@ -193,14 +193,13 @@ def _send(task: Task) -> None:
 def _holds_sends(task: Task, target: CallTarget, exc: A2AAnswerLate) -> None:
     """A send asking the agent to return at once got no answer in time: the agent may
     have the message and be working on it, holding the answer until the task ends or asks
-    (LangGraph's server does, whatever ``returnImmediately`` says; so does any a2a-sdk
-    agent whose executor reports nothing before its end). The agent is marked in the
-    registry: its next sends start by a stream (:func:`_send_to_holder`), so the platform
-    learns the agent's task id at once, or, for an agent that does not stream, wait for
-    the answer as long as the task may take, instead of timing out and sending the work
-    again. An agent seen to answer such a send with its task in flight honours the field:
-    its timeout is load, not a hold, and it is not marked."""
-    if task.agent.early_return_seen:
+    (LangGraph's server does, whatever ``returnImmediately`` says). An agent that streams
+    is marked in the registry: its next sends start by a stream (:func:`_send_to_holder`),
+    so the platform learns the agent's task id at once instead of timing out and sending
+    again. (One that does not stream has no such way: its sends stay as they are.) An
+    agent seen to answer such a send with its task in flight honours the field: its
+    timeout is load, not a hold, and it is not marked."""
+    if not target.streaming or task.agent.early_return_seen:
         return
     what = "reply" if (task.outbound_message or {}).get("taskId") else "new task's message"
     agent_registry.mark_no_early_return(
@@ -212,7 +211,6 @@ def _holds_sends(task: Task, target: CallTarget, exc: A2AAnswerLate) -> None:
 
 def _send_to_holder(
     task: Task,
-    target: CallTarget,
     transport: AgentTransport,
     message: dict[str, Any],
     push: dict[str, Any] | None,
@@ -228,15 +226,14 @@ def _send_to_holder(
     The first event may wait as long as the agent's queue: the read timeout counts
     between two reads (LangGraph sends a comment every 5 s meanwhile), up to a long
     call's time (``A2A_LONG_CALL_MAX``, the deadline), for which the claim is extended
-    (another worker taking it over would send the message again). To an agent that does
-    not stream, a send that carries a push config (a stream's request has none) or whose
-    stream the agent refused, a plain send waits as long: held by the agent until the task
-    ends or asks, one worker thread meanwhile, but sent once.
+    (another worker taking it over would send the message again). A send that carries a
+    push config (a stream's request has none) or whose stream the agent refused goes as
+    a plain send.
     """
+    if push is not None or (task.metadata or {}).get("noStreaming"):
+        return transport.send(message, push=push)
     seconds = long_call_seconds(task)
     task.extend_lease(seconds + LEASE_MARGIN)
-    if push is not None or not target.streaming or (task.metadata or {}).get("noStreaming"):
-        return transport.send(message, push=push, timeout=seconds)
     until = time.monotonic() + settings.A2A_HTTP_TIMEOUT
     events = transport.stream(
         message, timeout=settings.A2A_HTTP_TIMEOUT, until=until, total=seconds
@@ -250,7 +247,7 @@ def _send_to_holder(
     except A2ACallError as exc:
         if last is None and isinstance(exc, A2AUnsupportedOperation):
             task.note(metadata={**(task.metadata or {}), "noStreaming": exc.message[:500]})
-            return transport.send(message, push=push, timeout=seconds)
+            return transport.send(message, push=push)
         if last is None:
             raise
         # The stream broke after it named the task: that much is known, the rest polled.
