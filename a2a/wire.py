@@ -88,7 +88,7 @@ def _texts(parts: list[Any]) -> list[str]:
     return [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
 
 
-def data_parts(parts: Any) -> list[Any]:
+def _data_parts(parts: Any) -> list[Any]:
     """All structured values of a list of parts, in order: its data parts (0.3 wrapped
     them as ``{"kind": "data", "data": ...}``; 1.0 JSON is a Value). Only when none is a
     data part: the JSON its text parts hold, each, else all of them joined (a value an
@@ -111,7 +111,7 @@ def _text_of(parts: Any) -> str:
     return "".join(_texts(parts)).strip() if isinstance(parts, list) else ""
 
 
-def collect_output(artifacts: list[Any] | None) -> Any:
+def _collect_output(artifacts: list[Any] | None) -> Any:
     """The skill output carried by the artifacts.
 
     One structured value → that value. Several objects → merged in order (a later key
@@ -120,16 +120,16 @@ def collect_output(artifacts: list[Any] | None) -> Any:
     values: list[Any] = []
     for artifact in artifacts or []:
         if isinstance(artifact, dict):
-            values.extend(data_parts(artifact.get("parts")))
-    return merge_values(values)
+            values.extend(_data_parts(artifact.get("parts")))
+    return _merge_values(values)
 
 
-def message_output(message: Any) -> Any:
-    """The structured value a Message carries (as :func:`collect_output` reads an
+def _message_output(message: Any) -> Any:
+    """The structured value a Message carries (as :func:`_collect_output` reads an
     artifact's parts), or None."""
     if not isinstance(message, dict):
         return None
-    return merge_values(data_parts(message.get("parts")))
+    return _merge_values(_data_parts(message.get("parts")))
 
 
 AGENT_ROLES = ("ROLE_AGENT", "agent")  # A2A 1.0, and 0.3 as some 1.0 servers still write
@@ -144,7 +144,7 @@ def _last_agent_message(history: Any) -> Any:
 
 def task_output(artifacts: Any, status_message: Any = None, history: Any = None) -> Any:
     """The output of a completed task. A structured value first: the artifacts' (see
-    :func:`collect_output`), else the completing status message's, else the agent's last
+    :func:`_collect_output`), else the completing status message's, else the agent's last
     message's in ``history`` (LangGraph's server answers ``GetTask`` and ``ListTasks``
     with the result there and no artifact). When none holds one, the artifacts' text (one
     line per artifact; a bare Message answer is read as an artifact): an agent that
@@ -152,10 +152,10 @@ def task_output(artifacts: Any, status_message: Any = None, history: Any = None)
     "Task completed" there (LangGraph's server does, with the result in the history).
     None when there is nothing."""
     artifacts = [a for a in artifacts if isinstance(a, dict)] if isinstance(artifacts, list) else []
-    value = collect_output(artifacts)
+    value = _collect_output(artifacts)
     for message in (status_message, _last_agent_message(history)):
         if value is None:
-            value = message_output(message)
+            value = _message_output(message)
     if value is not None:
         return value
     return "\n".join(text for a in artifacts if (text := _text_of(a.get("parts")))) or None
@@ -195,7 +195,7 @@ def question_of(message: Any, artifacts: Any) -> Any:
     return {**asked, "parts": parts}
 
 
-def merge_values(values: list[Any]) -> Any:
+def _merge_values(values: list[Any]) -> Any:
     if not values:
         return None
     if len(values) == 1:
