@@ -81,12 +81,16 @@ def _apply_timeout(task: Task, target: CallTarget, followup: bool) -> None:
 
 def send(task: Task) -> None:
     """Send the task's outbound message (a new task, a re-send or a follow-up), within
-    the agent's sends in flight (:mod:`a2a.send_gate`) unless it is a long call."""
+    the agent's sends in flight (:mod:`a2a.send_gate`) unless it is a long call
+    (:mod:`a2a.long_calls` bounds those)."""
     no_polling = not task.agent.polling or bool((task.metadata or {}).get("noPolling"))
     if no_polling:
         _send(task)
         return
     if _agent_has_it(task):
+        return
+    if held_send(task):  # a long call: bounded by a2a.long_calls, not by send slots
+        _send(task)
         return
     with send_gate.slot(task.agent_id) as got:
         if got:
@@ -161,7 +165,11 @@ def _send(task: Task) -> None:
             reply = transport.send(message, blocking=True, timeout=seconds)
         else:
             began = time.monotonic()
-            if not target.early_return and target.streaming:
+            if held_send(task):
+                seconds = long_call_seconds(task)
+                task.extend_lease(seconds + LEASE_MARGIN)
+                reply = transport.send(message, push=push, timeout=seconds)
+            elif not target.early_return and target.streaming:
                 reply = _send_to_holder(task, transport, message, push)
             else:
                 reply = transport.send(message, push=push)
@@ -190,16 +198,29 @@ def _send(task: Task) -> None:
         agent_listing.cover_send(task, target, reply, took)
 
 
+def held_send(task: Task) -> bool:
+    """Whether the task's send waits for the agent's answer as long as the task may take
+    (a long call, on a thread of its own: :mod:`a2a.long_calls`): the agent holds its
+    sends until the task ends or asks (:func:`_holds_sends`) and has no stream to start
+    them by (its card offers none, or it refused this task's). Sent once, it is not sent
+    again at every retry while the agent works on it."""
+    agent = task.agent
+    if agent.early_return or not agent.polling:
+        return False
+    return not agent.streaming or bool((task.metadata or {}).get("noStreaming"))
+
+
 def _holds_sends(task: Task, target: CallTarget, exc: A2AAnswerLate) -> None:
     """A send asking the agent to return at once got no answer in time: the agent may
     have the message and be working on it, holding the answer until the task ends or asks
-    (LangGraph's server does, whatever ``returnImmediately`` says). An agent that streams
-    is marked in the registry: its next sends start by a stream (:func:`_send_to_holder`),
-    so the platform learns the agent's task id at once instead of timing out and sending
-    again. (One that does not stream has no such way: its sends stay as they are.) An
-    agent seen to answer such a send with its task in flight honours the field: its
-    timeout is load, not a hold, and it is not marked."""
-    if not target.streaming or task.agent.early_return_seen:
+    (LangGraph's server does, whatever ``returnImmediately`` says; so does any a2a-sdk
+    agent whose executor reports nothing before its end). The agent is marked in the
+    registry: its next sends start by a stream (:func:`_send_to_holder`), so the platform
+    learns the agent's task id at once, or, when it does not stream, wait for the answer
+    (:func:`held_send`), instead of timing out and sending the work again. An agent seen
+    to answer such a send with its task in flight honours the field: its timeout is load,
+    not a hold, and it is not marked."""
+    if task.agent.early_return_seen:
         return
     what = "reply" if (task.outbound_message or {}).get("taskId") else "new task's message"
     agent_registry.mark_no_early_return(

@@ -12,7 +12,9 @@ at once (a new task, a reply, a cancel, a retry) straight onto a pool of threads
 A distributed worker process runs the same pool for the hints it pops from Redis
 (:mod:`a2a.hint_queue`). Everywhere else (the API processes, management commands, tests
 without a running platform) it declines, and the caller publishes the hint otherwise.
-Delayed hints (a retry in N seconds) and the sweep stay with Celery.
+Delayed hints (a retry in N seconds) and the sweep stay with Celery. Long calls (a
+stream followed to its end, a held send) get threads of their own meanwhile
+(:mod:`a2a.long_calls`), so they never take these.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 from django.conf import settings
 
+from a2a import long_calls
 from a2a.tasks import process_on_pool_thread
 from platform_site.dbthreads import shutdown_closing_connections
 
@@ -38,6 +41,7 @@ def start(threads: int | None = None) -> None:
     with _lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(max(1, width), thread_name_prefix="a2a-local")
+    long_calls.start()  # streams and held sends must not take these threads
 
 
 def pending() -> int:
@@ -52,6 +56,7 @@ def stop() -> None:
     of the next start (or of another process) acts on them.
     """
     global _pool
+    long_calls.stop()
     with _lock:
         pool, _pool = _pool, None
     if pool is not None:

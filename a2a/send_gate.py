@@ -10,8 +10,9 @@ up to :data:`SLOT_WAIT` seconds for one of the agent's slots, else the task is d
 (same action, a little later, no attempt counted): the queue stays at the platform, in
 rows, where a crash cannot lose it.
 
-Long calls (streams, blocking sends to agents that cannot be polled) take no slot: they
-last minutes by design. The limit is per process; several workers multiply it.
+Long calls (streams, blocking sends to agents that cannot be polled, sends an agent
+holds) take no slot: they last minutes by design, and :mod:`a2a.long_calls` bounds them.
+The limit is per process; several workers multiply it.
 """
 
 from __future__ import annotations

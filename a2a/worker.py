@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from a2a import agent_calls, agent_streams, follow_policy, observe, rows
+from a2a import agent_calls, agent_streams, follow_policy, long_calls, observe, rows
 from a2a.creation import queue_processing
 from a2a.models import Task
 from a2a.scheduling import lease_seconds
@@ -184,7 +184,7 @@ def _run_claimed(task: Task) -> None:
         action = ACTIONS.get(task.next_action)
         if action is None:
             task.release()
-        else:
+        elif not (_long_action(task) and long_calls.take(task, run_claimed)):
             action(task)
     except Exception as exc:
         log.exception("task %s: internal error during %s", task.pk, task.next_action)
@@ -218,18 +218,22 @@ def _internal_error(task: Task, exc: Exception) -> None:
 
 
 def _long_action(task: Task) -> bool:
-    """A stream or a blocking send: following the task, or sending to an agent that
-    cannot be polled (known to the registry, or found out on this task)."""
+    """A call that lasts as long as the agent's task: following the task (a stream), a
+    send to an agent that cannot be polled (known to the registry, or found out on this
+    task), or a send it holds until the task ends (:func:`a2a.agent_calls.held_send`)."""
+    if task.next_action == NextAction.FOLLOW:
+        return True
+    if task.next_action != NextAction.SEND:
+        return False
     no_polling = not task.agent.polling or bool((task.metadata or {}).get("noPolling"))
-    return task.next_action == NextAction.FOLLOW or (
-        task.next_action == NextAction.SEND and no_polling
-    )
+    return no_polling or agent_calls.held_send(task)
 
 
 def _hand_off(task: Task) -> None:
     """A long call (a stream, a blocking send) gets a Celery worker of its own, holding
-    this claim: the sweep must not wait for it. A lost message only delays it (the lease
-    runs out and a later sweep claims the task again)."""
+    this claim, where this process does not run long calls on threads of their own
+    (:mod:`a2a.long_calls`: no hint listener here): the sweep must not wait for it. A lost
+    message only delays it (the lease runs out and a later sweep claims the task again)."""
     from a2a.tasks import process
 
     lease = task.extend_lease(follow_policy.long_call_seconds(task) + follow_policy.LEASE_MARGIN)
@@ -265,8 +269,8 @@ def _run_in_thread(task_id: Any) -> None:
         task = rows.task_for_work(task_id)
         if task is None:
             return  # deleted since its claim
-        if _long_action(task):
-            _hand_off(task)
+        if _long_action(task) and not long_calls.taken_here():
+            _hand_off(task)  # to a Celery worker: the sweep must not wait for it
         else:
             run_claimed(task)
     except Exception:

@@ -67,8 +67,8 @@ def mark_no_listing(agent: AgentProfile, reason: str) -> None:
 
 def mark_no_early_return(agent: AgentProfile, reason: str) -> None:
     """Record that ``agent`` holds a send asking it to return at once until the task ends
-    (dispatch starts its sends by a stream from now on). Shown in the admin and the
-    profile JSON."""
+    (dispatch starts its sends by a stream from now on, or holds them when it does not
+    stream). Shown in the admin and the profile JSON."""
     _mark_without(agent, "early_return", reason)
 
 

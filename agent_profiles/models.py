@@ -184,7 +184,8 @@ class AgentProfile(models.Model):
     no_listing_at = models.DateTimeField(null=True, blank=True)
     # False: a send asking it to return at once (returnImmediately) got no answer in
     # A2A_HTTP_TIMEOUT: the agent holds its sends until the task ends or asks (LangGraph's
-    # server does); its sends start by a stream instead (a2a.agent_calls). Never set once
+    # server does); its sends start by a stream instead, or wait for the answer when it
+    # does not stream (a2a.agent_calls). Never set once
     # ``early_return_seen``: an agent that answered such a send with its task still in
     # flight honours the field, and a later timeout is load, not a hold.
     early_return = models.BooleanField(default=True)

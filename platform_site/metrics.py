@@ -80,6 +80,18 @@ AGENT_UPDATES = Counter(
     ["via"],
 )
 
+# --- Long calls (a2a.long_calls) --------------------------------------------------------
+LONG_CALLS = Gauge(
+    "a2a_long_calls",
+    "Long calls to agents running on threads of their own (streams followed to their end, "
+    "blocking sends, held sends).",
+    multiprocess_mode="livesum",
+)
+LONG_CALLS_WAITED = Counter(
+    "a2a_long_calls_waited_total",
+    "Long calls left due again for want of room (A2A_LONG_CALLS, A2A_LONG_CALLS_PER_AGENT).",
+)
+
 # --- Gateway ----------------------------------------------------------------------------
 GATEWAY_SOCKETS = Gauge(
     "a2a_gateway_sockets",

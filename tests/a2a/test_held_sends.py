@@ -5,7 +5,8 @@ task's result in its last message rather than in an artifact.
 Against a real a2a-sdk agent whose ``message:send`` is held (its streams are not), driven
 one step at a time through the worker's own entry point: a send of a long task times out,
 the agent is marked (``early_return``) and its next sends start by a stream that names the
-agent's task at once; the task is then polled as any other.
+agent's task at once; the task is then polled as any other. An agent that does not stream
+has its next sends held instead: each waits for the answer, sent once.
 """
 
 from __future__ import annotations
@@ -69,6 +70,19 @@ def step(task: Task) -> Task:
     return task
 
 
+def without_streams(make_agent: Any, skill: Any, url: str, **fields: Any) -> Any:
+    """An agent at ``url`` whose card (read already) offers no streaming."""
+    interface = {"binding": "HTTP+JSON", "version": "1.0", "url": url, "tenant": ""}
+    return make_agent(
+        skills=[skill],
+        a2a_endpoint=url,
+        interface=interface,
+        card_read_at=timezone.now(),
+        streaming=False,
+        **fields,
+    )
+
+
 def counted(peer: TestAgent, suffix: str) -> int:
     return sum(n for path, n in peer.counts.items() if path.endswith(suffix))
 
@@ -118,23 +132,44 @@ def test_a_held_agents_quick_question_and_answer_come_over_the_streams(
     assert peer.requests_for(task.remote_task_id) == 0
 
 
-def test_an_agent_that_does_not_stream_is_not_marked(
+def test_an_agent_that_does_not_stream_has_its_sends_held(
     fast: None, skill: Any, user: Any, make_agent: Any, peer: TestAgent
 ) -> None:
-    """No stream to start its sends by: a held send stays a send that timed out (retried,
-    as for any agent)."""
-    interface = {"binding": "HTTP+JSON", "version": "1.0", "url": peer.url, "tenant": ""}
-    agent = make_agent(
-        skills=[skill],
-        a2a_endpoint=peer.url,
-        interface=interface,
-        card_read_at=timezone.now(),
-        streaming=False,
-    )
+    """No stream to start its sends by: once a send was held past the timeout, the agent's
+    sends wait for its answer as long as the task may take (a long call), so the work is
+    sent once more, not once per retry."""
+    agent = without_streams(make_agent, skill, peer.url)
     task = step(start(user, "slow", seconds=1.5))
     assert (task.next_action, task.error["code"]) == (NextAction.SEND, "agent_timeout")
     agent.refresh_from_db()
-    assert (agent.early_return, agent.no_early_return_reason) == (True, "")
+    assert agent.early_return is False
+    assert "returnImmediately" in agent.no_early_return_reason
+    # The retry waits the whole task out: the answer of the send is the result.
+    task = step(task)
+    assert (task.state, task.output, task.attempts) == (TaskState.COMPLETED, {"verdict": "pass"}, 2)
+    assert (counted(peer, "/message:send"), counted(peer, "/message:stream")) == (2, 0)
+    # Another task of the agent is sent once, and waited for.
+    other = step(start(user, "slow", seconds=1.0))
+    assert (other.state, other.attempts, other.error) == (TaskState.COMPLETED, 1, None)
+    assert counted(peer, "/message:send") == 3
+    assert peer.requests_for(other.remote_task_id) == 0  # no poll: the send's answer said it
+
+
+def test_a_held_send_is_a_long_call_that_takes_no_send_slot(
+    fast: None, skill: Any, user: Any, make_agent: Any, settings: Any
+) -> None:
+    """A held send is bounded by the long calls' room (a2a.long_calls), not by the agent's
+    sends in flight: a full send gate does not defer it."""
+    from a2a import send_gate
+
+    settings.A2A_AGENT_SENDS_IN_FLIGHT = 1
+    with run_agent(build=build_holding_app) as holder:
+        without_streams(make_agent, skill, holder.url, early_return=False)
+        with send_gate.slot("agent-one", wait=0) as got:
+            assert got
+            task = step(start(user, "complete"))
+        send_gate._gates.clear()
+    assert (task.state, task.attempts) == (TaskState.COMPLETED, 1)
 
 
 def test_an_agent_seen_to_return_early_is_not_marked_when_a_send_times_out(

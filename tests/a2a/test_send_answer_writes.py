@@ -112,10 +112,16 @@ def test_a_push_that_beat_the_answer_is_not_written_over(
 def hanging(
     make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent, settings: Any
 ) -> Any:
-    """An agent whose answer to the send never comes (the platform times out)."""
+    """An agent whose answer to the send never comes (the platform times out). It was seen
+    to return early before, so the timeout is load, not a hold: its sends are sent again,
+    not held (tests/a2a/test_held_sends.py)."""
     settings.ALLOW_LOOPBACK_URLS = True
     settings.A2A_HTTP_TIMEOUT = 0.3
-    make_agent(skills=[make_skill(id="ce-review")], a2a_endpoint=peer.url_for("hang"))
+    make_agent(
+        skills=[make_skill(id="ce-review")],
+        a2a_endpoint=peer.url_for("hang"),
+        early_return_seen=True,
+    )
     return make_user()
 
 

@@ -1,0 +1,122 @@
+"""Long calls on threads of their own, a bounded number per agent.
+
+A long call lasts as long as the agent's task: a stream followed to its end (an agent that
+cannot be polled), a blocking send (one that can do neither), a send the agent holds
+until its task ends (one that does not stream and ignores ``returnImmediately``). Run on
+the threads that start tasks (local dispatch, the hint listener, the sweep), a few of them
+took all of those threads: with eight tasks streaming for minutes at one agent, no other
+task started in the embedded mode until a stream ended.
+
+So wherever tasks are started on this process's threads (:func:`start`, with
+:mod:`a2a.local_dispatch`: the embedded platform, a distributed worker), a long call gets
+a thread of its own, at most ``A2A_LONG_CALLS`` at once in the process and
+``A2A_LONG_CALLS_PER_AGENT`` to one agent: an agent that hangs holds that many threads,
+never the ones that start other agents' tasks. A task that finds no room is due again
+:data:`WAIT_SECONDS` later (no attempt counted): it waits in its row, where a crash
+cannot lose it, and the sweep takes it up again.
+
+The threads are daemons, started per call (a long call is rare next to its own length):
+a stopping process does not wait minutes for its streams; their claims run out and a
+later sweep takes the tasks up again (delayed, never lost).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable
+
+from django.conf import settings
+from django.db import connections
+
+from a2a.models import Task
+from platform_site.metrics import LONG_CALLS, LONG_CALLS_WAITED
+
+log = logging.getLogger(__name__)
+
+WAIT_SECONDS = 1.0  # a task that found no room is due again after this long
+
+_lock = threading.Lock()
+_running: Counter[str] = Counter()  # long calls running in this process, per agent
+_started = False
+_here = threading.local()
+
+
+def start() -> None:
+    """Take long calls on threads of their own from now on (see the module docstring)."""
+    global _started
+    _started = True
+
+
+def stop() -> None:
+    """Take no more: long calls run where they are asked for again (the running ones go
+    on; their claims outlive this process if it exits)."""
+    global _started
+    _started = False
+
+
+def taken_here() -> bool:
+    """Whether this process runs long calls on threads of their own (:func:`take`)."""
+    return _started
+
+
+def running() -> dict[str, int]:
+    """The long calls running in this process, per agent."""
+    with _lock:
+        return dict(_running)
+
+
+def on_own_thread() -> bool:
+    """Whether this thread is a long call's own."""
+    return bool(getattr(_here, "long", False))
+
+
+def take(task: Task, run: Callable[[Task], None]) -> bool:
+    """Run ``run(task)`` (the claimed task's long call) on a thread of its own.
+
+    True when it is taken care of here: started, or left due again for want of room;
+    False when long calls are not taken in this process (the caller runs it itself).
+    """
+    if not _started or on_own_thread():
+        return False
+    agent_id = task.agent_id or ""
+    with _lock:
+        room = (
+            sum(_running.values()) < settings.A2A_LONG_CALLS
+            and _running[agent_id] < settings.A2A_LONG_CALLS_PER_AGENT
+        )
+        if room:
+            _running[agent_id] += 1
+    if not room:
+        LONG_CALLS_WAITED.inc()
+        task.defer(WAIT_SECONDS)
+        return True
+    LONG_CALLS.inc()
+    try:
+        threading.Thread(
+            target=_run, args=(task, run, agent_id), name=f"a2a-long-{agent_id}", daemon=True
+        ).start()
+    except RuntimeError:  # no thread to be had (interpreter exiting): the task stays due
+        _done(agent_id)
+        task.defer(WAIT_SECONDS)
+    return True
+
+
+def _run(task: Task, run: Callable[[Task], None], agent_id: str) -> None:
+    _here.long = True
+    try:
+        run(task)
+    except Exception:  # run_claimed records failures on the task: this is a bug guard
+        log.exception("task %s: long call failed", task.pk)
+    finally:
+        connections.close_all()  # this thread's own, which ends here
+        _done(agent_id)
+
+
+def _done(agent_id: str) -> None:
+    LONG_CALLS.dec()
+    with _lock:
+        _running[agent_id] -= 1
+        if _running[agent_id] <= 0:
+            del _running[agent_id]
