@@ -60,8 +60,8 @@ from a2a.models import Task
 from a2a.states import ACTIVE_STATES, NextAction, TaskState, Transport, normalize_state
 from a2a.task_actions import handle_send_failure
 from a2a.transports.base import AgentReply, AgentTransport
-from a2a.wire import task_output
-from agent_profiles.interfaces import CallTarget
+from a2a.wire import data_as_text, task_output
+from agent_profiles.interfaces import CallTarget, takes_json
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +147,8 @@ def _send(task: Task) -> None:
     took = 0.0
     try:
         target = agent_answers.target_of(task, first_call=not followup)
+        if not followup and not takes_json(task.agent, task.skill_id):
+            message = data_as_text(message)  # its card is read by now (target_of)
         transport = transports.transport_for(target)
         _apply_timeout(task, target, followup)
         mode = follow_mode(task, target)

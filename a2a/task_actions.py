@@ -22,7 +22,8 @@ from a2a.creation import _deadline, queue_processing
 from a2a.exceptions import A2ACallError, A2APermanentError
 from a2a.models import Direction, InvalidTransition, Task, TaskEvent, TaskMessage
 from a2a.states import INTERRUPTED_STATES, NextAction, TaskState, Transport
-from a2a.wire import relay_message, user_message
+from a2a.wire import data_as_text, relay_message, user_message
+from agent_profiles.interfaces import takes_json
 from platform_site.errors import ValidationFailed
 
 # --- people acting on tasks -----------------------------------------------------------
@@ -63,8 +64,14 @@ def reply_to_task(
             context_id=task.remote_context_id,
         )
     # Strands and ADK agents resume only on an answer in their own shape; their question
-    # says so, and the answer is wrapped to match.
-    outbound["parts"] = shaped_parts(task.question, outbound.get("parts") or [])
+    # says so, and the answer is wrapped to match. Else an agent that takes text alone
+    # gets data as JSON text.
+    parts = outbound.get("parts") or []
+    shaped = shaped_parts(task.question, parts)
+    if shaped == parts and not takes_json(task.agent, task.skill_id):
+        outbound = data_as_text(outbound)
+    else:
+        outbound["parts"] = shaped
     who = getattr(by, "username", None) or str(by or "a person")
     with transaction.atomic():
         moved = task.transition(

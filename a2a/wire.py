@@ -46,6 +46,25 @@ def user_message(
     return message
 
 
+def data_as_text(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` with each data part written as JSON in a text part, for an agent whose
+    card admits no JSON input (text only, as a2a-sdk's samples declare): such agents read
+    the text parts alone (a2a-sdk's ``RequestContext.get_user_input()``), and a data
+    part would reach them as nothing at all."""
+    parts = message.get("parts")
+    if not isinstance(parts, list) or not any(isinstance(p, dict) and "data" in p for p in parts):
+        return message
+    written: list[Any] = []
+    for part in parts:
+        if isinstance(part, dict) and "data" in part:
+            text: dict[str, Any] = {"text": json.dumps(part["data"], ensure_ascii=False)}
+            if part.get("metadata"):
+                text["metadata"] = part["metadata"]
+            part = text
+        written.append(part)
+    return {**message, "parts": written}
+
+
 def relay_message(
     message: dict[str, Any], *, task_id: str = "", context_id: str = ""
 ) -> dict[str, Any]:

@@ -189,6 +189,7 @@ def apply_card(agent: AgentProfile, read: CardRead) -> list[str]:
     agent.interface = read.chosen.as_dict()
     agent.streaming = read.parsed.streaming
     agent.push_notifications = read.parsed.push_notifications
+    agent.json_input = read.parsed.json_input
     agent.security_schemes = read.parsed.security_schemes
     agent.security_requirements = read.parsed.security_requirements
     agent.card_read_at = now
@@ -198,6 +199,7 @@ def apply_card(agent: AgentProfile, read: CardRead) -> list[str]:
         "interface",
         "streaming",
         "push_notifications",
+        "json_input",
         "security_schemes",
         "security_requirements",
         "card_read_at",

@@ -103,3 +103,10 @@ def interface_of(profile: AgentProfile) -> dict[str, str]:
         "tenant": profile.target,
         "source": "registration" if stated else "default",
     }
+
+
+def takes_json(profile: AgentProfile, skill_id: str) -> bool:
+    """Whether ``profile``'s card admits JSON data as input for ``skill_id`` (its skill's
+    own input modes, else the card's defaults; yes when the card names none)."""
+    modes = profile.json_input or {}
+    return bool(modes.get(skill_id, modes.get("", True)))

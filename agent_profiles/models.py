@@ -162,6 +162,9 @@ class AgentProfile(models.Model):
     interface = models.JSONField(default=dict, blank=True)
     streaming = models.BooleanField(default=False)
     push_notifications = models.BooleanField(default=False)
+    # Whether its card's input modes admit JSON data ("" for the card's defaults, a skill
+    # id for a skill with its own): the false ones get data as JSON text (a2a.agent_calls).
+    json_input = models.JSONField(default=dict, blank=True)
     security_schemes = models.JSONField(default=dict, blank=True)
     security_requirements = models.JSONField(default=list, blank=True)
     card_read_at = models.DateTimeField(null=True, blank=True)

@@ -60,6 +60,9 @@ class ParsedCard:
     push_notifications: bool = False
     security_schemes: dict[str, Any] = field(default_factory=dict)
     security_requirements: list[Any] = field(default_factory=list)
+    # Whether the card's input modes admit JSON data: "" for its defaultInputModes, a
+    # skill's id for a skill with modes of its own; a card that names none is left out.
+    json_input: dict[str, bool] = field(default_factory=dict)
 
 
 def normalize_binding(raw: Any) -> str:
@@ -163,7 +166,38 @@ def parse_card(card: Any, source_url: str) -> ParsedCard:
         push_notifications=capabilities.get("pushNotifications") is True,
         security_schemes=schemes if isinstance(schemes, dict) else {},
         security_requirements=requirements if isinstance(requirements, list) else [],
+        json_input=_json_input(card),
     )
+
+
+# Input modes (media types) under which a data part is welcome; besides these, any
+# ``application/...+json``. Cards write modes loosely ("text", "json", "data").
+_JSON_MODES = frozenset({"application/json", "json", "data", "*/*", "*", "application/*"})
+
+
+def admits_json(modes: Any) -> bool | None:
+    """Whether input ``modes`` admit JSON data; None when they name none (anything goes)."""
+    if not isinstance(modes, list):
+        return None
+    named = [m.split(";")[0].strip().lower() for m in modes if isinstance(m, str) and m.strip()]
+    if not named:
+        return None
+    return any(m in _JSON_MODES or m.endswith("+json") for m in named)
+
+
+def _json_input(card: dict[str, Any]) -> dict[str, bool]:
+    found: dict[str, bool] = {}
+    default = admits_json(card.get("defaultInputModes"))
+    if default is not None:
+        found[""] = default
+    skills = card.get("skills")
+    for skill in skills if isinstance(skills, list) else []:
+        if not isinstance(skill, dict) or not isinstance(skill.get("id"), str):
+            continue
+        admits = admits_json(skill.get("inputModes"))
+        if admits is not None and admits != found.get("", True):
+            found[skill["id"]] = admits
+    return found
 
 
 def spoken(interfaces: list[Interface]) -> list[Interface]:

@@ -32,10 +32,19 @@ REQUIREMENTS = ("google-adk[a2a]==2.13.0", "a2a-sdk==1.3.0", "uvicorn==0.55.0")
 TAG = (b"<a2a_datapart_json>", b"</a2a_datapart_json>")
 
 
+def _json_object(text: str) -> dict[str, Any]:
+    """The JSON object ``text`` is, else {} (a model reads JSON text as it comes)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def _conversation(contents: list[Any]) -> tuple[dict[str, Any], Any, str]:
     """What the model is given, read back: the task's data (the first message's data
-    part, which ADK passes as a tagged blob), the latest tool result, and the latest
-    user text after the task's message (an answer sent as text)."""
+    part, which ADK passes as a tagged blob, or its JSON text), the latest tool result,
+    and the latest user text after the task's message (an answer sent as text)."""
     data: dict[str, Any] = {}
     result: Any = None
     text = ""
@@ -44,6 +53,8 @@ def _conversation(contents: list[Any]) -> tuple[dict[str, Any], Any, str]:
             blob = part.inline_data
             if blob is not None and blob.data and blob.data.startswith(TAG[0]) and not data:
                 data = json.loads(blob.data[len(TAG[0]) : -len(TAG[1])])
+            elif part.text and content.role == "user" and not data and _json_object(part.text):
+                data = _json_object(part.text)  # sent as JSON text (a text-only card)
             elif part.function_response is not None:
                 result = part.function_response.response or {}
             elif part.text and content.role == "user" and data:

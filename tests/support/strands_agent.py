@@ -30,8 +30,8 @@ REQUIREMENTS = ("strands-agents[a2a]==1.62.0", "a2a-sdk==0.3.26", "uvicorn==0.55
 
 
 def _request(messages: list[Any]) -> tuple[dict[str, Any], Any]:
-    """The task's data (the first user message's structured part) and the latest tool
-    result in the conversation, if the tool ran."""
+    """The task's data (the first user message's structured part, or its JSON text) and
+    the latest tool result in the conversation, if the tool ran."""
     data: dict[str, Any] = {}
     result = None
     for message in messages:
@@ -39,6 +39,8 @@ def _request(messages: list[Any]) -> tuple[dict[str, Any], Any]:
             text = block.get("text") or ""
             if message["role"] == "user" and text.startswith("[Structured Data]") and not data:
                 data = json.loads(text.split("\n", 1)[1])
+            elif message["role"] == "user" and not data and text.startswith("{"):
+                data = json.loads(text)  # sent as JSON text (its card names text input)
             if "toolResult" in block:
                 result = block["toolResult"]["content"][0].get("text")
     return data, result
