@@ -118,7 +118,8 @@ def fail_timeout(task: Task) -> bool:
         message = (
             f"Timed out before it was sent: within {_timeout_text(task)} the task never "
             f"reached agent '{task.agent_id}'. It waited for one of the agent's send slots "
-            "(A2A_AGENT_SENDS_IN_FLIGHT per worker process) or for a worker "
+            "(A2A_AGENT_SENDS_IN_FLIGHT per worker process), for room for a long call "
+            "(A2A_LONG_CALLS_PER_AGENT, A2A_LONG_CALLS) or for a worker "
             "(a2a_sweep_lag_seconds shows how far behind they are)."
         )
     if last:
