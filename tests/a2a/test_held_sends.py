@@ -30,6 +30,7 @@ from agent_profiles.api.serializers import AgentProfileSerializer
 from agent_profiles.guarded_pool import AnswerTimedOut, CallTimedOut, _failure
 from tests.a2a.helpers import wait_for
 from tests.support.agents import TestAgent, build_holding_app, run_agent
+from tests.support.sample_agent import run_sample_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -153,6 +154,34 @@ def test_an_agent_that_does_not_stream_has_its_sends_held(
     assert (other.state, other.attempts, other.error) == (TaskState.COMPLETED, 1, None)
     assert counted(peer, "/message:send") == 3
     assert peer.requests_for(other.remote_task_id) == 0  # no poll: the send's answer said it
+
+
+def test_a_sample_shaped_agent_that_does_not_stream_runs_each_later_task_once(
+    fast: None, skill: Any, user: Any, make_agent: Any
+) -> None:
+    """A real a2a-sdk agent in the samples' shape (it reports nothing until its answer, so
+    a2a-sdk holds the send), whose card offers no streaming, thinking longer than
+    A2A_HTTP_TIMEOUT: the task that finds the hold out runs twice at the agent (nothing
+    said it had the first), every later one once."""
+    with run_sample_agent(seconds=1.0, streaming=False) as sample:
+        agent = make_agent(skills=[skill], a2a_endpoint=sample.url)
+        task = step(start(user, "complete"))
+        assert task.error["code"] == "agent_timeout"
+        agent.refresh_from_db()
+        assert (agent.streaming, agent.early_return) == (False, False)
+        task = step(task)
+        assert (task.state, task.output["verdict"], task.attempts) == (
+            TaskState.COMPLETED,
+            "pass",
+            2,
+        )
+        later = step(start(user, "complete", product="desk"))
+        assert (later.state, later.output, later.attempts) == (
+            TaskState.COMPLETED,
+            {"verdict": "pass", "product": "desk"},
+            1,
+        )
+    assert len(sample.inputs) == 3
 
 
 def test_a_held_send_is_a_long_call_that_takes_no_send_slot(

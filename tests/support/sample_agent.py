@@ -2,7 +2,10 @@
 
 Its card declares text input only (``defaultInputModes: ["text"]``), its executor reads
 the request with ``context.get_user_input()`` (the text parts, joined: a data part is
-nothing to it), answers a bare text Message, and serves JSON-RPC, as those samples do.
+nothing to it), reports nothing while it works (``seconds``), then answers a bare text
+Message, and serves JSON-RPC, as those samples do. a2a-sdk holds a send asking to
+return at once (``returnImmediately``) until that first event: such an agent holds its
+sends.
 What it read is kept (``agent.inputs``). It answers in JSON when it reads JSON, a
 verdict on the product; anything else, a sentence saying what it got.
 """
@@ -32,6 +35,8 @@ class SampleAgent:
     port: int
     host: str = "127.0.0.1"
     inputs: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # how long it thinks before it answers (a model's time)
+    streaming: bool = True  # what its card says
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -46,6 +51,7 @@ class ReadsText(AgentExecutor):
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         query = context.get_user_input()
         self.agent.inputs.append(query)
+        await asyncio.sleep(self.agent.seconds)  # reporting nothing meanwhile, as samples do
         try:
             asked = json.loads(query)
         except ValueError:
@@ -59,7 +65,7 @@ class ReadsText(AgentExecutor):
         raise NotImplementedError
 
 
-def card(url: str) -> pb.AgentCard:
+def card(url: str, streaming: bool = True) -> pb.AgentCard:
     return pb.AgentCard(
         name="Sample agent",
         description="Reads text, as a2a-sdk's samples do.",
@@ -67,7 +73,7 @@ def card(url: str) -> pb.AgentCard:
         supported_interfaces=[
             pb.AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
         ],
-        capabilities=pb.AgentCapabilities(streaming=True),
+        capabilities=pb.AgentCapabilities(streaming=streaming),
         default_input_modes=["text"],
         default_output_modes=["text"],
         skills=[
@@ -77,10 +83,10 @@ def card(url: str) -> pb.AgentCard:
 
 
 @contextlib.contextmanager
-def run_sample_agent() -> Iterator[SampleAgent]:
+def run_sample_agent(seconds: float = 0.0, streaming: bool = True) -> Iterator[SampleAgent]:
     """Serve a :class:`SampleAgent` in a background thread; stopped on exit."""
-    agent = SampleAgent(port=free_port())
-    served = card(agent.url)
+    agent = SampleAgent(port=free_port(), seconds=seconds, streaming=streaming)
+    served = card(agent.url, streaming)
     handler = DefaultRequestHandler(
         agent_executor=ReadsText(agent), task_store=InMemoryTaskStore(), agent_card=served
     )
