@@ -70,6 +70,8 @@ def follow_events(
             held = None
             apply_agent_reply(task, task_json=reply.task, message=reply.message, via="stream")
             applied = (status, time.monotonic())
+            if sending and task.remote_task_id and task.next_action == NextAction.SEND:
+                task.mark_sent()  # a crash from here on subscribes, never sends again
             if task.state not in ACTIVE_STATES or task.transport != Transport.A2A:
                 break
         if held is not None:  # the stream ended: what it held back goes in now

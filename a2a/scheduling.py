@@ -233,6 +233,14 @@ class TaskScheduling:
             {"next_action": NextAction.NONE, "next_poll_at": None, "lease_until": None},
         )
 
+    def mark_sent(self) -> bool:
+        """The agent has the task's message (a stream's first event named its task) while
+        this worker still holds the claim: should the worker die, the task is picked up by
+        following it (a subscribe) when the claim runs out, not by sending the message
+        again, which an agent that does not deduplicate would run twice. Only while the
+        action is still the send (a person's cancel meanwhile stands)."""
+        return self._set({"next_action": NextAction.SEND}, {"next_action": NextAction.FOLLOW})
+
     def drop_action(self) -> None:
         """Give up the pending action (nothing is due any more)."""
         self._set({}, {"next_action": NextAction.NONE, "next_poll_at": None, "lease_until": None})

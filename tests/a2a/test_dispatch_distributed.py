@@ -127,3 +127,51 @@ def test_a_worker_killed_holding_hints_only_delays_their_tasks(setup: Any, peer:
     # inside it) went again with the same one.
     assert set(sent) == {t.outbound_message["messageId"] for t in tasks}
     assert len(sent) - len(set(sent)) <= 1
+
+
+@pytest.fixture
+def streamer(transactional_db: None, make_skill: Any, make_agent: Any, peer: Any) -> Any:
+    """The agent of ``ce-review`` cannot be polled: its tasks are followed over streams
+    (long calls); ``quick-review`` is an ordinary agent of the same peer."""
+    make_agent(skills=[make_skill()], a2a_endpoint=peer.url, polling=False)
+    make_agent(id="quick", skills=[make_skill(id="quick-review")], a2a_endpoint=peer.url)
+
+
+def test_long_streams_leave_the_hint_threads_free(
+    streamer: None, make_user: Any, peer: TestAgent
+) -> None:
+    """Three tasks streaming for seconds at a worker with two threads to start tasks: a
+    task for another agent still starts at once (each stream has a thread of its own)."""
+    user = make_user()
+    env = {**ENV, "A2A_HINT_THREADS": 2}
+    with celery_worker(**env), celery_beat(**env):
+        slow = [start(user, "slow", seconds=6) for _ in range(3)]
+        for task in slow:
+            wait_for(task, lambda t: t.state == TaskState.WORKING, timeout=30)
+        quick = services.create_task(skill_id="quick-review", input={"product": "lamp"}, user=user)
+        assert wait_for(quick, timeout=30).state == TaskState.COMPLETED
+        assert [Task.objects.get(pk=t.pk).state for t in slow] == [TaskState.WORKING] * 3
+        for task in slow:
+            assert wait_for(task, timeout=30).state == TaskState.COMPLETED
+    assert {t.metadata["followedBy"] for t in slow} == {"stream"}
+
+
+def test_a_worker_killed_mid_stream_only_delays_the_task_which_completes_once(
+    streamer: None, make_user: Any, peer: TestAgent
+) -> None:
+    """The worker dies while its long call's thread reads the agent's stream: the claim
+    runs out (the long call's time plus a margin), another worker subscribes to the
+    agent's task, which is still running, and the task completes once; the message was
+    sent once."""
+    env = {**ENV, "A2A_LONG_CALL_MAX": 2}
+    with ExitStack() as stack:
+        stack.enter_context(celery_beat(**env))
+        first = stack.enter_context(celery_worker("first", **env))
+        task = start(make_user(), "slow", seconds=16)
+        wait_for(task, lambda t: t.state == TaskState.WORKING and t.remote_task_id, timeout=30)
+        first.kill()
+        stack.enter_context(celery_worker("second", **env))
+        task = wait_for(task, timeout=60)
+    assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "pass"})
+    assert TaskEvent.objects.filter(task=task, to_state=TaskState.COMPLETED).count() == 1
+    assert len(peer.messages) == 1  # picked up by a subscribe, not sent again
