@@ -68,6 +68,14 @@ def _for(answer: Any, key: str) -> Any:
     return answer[key] if isinstance(answer, dict) and key in answer else answer
 
 
+def asks_in_shape(question: Any) -> bool:
+    """Whether ``question`` is one a framework resumes on only in its own shape (Strands'
+    interrupts, ADK's long-running calls): its answer goes in that shape, as data, even
+    to an agent whose card names text input only."""
+    asked = question.get("parts") if isinstance(question, dict) else None
+    return isinstance(asked, list) and bool(_strands_interrupts(asked) or _adk_calls(asked))
+
+
 def shaped_parts(question: Any, parts: list[Any]) -> list[Any]:
     """The parts of an answer to ``question`` as the agent's framework takes them; the
     parts unchanged when the question names no such shape, or the answer is in it."""

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from a2a import transports
 from a2a.agent_updates import record_message
-from a2a.answer_shapes import shaped_parts
+from a2a.answer_shapes import asks_in_shape, shaped_parts
 from a2a.creation import _deadline, queue_processing
 from a2a.exceptions import A2ACallError, A2APermanentError
 from a2a.models import Direction, InvalidTransition, Task, TaskEvent, TaskMessage
@@ -66,12 +66,10 @@ def reply_to_task(
     # Strands and ADK agents resume only on an answer in their own shape; their question
     # says so, and the answer is wrapped to match. Else an agent that takes text alone
     # gets data as JSON text.
-    parts = outbound.get("parts") or []
-    shaped = shaped_parts(task.question, parts)
-    if shaped == parts and not takes_json(task.agent, task.skill_id):
+    if asks_in_shape(task.question):
+        outbound["parts"] = shaped_parts(task.question, outbound.get("parts") or [])
+    elif not takes_json(task.agent, task.skill_id):
         outbound = data_as_text(outbound)
-    else:
-        outbound["parts"] = shaped
     who = getattr(by, "username", None) or str(by or "a person")
     with transaction.atomic():
         moved = task.transition(

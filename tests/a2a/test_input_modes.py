@@ -170,3 +170,25 @@ def test_an_answer_in_a_frameworks_shape_stays_data_for_an_agent_that_reads_text
     response = {"interruptId": "i-1", "response": {"market": "EU"}}
     assert task.outbound_message["parts"] == [{"data": {"interruptResponse": response}}]
     assert json.dumps(task.outbound_message)  # stored as sent
+
+
+@pytest.mark.django_db
+def test_an_answer_already_in_a_frameworks_shape_stays_data_for_an_agent_that_reads_text(
+    make_skill: Any, make_agent: Any
+) -> None:
+    """A face client that answers ADK's long-running call with the function response
+    itself: ADK's card names text input only, and the response must stay a data part."""
+    skill = make_skill()
+    agent = make_agent(skills=[skill], json_input={"": False}, card_read_at=timezone.now())
+    task = Task.objects.create(skill=skill, agent=agent, input={"product": "lamp"})
+    task.start_work()
+    call = {"id": "c-1", "name": "ask", "args": {}}
+    meta = {"adk_type": "function_call", "adk_is_long_running": True}
+    task.require_input({"parts": [{"data": call, "metadata": meta}]})
+    response = {
+        "data": {"id": "c-1", "name": "ask", "response": {"market": "EU"}},
+        "metadata": {"adk_type": "function_response"},
+    }
+    reply_to_task(task, message={"messageId": "m-1", "role": "ROLE_USER", "parts": [response]})
+    task.refresh_from_db()
+    assert task.outbound_message["parts"] == [response]
