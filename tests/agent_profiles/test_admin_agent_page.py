@@ -62,3 +62,17 @@ def test_the_agent_list_shows_health_beside_status(staff_client: Any, make_agent
     make_agent(health_status=HealthStatus.HEALTHY)
     page = staff_client.get(reverse("admin:agent_profiles_agentprofile_changelist")).content
     assert b"healthy" in page
+
+
+def test_the_agent_page_says_how_a_held_agents_sends_go(staff_client: Any, make_agent: Any) -> None:
+    reason = "A send asking it to return at once got no answer within 10 s"
+    streams = make_agent(
+        id="streams", early_return=False, streaming=True, no_early_return_reason=reason
+    )
+    plain = make_agent(
+        id="plain", early_return=False, streaming=False, no_early_return_reason=reason
+    )
+    for agent, how in ((streams, "started by a stream"), (plain, "each send waits for its answer")):
+        url = reverse("admin:agent_profiles_agentprofile_change", args=[agent.pk])
+        page = staff_client.get(url).content.decode()
+        assert f"held ({how}): {reason}" in page
