@@ -350,8 +350,10 @@ A2A_LONG_CALL_MAX = envfloat("A2A_LONG_CALL_MAX", 240.0)
 # Long calls (streams followed to their end, blocking sends, held sends) run on threads of
 # their own where tasks are started (a2a.long_calls): at most this many per process, and
 # per agent, so an agent that hangs holds that many threads, not those starting tasks.
-A2A_LONG_CALLS = envint("A2A_LONG_CALLS", 64)
-A2A_LONG_CALLS_PER_AGENT = envint("A2A_LONG_CALLS_PER_AGENT", 16)
+# Each holds a database connection while it runs: 32 is four times the threads that
+# started tasks (and ran long calls) before, well within PostgreSQL's 100 connections.
+A2A_LONG_CALLS = envint("A2A_LONG_CALLS", 32)
+A2A_LONG_CALLS_PER_AGENT = envint("A2A_LONG_CALLS_PER_AGENT", 8)
 # A stream's events that only add artifacts are applied at most this often (0: each one).
 A2A_STREAM_APPLY_INTERVAL = envfloat("A2A_STREAM_APPLY_INTERVAL", 0.5)
 # Queue a Celery message (with a countdown) for polls due before the next sweeps; off:
