@@ -146,17 +146,15 @@ def apply_agent_update(
         raise A2AProtocolError(f"The agent sent an unknown task state {status.get('state')!r}.")
     message = status.get("message") if isinstance(status.get("message"), dict) else None
     fields = {**_remote_fields(task, remote), **(also or {})}
-    known_question = False
     if message is not None:
-        known_question = record_message(task, Direction.FROM_AGENT, message) is None
+        record_message(task, Direction.FROM_AGENT, message)
         fields["status_message"] = message
     if isinstance(artifacts, list) and artifacts:
         fields["artifacts"] = artifacts
     if task.is_terminal:
         _update(task, fields)
         return task
-    asked_again = known_question or (message is None and _before(status, task.state_changed_at))
-    if state in INTERRUPTED_STATES and task.state in ACTIVE_STATES and asked_again:
+    if state in INTERRUPTED_STATES and task.state in ACTIVE_STATES and _asked_again(task, status):
         # A question a person already answered, reported again before the agent took the
         # answer in (0.3 agents answer a non-blocking reply with the task as it was):
         # stale news, not a new question (nor the status message of the task now).
@@ -169,6 +167,37 @@ def apply_agent_update(
         # but what the agent told us (its task id above all) is kept.
         _update(task, fields)
     return task
+
+
+# metadata: the keys (message_key) of the questions a person answered, the last few,
+# written with the reply's transition (:func:`answered`).
+ANSWERED = "answeredQuestions"
+ANSWERED_KEPT = 10
+
+
+def answered(task: Task) -> dict[str, Any]:
+    """The task's metadata with its question marked answered (a person's reply)."""
+    metadata = dict(task.metadata or {})
+    question_id = message_key(task.question) if isinstance(task.question, dict) else None
+    ids = [i for i in metadata.get(ANSWERED) or [] if i != question_id]
+    metadata[ANSWERED] = ([*ids, question_id] if question_id else ids)[-ANSWERED_KEPT:]
+    return metadata
+
+
+def _asked_again(task: Task, status: dict[str, Any]) -> bool:
+    """Whether an interrupted status reports a question a person already answered, before
+    the agent took the answer in (a 0.3 agent answers a non-blocking reply with the task as
+    it was; a listing's overlap shows the question again): that question's message, or,
+    with no message, a status older than the reply. Not a message the agent merely sent
+    before (ADK reports its question's message with a WORKING status first, then asks
+    with the same message: that is the question, not a repeat)."""
+    ids = (task.metadata or {}).get(ANSWERED)
+    if ids is None:  # never answered: nothing to repeat
+        return False
+    message = status.get("message")
+    if isinstance(message, dict):
+        return message_key(message) in ids
+    return _before(status, task.state_changed_at)
 
 
 def _before(status: dict[str, Any], moment: Any) -> bool:

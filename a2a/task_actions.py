@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from a2a import transports
-from a2a.agent_updates import record_message
+from a2a.agent_updates import answered, record_message
 from a2a.answer_shapes import asks_in_shape, shaped_parts
 from a2a.creation import _deadline, queue_processing
 from a2a.exceptions import A2ACallError, A2APermanentError
@@ -77,6 +77,7 @@ def reply_to_task(
             f"{who} replied",
             question=None,
             deadline_at=_deadline(),
+            metadata=answered(task),
         )
         if not moved:
             raise InvalidTransition(f"Task {task.id} changed meanwhile; it is now {task.state}.")

@@ -101,3 +101,21 @@ def test_a_status_message_belongs_to_its_status(task: Task) -> None:
     task.refresh_from_db()
     assert task.state == TaskState.COMPLETED
     assert "message" not in task_status(task)
+
+
+def test_a_question_first_reported_as_work_is_still_asked(task: Task) -> None:
+    """ADK reports its question's message with a WORKING status, then asks (INPUT_REQUIRED)
+    with the same message: a listing or a send's answer may bring the WORKING first. The
+    message was seen, but never answered: it is the question (it used to be taken for a
+    repeat of an answered one, and the task waited for its safety poll)."""
+    call = {"messageId": "m1", "role": "ROLE_AGENT", "parts": [{"data": {"name": "ask_person"}}]}
+    apply_agent_update(task, status={"state": "TASK_STATE_WORKING", "message": call}, via="send")
+    asked = {"state": "TASK_STATE_INPUT_REQUIRED", "message": call}
+    apply_agent_update(task, status=asked, via="list")
+    task.refresh_from_db()
+    assert (task.state, task.question) == (TaskState.INPUT_REQUIRED, call)
+    reply_to_task(task, text="EU")
+    assert task.metadata["answeredQuestions"] == ["m1"]
+    apply_agent_update(task, status=asked, via="list")  # now it is a repeat
+    task.refresh_from_db()
+    assert task.state == TaskState.WORKING
