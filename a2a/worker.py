@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from a2a import agent_calls, agent_streams, follow_policy, long_calls, observe, rows
+from a2a import agent_calls, agent_streams, follow_policy, holding_agents, long_calls, observe, rows
 from a2a.creation import queue_processing
 from a2a.models import Task
 from a2a.scheduling import lease_seconds
@@ -221,13 +221,13 @@ def _internal_error(task: Task, exc: Exception) -> None:
 def _long_action(task: Task) -> bool:
     """A call that lasts as long as the agent's task: following the task (a stream), a
     send to an agent that cannot be polled (known to the registry, or found out on this
-    task), or a send it holds until the task ends (:func:`a2a.agent_calls.held_send`)."""
+    task), or a send it holds until the task ends (:func:`a2a.holding_agents.held_send`)."""
     if task.next_action == NextAction.FOLLOW:
         return True
     if task.next_action != NextAction.SEND:
         return False
     no_polling = not task.agent.polling or bool((task.metadata or {}).get("noPolling"))
-    return no_polling or agent_calls.held_send(task)
+    return no_polling or holding_agents.held_send(task)
 
 
 def _hand_off(task: Task) -> None:
