@@ -34,6 +34,7 @@ from a2a import (
     agent_streams,
     holding_agents,
     send_gate,
+    send_watch,
     transports,
 )
 from a2a.agent_updates import apply_agent_reply
@@ -90,7 +91,7 @@ def send(task: Task) -> None:
         return
     if _agent_has_it(task):
         return
-    if holding_agents.held_send(task):  # a long call: bounded by a2a.long_calls, not by send slots
+    if holding_agents.holds(task):  # a long call: bounded by a2a.long_calls, not by send slots
         _send(task)
         return
     with send_gate.slot(task.agent_id) as got:
@@ -168,16 +169,15 @@ def _send(task: Task) -> None:
             reply = transport.send(message, blocking=True, timeout=seconds)
         else:
             began = time.monotonic()
-            if holding_agents.held_send(task):
-                seconds = long_call_seconds(task)
-                task.extend_lease(seconds + LEASE_MARGIN)
-                reply = transport.send(message, push=push, timeout=seconds)
-            elif not target.early_return and target.streaming:
-                reply = holding_agents.send_to_holder(task, transport, message, push)
+            if holding_agents.holds(task):
+                reply = holding_agents.send_held(task, transport, message, push)
+            elif not task.agent.early_return_seen:
+                reply = send_watch.send(task, transport, message, push)  # it may hold it
+                quick = time.monotonic() - began < settings.A2A_HTTP_TIMEOUT
+                if reply.state in ACTIVE_STATES and quick:
+                    agent_registry.mark_early_return_seen(task.agent)
             else:
                 reply = transport.send(message, push=push)
-                if reply.state in ACTIVE_STATES and not task.agent.early_return_seen:
-                    agent_registry.mark_early_return_seen(task.agent)
             took = time.monotonic() - began
     except A2ACallError as exc:
         if not counted:  # failed before the attempt was recorded: it still counts

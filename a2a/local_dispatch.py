@@ -14,24 +14,24 @@ A distributed worker process runs the same pool for the hints it pops from Redis
 without a running platform) it declines, and the caller publishes the hint otherwise.
 Delayed hints (a retry in N seconds) and the sweep stay with Celery. Long calls (a
 stream followed to its end, a held send) get threads of their own meanwhile
-(:mod:`a2a.long_calls`), so they never take these.
+(:mod:`a2a.long_calls`), so they never take these; a send found to last (an agent that
+holds it: :mod:`a2a.send_watch`) steps aside from the pool, and a new thread takes its
+place (:mod:`platform_site.elastic_pool`).
 """
 
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.conf import settings
 
 from a2a import long_calls
 from a2a.tasks import process_on_pool_thread
-from platform_site.dbthreads import shutdown_closing_connections
+from platform_site.elastic_pool import ElasticPool
 
 _lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
-_pending = 0  # submitted and not yet done (queued or running)
+_pool: ElasticPool | None = None
 
 
 def start(threads: int | None = None) -> None:
@@ -40,13 +40,15 @@ def start(threads: int | None = None) -> None:
     width = threads if threads is not None else settings.A2A_EMBEDDED_THREADS
     with _lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max(1, width), thread_name_prefix="a2a-local")
+            _pool = ElasticPool(width, "a2a-local", _run)
     long_calls.start()  # streams and held sends must not take these threads
 
 
 def pending() -> int:
-    """Tasks submitted here that have not finished (waiting for a thread or running)."""
-    return _pending
+    """Tasks submitted here that have not finished (waiting for a thread or running), but
+    for those whose thread stepped aside."""
+    pool = _pool
+    return pool.pending() if pool is not None else 0
 
 
 def stop() -> None:
@@ -60,7 +62,7 @@ def stop() -> None:
     with _lock:
         pool, _pool = _pool, None
     if pool is not None:
-        shutdown_closing_connections(pool)
+        pool.stop()
 
 
 def submit(task_ids: list[Any]) -> bool:
@@ -70,27 +72,13 @@ def submit(task_ids: list[Any]) -> bool:
         return False
     try:
         for task_id in task_ids:
-            _count(1)
-            try:
-                pool.submit(_run, str(task_id))
-            except RuntimeError:
-                _count(-1)
-                raise
-    except RuntimeError:  # shut down between the check and the submit: the sweep will act
+            pool.submit(str(task_id))
+    except RuntimeError:  # stopped between the check and the submit: the sweep will act
         return True
     return True
 
 
-def _count(change: int) -> None:
-    global _pending
-    with _lock:
-        _pending += change
-
-
 def _run(task_id: str) -> None:
-    try:
-        if _pool is None:  # stopping: leave the task due rather than delay the shutdown
-            return
-        process_on_pool_thread(task_id)
-    finally:
-        _count(-1)
+    if _pool is None:  # stopping: leave the task due rather than delay the shutdown
+        return
+    process_on_pool_thread(task_id)

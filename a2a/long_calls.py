@@ -82,10 +82,7 @@ def take(task: Task, run: Callable[[Task], None]) -> bool:
         return False
     agent_id = task.agent_id or ""
     with _lock:
-        room = (
-            sum(_running.values()) < settings.A2A_LONG_CALLS
-            and _running[agent_id] < settings.A2A_LONG_CALLS_PER_AGENT
-        )
+        room = _room(agent_id)
         if room:
             _running[agent_id] += 1
     if not room:
@@ -101,6 +98,34 @@ def take(task: Task, run: Callable[[Task], None]) -> bool:
         _done(agent_id)
         task.defer(WAIT_SECONDS)
     return True
+
+
+def _room(agent_id: str) -> bool:
+    """Whether one more long call to the agent fits (under the lock)."""
+    return (
+        sum(_running.values()) < settings.A2A_LONG_CALLS
+        and _running[agent_id] < settings.A2A_LONG_CALLS_PER_AGENT
+    )
+
+
+def room_for(agent_id: str) -> bool:
+    """Whether a call to the agent could become a long call now (:mod:`a2a.send_watch`)."""
+    with _lock:
+        return _room(agent_id)
+
+
+def became_long(agent_id: str) -> None:
+    """Count a call that turned out to be a long one where it runs (a send the agent held:
+    :mod:`a2a.send_watch`) until :func:`ended`. Counted even past the limits: it runs
+    already, and the calls that may turn so are bounded by the threads that start tasks."""
+    LONG_CALLS.inc()
+    with _lock:
+        _running[agent_id] += 1
+
+
+def ended(agent_id: str) -> None:
+    """A long call counted by :func:`became_long` ended."""
+    _done(agent_id)
 
 
 def _run(task: Task, run: Callable[[Task], None], agent_id: str) -> None:

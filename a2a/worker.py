@@ -221,13 +221,13 @@ def _internal_error(task: Task, exc: Exception) -> None:
 def _long_action(task: Task) -> bool:
     """A call that lasts as long as the agent's task: following the task (a stream), a
     send to an agent that cannot be polled (known to the registry, or found out on this
-    task), or a send it holds until the task ends (:func:`a2a.holding_agents.held_send`)."""
+    task), or a send it holds until the task ends (:func:`a2a.holding_agents.holds`)."""
     if task.next_action == NextAction.FOLLOW:
         return True
     if task.next_action != NextAction.SEND:
         return False
     no_polling = not task.agent.polling or bool((task.metadata or {}).get("noPolling"))
-    return no_polling or holding_agents.held_send(task)
+    return no_polling or holding_agents.holds(task)
 
 
 def _hand_off(task: Task) -> None:

@@ -175,3 +175,28 @@ def test_a_worker_killed_mid_stream_only_delays_the_task_which_completes_once(
     assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "pass"})
     assert TaskEvent.objects.filter(task=task, to_state=TaskState.COMPLETED).count() == 1
     assert len(peer.messages) == 1  # picked up by a subscribe, not sent again
+
+
+def test_a_send_held_past_the_timeout_is_waited_for_at_a_worker(
+    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent
+) -> None:
+    """A real a2a-sdk agent in the samples' shape holds a first send past
+    A2A_HTTP_TIMEOUT: the worker's hint thread waits for it (a2a.send_watch) and steps
+    aside, so with one hint thread another agent's task still starts meanwhile; the
+    held task runs once at its agent."""
+    from tests.support.sample_agent import run_sample_agent
+
+    make_agent(id="quick", skills=[make_skill(id="quick-review")], a2a_endpoint=peer.url)
+    user = make_user()
+    env = {**ENV, "A2A_HINT_THREADS": 1}
+    with run_sample_agent(seconds=6.0, streaming=False) as sample:
+        make_agent(id="sample", skills=[make_skill()], a2a_endpoint=sample.url)
+        with celery_worker(**env), celery_beat(**env):
+            held = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
+            wait_for(held, lambda t: bool(sample.inputs), timeout=30)
+            quick = services.create_task(skill_id="quick-review", input={"product": "b"}, user=user)
+            assert wait_for(quick, timeout=30).state == TaskState.COMPLETED
+            assert Task.objects.get(pk=held.pk).state == TaskState.SUBMITTED  # still held
+            held = wait_for(held, timeout=30)
+    assert (held.state, held.output["verdict"], held.attempts) == (TaskState.COMPLETED, "pass", 1)
+    assert len(sample.inputs) == 1

@@ -1,0 +1,133 @@
+"""A send to an agent not yet known to hold its sends is waited for past
+``A2A_HTTP_TIMEOUT`` instead of being sent again (a2a/send_watch.py): the agent runs the
+task once, and the thread that sent it steps aside for a new one, so the threads that
+start tasks stay free.
+
+Against a real a2a-sdk agent in the samples' shape (it reports nothing until its answer,
+so a2a-sdk holds the send) and the embedded mode's own threads (local dispatch), here one
+thread to start tasks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from a2a import local_dispatch, long_calls, send_watch
+from a2a.creation import create_task
+from a2a.models import Task
+from a2a.states import TaskState
+from agent_profiles.models import AgentProfile
+from tests.a2a.helpers import wait_for
+from tests.support.agents import TestAgent, run_agent
+from tests.support.sample_agent import run_sample_agent
+
+pytestmark = pytest.mark.django_db(transaction=True)  # pool threads see committed rows
+
+
+@pytest.fixture
+def one_thread(settings: Any) -> Iterator[None]:
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_LIST_INTERVAL = 0
+    settings.A2A_HTTP_TIMEOUT = 0.5
+    local_dispatch.start(1)
+    try:
+        yield
+    finally:
+        local_dispatch.stop()
+    assert send_watch._watches == set()
+    assert long_calls.running() == {}
+
+
+@pytest.fixture
+def quick() -> Iterator[TestAgent]:
+    with run_agent() as agent:
+        yield agent
+
+
+def eventually(rows: Any, timeout: float = 5.0) -> Any:
+    """The first row of ``rows()`` once there is one; fail on timeout."""
+    deadline = time.monotonic() + timeout
+    while (row := rows().first()) is None:
+        assert time.monotonic() < deadline, "never came"
+        time.sleep(0.05)
+    return row
+
+
+def start(user: Any, skill_id: str, **data: Any) -> Task:
+    return create_task(skill_id=skill_id, input={"product": "lamp", **data}, user=user)
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["no-streams", "streams"])
+def test_a_send_held_past_the_timeout_is_waited_for_and_the_agent_runs_the_task_once(
+    one_thread: None,
+    make_skill: Any,
+    make_agent: Any,
+    make_user: Any,
+    quick: TestAgent,
+    streaming: bool,
+) -> None:
+    held_skill, quick_skill = make_skill(id="ce-review"), make_skill(id="quick-review")
+    make_agent(id="quick", skills=[quick_skill], a2a_endpoint=quick.url)
+    user = make_user()
+    with run_sample_agent(seconds=2.0, streaming=streaming) as sample:
+        make_agent(id="sample", skills=[held_skill], a2a_endpoint=sample.url)
+        task = start(user, "ce-review")
+        # Past A2A_HTTP_TIMEOUT the send became a long call, the agent a holder ...
+        agent = eventually(lambda: AgentProfile.objects.filter(pk="sample", early_return=False))
+        assert "it was waited for, not sent again" in agent.no_early_return_reason
+        assert long_calls.running() == {"sample": 1}
+        held = Task.objects.get(pk=task.pk)
+        assert held.lease_until > timezone.now() + timedelta(seconds=60)  # the wait's claim
+        assert local_dispatch.pending() == 0  # its thread stepped aside
+        # ... and the pool's one thread, a new one, starts another agent's task meanwhile.
+        other = wait_for(start(user, "quick-review"), timeout=5)
+        assert other.state == TaskState.COMPLETED
+        assert Task.objects.get(pk=task.pk).state == TaskState.SUBMITTED  # still held
+        done = wait_for(task, timeout=10)
+        assert (done.state, done.output["verdict"], done.attempts) == (
+            TaskState.COMPLETED,
+            "pass",
+            1,
+        )
+        assert done.error is None
+        assert len(sample.inputs) == 1  # sent once: before, twice
+        # The next task goes the way of a known holder (a stream, or a held send).
+        later = wait_for(start(user, "ce-review", product="desk"), timeout=10)
+        assert (later.state, later.output["product"], later.attempts) == (
+            TaskState.COMPLETED,
+            "desk",
+            1,
+        )
+        assert len(sample.inputs) == 2
+
+
+def test_a_send_answered_in_time_marks_nothing(
+    one_thread: None, make_skill: Any, make_agent: Any, make_user: Any, quick: TestAgent
+) -> None:
+    agent = make_agent(id="quick", skills=[make_skill(id="quick-review")], a2a_endpoint=quick.url)
+    user = make_user()
+    tasks = [start(user, "quick-review", product=f"p{i}") for i in range(3)]
+    assert [wait_for(t).state for t in tasks] == [TaskState.COMPLETED] * 3
+    agent.refresh_from_db()
+    assert (agent.early_return, agent.no_early_return_reason) == (True, "")
+    assert quick.sends == 3
+
+
+def test_a_send_with_no_room_for_a_long_call_waits_the_timeout_as_before(
+    one_thread: None, make_skill: Any, make_agent: Any, make_user: Any, settings: Any
+) -> None:
+    """With no room for one more long call to the agent, the send is not watched: it gives
+    up at A2A_HTTP_TIMEOUT and is sent again later, as an unwatched send is."""
+    settings.A2A_LONG_CALLS_PER_AGENT = 0
+    with run_sample_agent(seconds=1.0, streaming=False) as sample:
+        make_agent(id="sample", skills=[make_skill(id="ce-review")], a2a_endpoint=sample.url)
+        task = start(make_user(), "ce-review")
+        task = wait_for(task, lambda t: (t.error or {}).get("code") == "agent_timeout", timeout=5)
+        assert (task.state, task.attempts) == (TaskState.SUBMITTED, 1)
+        assert long_calls.running() == {}
