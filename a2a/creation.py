@@ -253,10 +253,12 @@ def build(
     context_id: str | None = None,
     origin: str = "api",
     watched: bool = False,
+    metadata: dict[str, Any] | None = None,
 ) -> NewTask:
     """The unsaved rows of a new task (SUBMITTED, next action SEND; for a socket-only
     agent with a gateway hand-off registered: no next action, see :func:`insert`).
-    ``watched``: something will follow it besides its row (``Task.watched``)."""
+    ``watched``: something will follow it besides its row (``Task.watched``);
+    ``metadata``: more of the task's metadata (the face's caller's output modes)."""
     context = context_id or (message or {}).get("contextId") or str(uuid.uuid4())
     if message is not None:
         outbound = relay_message(message)
@@ -271,7 +273,7 @@ def build(
         input=data,
         transport=Transport.A2A,
         outbound_message=outbound,
-        metadata={"match": match, "fallbacks": []},
+        metadata={**(metadata or {}), "match": match, "fallbacks": []},
         created_by=_user_id(user),
         created_by_agent=agent_caller,
         origin=origin,
@@ -345,6 +347,7 @@ def create_task(
     origin: str = "api",
     validate_input: bool = True,
     watched: bool = False,
+    metadata: dict[str, Any] | None = None,
 ) -> Task:
     """Validate, choose an agent, store the task (SUBMITTED, next action SEND) and queue it.
 
@@ -352,7 +355,8 @@ def create_task(
     task of the same caller (that task is returned unchanged). Raises a 400 error for an
     unknown/inactive skill or agent, input failing the skill's ``input_schema`` or no
     agent for the skill, and 409 when the key was used for a different request.
-    ``watched``: the caller will follow it too (a stream, a push config; see ``build``).
+    ``watched``: the caller will follow it too (a stream, a push config; see ``build``);
+    ``metadata``: more of the task's metadata (see ``build``).
     """
     skill = active_skill(skill_id)
     data = {} if input is None else input
@@ -375,6 +379,7 @@ def create_task(
         context_id=context_id,
         origin=origin,
         watched=watched,
+        metadata=metadata,
     )
     try:
         if in_one_statement([new]):

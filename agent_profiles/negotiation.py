@@ -173,16 +173,32 @@ def parse_card(card: Any, source_url: str) -> ParsedCard:
 # Input modes (media types) under which a data part is welcome; besides these, any
 # ``application/...+json``. Cards write modes loosely ("text", "json", "data").
 _JSON_MODES = frozenset({"application/json", "json", "data", "*/*", "*", "application/*"})
+_TEXT_MODES = frozenset({"text", "*/*", "*"})
 
 
 def admits_json(modes: Any) -> bool | None:
-    """Whether input ``modes`` admit JSON data; None when they name none (anything goes)."""
-    if not isinstance(modes, list):
-        return None
-    named = [m.split(";")[0].strip().lower() for m in modes if isinstance(m, str) and m.strip()]
+    """Whether ``modes`` (an agent's input modes, a client's accepted output modes) admit
+    JSON data; None when they name none (anything goes)."""
+    named = _named(modes)
     if not named:
         return None
     return any(m in _JSON_MODES or m.endswith("+json") for m in named)
+
+
+def admits_text(modes: Any) -> bool | None:
+    """Whether ``modes`` admit plain text (``text``, ``text/plain``, ``text/*``, any); None
+    when they name none (anything goes)."""
+    named = _named(modes)
+    if not named:
+        return None
+    return any(m in _TEXT_MODES or m.startswith("text/") for m in named)
+
+
+def _named(modes: Any) -> list[str]:
+    """The media types ``modes`` names, without parameters, lower case."""
+    if not isinstance(modes, list):
+        return []
+    return [m.split(";")[0].strip().lower() for m in modes if isinstance(m, str) and m.strip()]
 
 
 def _json_input(card: dict[str, Any]) -> dict[str, bool]:

@@ -64,3 +64,21 @@ def opt_str(params: dict[str, Any], name: str) -> str:
     if not isinstance(raw, str):
         raise InvalidParams(f"{name} must be a string.", violations=[(name, "not a string")])
     return raw
+
+
+def opt_str_list(
+    params: dict[str, Any], name: str, *, items: int = 50, length: int = 200
+) -> list[str]:
+    """A list of strings ([] when absent): at most ``items``, each at most ``length``
+    characters."""
+    raw = params.get(name)
+    if raw is None:
+        return []
+    if (
+        not isinstance(raw, list)
+        or len(raw) > items
+        or not all(isinstance(v, str) and len(v) <= length for v in raw)
+    ):
+        bound = f"a list of at most {items} strings of at most {length} characters"
+        raise InvalidParams(f"{name} must be {bound}.", violations=[(name, bound)])
+    return raw

@@ -22,8 +22,8 @@ from a2a.face.context import CallContext
 from a2a.face.db import db_call
 from a2a.face.errors import AgentNotFound, InvalidParams, UnsupportedOperation
 from a2a.face.ids import MAX_CLIENT_ID, caller_tag, toward_agent
-from a2a.face.params import opt_bool, opt_int
-from a2a.face.serializers import agent_message, caller_context, task_json
+from a2a.face.params import opt_bool, opt_int, opt_str_list
+from a2a.face.serializers import OUTPUT_MODES, agent_message, caller_context, task_json
 from a2a.face.visibility import visible_task
 from a2a.models import Direction, Task, TaskEvent, TaskMessage
 from a2a.states import TaskState
@@ -136,12 +136,13 @@ def validate_send(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _send_sync(
-    ctx: CallContext, params: dict[str, Any], *, watched: bool
+    ctx: CallContext, params: dict[str, Any], *, watched: bool, modes: list[str]
 ) -> tuple[Task, int | None]:
     """Create the task (or answer an existing one); returns it and, for a follow-up, the
     event sequence number the answer must move past. ``watched``: the caller will wait
     for it or stream it, or gave a push config (a new task is stored watched, so neither
-    needs another write)."""
+    needs another write); ``modes``: the output modes the caller accepts, kept on the
+    task (:func:`a2a.face.serializers.text_only`)."""
     message = params["message"]
     tag = caller_tag(ctx)
     message_id = toward_agent(tag, message["messageId"])
@@ -163,6 +164,8 @@ def _send_sync(
         # Counted before the reply: an interruption the agent reports quickly (even
         # within reply_to_task) is then still newer than the reply's own transition.
         before = TaskEvent.objects.filter(task=task).count()
+        if modes and (task.metadata or {}).get(OUTPUT_MODES) != modes:
+            task.note(metadata={**(task.metadata or {}), OUTPUT_MODES: modes}, if_state=task.state)
         relayed = {**message, "messageId": message_id, "contextId": task.context_id}
         task = services.reply_to_task(task, message=relayed, by=ctx.user)
         task.refresh_from_db()
@@ -180,6 +183,7 @@ def _send_sync(
         origin="a2a",
         validate_input=False,
         watched=watched,
+        metadata={OUTPUT_MODES: modes} if modes else None,
     )
     return task, None
 
@@ -195,11 +199,13 @@ def send_and_attach(
     config = params.get("configuration") or {}
     opt_int(config, "historyLength", low=0)
     opt_bool(config, "returnImmediately")
+    modes = opt_str_list(config, "acceptedOutputModes")
     push_config = config.get("taskPushNotificationConfig")
     if push_config is not None:
         push.clean_config(push_config)
     waits = streaming or not config.get("returnImmediately")
-    task, since_seq = _send_sync(ctx, params, watched=waits or push_config is not None)
+    watched = waits or push_config is not None
+    task, since_seq = _send_sync(ctx, params, watched=watched, modes=modes)
     if push_config is not None:
         push.create_config(task, {**push_config, "taskId": str(task.id)})
     return task, since_seq, config

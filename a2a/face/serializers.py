@@ -14,6 +14,8 @@ from typing import Any
 from a2a.face.ids import for_caller
 from a2a.models import Direction, Task, TaskMessage
 from a2a.states import INTERRUPTED_STATES, TaskState
+from a2a.wire import data_as_text
+from agent_profiles.negotiation import admits_json, admits_text
 
 ROLE_USER = "ROLE_USER"
 ROLE_AGENT = "ROLE_AGENT"
@@ -48,8 +50,25 @@ def part_json(part: Any) -> Any:
     return out
 
 
-def _parts(parts: Any) -> Any:
-    return [part_json(p) for p in parts] if isinstance(parts, list) else parts
+# Where a task keeps the output modes its caller accepts (``acceptedOutputModes`` of the
+# send that created it, or of its caller's latest message).
+OUTPUT_MODES = "acceptedOutputModes"
+
+
+def text_only(task: Task) -> bool:
+    """Whether the task's caller accepts text output and no JSON (``acceptedOutputModes``
+    such as ``["text"]`` or ``["text/plain"]``): its agent's data parts are then shown to
+    it as JSON in text parts, as a client that renders text alone would show nothing of
+    them."""
+    modes = (task.metadata or {}).get(OUTPUT_MODES)
+    return bool(modes) and admits_json(modes) is False and bool(admits_text(modes))
+
+
+def _parts(parts: Any, text: bool = False) -> Any:
+    if not isinstance(parts, list):
+        return parts
+    out = [part_json(p) for p in parts]
+    return data_as_text({"parts": out})["parts"] if text else out
 
 
 def caller_context(task: Task) -> str:
@@ -72,7 +91,7 @@ def _as_ours(message: dict[str, Any], task: Task, role: str) -> dict[str, Any]:
         out["messageId"] = for_caller(out["messageId"])
     out["role"] = _LEGACY_ROLES.get(out.get("role"), out.get("role") or role)
     if "parts" in out:
-        out["parts"] = _parts(out["parts"])
+        out["parts"] = _parts(out["parts"], role == ROLE_AGENT and text_only(task))
     return out
 
 
@@ -101,17 +120,18 @@ def task_status(task: Task) -> dict[str, Any]:
     return status
 
 
-def _clean_artifact(artifact: Any) -> dict[str, Any] | None:
+def _clean_artifact(artifact: Any, text: bool) -> dict[str, Any] | None:
     if not isinstance(artifact, dict):
         return None
     out = {k: v for k, v in artifact.items() if k != "kind"}
     if "parts" in out:
-        out["parts"] = _parts(out["parts"])
+        out["parts"] = _parts(out["parts"], text)
     return out
 
 
 def task_artifacts(task: Task) -> list[dict[str, Any]]:
-    return [a for a in (_clean_artifact(x) for x in task.artifacts or []) if a is not None]
+    text = text_only(task)
+    return [a for a in (_clean_artifact(x, text) for x in task.artifacts or []) if a is not None]
 
 
 def history_messages(task: Task, rows: Iterable[TaskMessage]) -> list[dict[str, Any]]:
