@@ -69,6 +69,8 @@ def send(
     if pool is None or not long_calls.taken_here() or not long_calls.room_for(task.agent_id):
         return transport.send(message, push=push)
     seconds = long_call_seconds(task)
+    if seconds <= settings.A2A_HTTP_TIMEOUT:  # its deadline is nearer: nothing to wait for
+        return transport.send(message, push=push)
     watch = _Watch(
         task=task,
         pool=pool,
@@ -87,7 +89,7 @@ def _add(watch: _Watch) -> None:
     global _watchdog
     with _cond:
         _watches.add(watch)
-        if _watchdog is None:
+        if _watchdog is None or not _watchdog.is_alive():  # not yet, or not in this fork
             _watchdog = threading.Thread(target=_watch_loop, name="a2a-send-watch", daemon=True)
             _watchdog.start()
         elif len(_watches) == 1:
