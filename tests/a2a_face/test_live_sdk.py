@@ -4,6 +4,7 @@ agent registered behind it. Slow (boots processes): few tests, each covering a l
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -147,6 +148,13 @@ async def the_protocol_scenario(world: dict[str, Any], binding: str) -> None:
             await send(client, reply_to(done, more="no"))
         with pytest.raises(TaskNotFoundError):
             await client.get_task(pb.GetTaskRequest(id=str(uuid.uuid4())))
+
+        # A client that accepts text alone gets the agent's data as JSON text.
+        request = pb.SendMessageRequest(message=message("complete"))
+        request.configuration.accepted_output_modes.append("text/plain")
+        texts = [event async for event in client.send_message(request)][-1].task
+        assert texts.status.state == COMPLETED
+        assert json.loads(texts.artifacts[0].parts[0].text) == {"verdict": "pass"}
 
     # Streaming send: the Task first, then updates, closed after the final state.
     async with (
