@@ -56,9 +56,9 @@ def holds_sends(task: Task, target: CallTarget, exc: A2AAnswerLate) -> None:
     agent whose executor reports nothing before its end). The agent is marked in the
     registry: its next sends start by a stream (:func:`send_to_holder`), so the platform
     learns the agent's task id at its first event, or, when it does not stream, wait for
-    the answer (:func:`send_held`), instead of timing out and sending the work again. An agent seen
-    to answer such a send with its task in flight honours the field: its timeout is load,
-    not a hold, and it is not marked."""
+    the answer (:func:`send_held`), instead of timing out and sending the work again. An
+    agent seen to answer such a send with its task in flight honours the field: its
+    timeout is load, not a hold, and it is not marked."""
     mark_holder(
         task, f"no answer within {settings.A2A_HTTP_TIMEOUT:g} s (A2A_HTTP_TIMEOUT): {exc.message}"
     )
