@@ -10,10 +10,10 @@ So a send to an agent of which neither is known yet (it was never seen to answer
 task in flight, nor marked a holder) made on a thread of :mod:`a2a.local_dispatch` (where
 new tasks and replies start, in both modes) waits for its answer as long as the task may
 take. It is watched: once it has waited ``A2A_HTTP_TIMEOUT``, it becomes a long call
-where it runs (:func:`a2a.long_calls.became_long`), the agent is marked a holder, the
-task's claim is extended to cover the wait, and the thread steps aside from the pool
-(:mod:`platform_site.elastic_pool`): a new thread takes its place, so that the threads
-that start tasks stay free. A send that answers in time costs its watch, about 8 us of CPU
+where it runs (:func:`a2a.long_calls.became_long`), the task's claim is extended to cover
+the wait, the thread steps aside from the pool (:mod:`platform_site.elastic_pool`), where
+a new thread takes its place so that the threads that start tasks stay free, and the
+agent is marked a holder. A send that answers in time costs its watch, about 8 us of CPU
 (measured against a transport that returns at once; a worker's instant task, 1.4 ms).
 
 Elsewhere (the sweep's threads, a Celery worker), or with no room for one more long call
@@ -138,12 +138,12 @@ def _become_long(watch: _Watch) -> None:
             long_calls.became_long(task.agent_id or "")
             # The claim first: another worker taking the task over would send it again.
             task.extend_lease(watch.seconds + LEASE_MARGIN)
-            holding_agents.mark_holder(
+            watch.pool.step_aside(watch.thread)
+            holding_agents.mark_holder(  # last: what the agent's next sends go by
                 task,
                 f"no answer within {settings.A2A_HTTP_TIMEOUT:g} s (A2A_HTTP_TIMEOUT); "
                 "it was waited for, not sent again",
             )
-            watch.pool.step_aside(watch.thread)
         log.info(
             "task %s: agent %s holds its send; waiting for the answer up to %.0f s",
             task.pk,

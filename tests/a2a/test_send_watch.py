@@ -75,7 +75,7 @@ def test_a_send_held_past_the_timeout_is_waited_for_and_the_agent_runs_the_task_
     held_skill, quick_skill = make_skill(id="ce-review"), make_skill(id="quick-review")
     make_agent(id="quick", skills=[quick_skill], a2a_endpoint=quick.url)
     user = make_user()
-    with run_sample_agent(seconds=2.0, streaming=streaming) as sample:
+    with run_sample_agent(seconds=3.0, streaming=streaming) as sample:
         make_agent(id="sample", skills=[held_skill], a2a_endpoint=sample.url)
         task = start(user, "ce-review")
         # Past A2A_HTTP_TIMEOUT the send became a long call, the agent a holder ...
