@@ -131,3 +131,34 @@ def test_a_send_with_no_room_for_a_long_call_waits_the_timeout_as_before(
         task = wait_for(task, lambda t: (t.error or {}).get("code") == "agent_timeout", timeout=5)
         assert (task.state, task.attempts) == (TaskState.SUBMITTED, 1)
         assert long_calls.running() == {}
+
+
+def test_a_watchdog_inherited_dead_from_a_fork_is_started_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A process forked after its watchdog started has the thread object, not the thread:
+    a watch added there still comes due."""
+    import threading
+    from types import SimpleNamespace
+
+    came: list[Any] = []
+    monkeypatch.setattr(send_watch, "_become_long", came.append)
+    dead = threading.Thread(target=lambda: None)
+    dead.start()
+    dead.join()
+    send_watch._watchdog = dead  # not restored: the one started here goes on watching
+    watch = send_watch._Watch(
+        task=SimpleNamespace(agent_id="a"),  # type: ignore[arg-type]
+        pool=None,  # type: ignore[arg-type]
+        thread=threading.current_thread(),
+        seconds=60.0,
+        due=time.monotonic(),
+    )
+    send_watch._add(watch)
+    deadline = time.monotonic() + 5
+    while not came:
+        assert time.monotonic() < deadline, "the watch never came due"
+        time.sleep(0.01)
+    assert came == [watch]
+    assert send_watch._watchdog is not dead
+    assert send_watch._watches == set()
