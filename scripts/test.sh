@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# `make test`: the suite on SQLite (embedded mode), then on PostgreSQL + Redis (distributed):
+# `make test`: the suite on SQLite (embedded mode) and on PostgreSQL + Redis (distributed):
 # pass 1 runs everything but the distributed tests; pass 2 runs the fast tests again on
 # PostgreSQL plus the distributed ones (slow embedded-only tests run once, in pass 1).
+# The two passes share nothing (their own databases, Redis only in pass 2, free ports,
+# peers' environments built under a file lock) and spend most of their time waiting on
+# processes they boot, so they run side by side: pass 1 prints as it goes, pass 2 into
+# .test-logs/pass2.log, printed when it ends. TEST_SERIAL=1 runs them one after the other.
 # Uses TEST_DATABASE_URL / TEST_REDIS_URL when given; otherwise starts throwaway servers
 # with scripts/services.sh if they are installed. With REQUIRE_SERVICES=1 (CI) a missing
 # PostgreSQL or Redis fails the run instead of skipping the distributed tests.
@@ -14,20 +18,64 @@ if [ -z "${TEST_DATABASE_URL:-}" ] || [ -z "${TEST_REDIS_URL:-}" ]; then
   eval "$(scripts/services.sh start)"
   started=1
 fi
-cleanup() { if [ -n "$started" ]; then scripts/services.sh stop; fi; }
+pass2_pid=""
+cleanup() {
+  # An interrupted run interrupts pass 2 too, as Ctrl-C would: pytest tears its fixtures
+  # down (the processes they booted) before it exits.
+  if [ -n "$pass2_pid" ] && kill -INT -- "-$pass2_pid" 2>/dev/null; then
+    for _ in $(seq 300); do kill -0 "$pass2_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$pass2_pid" 2>/dev/null || true
+  fi
+  if [ -n "$started" ]; then scripts/services.sh stop; fi
+}
 trap cleanup EXIT
+# pytest answers Ctrl-C by exiting with status 2, not by dying of the signal, so bash would
+# carry on: stop here instead (the EXIT trap then stops pass 2 and the servers).
+trap 'exit 130' INT TERM
 
-echo "== pass 1: embedded mode (SQLite, in-process workers)"
-env -u DATABASE_URL -u REDIS_URL "${PYTEST[@]}" -m "not postgres and not distributed"
-
-if [ -n "${TEST_DATABASE_URL:-}" ] && [ -n "${TEST_REDIS_URL:-}" ]; then
+pass1() {
+  env -u DATABASE_URL -u REDIS_URL "${PYTEST[@]}" -m "not postgres and not distributed"
+}
+pass2() {
   # Everything that needs no process boot, on PostgreSQL, plus the distributed tests.
-  echo "== pass 2: distributed mode (PostgreSQL, Redis)"
   DATABASE_URL=$TEST_DATABASE_URL REDIS_URL=$TEST_REDIS_URL "${PYTEST[@]}" \
     -m "not slow or postgres or distributed"
-elif [ "${REQUIRE_SERVICES:-}" = 1 ]; then
-  echo "PostgreSQL and Redis are required (REQUIRE_SERVICES=1) but not available" >&2
-  exit 1
-else
+}
+
+if [ -z "${TEST_DATABASE_URL:-}" ] || [ -z "${TEST_REDIS_URL:-}" ]; then
+  echo "== pass 1: embedded mode (SQLite, in-process workers)"
+  pass1
+  if [ "${REQUIRE_SERVICES:-}" = 1 ]; then
+    echo "PostgreSQL and Redis are required (REQUIRE_SERVICES=1) but not available" >&2
+    exit 1
+  fi
   echo "== pass 2 skipped: PostgreSQL or Redis not installed"
+  exit 0
 fi
+
+if [ "${TEST_SERIAL:-}" = 1 ]; then
+  echo "== pass 1: embedded mode (SQLite, in-process workers)"
+  pass1
+  echo "== pass 2: distributed mode (PostgreSQL, Redis)"
+  pass2
+  exit 0
+fi
+
+mkdir -p .test-logs
+log=.test-logs/pass2.log
+echo "== pass 2: distributed mode (PostgreSQL, Redis), in the background into $log"
+# Its own process group (job control on), so that cleanup can interrupt all of it.
+set -m
+pass2 >"$log" 2>&1 &
+pass2_pid=$!
+set +m
+echo "== pass 1: embedded mode (SQLite, in-process workers)"
+status1=0
+pass1 || status1=$?
+status2=0
+wait "$pass2_pid" || status2=$?
+pass2_pid=""
+echo "== pass 2: distributed mode (PostgreSQL, Redis)"
+cat "$log"
+echo "== pass 1 exit $status1, pass 2 exit $status2"
+[ "$status1" = 0 ] && [ "$status2" = 0 ]
