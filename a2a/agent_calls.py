@@ -171,7 +171,7 @@ def _send(task: Task) -> None:
             began = time.monotonic()
             if holding_agents.holds(task):
                 reply = holding_agents.send_held(task, transport, message, push)
-            elif not task.agent.early_return_seen:
+            elif send_watch.may_hold(task):
                 reply = send_watch.send(task, transport, message, push)  # it may hold it
                 quick = time.monotonic() - began < settings.A2A_HTTP_TIMEOUT
                 if reply.state in ACTIVE_STATES and quick:

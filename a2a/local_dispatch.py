@@ -78,7 +78,31 @@ def submit(task_ids: list[Any]) -> bool:
     return True
 
 
-def _run(task_id: str) -> None:
+def has_room() -> bool:
+    """Whether a task handed over now (:func:`take_claimed`) would start at once."""
+    pool = _pool
+    return pool is not None and pool.has_room()
+
+
+def take_claimed(task_id: Any, lease: str) -> bool:
+    """Run a task claimed elsewhere in this process (by the sweep) on this pool, holding
+    its claim (``lease``, an ISO time); False when no pool runs here (the caller runs it
+    itself). A claim that runs out meanwhile is not taken over: another worker may have
+    the task (delayed, never run twice)."""
+    pool = _pool
+    if pool is None:
+        return False
+    try:
+        pool.submit((str(task_id), lease))
+    except RuntimeError:  # stopped meanwhile
+        return False
+    return True
+
+
+def _run(item: str | tuple[str, str]) -> None:
     if _pool is None:  # stopping: leave the task due rather than delay the shutdown
         return
-    process_on_pool_thread(task_id)
+    if isinstance(item, tuple):
+        process_on_pool_thread(*item)
+    else:
+        process_on_pool_thread(item)

@@ -16,8 +16,10 @@ a new thread takes its place so that the threads that start tasks stay free, and
 agent is marked a holder. A send that answers in time costs its watch, about 8 us of CPU
 (measured against a transport that returns at once; a worker's instant task, 1.4 ms).
 
-Elsewhere (the sweep's threads, a Celery worker), or with no room for one more long call
-to the agent, a send waits ``A2A_HTTP_TIMEOUT`` as before.
+The sweep hands such sends to those threads, with their claims
+(:func:`a2a.worker.sweep`), and so does a Celery worker for a hint that waited (a retry:
+``a2a.process``). Where no such thread is free at once, or no room is left for one more
+long call to the agent, a send waits ``A2A_HTTP_TIMEOUT`` as before.
 """
 
 from __future__ import annotations
@@ -58,6 +60,12 @@ class _Watch:
 _cond = threading.Condition()
 _watches: set[_Watch] = set()
 _watchdog: threading.Thread | None = None
+
+
+def may_hold(task: Task) -> bool:
+    """Whether the task's agent is not yet known to hold its sends, nor to return them
+    early: a send to it is watched where it can be (:func:`send`)."""
+    return not holding_agents.holds(task) and not task.agent.early_return_seen
 
 
 def send(

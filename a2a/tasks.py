@@ -21,18 +21,29 @@ log = logging.getLogger(__name__)
 )
 def process(task_id: str, lease: str | None = None) -> None:
     """Do the task's due next action (send, poll, follow, cancel) if it is due and free;
-    with ``lease``, a task the sweep claimed and handed off (a long call)."""
+    with ``lease``, a task the sweep claimed and handed off (a long call).
+
+    Without one (a hint that waited: a retry's), the task goes to this process's threads
+    that start tasks where they run (:mod:`a2a.local_dispatch`), like an immediate hint: a
+    send there to an agent that may hold it is waited for, not sent twice
+    (:mod:`a2a.send_watch`)."""
+    from a2a import local_dispatch  # it imports this module
+
     if lease:
         worker.process_claimed(task_id, lease)
-    else:
+    elif not local_dispatch.submit([task_id]):
         worker.process_task(task_id)
 
 
-def process_on_pool_thread(task_id: str) -> None:
-    """Do the task's due next action on a thread of a pool (which keeps its connection)."""
+def process_on_pool_thread(task_id: str, lease: str | None = None) -> None:
+    """Do the task's due next action on a thread of a pool (which keeps its connection);
+    with ``lease``, a task claimed elsewhere and handed over with its claim."""
     tidy_connections()  # the thread keeps its connection for the whole batch
     try:
-        worker.process_task(task_id)
+        if lease:
+            worker.process_claimed(task_id, lease)
+        else:
+            worker.process_task(task_id)
     except Exception:  # process_task records failures on the task; this is a bug guard
         log.exception("task %s: could not process it", task_id)
 

@@ -22,7 +22,16 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from a2a import agent_calls, agent_streams, follow_policy, holding_agents, long_calls, observe, rows
+from a2a import (
+    agent_calls,
+    agent_streams,
+    follow_policy,
+    holding_agents,
+    long_calls,
+    observe,
+    rows,
+    send_watch,
+)
 from a2a.creation import queue_processing
 from a2a.models import Task
 from a2a.scheduling import lease_seconds
@@ -244,6 +253,22 @@ def _hand_off(task: Task) -> None:
         log.warning("could not hand task %s off; a later sweep will", task.pk, exc_info=True)
 
 
+def _to_watched_threads(task: Task) -> bool:
+    """Hand a send to an agent that may hold it (:func:`a2a.send_watch.may_hold`) to the
+    threads that start tasks (:mod:`a2a.local_dispatch`), with its claim, where one is
+    free at once: there it may wait past ``A2A_HTTP_TIMEOUT`` and step aside, where on the
+    sweep's threads (which the sweep waits for) it was given up and sent again, and the
+    agent ran the task twice. Whether it was handed over (else it runs here, as before)."""
+    if task.next_action != NextAction.SEND or not send_watch.may_hold(task):
+        return False
+    from a2a import local_dispatch  # it imports a2a.tasks, which imports this module
+
+    if not local_dispatch.has_room():
+        return False
+    lease = task.extend_lease(lease_seconds())  # a claim of its own, from now
+    return local_dispatch.take_claimed(task.pk, lease.isoformat())
+
+
 @cpu_stage("worker")
 def process_claimed(task_id: Any, lease: str) -> None:
     """Run a task the sweep claimed and handed off (``lease`` proves the claim)."""
@@ -272,7 +297,7 @@ def _run_in_thread(task_id: Any) -> None:
             return  # deleted since its claim
         if _long_action(task) and not long_calls.taken_here():
             _hand_off(task)  # to a Celery worker: the sweep must not wait for it
-        else:
+        elif not _to_watched_threads(task):
             run_claimed(task)
     except Exception:
         log.exception("task %s: sweep could not process it", task_id)

@@ -70,6 +70,12 @@ class ElasticPool:
         stepped aside left out: they no longer hold a place in the pool."""
         return self._pending
 
+    def has_room(self) -> bool:
+        """Whether an item submitted now would start at once: fewer items pending than
+        threads in the pool."""
+        with self._lock:
+            return self._pending < len(self._threads)
+
     def step_aside(self, thread: threading.Thread) -> bool:
         """Take ``thread`` out of the pool with the job it runs (any thread may ask): a new
         thread takes its place (none once the pool stops), and ``thread`` ends with its

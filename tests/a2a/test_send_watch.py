@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import local_dispatch, long_calls, send_watch
+from a2a import creation, local_dispatch, long_calls, send_watch, worker
 from a2a.creation import create_task
 from a2a.models import Task
 from a2a.states import TaskState
+from a2a.tasks import process
 from agent_profiles.models import AgentProfile
 from tests.a2a.helpers import wait_for
 from tests.support.agents import TestAgent, run_agent
@@ -105,6 +106,38 @@ def test_a_send_held_past_the_timeout_is_waited_for_and_the_agent_runs_the_task_
             1,
         )
         assert len(sample.inputs) == 2
+
+
+@pytest.mark.parametrize("by", ["sweep", "retry"])
+def test_a_send_the_sweep_or_a_retry_makes_is_watched_on_the_threads_that_start_tasks(
+    one_thread: None,
+    make_skill: Any,
+    make_agent: Any,
+    make_user: Any,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    by: str,
+) -> None:
+    """A task whose hint was lost is sent by the sweep; a retry's hint comes as a Celery
+    message (``a2a.process``). Either way the send goes to the threads that start tasks,
+    where it is watched: on the sweep's own threads or a Celery worker's it gave up at
+    A2A_HTTP_TIMEOUT, and the agent ran the task twice."""
+    settings.A2A_HINT_GRACE = 0
+    monkeypatch.setattr(creation, "queue_processing", lambda *a, **k: None)  # hints lost
+    with run_sample_agent(seconds=2.0, streaming=False) as sample:
+        make_agent(id="sample", skills=[make_skill(id="ce-review")], a2a_endpoint=sample.url)
+        task = start(make_user(), "ce-review")
+        if by == "sweep":
+            assert worker.sweep()["processed"] == 1  # claimed, and handed over
+        else:
+            process(str(task.pk))
+        # It returned with the send still to answer: nothing waits on it here.
+        assert Task.objects.get(pk=task.pk).state == TaskState.SUBMITTED
+        done = wait_for(task, timeout=10)
+        assert (done.state, done.attempts, done.error) == (TaskState.COMPLETED, 1, None)
+        assert len(sample.inputs) == 1
+        agent = AgentProfile.objects.get(pk="sample")
+        assert "it was waited for, not sent again" in agent.no_early_return_reason
 
 
 def test_a_send_answered_in_time_marks_nothing(

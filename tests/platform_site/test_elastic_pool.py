@@ -139,3 +139,31 @@ def test_a_job_that_raises_does_not_take_its_thread(jobs: Any) -> None:
         time.sleep(0.01)
     pool.stop()
     assert pool.pending() == 0
+
+
+def test_it_has_room_while_fewer_jobs_wait_or_run_than_it_has_threads(jobs: Jobs) -> None:
+    """What the sweep asks before it hands a claimed send over: a job queued behind busy
+    threads would wait while its claim runs out."""
+    pool = ElasticPool(2, "test", jobs)
+    try:
+        assert pool.has_room()
+        pool.submit("a")
+        assert pool.has_room()
+        pool.submit("b")
+        assert not pool.has_room()
+        jobs.wait_started("a", "b")
+        assert pool.step_aside(jobs.started["a"])  # its place taken by a new thread
+        assert pool.has_room()
+        jobs.release("b")
+        jobs.wait_done("b")
+        deadline = time.monotonic() + 5
+        while pool.pending():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        pool.submit("c")
+        pool.submit("d")
+        assert not pool.has_room()
+    finally:
+        for name in "abcd":
+            jobs.release(name)
+        pool.stop()
