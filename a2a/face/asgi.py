@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import re
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -45,7 +46,9 @@ class FaceASGIHandler(LeanASGIHandler):
     async_views = True
 
     def bad_host_response(self, request: HttpRequest, exc: DisallowedHost) -> HttpResponse:
-        return _error_for_path(request.path, InvalidRequest("Invalid Host header."))
+        return _error_for_path(
+            request.path, request.method or "", InvalidRequest("Invalid Host header.")
+        )
 
     def create_request(self, scope: dict[str, Any], body_file: Any) -> Any:
         """Django's, but a request it cannot build (a query string that is not UTF-8, a
@@ -57,7 +60,7 @@ class FaceASGIHandler(LeanASGIHandler):
                 if response.status_code == 413
                 else InvalidRequest("The request could not be read: it is not valid UTF-8.")
             )
-            response = _error_for_path(scope.get("path", ""), error)
+            response = _error_for_path(scope.get("path", ""), scope.get("method", ""), error)
         return request, response
 
     async def get_response_async(self, request: HttpRequest) -> HttpResponse:
@@ -95,7 +98,8 @@ class FaceASGIHandler(LeanASGIHandler):
                 await self.send_response(response, send)
             return response
 
-        if not may_stream(request.path, _body_of(request) if "/jsonrpc" in request.path else None):
+        rpc = speaks_jsonrpc(request.path, request.method or "")
+        if not may_stream(request.path, _body_of(request) if rpc else None, rpc=rpc):
             # One answer, at once: the client going away changes nothing (the answer to a
             # closed connection is dropped), so no watch (two asyncio tasks per request).
             try:
@@ -122,13 +126,26 @@ class FaceASGIHandler(LeanASGIHandler):
         body_file.close()
 
 
-def may_stream(path: str, body: bytes | None = None) -> bool:
+# The HTTP+JSON interface's own URL, default or an agent's (not the face's `tasks`): it
+# has no HTTP+JSON operation of its own, and takes JSON-RPC posts (a2a/face/urls.py).
+_INTERFACE_URL = re.compile(r"^/v1/a2a(?:/(?!tasks/?$)[a-z0-9](?:[a-z0-9_-]{0,98}[a-z0-9])?)?/?$")
+
+
+def speaks_jsonrpc(path: str, method: str) -> bool:
+    """Whether a request to ``path`` is a JSON-RPC call: under the JSON-RPC URL, or a POST
+    to the HTTP+JSON interface's own URL, where clients given only that URL post JSON-RPC
+    (Microsoft Agent Framework's ``A2AAgent(url=...)``)."""
+    return "/jsonrpc" in path or (method == "POST" and _INTERFACE_URL.match(path) is not None)
+
+
+def may_stream(path: str, body: bytes | None = None, *, rpc: bool | None = None) -> bool:
     """Whether the answer to ``path`` (and, for JSON-RPC, ``body``) can be a stream, which
     must end when its client goes away: the REST streaming operations, and a JSON-RPC call
-    whose method streams (or whose method cannot be read here: the view will say why)."""
+    whose method streams (or whose method cannot be read here: the view will say why).
+    ``rpc``: whether the request is a JSON-RPC call (default: under the JSON-RPC URL)."""
     if path.endswith((":stream", ":subscribe")):
         return True
-    if "/jsonrpc" not in path:
+    if not (rpc if rpc is not None else "/jsonrpc" in path):
         return False
     method = _jsonrpc_method(body)
     return method is None or method in _streaming_methods()
@@ -170,11 +187,11 @@ def _streaming_methods() -> frozenset[str]:
     return frozenset(names)
 
 
-def _error_for_path(path: str, error: FaceError) -> HttpResponse:
-    """``error`` as the binding of ``path`` answers: a JSON-RPC envelope under the JSON-RPC
-    URL, the HTTP+JSON error anywhere else."""
+def _error_for_path(path: str, method: str, error: FaceError) -> HttpResponse:
+    """``error`` as the binding of the request answers: a JSON-RPC envelope for a JSON-RPC
+    call (:func:`speaks_jsonrpc`), the HTTP+JSON error for anything else."""
     # Lazily: the bindings pull in the views and models.
-    if "/jsonrpc" in path:
+    if speaks_jsonrpc(path, method):
         from a2a.face import jsonrpc
 
         return jsonrpc.error_response(error)

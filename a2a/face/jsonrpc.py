@@ -16,7 +16,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from a2a.face import legacy
+from a2a.face import legacy, rest
 from a2a.face.context import LEGACY_VERSION, PROTOCOL_VERSION, build_context, check_version
 from a2a.face.errors import (
     InvalidParams,
@@ -146,6 +146,17 @@ async def endpoint(request: HttpRequest, tenant: str | None = None) -> HttpRespo
         )
     except Exception as exc:
         return error_response(exc, request_id, operation)
+
+
+@csrf_exempt
+async def at_interface(request: HttpRequest, tenant: str | None = None) -> HttpResponse:
+    """The HTTP+JSON interface's own URL (``/v1/a2a``, ``/v1/a2a/{agentId}``), which has
+    no HTTP+JSON operation: a POST there is a JSON-RPC call. A client given only a URL
+    makes a card of it with one JSON-RPC interface and posts there (Microsoft Agent
+    Framework's ``A2AAgent(url=...)``, as its examples do). Other methods: HTTP+JSON's 404."""
+    if request.method == "POST":
+        return await endpoint(request, tenant)
+    return await rest.not_found(request)
 
 
 @csrf_exempt

@@ -1,7 +1,9 @@
 """Routes of the A2A face: the well-known card, HTTP+JSON under /v1/a2a (and the tenant
 prefix /v1/a2a/{agentId}), JSON-RPC at .../jsonrpc (with or without a trailing slash:
-clients built on httpx's ``base_url`` post to ``{url}/``), a JSON-RPC 404 envelope for any
-path below it, and the HTTP+JSON 404 for anything else."""
+clients built on httpx's ``base_url`` post to ``{url}/``), and also at the HTTP+JSON
+interface's own URL (``POST /v1/a2a``, ``POST /v1/a2a/{agentId}``: clients given only a URL
+post JSON-RPC there), a JSON-RPC 404 envelope for any path below the JSON-RPC URL, and the
+HTTP+JSON 404 for anything else."""
 
 from __future__ import annotations
 
@@ -42,5 +44,9 @@ urlpatterns: list[URLPattern] = [
     re_path(r"^\.well-known/agent-card\.json$", rest.agent_card, name="a2a-well-known-card"),
     *_operations("v1/a2a/", "a2a-face"),
     *_operations(f"v1/a2a/{TENANT}", "a2a-tenant"),
+    # The HTTP+JSON interface's own URL takes JSON-RPC posts too (a2a/face/asgi.py tells
+    # them apart for its early errors the same way).
+    re_path(r"^v1/a2a/?$", jsonrpc.at_interface, name="a2a-face-interface"),
+    re_path(rf"^v1/a2a/{TENANT}?$", jsonrpc.at_interface, name="a2a-tenant-interface"),
     re_path(r"^v1/a2a(?:/.*)?$", rest.not_found, name="a2a-face-not-found"),
 ]

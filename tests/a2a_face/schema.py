@@ -20,6 +20,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
 from a2a.cards import LEGACY_CARD_FIELDS
+from a2a.face.asgi import speaks_jsonrpc
 
 SPEC = Path(__file__).parent / "spec" / "a2a-1.0.json"
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
@@ -162,7 +163,7 @@ def check_answer(method: str, path: str, response: Any, rpc_method: str | None =
     if response.status_code in (304,) or ("/v1/a2a" not in path and "agent-card" not in path):
         return
     content_type = response.get("Content-Type", "")
-    jsonrpc = "/jsonrpc" in path
+    jsonrpc = speaks_jsonrpc(path, method)
     if content_type.startswith("text/event-stream"):
         return  # streams are checked event by event: check_stream
     assert content_type == "application/json", (path, content_type)

@@ -76,9 +76,11 @@ def test_it_checks_allowed_hosts(settings: Any) -> None:
     assert response.json()["error"]["details"][0]["reason"] == "INVALID_REQUEST"
 
 
-def _raw_call(path: str, query: bytes = b"", host: bytes = b"127.0.0.1") -> tuple[int, Any]:
+def _raw_call(
+    path: str, query: bytes = b"", host: bytes = b"127.0.0.1", method: str = ""
+) -> tuple[int, Any]:
     """One request straight through the ASGI interface (bytes no HTTP client would send)."""
-    method = "POST" if "jsonrpc" in path else "GET"
+    method = method or ("POST" if "jsonrpc" in path else "GET")
     headers = [(b"content-type", b"application/json")]
     scope = http_scope(path, method=method, headers=headers, query=query, host=host)
     sent: list[dict[str, Any]] = []
@@ -108,6 +110,15 @@ def test_a_bad_host_on_the_jsonrpc_url_is_a_jsonrpc_envelope(settings: Any) -> N
     assert status == 200
     assert set(body) == {"jsonrpc", "id", "error"}
     assert body["error"]["code"] == -32600
+    # A POST to the interface's own URL is a JSON-RPC call too; a GET there is not.
+    for path in ("/v1/a2a", "/v1/a2a/agent-x/"):
+        status, body = _raw_call(path, method="POST")
+        assert (status, set(body)) == (200, {"jsonrpc", "id", "error"}), path
+    status, body = _raw_call("/v1/a2a", method="GET")
+    assert status == 400
+    assert body["error"]["details"][0]["reason"] == "INVALID_REQUEST"
+    status, body = _raw_call("/v1/a2a/tasks", method="POST")  # the face's own word
+    assert body["error"]["details"][0]["reason"] == "INVALID_REQUEST"
 
 
 @pytest.mark.parametrize(
@@ -156,6 +167,7 @@ def _rpc(method: Any, **params: Any) -> bytes:
 def test_a_json_rpc_call_is_watched_when_its_method_streams(body: bytes, streams: bool) -> None:
     assert may_stream("/v1/a2a/jsonrpc", body) is streams
     assert may_stream("/v1/a2a/agent-x/jsonrpc/", body) is streams
+    assert may_stream("/v1/a2a", body, rpc=True) is streams
 
 
 def _scope(path: str, method: str, token: str, body: bytes) -> dict[str, Any]:

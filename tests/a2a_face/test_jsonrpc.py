@@ -128,6 +128,28 @@ def test_the_tenant_endpoint_scopes_to_its_agent(
     assert _error(by_param)["code"] == -32001
 
 
+def test_the_interface_url_takes_json_rpc_posts(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    """Clients given only a URL post JSON-RPC to it (Microsoft Agent Framework's
+    ``A2AAgent(url=...)``): the HTTP+JSON interface's own URL, default or an agent's, takes
+    JSON-RPC posts; its other methods and the operations under it stay HTTP+JSON."""
+    task = make_task(alice)
+    for path in ("/v1/a2a", "/v1/a2a/", "/v1/a2a/agent-one", "/v1/a2a/agent-one/"):
+        found = as_alice.rpc("GetTask", {"id": str(task.id)}, path=path)
+        assert found.json()["result"]["id"] == str(task.id), path
+    missing = as_alice.rpc("GetTask", {"id": str(task.id)}, path="/v1/a2a/agent-two")
+    assert _error(missing)["code"] == -32001
+    assert _error(as_alice.post("/v1/a2a", "{", content_type="application/json"))["code"] == (
+        -32700
+    )
+    assert _error(as_alice.rpc("tasks/fetch", path="/v1/a2a"))["code"] == -32601
+    not_here = as_alice.get("/v1/a2a")
+    assert not_here.status_code == 404
+    assert not_here.json()["error"]["details"][0]["reason"] == "METHOD_NOT_FOUND"
+    assert as_alice.get("/v1/a2a/tasks").json()["tasks"][0]["id"] == str(task.id)
+
+
 def test_the_sdk_client_maps_our_jsonrpc_errors() -> None:
     import httpx
     from a2a.client.transports.jsonrpc import JsonRpcTransport

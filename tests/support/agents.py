@@ -115,12 +115,20 @@ def _text_part(text: str) -> pb.Part:
 
 
 def _input_of(message: pb.Message | None) -> dict[str, Any]:
-    """The first dict data part of a message (the platform's skill input)."""
+    """The first dict data part of a message (the platform's skill input), else a JSON
+    object in its first text part (clients that send text alone)."""
     if message is None:
         return {}
     for data in get_data_parts(list(message.parts)):
         if isinstance(data, dict):
             return data
+    for part in message.parts:
+        if part.HasField("text"):
+            try:
+                data = json.loads(part.text)
+            except ValueError:
+                return {}
+            return data if isinstance(data, dict) else {}
     return {}
 
 

@@ -1,9 +1,9 @@
 """Cached virtual environments for peers that cannot share the project's (a2a-sdk 0.3,
-LangGraph's server, Google ADK, Strands Agents): ``.peers/<name>/`` (git-ignored), created
-on first use under a file lock so parallel test processes build it once, reused while its
-pinned requirements are unchanged; and a peer module of ``tests.support`` served from one
-(:func:`run_peer_module`, :func:`serve`). Standard library only: peers' environments
-import this module too."""
+LangGraph's server, Google ADK, Strands Agents, Microsoft Agent Framework):
+``.peers/<name>/`` (git-ignored), created on first use under a file lock so parallel test
+processes build it once, reused while its pinned requirements are unchanged; and a peer
+module of ``tests.support`` served from one (:func:`run_peer_module`, :func:`serve`).
+Standard library only: peers' environments import this module too."""
 
 from __future__ import annotations
 
