@@ -24,7 +24,8 @@ from typing import Any
 REQUIREMENTS = (
     "agent-framework-a2a==1.0.0b261022",
     "agent-framework-core==1.26.0",
-    "a2a-sdk==1.3.0",
+    "a2a-sdk[http-server]==1.3.0",
+    "uvicorn==0.55.0",  # the agents of tests.support.maf_agent
 )
 
 
