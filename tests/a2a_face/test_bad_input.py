@@ -16,6 +16,7 @@ from urllib.parse import quote
 import pytest
 from django.test import Client
 
+from a2a.face.asgi import speaks_jsonrpc
 from a2a.models import PushNotificationConfig, Task
 from tests.a2a_face.conftest import FaceClient, error_reason
 
@@ -164,6 +165,8 @@ PATHS = {
     "/v1/a2a/jsonrpc": ["POST"],
     "/v1/a2a/jsonrpc/": ["POST"],
     "/v1/a2a/agent-one/jsonrpc": ["POST"],
+    "/v1/a2a": ["POST"],  # the interface's own URL takes JSON-RPC posts
+    "/v1/a2a/agent-one/": ["POST"],
     "/v1/a2a/agent-one/message:send": ["POST"],
     "/v1/a2a/{text}": ["GET"],
 }
@@ -273,7 +276,7 @@ class Fuzzer:
         return self.mutated({"taskId": self.task_id, "url": "https://example.com/h"})
 
     def body(self, path: str) -> Any:
-        if "jsonrpc" in path and self.rng.random() < 0.9:
+        if speaks_jsonrpc(path, "POST") and self.rng.random() < 0.9:
             return {
                 "jsonrpc": self.rng.choice(["2.0"] * 8 + ["1.0", self.value()]),
                 "id": self.rng.choice([1, "a", None, self.text(), [1]]),
@@ -338,4 +341,6 @@ def test_a_seeded_fuzz_of_the_face_finds_no_server_error(
             continue
         assert response.status_code < 500, (method, path, raw[:300], response.content[:300])
         assert response["Content-Type"] == "application/json", (method, path)
-        json.loads(response.content)
+        answer = json.loads(response.content)
+        if speaks_jsonrpc(path.split("?")[0], method) and response.status_code == 200:
+            assert answer["jsonrpc"] == "2.0", (method, path)
