@@ -200,3 +200,34 @@ def test_a_send_held_past_the_timeout_is_waited_for_at_a_worker(
             held = wait_for(held, timeout=30)
     assert (held.state, held.output["verdict"], held.attempts) == (TaskState.COMPLETED, "pass", 1)
     assert len(sample.inputs) == 1
+
+
+def test_a_worker_killed_during_a_held_send_only_delays_the_task(
+    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    """The worker dies while its send, become a long call (an agent that holds its sends:
+    a2a.send_watch), waits for the answer: the claim, extended for the wait, runs out (the
+    long call's time plus a margin), another worker sends the task again, as a known
+    holder's, and the task completes once. The agent had the message and gets it again:
+    nothing told the platform the agent's task id before the answer."""
+    from agent_profiles.models import AgentProfile
+    from tests.support.sample_agent import run_sample_agent
+
+    env = {**ENV, "A2A_HTTP_TIMEOUT": 1, "A2A_LONG_CALL_MAX": 4}
+    with run_sample_agent(seconds=3.0, streaming=False) as sample:
+        make_agent(id="sample", skills=[make_skill()], a2a_endpoint=sample.url)
+        with ExitStack() as stack:
+            stack.enter_context(celery_beat(**env))
+            first = stack.enter_context(celery_worker("first", **env))
+            task = services.create_task(
+                skill_id="ce-review", input={"product": "lamp"}, user=make_user()
+            )
+            marked = AgentProfile.objects.filter(pk="sample", early_return=False)
+            wait_for(task, lambda t: marked.exists(), timeout=30)  # waited for, past 1 s
+            first.kill()
+            assert Task.objects.get(pk=task.pk).state == TaskState.SUBMITTED
+            stack.enter_context(celery_worker("second", **env))
+            task = wait_for(task, timeout=60)
+    assert (task.state, task.output["verdict"], task.attempts) == (TaskState.COMPLETED, "pass", 2)
+    assert TaskEvent.objects.filter(task=task, to_state=TaskState.COMPLETED).count() == 1
+    assert len(sample.inputs) == 2
