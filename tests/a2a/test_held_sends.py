@@ -162,7 +162,7 @@ def test_a_sample_shaped_agent_that_does_not_stream_runs_each_later_task_once(
     """A real a2a-sdk agent in the samples' shape (it reports nothing until its answer, so
     a2a-sdk holds the send), whose card offers no streaming, thinking longer than
     A2A_HTTP_TIMEOUT, sent to where a send cannot be waited for past that time (here the
-    test's thread, as the sweep's or a Celery worker's): the task that finds the hold out
+    test's thread, as when no thread that starts tasks is free): the task that finds the hold out
     runs twice at the agent (nothing said it had the first), every later one once. Sent
     from the threads that start tasks, it runs once (tests/a2a/test_send_watch.py)."""
     with run_sample_agent(seconds=1.0, streaming=False) as sample:
