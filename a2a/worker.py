@@ -263,10 +263,10 @@ def _to_watched_threads(task: Task) -> bool:
         return False
     from a2a import local_dispatch  # it imports a2a.tasks, which imports this module
 
-    if not local_dispatch.has_room():
+    if task.lease_until is None or not local_dispatch.has_room():
         return False
-    lease = task.extend_lease(lease_seconds())  # a claim of its own, from now
-    return local_dispatch.take_claimed(task.pk, lease.isoformat())
+    # The sweep's claim, as read with the row; taking it over renews it (Task.take_over).
+    return local_dispatch.take_claimed(task.pk, task.lease_until.isoformat())
 
 
 @cpu_stage("worker")
