@@ -60,8 +60,9 @@ def test_the_agent_framework_client_uses_the_platform(world: dict[str, Any]) -> 
             "resubscribed": DONE,
         }, binding
         assert seen[binding]["polls"] >= 1
-    assert (seen["url"], seen["agent_url"]) == (DONE, DONE)
+    # A run and a streamed run at each URL.
+    assert (seen["url"], seen["agent_url"]) == ([DONE, DONE], [DONE, DONE])
     states = [task.state for task in Task.objects.all()]
-    assert len(states) == 2 * 6 + 2
+    assert len(states) == 2 * 6 + 2 * 2
     assert states.count(TaskState.FAILED) == 2
-    assert states.count(TaskState.COMPLETED) == 12
+    assert states.count(TaskState.COMPLETED) == 14

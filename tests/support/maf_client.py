@@ -7,7 +7,7 @@ binding the platform's card offers, it it asks for a review that completes, one 
 question and is answered in the same session, one that fails, one streamed, and one in the
 background, followed by polling and by resubscribing; then, given only a URL (as the
 framework's examples do: it speaks JSON-RPC there), the platform's and an agent's on it,
-for one review each. The framework sends text only, so
+a run and a streamed run each. The framework sends text only, so
 the input goes as JSON in a text part. It prints one JSON object saying what the
 framework's responses carried; the test asserts on it. It imports nothing of the
 platform.
@@ -109,8 +109,10 @@ async def scenario(base: str, token: str, agent_id: str) -> dict[str, Any]:
         # Given a URL alone, the framework makes a card of it with one JSON-RPC interface:
         # the platform's, and one agent's on the platform.
         for key, url in (("url", f"{base}/v1/a2a"), ("agent_url", f"{base}/v1/a2a/{agent_id}")):
-            response = await A2AAgent(url=url, http_client=http).run(review("complete"))
-            seen[key] = read(response.text)
+            agent = A2AAgent(url=url, http_client=http)
+            response = await agent.run(review("complete"))
+            updates = [u async for u in agent.run(review("slow", seconds=0.5), stream=True)]
+            seen[key] = [read(response.text), read("".join(u.text for u in updates))]
     return seen
 
 
