@@ -3,14 +3,13 @@ framework's A2A client, as its apps and workflows call other agents), in its own
 environment (``.peers/maf``, built by :func:`maf_python`).
 
 Run as ``<maf python> -m tests.support.maf_client BASE_URL TOKEN AGENT_ID``: for each
-binding the platform's card offers, it it asks for a review that completes, one that asks a
-question and is answered in the same session, one that fails, one streamed, and one in the
-background, followed by polling and by resubscribing; then, given only a URL (as the
+binding the platform's card offers, it asks for a review that completes, one that asks a
+question and is answered in the same session, one that fails, one streamed, and one in
+the background, followed by polling and by resubscribing; then, given only a URL (as the
 framework's examples do: it speaks JSON-RPC there), the platform's and an agent's on it,
-a run and a streamed run each. The framework sends text only, so
-the input goes as JSON in a text part. It prints one JSON object saying what the
-framework's responses carried; the test asserts on it. It imports nothing of the
-platform.
+a run and a streamed run each. The framework sends text only, so the input goes as JSON
+in a text part. It prints one JSON object saying what the framework's responses carried;
+the test asserts on it. It imports nothing of the platform.
 """
 
 from __future__ import annotations
