@@ -17,6 +17,7 @@ import pytest
 from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import MessageToDict
 
+from a2a.face.asgi import speaks_jsonrpc
 from a2a.models import Task
 from a2a.states import TaskState
 from tests.a2a_face.test_live_sdk import message, sdk_client, send
@@ -127,6 +128,8 @@ def test_bad_bytes_on_a_real_daphne_get_json_4xx(world: dict[str, Any]) -> None:
         ("POST", "/v1/a2a/jsonrpc", rpc, {}),
         ("POST", "/v1/a2a/message:send", '{"message": {"messageId": "\\u0000"}}', {}),
         ("POST", "/v1/a2a/message:send", b"\xff\xfe{", {}),
+        ("POST", "/v1/a2a", deep, {}),  # the interface URL: JSON-RPC posts
+        ("POST", "/v1/a2a/agent-one/", b"\xff\xfe{", {}),
     ]
     with httpx.Client(base_url=url, headers=auth, timeout=30) as http:
         for method, path, body, headers in requests:
@@ -137,7 +140,7 @@ def test_bad_bytes_on_a_real_daphne_get_json_4xx(world: dict[str, Any]) -> None:
                 headers={"Content-Type": "application/json", **headers},
             )
             assert 400 <= response.status_code < 500 or (
-                "/jsonrpc" in path and "error" in response.json()
+                speaks_jsonrpc(path, method) and "error" in response.json()
             ), (path, response.status_code, response.text[:200])
             assert response.headers["Content-Type"] == "application/json", path
 
