@@ -70,6 +70,9 @@ def test_each_task_runs_once_at_an_agent_that_holds_its_sends(
         user = make_user()
         with live(**ENV):
             tasks = the_four_behaviours(user)
+            # Canceled here at once; the agent is told after (a race the test must not lose).
+            told = lambda t: "remoteCancel" in t.metadata  # noqa: E731
+            tasks["slow"] = wait_for(tasks["slow"], told, timeout=30)
         runs = peer.runs()
     check_outcomes(tasks, "list")
     assert tasks["slow"].metadata["remoteCancel"]["state"] == TaskState.CANCELED
