@@ -14,6 +14,11 @@ import httpx
 
 from a2a.models import Task
 from a2a.states import TERMINAL_STATES
+
+# Imported with this module, not at a test's first push: building the ASGI app sets
+# Django up, whose logging configuration replaces the root logger's handlers, pytest's
+# log capture among them (a test alone then captured no line).
+from platform_site.asgi import application
 from platform_site.celery import app
 from platform_site.embedded import EmbeddedWorkers
 
@@ -68,8 +73,6 @@ def working(task: Task) -> Task:
 
 def post(path: str, body: Any, token: str | None, **kwargs: Any) -> httpx.Response:
     """POST ``body`` (JSON unless bytes or text) to the ASGI app, with a push token."""
-    from platform_site.asgi import application
-
     headers = {"X-A2A-Notification-Token": token} if token else {}
     headers.update(kwargs.pop("headers", {}))
     content = body if isinstance(body, (bytes, str)) else json.dumps(body)

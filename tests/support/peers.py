@@ -42,13 +42,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tests.support.agents import (
-    VALID_OUTPUT,
-    BehaviourExecutor,
-    TestAgent,
-    agent_card,
-    run_agent,
-)
+from tests.support.agents import TestAgent, agent_card, run_agent
+from tests.support.behaviours import VALID_OUTPUT, BehaviourExecutor
 from tests.support.raw_modes import RawModes, whole_body
 
 BEARER = "peer-bearer-secret-1234"

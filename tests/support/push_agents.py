@@ -35,7 +35,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from tests.support.agents import VALID_OUTPUT, BehaviourExecutor, TestAgent, agent_card
+from tests.support.agents import TestAgent, agent_card
+from tests.support.behaviours import VALID_OUTPUT, BehaviourExecutor
 from tests.support.raw_modes import RawModes
 from tests.support.serving import free_port, serve_agent
 
