@@ -140,6 +140,40 @@ def test_a_send_the_sweep_or_a_retry_makes_is_watched_on_the_threads_that_start_
         assert "it was waited for, not sent again" in agent.no_early_return_reason
 
 
+def test_the_sweep_sends_it_itself_when_no_thread_that_starts_tasks_is_free(
+    one_thread: None,
+    make_skill: Any,
+    make_agent: Any,
+    make_user: Any,
+    quick: TestAgent,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A send handed over to a busy pool would queue while its claim runs out: the sweep
+    keeps it and sends it on its own thread, as before; with a thread free, it hands it
+    over."""
+    settings.A2A_HINT_GRACE = 0
+    monkeypatch.setattr(creation, "queue_processing", lambda *a, **k: None)  # hints lost
+    handed: list[Any] = []
+    take_claimed = local_dispatch.take_claimed
+    monkeypatch.setattr(
+        local_dispatch, "take_claimed", lambda *args: handed.append(args) or take_claimed(*args)
+    )
+    make_agent(id="quick", skills=[make_skill(id="quick-review")], a2a_endpoint=quick.url)
+    user = make_user()
+    has_room = local_dispatch.has_room
+    monkeypatch.setattr(local_dispatch, "has_room", lambda: False)
+    busy = start(user, "quick-review")
+    assert worker.sweep()["processed"] == 1
+    assert handed == []
+    assert Task.objects.get(pk=busy.pk).state == TaskState.COMPLETED  # sent by the sweep
+    monkeypatch.setattr(local_dispatch, "has_room", has_room)
+    free = start(user, "quick-review", product="desk")
+    assert worker.sweep()["processed"] == 1
+    assert [task_id for task_id, _ in handed] == [free.pk]
+    assert wait_for(free, timeout=5).state == TaskState.COMPLETED
+
+
 def test_a_send_answered_in_time_marks_nothing(
     one_thread: None, make_skill: Any, make_agent: Any, make_user: Any, quick: TestAgent
 ) -> None:
