@@ -16,9 +16,9 @@ from typing import Any
 from django.utils import timezone
 
 from a2a import agent_registry
-from a2a.creation import queue_processing
 from a2a.exceptions import A2ACallError
 from a2a.follow_policy import POLL, base_interval, schedule_poll
+from a2a.hints import queue_processing
 from a2a.models import Task
 from a2a.states import ACTIVE_STATES, NextAction, TaskState, Transport
 from a2a.transports import AgentReply

@@ -38,7 +38,6 @@ from a2a import (
     transports,
 )
 from a2a.agent_updates import apply_agent_reply
-from a2a.creation import queue_processing
 from a2a.exceptions import (
     A2AAnswerLate,
     A2ACallError,
@@ -57,6 +56,7 @@ from a2a.follow_policy import (
     long_call_seconds,
     schedule_poll,
 )
+from a2a.hints import queue_processing
 from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.states import ACTIVE_STATES, NextAction, TaskState, Transport, normalize_state

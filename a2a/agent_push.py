@@ -36,7 +36,7 @@ from a2a.agent_updates import (
     record_message,
     refuse_oversize_artifacts,
 )
-from a2a.creation import queue_processing
+from a2a.hints import queue_processing
 from a2a.models import Direction, Task, TaskMessage
 from a2a.states import (
     ACTIVE_STATES,

@@ -14,9 +14,9 @@ from django.conf import settings
 
 from a2a import agent_answers, transports
 from a2a.agent_updates import apply_agent_reply
-from a2a.creation import queue_processing
 from a2a.exceptions import A2ACallError, A2AUnsupportedOperation
 from a2a.follow_policy import LEASE_MARGIN, STREAM, can_subscribe, long_call_seconds
+from a2a.hints import queue_processing
 from a2a.models import Task
 from a2a.states import ACTIVE_STATES, NextAction, Transport
 from a2a.task_actions import handle_send_failure

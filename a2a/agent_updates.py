@@ -22,8 +22,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from a2a import lookups, observe
-from a2a.creation import queue_processing
 from a2a.exceptions import A2AProtocolError
+from a2a.hints import queue_processing
 from a2a.models import Direction, Task, TaskMessage
 from a2a.states import (
     ACTIVE_STATES,

@@ -1,7 +1,7 @@
 """Creating platform tasks: validation, choosing the agent, idempotency keys and queueing.
 
 Part of :mod:`a2a.services` (import from there): :func:`create_task` stores a task in
-SUBMITTED with next action SEND, and :func:`queue_processing` asks a worker to act on it.
+SUBMITTED with next action SEND, and :mod:`a2a.hints` asks a worker to act on it.
 :mod:`a2a.batch` creates many at once on the same building blocks.
 
 Creation is on the hot path of ``POST /api/tasks`` and of the A2A face's ``message:send``,
@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from a2a import lookups, observe
 from a2a.exceptions import InputInvalid, UnknownAgent, UnknownSkill
+from a2a.hints import claim_at_birth, queue_processing_many, start_born
 from a2a.models import Direction, Task, TaskEvent, TaskMessage
 from a2a.states import NextAction, Transport
 from a2a.wire import relay_message, schema_errors, user_message
@@ -46,57 +47,6 @@ log = logging.getLogger(__name__)
 
 def _deadline() -> Any:
     return timezone.now() + timedelta(seconds=settings.A2A_TASK_TIMEOUT)
-
-
-def queue_processing(task_id: Any, countdown: float | None = None) -> None:
-    """After commit, ask a worker to do the task's next action now (or in ``countdown`` s).
-
-    Only a hint: if the broker loses it, the sweep finds the due task anyway. An
-    immediate hint goes to this process's threads where they run (:mod:`a2a.local_dispatch`:
-    the embedded platform, a distributed worker), else to the workers' Redis list
-    (:mod:`a2a.hint_queue`), else as a Celery message.
-    """
-
-    def send() -> None:
-        from a2a import hint_queue, local_dispatch  # they import the worker, which imports us
-        from a2a.tasks import process
-
-        if not countdown and (local_dispatch.submit([task_id]) or hint_queue.publish([task_id])):
-            return
-
-        try:
-            if countdown and countdown > 0:
-                process.apply_async((str(task_id),), countdown=countdown)
-            else:
-                process.delay(str(task_id))
-        except Exception:  # the row is the source of truth; the sweep will pick it up
-            log.warning(
-                "could not queue a2a.process for %s; the sweep will", task_id, exc_info=True
-            )
-
-    transaction.on_commit(send)
-
-
-def queue_processing_many(task_ids: list[Any]) -> None:
-    """After commit, ask a worker to start these tasks: one message for all of them."""
-    if len(task_ids) == 1:
-        queue_processing(task_ids[0])
-        return
-    if not task_ids:
-        return
-
-    def send() -> None:
-        from a2a import hint_queue, local_dispatch
-        from a2a.tasks import process_many
-
-        if local_dispatch.submit(task_ids) or hint_queue.publish(task_ids):
-            return
-        try:
-            process_many.delay([str(pk) for pk in task_ids])
-        except Exception:  # the rows are the source of truth; the sweep will pick them up
-            log.warning("could not queue a2a.process_many; the sweep will", exc_info=True)
-
-    transaction.on_commit(send)
 
 
 # Hands new tasks of agents without an HTTP endpoint to the gateway, inside the creation
@@ -308,6 +258,9 @@ def insert(new: list[NewTask]) -> None:
     if not new:
         return
     tasks = [n.task for n in new]
+    sends = [t for t in tasks if t.next_action == NextAction.SEND]
+    # Where this process starts tasks on its own threads, they are claimed at birth.
+    born = claim_at_birth(sends)
     observe.tasks_creating(tasks)  # each task's trace starts here (context in metadata)
     first = new[0]
     if not (
@@ -324,7 +277,10 @@ def insert(new: list[NewTask]) -> None:
     observe.tasks_created(tasks)  # metrics, log line, trace (rows are in; commit is next)
     # Last: without a transaction (one statement) the workers are told at once, and the
     # task's "created" is counted and logged before anything a worker does with it.
-    queue_processing_many([t.pk for t in tasks if t.next_action == NextAction.SEND])
+    if born:
+        start_born(sends)
+    else:
+        queue_processing_many([t.pk for t in sends])
 
 
 def in_one_statement(new: list[NewTask]) -> bool:

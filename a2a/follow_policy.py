@@ -28,7 +28,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from a2a import agent_listing, agent_push
-from a2a.creation import queue_processing
+from a2a.hints import queue_processing
 from a2a.models import Task
 from agent_profiles.interfaces import CallTarget
 

@@ -21,14 +21,19 @@ place (:mod:`platform_site.elastic_pool`).
 
 from __future__ import annotations
 
+import copy
+import logging
 import threading
 from typing import Any
 
 from django.conf import settings
 
 from a2a import long_calls
+from a2a.models import Task
 from a2a.tasks import process_on_pool_thread
 from platform_site.elastic_pool import ElasticPool
+
+log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _pool: ElasticPool | None = None
@@ -78,6 +83,46 @@ def submit(task_ids: list[Any]) -> bool:
     return True
 
 
+def running() -> bool:
+    """Whether this process starts tasks on its own threads (new tasks created here are
+    then claimed at birth: :func:`start_born`)."""
+    return _pool is not None
+
+
+def start_born(tasks: list[Task]) -> None:
+    """Start these new tasks, created and claimed at birth in this process
+    (:meth:`Task.claim_at_birth`), on this pool: each thread gets a copy of its own, as
+    the creating request goes on with the original (its answer, its push configs). Where
+    the pool stopped meanwhile, their claims are given up at once for the sweep."""
+    pool = _pool
+    for n, task in enumerate(tasks):
+        try:
+            if pool is None:
+                raise RuntimeError("no pool")
+            pool.submit(_own_copy(task))
+        except RuntimeError:  # stopping: leave these to the sweep, not to their leases
+            for left in tasks[n:]:
+                _give_up(left)
+            return
+
+
+def _own_copy(task: Task) -> Task:
+    """A copy of a new task a worker thread may change freely: its JSON fields and agent
+    are its own (the agent is the registry cache's, shared by threads: read-only)."""
+    mine = copy.copy(task)
+    for name in ("input", "metadata", "outbound_message"):
+        setattr(mine, name, copy.deepcopy(getattr(task, name)))
+    mine.agent = copy.copy(task.agent)
+    return mine
+
+
+def _give_up(task: Task) -> None:
+    try:
+        task.release(held=task.lease_until)
+    except Exception:  # its lease runs out instead: delayed, not lost
+        log.warning("task %s: could not give up its claim", task.pk, exc_info=True)
+
+
 def has_room() -> bool:
     """Whether a task handed over now (:func:`take_claimed`) would start at once."""
     pool = _pool
@@ -99,10 +144,14 @@ def take_claimed(task_id: Any, lease: str) -> bool:
     return True
 
 
-def _run(item: str | tuple[str, str]) -> None:
+def _run(item: str | tuple[str, str] | Task) -> None:
     if _pool is None:  # stopping: leave the task due rather than delay the shutdown
+        if isinstance(item, Task):
+            _give_up(item)
         return
-    if isinstance(item, tuple):
+    if isinstance(item, Task):
+        process_on_pool_thread(item)
+    elif isinstance(item, tuple):
         process_on_pool_thread(*item)
     else:
         process_on_pool_thread(item)

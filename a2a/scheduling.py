@@ -159,6 +159,14 @@ class TaskScheduling:
                 cls._rows().filter(due_filter(now), pk__in=ids).update(lease_until=lease)
         return ids
 
+    def claim_at_birth(self) -> None:
+        """Claim a task not stored yet: its row goes in with the lease, for the process
+        that creates it to start it with no claim of its own (a conditional UPDATE and a
+        read per task, which cost more than the rest of the start). Nobody else can act on
+        it before the lease runs out, as after any claim."""
+        if self.next_action == NextAction.SEND and self.lease_until is None:
+            self.lease_until = timezone.now() + timedelta(seconds=lease_seconds())
+
     def extend_lease(self, seconds: float) -> Any:
         """Keep the claim for a long call (a stream, a blocking send); the new lease."""
         lease = timezone.now() + timedelta(seconds=seconds)

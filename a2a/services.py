@@ -32,7 +32,8 @@ from __future__ import annotations
 
 from a2a.agent_updates import apply_agent_reply, apply_agent_update, record_message
 from a2a.batch import Outcome, TaskRequest, create_tasks
-from a2a.creation import create_task, queue_processing
+from a2a.creation import create_task
+from a2a.hints import queue_processing
 from a2a.reassign import reassign_task
 from a2a.task_actions import (
     cancel_task,

@@ -8,6 +8,7 @@ from celery import shared_task
 from django.conf import settings
 
 from a2a import retention, worker
+from a2a.models import Task
 from platform_site.dbthreads import ConnectionPool, tidy_connections
 
 log = logging.getLogger(__name__)
@@ -35,17 +36,20 @@ def process(task_id: str, lease: str | None = None) -> None:
         worker.process_task(task_id)
 
 
-def process_on_pool_thread(task_id: str, lease: str | None = None) -> None:
+def process_on_pool_thread(task_id: str | Task, lease: str | None = None) -> None:
     """Do the task's due next action on a thread of a pool (which keeps its connection);
-    with ``lease``, a task claimed elsewhere and handed over with its claim."""
+    with ``lease``, a task claimed elsewhere and handed over with its claim; given the
+    task itself, a new task claimed at birth (:func:`a2a.worker.process_born`)."""
     tidy_connections()  # the thread keeps its connection for the whole batch
     try:
-        if lease:
+        if isinstance(task_id, Task):
+            worker.process_born(task_id)
+        elif lease:
             worker.process_claimed(task_id, lease)
         else:
             worker.process_task(task_id)
     except Exception:  # process_task records failures on the task; this is a bug guard
-        log.exception("task %s: could not process it", task_id)
+        log.exception("task %s: could not process it", getattr(task_id, "pk", task_id))
 
 
 # The threads of batch creations' messages, kept with their database connections from one

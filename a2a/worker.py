@@ -32,7 +32,7 @@ from a2a import (
     rows,
     send_watch,
 )
-from a2a.creation import queue_processing
+from a2a.hints import queue_processing
 from a2a.models import Task
 from a2a.scheduling import lease_seconds
 from a2a.states import ACTIVE_STATES, NextAction, Transport
@@ -52,6 +52,7 @@ __all__ = [
     "expire_overdue",
     "fail_timeout",
     "lease_seconds",
+    "process_born",
     "process_task",
     "run_claimed",
     "schedule_poll",
@@ -275,6 +276,23 @@ def process_claimed(task_id: Any, lease: str) -> None:
     task = Task.take_over(task_id, lease)
     if task is not None:
         run_claimed(task)
+
+
+# How long a task claimed at birth may wait for a thread and still start on that claim:
+# part of the lease's margin over one call (lease_seconds), so its call ends in time.
+BORN_CLAIM_SLACK = 1.0
+
+
+@cpu_stage("worker")
+def process_born(task: Task) -> None:
+    """Start a task this process claimed at birth (:meth:`Task.claim_at_birth`): no claim,
+    no read, where it started within ``BORN_CLAIM_SLACK`` of its birth; else, as a task
+    handed over, once its claim is renewed (refused if it changed meanwhile)."""
+    left = (task.lease_until - timezone.now()).total_seconds()
+    if left >= lease_seconds() - BORN_CLAIM_SLACK:
+        run_claimed(task)
+    else:
+        process_claimed(task.pk, task.lease_until.isoformat())
 
 
 # The sweep's threads, kept with their database connections from one sweep to the next.

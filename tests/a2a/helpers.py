@@ -58,6 +58,15 @@ def embedded_workers(sweep_interval: float = 0.3) -> Iterator[EmbeddedWorkers]:
         app.conf.beat_schedule = schedule
 
 
+def lose_new_tasks_hints(monkeypatch: Any) -> None:
+    """New tasks are neither claimed at birth for this process's threads nor hinted: only
+    the sweep finds them."""
+    from a2a import creation, local_dispatch
+
+    monkeypatch.setattr(local_dispatch, "running", lambda: False)
+    monkeypatch.setattr(creation, "queue_processing_many", lambda *a, **k: None)
+
+
 def working(task: Task) -> Task:
     """The agent answered WORKING with its own task and context ids."""
     from a2a import services

@@ -10,10 +10,10 @@ import pytest
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from a2a import creation, services
+from a2a import services
 from a2a.models import Task, TaskEvent
 from a2a.states import NextAction, TaskState
-from tests.a2a.helpers import embedded_workers, wait_for
+from tests.a2a.helpers import embedded_workers, lose_new_tasks_hints, wait_for
 from tests.support.agents import TestAgent, run_agent
 from tests.support.serving import down_url
 
@@ -267,7 +267,7 @@ def test_a_person_can_retry_a_failed_task(peer: TestAgent, agent: Any, user: Any
 def test_the_sweep_picks_up_a_task_whose_message_was_lost(
     peer: TestAgent, agent: Any, user: Any, monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr(creation, "queue_processing", lambda *a, **k: None)
+    lose_new_tasks_hints(monkeypatch)
     task = wait_for(start(user, "complete"))
     assert task.state == TaskState.COMPLETED
 

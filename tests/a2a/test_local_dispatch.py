@@ -101,3 +101,117 @@ def test_a_pool_shut_down_under_a_submit_declines_quietly(monkeypatch: pytest.Mo
     closed.stop()
     monkeypatch.setattr(local_dispatch, "_pool", closed)
     assert local_dispatch.submit(["a", "b"]) is True
+
+
+# --- claimed at birth --------------------------------------------------------------------
+
+
+@pytest.fixture
+def claims(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The claims workers take (a due task's, a handed-over task's), recorded."""
+    from a2a.models import Task
+
+    taken: list[str] = []
+    claim, take_over = Task.claim.__func__, Task.take_over.__func__  # type: ignore[attr-defined]
+
+    def claiming(cls: Any, pk: Any) -> Any:
+        taken.append("claim")
+        return claim(cls, pk)
+
+    def taking_over(cls: Any, pk: Any, lease: str) -> Any:
+        taken.append("take_over")
+        return take_over(cls, pk, lease)
+
+    monkeypatch.setattr(Task, "claim", classmethod(claiming))
+    monkeypatch.setattr(Task, "take_over", classmethod(taking_over))
+    return taken
+
+
+def test_new_tasks_are_claimed_at_birth_and_started_as_they_are(
+    local: None, user: Any, peer: TestAgent, claims: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The row goes in with its lease, and the thread starts the task without claiming and
+    reading it again, on a copy of its own: the creating request goes on with the original
+    (it answers with it)."""
+    from a2a import worker
+
+    ran: list[Any] = []
+    process_born = worker.process_born
+    monkeypatch.setattr(worker, "process_born", lambda t: ran.append(t) or process_born(t))
+    task = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
+    assert task.lease_until is not None  # inserted claimed
+    callers = (task, task.agent, task.metadata, task.input, task.outbound_message)
+    requests = [services.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(3)]
+    batch = [o.task for o in services.create_tasks(requests, user=user)]
+    done = [wait_for(t) for t in [task, *batch]]
+    assert [(t.state, t.attempts) for t in done] == [(TaskState.COMPLETED, 1)] * 4
+    assert (peer.sends, claims, len(ran)) == (4, [], 4)
+    assert done[0].lease_until is None  # released by its transition
+    mine = ran[0]
+    assert mine.pk == task.pk
+    assert not any(
+        a is b
+        for a, b in zip(
+            callers,
+            (mine, mine.agent, mine.metadata, mine.input, mine.outbound_message),
+            strict=True,
+        )
+    )
+
+
+def test_a_task_born_claimed_that_waited_for_a_thread_renews_its_claim_first(
+    local: None, user: Any, peer: TestAgent, claims: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from a2a import worker
+
+    monkeypatch.setattr(worker, "BORN_CLAIM_SLACK", -60.0)  # as if it had waited too long
+    task = wait_for(services.create_task(skill_id="ce-review", input={"product": "a"}, user=user))
+    assert (task.state, task.attempts, peer.sends, claims) == (
+        TaskState.COMPLETED,
+        1,
+        1,
+        ["take_over"],
+    )
+
+
+def test_a_task_born_claimed_whose_claim_changed_meanwhile_is_left_alone(
+    user: Any, messages: list[Any], peer: TestAgent
+) -> None:
+    """Its claim ran out while it waited and the row's lease is no longer its own (another
+    worker's, here none at all): it is not sent from the stale copy."""
+    from datetime import timedelta
+
+    from a2a import worker
+
+    task = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
+    assert task.lease_until is None  # no pool here: not claimed at birth
+    task.lease_until = task.created_at - timedelta(seconds=1)
+    worker.process_born(task)
+    task.refresh_from_db()
+    assert (task.state, task.attempts, task.lease_until, peer.sends) == (
+        TaskState.SUBMITTED,
+        0,
+        None,
+        0,
+    )
+
+
+def test_tasks_born_claimed_for_a_pool_that_stopped_are_released_for_the_sweep(
+    user: Any, messages: list[Any], peer: TestAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pool stopped between the claim at birth and the commit: the claims are given up
+    at once, not left to run out, and the tasks are due for the sweep."""
+    monkeypatch.setattr(local_dispatch, "running", lambda: True)
+    leases: list[Any] = []
+    give_up = local_dispatch._give_up
+    monkeypatch.setattr(
+        local_dispatch, "_give_up", lambda t: leases.append(t.lease_until) or give_up(t)
+    )
+    requests = [services.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(2)]
+    tasks = [o.task for o in services.create_tasks(requests, user=user)]
+    assert len(leases) == 2  # claimed at birth, then given up
+    assert None not in leases
+    for task in tasks:
+        task.refresh_from_db()
+    assert [(t.lease_until, t.next_action) for t in tasks] == [(None, "send")] * 2
+    assert (messages, peer.sends) == ([], 0)

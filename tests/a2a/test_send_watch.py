@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import creation, local_dispatch, long_calls, send_watch, worker
+from a2a import local_dispatch, long_calls, send_watch, worker
 from a2a.creation import create_task
 from a2a.models import Task
 from a2a.states import TaskState
 from a2a.tasks import process
 from agent_profiles.models import AgentProfile
-from tests.a2a.helpers import wait_for
+from tests.a2a.helpers import lose_new_tasks_hints, wait_for
 from tests.support.agents import TestAgent, run_agent
 from tests.support.sample_agent import run_sample_agent
 
@@ -123,7 +123,7 @@ def test_a_send_the_sweep_or_a_retry_makes_is_watched_on_the_threads_that_start_
     where it is watched: on the sweep's own threads or a Celery worker's it gave up at
     A2A_HTTP_TIMEOUT, and the agent ran the task twice."""
     settings.A2A_HINT_GRACE = 0
-    monkeypatch.setattr(creation, "queue_processing", lambda *a, **k: None)  # hints lost
+    lose_new_tasks_hints(monkeypatch)
     with run_sample_agent(seconds=2.0, streaming=False) as sample:
         make_agent(id="sample", skills=[make_skill(id="ce-review")], a2a_endpoint=sample.url)
         task = start(make_user(), "ce-review")
@@ -153,7 +153,7 @@ def test_the_sweep_sends_it_itself_when_no_thread_that_starts_tasks_is_free(
     keeps it and sends it on its own thread, as before; with a thread free, it hands it
     over."""
     settings.A2A_HINT_GRACE = 0
-    monkeypatch.setattr(creation, "queue_processing", lambda *a, **k: None)  # hints lost
+    lose_new_tasks_hints(monkeypatch)
     handed: list[Any] = []
     take_claimed = local_dispatch.take_claimed
     monkeypatch.setattr(
