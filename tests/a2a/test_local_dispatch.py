@@ -215,3 +215,26 @@ def test_tasks_born_claimed_for_a_pool_that_stopped_are_released_for_the_sweep(
         task.refresh_from_db()
     assert [(t.lease_until, t.next_action) for t in tasks] == [(None, "send")] * 2
     assert (messages, peer.sends) == ([], 0)
+
+
+def test_a_born_tasks_copy_owns_its_values_whatever_they_are(make_skill: Any) -> None:
+    """JSON values are copied in C (marshal); anything else (a Decimal) still is copied."""
+    from decimal import Decimal
+
+    from a2a.models import Task
+    from agent_profiles.models import AgentProfile
+
+    agent, skill = AgentProfile(id="a", a2a_endpoint="http://agent.example"), make_skill()
+    for metadata in ({"match": {"agentId": "a"}, "n": [1, 2.5]}, {"price": Decimal("1.5")}):
+        task = Task(skill=skill, agent=agent, input={"q": [1]}, metadata=metadata)
+        mine = local_dispatch._own_copy(task)
+        assert (mine.pk, mine.metadata, mine.input, mine.agent.id) == (
+            task.pk,
+            metadata,
+            {"q": [1]},
+            "a",
+        )
+        assert mine.metadata is not task.metadata
+        assert mine.input["q"] is not task.input["q"]
+        assert mine.agent is not agent
+        assert task.agent is agent
