@@ -21,9 +21,7 @@ place (:mod:`platform_site.elastic_pool`).
 
 from __future__ import annotations
 
-import copy
 import logging
-import marshal
 import threading
 from typing import Any
 
@@ -86,51 +84,25 @@ def submit(task_ids: list[Any]) -> bool:
 
 def running() -> bool:
     """Whether this process starts tasks on its own threads (new tasks created here are
-    then claimed at birth: :func:`start_born`)."""
+    then claimed at birth: :mod:`a2a.hints`)."""
     return _pool is not None
 
 
-def start_born(tasks: list[Task]) -> None:
-    """Start these new tasks, created and claimed at birth in this process
-    (:meth:`Task.claim_at_birth`), on this pool: each thread gets a copy of its own, as
-    the creating request goes on with the original (its answer, its push configs). Where
-    the pool stopped meanwhile, their claims are given up at once for the sweep."""
+def start_claimed(tasks: list[Task]) -> None:
+    """Start these tasks on this pool as they are: claimed by this process a moment ago,
+    each object for one thread alone (new tasks claimed at birth: :mod:`a2a.hints`; a
+    batch of hints claimed at once: :mod:`a2a.hint_queue`). Where the pool stopped
+    meanwhile, their claims are given up at once for the sweep."""
     pool = _pool
     for n, task in enumerate(tasks):
         try:
             if pool is None:
                 raise RuntimeError("no pool")
-            pool.submit(_own_copy(task))
+            pool.submit(task)
         except RuntimeError:  # stopping: leave these to the sweep, not to their leases
             for left in tasks[n:]:
                 _give_up(left)
             return
-
-
-def _own_copy(task: Task) -> Task:
-    """A copy of a new task a worker thread may change freely: its JSON fields and agent
-    are its own (the agent is the registry cache's, shared by threads: read-only).
-
-    On every new task's path, so done the cheap way (27 against 38 us, measured): the
-    instances through Django's own ``__getstate__`` (what pickling them copies) rather
-    than ``copy.copy``'s reduce protocol, the JSON values through ``marshal``, which
-    copies dicts, lists and scalars in C (``copy.deepcopy`` for anything else)."""
-    mine = _clone(task)
-    fields = (task.input, task.metadata, task.outbound_message)
-    try:
-        fields = marshal.loads(marshal.dumps(fields))
-    except ValueError:  # not plain JSON values
-        fields = copy.deepcopy(fields)
-    mine.input, mine.metadata, mine.outbound_message = fields
-    mine._state.fields_cache["agent"] = _clone(task.agent)
-    return mine
-
-
-def _clone(instance: Any) -> Any:
-    """A shallow copy of a model instance, its state and cached relations its own."""
-    mine = type(instance).__new__(type(instance))
-    mine.__dict__.update(instance.__getstate__())
-    return mine
 
 
 def _give_up(task: Task) -> None:

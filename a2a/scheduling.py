@@ -88,6 +88,30 @@ class TaskScheduling:
         return cls._claimed(pk)
 
     @classmethod
+    def claim_many(cls, pks: list[Any]) -> list[Task]:
+        """Claim those of these tasks that are due and nobody holds, in one statement, and
+        read them with their agents and skills (on PostgreSQL in the same statement); in
+        no given order. A worker's batch of hints costs one round trip, not one each."""
+        from a2a import rows  # a2a.rows imports the Task model, which imports this module
+
+        if not pks:
+            return []
+        now = timezone.now()
+        lease = now + timedelta(seconds=lease_seconds())
+        sql, params = cls._claim_sql(pks, now, lease)
+        if connection.vendor == "postgresql":
+            tasks = rows.TASKS_FOR_WORK.many_after(sql, params)
+        else:
+            pk = connection.ops.quote_name(cls._meta.pk.column)  # type: ignore[attr-defined]
+            with connection.cursor() as cursor:
+                cursor.execute(f"{sql} RETURNING {pk}", params)
+                claimed = [row[0] for row in cursor.fetchall()]
+            tasks = [t for t in map(rows.task_for_work, claimed) if t is not None]
+        for task in tasks:
+            task.lease_until = lease
+        return tasks
+
+    @classmethod
     def _claim_row(cls, pk: Any, now: datetime, lease: datetime) -> int:
         """Run the claim's UPDATE alone; the rows it changed (0 or 1)."""
         sql, params = cls._claim_sql(pk, now, lease)
@@ -99,7 +123,8 @@ class TaskScheduling:
     def _claim_sql(cls, pk: Any, now: datetime, lease: datetime) -> tuple[str, list[Any]]:
         """``filter(due_filter(now), pk=pk).update(lease_until=lease)`` as one plain
         statement: every new task and every hint runs it, and the ORM compiled it anew
-        each time for more CPU than the UPDATE itself."""
+        each time for more CPU than the UPDATE itself. ``pk`` a list: those rows (one
+        statement's text for any number of them on PostgreSQL: ``= ANY``)."""
         meta = cls._meta  # type: ignore[attr-defined]
         qn = connection.ops.quote_name
 
@@ -110,16 +135,25 @@ class TaskScheduling:
             field = meta.get_field(name)
             return field.get_db_prep_value(field.get_prep_value(value), connection)
 
+        def key(value: Any) -> Any:
+            return meta.pk.get_db_prep_value(meta.pk.to_python(value), connection)
+
+        if not isinstance(pk, list):
+            which, keys = "= %s", [key(pk)]
+        elif connection.vendor == "postgresql":
+            which, keys = "= ANY(%s)", [[key(value) for value in pk]]
+        else:
+            which, keys = f"IN ({', '.join(['%s'] * len(pk))})", [key(value) for value in pk]
         sql = (
             f"UPDATE {qn(meta.db_table)} SET {column('lease_until')} = %s "
-            f"WHERE {qn(meta.pk.column)} = %s AND {column('next_action')} <> %s "
+            f"WHERE {qn(meta.pk.column)} {which} AND {column('next_action')} <> %s "
             f"AND {column('next_poll_at')} <= %s "
             f"AND ({column('lease_until')} IS NULL OR {column('lease_until')} < %s)"
         )
         at = prepared("next_poll_at", now)
         params = [
             prepared("lease_until", lease),
-            meta.pk.get_db_prep_value(meta.pk.to_python(pk), connection),
+            *keys,
             NextAction.NONE.value,
             at,
             at,

@@ -39,11 +39,12 @@ def process(task_id: str, lease: str | None = None) -> None:
 def process_on_pool_thread(task_id: str | Task, lease: str | None = None) -> None:
     """Do the task's due next action on a thread of a pool (which keeps its connection);
     with ``lease``, a task claimed elsewhere and handed over with its claim; given the
-    task itself, a new task claimed at birth (:func:`a2a.worker.process_born`)."""
+    task itself, one this process claimed for the thread
+    (:func:`a2a.worker.process_just_claimed`)."""
     tidy_connections()  # the thread keeps its connection for the whole batch
     try:
         if isinstance(task_id, Task):
-            worker.process_born(task_id)
+            worker.process_just_claimed(task_id)
         elif lease:
             worker.process_claimed(task_id, lease)
         else:

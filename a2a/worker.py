@@ -52,7 +52,7 @@ __all__ = [
     "expire_overdue",
     "fail_timeout",
     "lease_seconds",
-    "process_born",
+    "process_just_claimed",
     "process_task",
     "run_claimed",
     "schedule_poll",
@@ -278,18 +278,19 @@ def process_claimed(task_id: Any, lease: str) -> None:
         run_claimed(task)
 
 
-# How long a task claimed at birth may wait for a thread and still start on that claim:
+# How long a task claimed for a thread may wait for it and still start on that claim:
 # part of the lease's margin over one call (lease_seconds), so its call ends in time.
-BORN_CLAIM_SLACK = 1.0
+FRESH_CLAIM_SLACK = 1.0
 
 
 @cpu_stage("worker")
-def process_born(task: Task) -> None:
-    """Start a task this process claimed at birth (:meth:`Task.claim_at_birth`): no claim,
-    no read, where it started within ``BORN_CLAIM_SLACK`` of its birth; else, as a task
+def process_just_claimed(task: Task) -> None:
+    """Start a task this process claimed for a thread a moment ago, as it was created or
+    read with its claim (:meth:`Task.claim_at_birth`, :meth:`Task.claim_many`): no claim,
+    no read, where it started within ``FRESH_CLAIM_SLACK`` of the claim; else, as a task
     handed over, once its claim is renewed (refused if it changed meanwhile)."""
     left = (task.lease_until - timezone.now()).total_seconds()
-    if left >= lease_seconds() - BORN_CLAIM_SLACK:
+    if left >= lease_seconds() - FRESH_CLAIM_SLACK:
         run_claimed(task)
     else:
         process_claimed(task.pk, task.lease_until.isoformat())

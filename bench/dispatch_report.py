@@ -104,10 +104,10 @@ measured since is a few percent of a task. What separates single creations
 from the aim is each request's own cost: created 50 to a request (`POST /api/tasks:batch`,
 `--via batch`) the same tasks ran at 532 tasks/s, 75% of the bare client, with the tasks
 API's stage at 0.3 ms and the event loop's at 0.1 ms per task, against 1.0 and 0.6 for
-single creations that morning (daphne's HTTP parsing, Django's and Django REST framework's request cycle, the token
-check, one transaction each). Fewer threads to start new tasks (`A2A_EMBEDDED_THREADS` 3 or
-4 instead of 8) reach 47-51% by letting new tasks queue (p50 0.8-1.6 s), and would cap the
-sends in flight to slow agents; the default stays 8. What would close the rest is more
-CPUs: the distributed mode scales out (daphne and worker processes on other cores, the
-database the only shared part).
+single creations that morning (daphne's HTTP parsing, Django's and Django REST
+framework's request cycle, the token check, one transaction each). Fewer threads to start
+new tasks (`A2A_EMBEDDED_THREADS` 3 or 4 instead of 8) reach 47-51% by letting new tasks
+queue (p50 0.8-1.6 s), and would cap the sends in flight to slow agents; the default
+stays 8. What would close the rest is more CPUs: the distributed mode scales out (daphne
+and worker processes on other cores, the database the only shared part).
 """

@@ -148,6 +148,28 @@ class CompiledGet(Generic[M]):
             return None
         return self._instance(read, row, connection, using)
 
+    def many_after(
+        self, statement: str, params: list[Any], *, using: str = DEFAULT_DB_ALIAS
+    ) -> list[M]:
+        """On PostgreSQL, for a unique ``field``: run ``statement`` (an UPDATE without
+        RETURNING) and, in the same statement, read the rows it changed; their order is not
+        given. As :meth:`get_after`, the read sees the rows as they were before it."""
+        connection = connections[using]
+        if connection.vendor != "postgresql":
+            raise ValueError("a read after a write in one statement needs PostgreSQL")
+        read = self._compile(connection, using)
+        if not read.sql.endswith(" = %s"):  # the ORM's `field = value`, last
+            raise ValueError(f"cannot read many of {self.model.__name__} by {self.field}")
+        column = connection.ops.quote_name(self.field.column)
+        sql = (
+            f"WITH done AS ({statement} RETURNING {column}) {read.sql[: -len(' = %s')]} "
+            f"IN (SELECT {column} FROM done)"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            found = cursor.fetchall()
+        return [self._instance(read, row, connection, using) for row in found]
+
     def all(self, value: Any, *, using: str = DEFAULT_DB_ALIAS) -> list[M]:
         """Every row whose field equals ``value``, in ``order_by`` order."""
         connection = connections[using]

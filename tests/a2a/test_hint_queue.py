@@ -13,8 +13,9 @@ import redis
 from django.conf import settings
 
 from a2a import hint_queue, local_dispatch, services
+from a2a.models import Task
 from a2a.states import TaskState
-from tests.a2a.helpers import wait_for
+from tests.a2a.helpers import lose_new_tasks_hints, wait_for
 from tests.support.agents import TestAgent
 from tests.support.serving import free_port
 
@@ -62,8 +63,15 @@ def listener(client: redis.Redis) -> Iterator[hint_queue.Listener]:
 
 
 def test_a_listening_worker_starts_new_tasks_without_a_celery_message(
-    listener: hint_queue.Listener, user: Any, messages: list[Any], peer: TestAgent
+    listener: hint_queue.Listener,
+    user: Any,
+    messages: list[Any],
+    peer: TestAgent,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # Created as in an API process, which starts no tasks itself (this one runs the
+    # listener's threads, and would claim them at birth).
+    monkeypatch.setattr(local_dispatch, "running", lambda: False)
     wait_for_listener()
     one = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
     requests = [services.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(5)]
@@ -79,6 +87,43 @@ def wait_for_listener() -> None:
         assert time.monotonic() < deadline, "the listener never said it was alive"
         hint_queue.forget_listeners()
         time.sleep(0.05)
+
+
+def test_a_batch_of_hints_is_claimed_at_once_and_started_as_claimed(
+    client: redis.Redis,
+    user: Any,
+    peer: TestAgent,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One claim for the hints popped together (one statement on PostgreSQL), none on the
+    threads; a hint whose task is held elsewhere claims nothing, and an entry that is not
+    a task id is dropped without costing the others."""
+    lose_new_tasks_hints(monkeypatch)
+    requests = [services.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(4)]
+    tasks = [o.task for o in services.create_tasks(requests, user=user)]
+    held = Task.claim(tasks[3].pk)  # another worker's
+    assert held is not None
+    batches: list[int] = []
+    claim_many = Task.claim_many.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(
+        Task,
+        "claim_many",
+        classmethod(lambda cls, ids: batches.append(len(ids)) or claim_many(cls, ids)),
+    )
+    monkeypatch.setattr(Task, "claim", classmethod(lambda cls, pk: pytest.fail("claimed alone")))
+    client.rpush(hint_queue.key(), *[str(t.pk) for t in tasks], "not-a-task")
+    local_dispatch.start(3)
+    try:
+        hint_queue.Listener(threads=3)._once(client)  # room for 6: pops all 5
+        done = [wait_for(t, timeout=20) for t in tasks[:3]]
+    finally:
+        local_dispatch.stop()
+    assert batches == [4]
+    assert [(t.state, t.attempts) for t in done] == [(TaskState.COMPLETED, 1)] * 3
+    assert peer.sends == 3
+    assert Task.objects.get(pk=tasks[3].pk).lease_until == held.lease_until  # untouched
+    assert "not a task id" in caplog.text
 
 
 def test_without_a_listener_the_celery_message_is_sent(
@@ -105,7 +150,8 @@ def test_a_busy_listener_leaves_the_hints_to_other_workers(
     client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started: list[list[str]] = []
-    monkeypatch.setattr(local_dispatch, "submit", lambda ids: started.append(ids) or True)
+    claim = classmethod(lambda cls, ids: started.append([str(i) for i in ids]) or [])
+    monkeypatch.setattr(Task, "claim_many", claim)
     ids = [str(uuid.uuid4()) for _ in range(3)]
     client.rpush(hint_queue.key(), *ids)
     listener = hint_queue.Listener(threads=1)

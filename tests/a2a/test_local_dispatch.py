@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from a2a import local_dispatch, services
+from a2a import hints, local_dispatch, services
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
 from tests.support.agents import TestAgent
@@ -136,8 +136,10 @@ def test_new_tasks_are_claimed_at_birth_and_started_as_they_are(
     from a2a import worker
 
     ran: list[Any] = []
-    process_born = worker.process_born
-    monkeypatch.setattr(worker, "process_born", lambda t: ran.append(t) or process_born(t))
+    process_just_claimed = worker.process_just_claimed
+    monkeypatch.setattr(
+        worker, "process_just_claimed", lambda t: ran.append(t) or process_just_claimed(t)
+    )
     task = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
     assert task.lease_until is not None  # inserted claimed
     callers = (task, task.agent, task.metadata, task.input, task.outbound_message)
@@ -164,7 +166,7 @@ def test_a_task_born_claimed_that_waited_for_a_thread_renews_its_claim_first(
 ) -> None:
     from a2a import worker
 
-    monkeypatch.setattr(worker, "BORN_CLAIM_SLACK", -60.0)  # as if it had waited too long
+    monkeypatch.setattr(worker, "FRESH_CLAIM_SLACK", -60.0)  # as if it had waited too long
     task = wait_for(services.create_task(skill_id="ce-review", input={"product": "a"}, user=user))
     assert (task.state, task.attempts, peer.sends, claims) == (
         TaskState.COMPLETED,
@@ -186,7 +188,7 @@ def test_a_task_born_claimed_whose_claim_changed_meanwhile_is_left_alone(
     task = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
     assert task.lease_until is None  # no pool here: not claimed at birth
     task.lease_until = task.created_at - timedelta(seconds=1)
-    worker.process_born(task)
+    worker.process_just_claimed(task)
     task.refresh_from_db()
     assert (task.state, task.attempts, task.lease_until, peer.sends) == (
         TaskState.SUBMITTED,
@@ -227,7 +229,7 @@ def test_a_born_tasks_copy_owns_its_values_whatever_they_are(make_skill: Any) ->
     agent, skill = AgentProfile(id="a", a2a_endpoint="http://agent.example"), make_skill()
     for metadata in ({"match": {"agentId": "a"}, "n": [1, 2.5]}, {"price": Decimal("1.5")}):
         task = Task(skill=skill, agent=agent, input={"q": [1]}, metadata=metadata)
-        mine = local_dispatch._own_copy(task)
+        mine = hints._own_copy(task)
         assert (mine.pk, mine.metadata, mine.input, mine.agent.id) == (
             task.pk,
             metadata,

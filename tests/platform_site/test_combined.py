@@ -5,6 +5,8 @@ a caller's transaction joins it."""
 
 from __future__ import annotations
 
+import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -185,6 +187,32 @@ def test_a_claim_and_its_read_are_one_statement(task: Task) -> None:
     assert len(statements(queries)) == 1
     Task.objects.filter(pk=task.pk).update(lease_until=None, next_action="")
     assert Task.claim(task.pk) is None  # nothing due
+
+
+def test_a_batch_of_claims_is_one_statement_on_postgresql(make_skill: Any, make_agent: Any) -> None:
+    """Claims the due and free ones of its ids (with agent and skill, lease set), none
+    held by another, none not due, no unknown one; one statement on PostgreSQL, a claim
+    and a read per task elsewhere (SQLite)."""
+    skill = make_skill()
+    agent = make_agent(skills=[skill])
+    now = timezone.now()
+    due = [Task.objects.create(skill=skill, agent=agent, next_poll_at=now) for _ in range(3)]
+    held = Task.objects.create(
+        skill=skill, agent=agent, next_poll_at=now, lease_until=now + timedelta(minutes=1)
+    )
+    later = Task.objects.create(skill=skill, agent=agent, next_poll_at=now + timedelta(hours=1))
+    ids = [*(t.pk for t in due), held.pk, later.pk, uuid.uuid4()]
+    with CaptureQueriesContext(connection) as queries:
+        claimed = Task.claim_many(ids)
+    if connection.vendor == "postgresql":
+        assert len(statements(queries)) == 1, statements(queries)
+    assert sorted(t.pk for t in claimed) == sorted(t.pk for t in due)
+    for task in claimed:
+        stored = Task.objects.get(pk=task.pk)
+        assert task.lease_until == stored.lease_until is not None
+        assert (task.agent.pk, task.skill.pk, task.state) == (agent.pk, skill.pk, stored.state)
+    assert Task.claim_many([t.pk for t in due]) == []  # held now
+    assert Task.claim_many([]) == []
 
 
 @postgres
