@@ -34,6 +34,7 @@ from typing import Any
 
 import redis
 from django.conf import settings
+from django.db import connections
 
 from a2a import local_dispatch
 from a2a.models import Task
@@ -148,15 +149,18 @@ class Listener:
         self._marked_at = time.monotonic()
 
     def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self._once(_redis())
-            except redis.RedisError as exc:
-                log.warning("hint listener: Redis failed (%s); retrying in 1 s", exc)
-                self._stop.wait(1.0)
-            except Exception:  # a bug must not end the listener: the sweep still runs
-                log.exception("hint listener: unexpected error")
-                self._stop.wait(1.0)
+        try:
+            while not self._stop.is_set():
+                try:
+                    self._once(_redis())
+                except redis.RedisError as exc:
+                    log.warning("hint listener: Redis failed (%s); retrying in 1 s", exc)
+                    self._stop.wait(1.0)
+                except Exception:  # a bug, or the database failing: the sweep still runs
+                    log.exception("hint listener: unexpected error")
+                    self._stop.wait(1.0)
+        finally:
+            connections.close_all()  # this thread's, opened by its claims
 
     def _once(self, client: redis.Redis) -> None:
         if time.monotonic() - self._marked_at >= 1.0:
