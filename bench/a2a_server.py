@@ -278,7 +278,10 @@ face's `message:send` costs 2.0 ms of CPU, about as much as `POST /api/tasks`; d
 adds about 1.6 ms a request and the worker's send and transition about 2.5-4 ms (see
 Dispatch), about 6-8 ms in all against the plain server's 2-3 ms (292-503 req/s on one
 core), at the VM's speed of 2026-12-03 (on 2026-12-05 the platform's CPU per dispatched
-task was about half: 3.0 against 6.4 ms, see Dispatch).
+task was about half: 3.0 against 6.4 ms, see Dispatch). Since the evening of 2026-12-05
+the face's tasks are claimed at birth, as the tasks API's are: the worker starts each one
+as created, with no claim and read of its own (about 1 ms of CPU less per task on that
+evening's VM, see Dispatch).
 
 This VM's speed moves between sessions, and the plain server's with it: the same benchmark
 gave it 140-182 req/s on the morning of 2026-12-02 and 292-341 in the afternoon, with the
@@ -286,15 +289,18 @@ platform at 94-133 and 131-185 req/s, so ratios of 0.53-0.80x then and 0.38-0.63
 evening of 2026-12-03 503 req/s, the platform at 328 and 319 req/s, 0.65x and 0.63x; on
 2026-12-05 (this run and three more, 02:09-02:12 UTC, the VM about twice as fast as on
 2026-12-03) 664-731 req/s, the platform at 417-505 req/s on the tenant route and 390-470
-on the default route: 0.62-0.70x and 0.58-0.64x, the ratio where it was. The platform's
+on the default route: 0.62-0.70x and 0.58-0.64x, the ratio where it was; on the evening
+of 2026-12-05 (this run, the VM about half as fast as that morning) 414 req/s, the
+platform at 313 and 279 req/s: 0.76x and 0.67x, where the code before the claim at birth had
+0.67x and 0.66x in the run just before (394 req/s for the plain server). The platform's
 figures rose with the rounds of cuts described in performance-history.md (the latest: no
 listing-cursor write for a task its send's answer ends, SQLite statements' placeholders
 rewritten once); the ratio follows the plain server's speed more than the platform's.
 Creation itself is three INSERTs in one transaction (skill and candidates cached per
 process, the candidates' load counted once a second, one INSERT per row kind); the tenant
 route picks its skill from the same cache. Reads (`GET /tasks/{id}`: the caller's token,
-the task by its id, its conversation) run at 0.90x here (0.94x, 1.04x and 0.95x in the
-other runs of the day, 0.87-1.00x in runs before): they went from `raw()` querysets, which
+the task by its id, its conversation) run at 0.94x here (0.90x, 0.94x, 1.04x and 0.95x in
+the morning's runs, 0.87-1.00x in runs before): they went from `raw()` querysets, which
 worked out 35 columns' converters on every request, to compiled reads (the task by id,
 ownership and route checked in Python), 1.9 -> 0.9 ms of CPU per read in one process, and
 0.70x -> 0.87-1.00x.
