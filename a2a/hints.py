@@ -92,7 +92,16 @@ def start_born(tasks: list[Task]) -> None:
     its push configs)."""
     from a2a import local_dispatch
 
-    transaction.on_commit(lambda: local_dispatch.start_claimed([_own_copy(t) for t in tasks]))
+    def start() -> None:
+        try:
+            copies = [_own_copy(task) for task in tasks]
+        except Exception:  # never fail the request that made them: the sweep starts them
+            log.exception("could not hand %d new task(s) to this process's threads", len(tasks))
+            local_dispatch.give_up(tasks)
+            return
+        local_dispatch.start_claimed(copies)
+
+    transaction.on_commit(start)
 
 
 def _own_copy(task: Task) -> Task:

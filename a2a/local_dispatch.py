@@ -100,16 +100,18 @@ def start_claimed(tasks: list[Task]) -> None:
                 raise RuntimeError("no pool")
             pool.submit(task)
         except RuntimeError:  # stopping: leave these to the sweep, not to their leases
-            for left in tasks[n:]:
-                _give_up(left)
+            give_up(tasks[n:])
             return
 
 
-def _give_up(task: Task) -> None:
-    try:
-        task.release(held=task.lease_until)
-    except Exception:  # its lease runs out instead: delayed, not lost
-        log.warning("task %s: could not give up its claim", task.pk, exc_info=True)
+def give_up(tasks: list[Task]) -> None:
+    """Give up the claims of tasks claimed here that will not start here, for the sweep
+    to act on at once rather than when their leases run out."""
+    for task in tasks:
+        try:
+            task.release(held=task.lease_until)
+        except Exception:  # its lease runs out instead: delayed, not lost
+            log.warning("task %s: could not give up its claim", task.pk, exc_info=True)
 
 
 def has_room() -> bool:
@@ -136,7 +138,7 @@ def take_claimed(task_id: Any, lease: str) -> bool:
 def _run(item: str | tuple[str, str] | Task) -> None:
     if _pool is None:  # stopping: leave the task due rather than delay the shutdown
         if isinstance(item, Task):
-            _give_up(item)
+            give_up([item])
         return
     if isinstance(item, Task):
         process_on_pool_thread(item)

@@ -205,9 +205,11 @@ def test_tasks_born_claimed_for_a_pool_that_stopped_are_released_for_the_sweep(
     at once, not left to run out, and the tasks are due for the sweep."""
     monkeypatch.setattr(local_dispatch, "running", lambda: True)
     leases: list[Any] = []
-    give_up = local_dispatch._give_up
+    give_up = local_dispatch.give_up
     monkeypatch.setattr(
-        local_dispatch, "_give_up", lambda t: leases.append(t.lease_until) or give_up(t)
+        local_dispatch,
+        "give_up",
+        lambda ts: leases.extend(t.lease_until for t in ts) or give_up(ts),
     )
     requests = [services.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(2)]
     tasks = [o.task for o in services.create_tasks(requests, user=user)]
@@ -240,3 +242,23 @@ def test_a_born_tasks_copy_owns_its_values_whatever_they_are(make_skill: Any) ->
         assert mine.input["q"] is not task.input["q"]
         assert mine.agent is not agent
         assert task.agent is agent
+
+
+def test_tasks_born_claimed_that_cannot_be_handed_over_are_released_not_failed(
+    local: None, user: Any, peer: TestAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug in the hand-over must not fail the request that created the task (its
+    caller would create it again): the claim is given up for the sweep."""
+
+    def broken(task: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(hints, "_own_copy", broken)
+    task = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
+    task.refresh_from_db()
+    assert (task.state, task.next_action, task.lease_until, peer.sends) == (
+        TaskState.SUBMITTED,
+        "send",
+        None,
+        0,
+    )
