@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 
 from a2a import lookups, services
 from a2a.face import push, queries, sse
@@ -205,8 +206,13 @@ def send_and_attach(
         push.clean_config(push_config)
     waits = streaming or not config.get("returnImmediately")
     watched = waits or push_config is not None
-    task, since_seq = _send_sync(ctx, params, watched=watched, modes=modes)
-    if push_config is not None:
+    if push_config is None:
+        task, since_seq = _send_sync(ctx, params, watched=watched, modes=modes)
+        return task, since_seq, config
+    # One transaction: the task is started on its commit, once its config exists. Stored
+    # after that commit, the config missed an end that came first (an instant agent).
+    with transaction.atomic():
+        task, since_seq = _send_sync(ctx, params, watched=watched, modes=modes)
         push.create_config(task, {**push_config, "taskId": str(task.id)})
     return task, since_seq, config
 

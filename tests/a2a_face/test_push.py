@@ -388,3 +388,58 @@ def test_push_payloads_carry_the_callers_own_ids(
     assert push.attempt(delivery.pk) == DeliveryStatus.DELIVERED
     _headers, body = webhook.received[0]
     assert body["task"]["contextId"] == "my-context"
+
+
+@pytest.mark.django_db(transaction=True)  # the threads that start tasks see committed rows
+def test_a_config_that_comes_with_the_send_hears_how_an_instant_task_ends(
+    alice: Any,
+    skill: Any,
+    make_agent: Callable[..., Any],
+    peer: Any,
+    webhook: Webhook,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The task is not started before its config is stored: an agent that ends it at once
+    cannot end it unheard. (Storing the config waits here for the task's end, as a slow
+    request would: the end must come after the config, and be posted.)"""
+    from a2a import local_dispatch
+    from a2a.states import TaskState
+
+    make_agent(skills=[skill], a2a_endpoint=peer.url)
+    create_config = push.create_config
+
+    def late(task: Task, params: dict[str, Any]) -> Any:
+        deadline = time.monotonic() + 1.0  # an instant task ends well within this
+        while time.monotonic() < deadline:
+            if Task.objects.get(pk=task.pk).state == TaskState.COMPLETED:
+                break
+            time.sleep(0.02)
+        return create_config(task, params)
+
+    monkeypatch.setattr(push, "create_config", late)
+    local_dispatch.start(1)
+    try:
+        configuration = {
+            "returnImmediately": True,
+            "taskPushNotificationConfig": _config(webhook.url),
+        }
+        sent = FaceClient(alice.raw_token).post(
+            "/v1/a2a/message:send",
+            {
+                "message": {
+                    "messageId": "m-1",
+                    "role": "ROLE_USER",
+                    "parts": [{"data": {"product": "lamp"}}],
+                },
+                "configuration": configuration,
+            },
+        )
+        assert sent.status_code == 200, sent.content
+        task = Task.objects.get(pk=sent.json()["task"]["id"])
+        deadline = time.monotonic() + 10
+        while not PushDelivery.objects.filter(config__task=task).exists():
+            assert time.monotonic() < deadline, "no push for the task's end"
+            time.sleep(0.05)
+    finally:
+        local_dispatch.stop()
+    assert Task.objects.get(pk=task.pk).state == TaskState.COMPLETED
