@@ -79,7 +79,7 @@ def claim_at_birth(sends: list[Task]) -> bool:
     again. Whether they were."""
     from a2a import local_dispatch  # it imports the worker, which imports us
 
-    if not sends or not local_dispatch.running():
+    if not sends or not local_dispatch.starts_soon(len(sends)):
         return False
     for task in sends:
         task.claim_at_birth()

@@ -82,10 +82,13 @@ def submit(task_ids: list[Any]) -> bool:
     return True
 
 
-def running() -> bool:
-    """Whether this process starts tasks on its own threads (new tasks created here are
-    then claimed at birth: :mod:`a2a.hints`)."""
-    return _pool is not None
+def starts_soon(count: int) -> bool:
+    """Whether this process starts tasks on its own threads and would start ``count`` more
+    within two rounds of the jobs they run: new tasks created here are then claimed at
+    birth (:mod:`a2a.hints`). Behind a longer queue they go in unclaimed, so the sweep
+    can take them up after ``A2A_HINT_GRACE`` rather than after their leases."""
+    pool = _pool
+    return pool is not None and pool.has_room(count, rounds=2)
 
 
 def start_claimed(tasks: list[Task]) -> None:

@@ -70,11 +70,11 @@ class ElasticPool:
         stepped aside left out: they no longer hold a place in the pool."""
         return self._pending
 
-    def has_room(self) -> bool:
-        """Whether an item submitted now would start at once: fewer items pending than
-        threads in the pool."""
+    def has_room(self, items: int = 1, rounds: int = 1) -> bool:
+        """Whether ``items`` submitted now would start within ``rounds`` of jobs: at once
+        by default (fewer items pending than threads in the pool)."""
         with self._lock:
-            return self._pending < len(self._threads)
+            return self._pending + items <= rounds * len(self._threads)
 
     def step_aside(self, thread: threading.Thread) -> bool:
         """Take ``thread`` out of the pool with the job it runs (any thread may ask): a new

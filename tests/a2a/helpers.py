@@ -63,7 +63,7 @@ def lose_new_tasks_hints(monkeypatch: Any) -> None:
     the sweep finds them."""
     from a2a import creation, local_dispatch
 
-    monkeypatch.setattr(local_dispatch, "running", lambda: False)
+    monkeypatch.setattr(local_dispatch, "starts_soon", lambda count: False)
     monkeypatch.setattr(creation, "queue_processing_many", lambda *a, **k: None)
 
 

@@ -71,7 +71,7 @@ def test_a_listening_worker_starts_new_tasks_without_a_celery_message(
 ) -> None:
     # Created as in an API process, which starts no tasks itself (this one runs the
     # listener's threads, and would claim them at birth).
-    monkeypatch.setattr(local_dispatch, "running", lambda: False)
+    monkeypatch.setattr(local_dispatch, "starts_soon", lambda count: False)
     wait_for_listener()
     one = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
     requests = [services.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(5)]

@@ -203,7 +203,7 @@ def test_tasks_born_claimed_for_a_pool_that_stopped_are_released_for_the_sweep(
 ) -> None:
     """The pool stopped between the claim at birth and the commit: the claims are given up
     at once, not left to run out, and the tasks are due for the sweep."""
-    monkeypatch.setattr(local_dispatch, "running", lambda: True)
+    monkeypatch.setattr(local_dispatch, "starts_soon", lambda count: True)
     leases: list[Any] = []
     give_up = local_dispatch.give_up
     monkeypatch.setattr(
@@ -262,3 +262,33 @@ def test_tasks_born_claimed_that_cannot_be_handed_over_are_released_not_failed(
         None,
         0,
     )
+
+
+def test_new_tasks_behind_a_long_queue_go_in_unclaimed(
+    user: Any, messages: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claimed at birth only while the threads would start them within two rounds of jobs:
+    behind a longer queue a claim would keep the sweep from them until it ran out."""
+    import threading
+
+    from platform_site.elastic_pool import ElasticPool
+
+    submitted: list[Any] = []
+
+    class Busy(ElasticPool):
+        def __init__(self) -> None:
+            self._lock = threading.Lock()
+            self._pending, self._threads = 3, {object(), object()}  # 2 threads, 3 jobs
+
+        def submit(self, item: Any) -> None:
+            submitted.append(item)
+
+    monkeypatch.setattr(local_dispatch, "_pool", Busy())
+    one = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
+    assert one.lease_until is not None  # 3 + 1 <= 2 x 2
+    requests = [services.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(2)]
+    two = [o.task for o in services.create_tasks(requests, user=user)]
+    assert [t.lease_until for t in two] == [None, None]  # 3 + 2 > 2 x 2: hinted as ids
+    assert submitted[0] is not one  # its copy
+    assert submitted[0].pk == one.pk
+    assert submitted[1:] == [str(t.pk) for t in two]

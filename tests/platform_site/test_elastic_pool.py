@@ -163,6 +163,9 @@ def test_it_has_room_while_fewer_jobs_wait_or_run_than_it_has_threads(jobs: Jobs
         pool.submit("c")
         pool.submit("d")
         assert not pool.has_room()
+        # Within two rounds of jobs (where new tasks are claimed at birth): two more.
+        assert pool.has_room(2, rounds=2)
+        assert not pool.has_room(3, rounds=2)
     finally:
         for name in "abcd":
             jobs.release(name)
