@@ -79,6 +79,23 @@ def _close_kept_threads() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _fresh_receive_locks() -> Iterator[None]:
+    """After each test, the Redis channel layer forgets its per-channel receive locks.
+
+    channels_redis holds one until the task that cleans a received message's backup ends.
+    A test whose event loop closes first leaves it held, bound to that loop, and the next
+    test whose consumers wait on it fails with "bound to a different event loop" (seen in
+    CI on the gateway's consumer tests). A process runs one loop: only tests meet this."""
+    yield
+    from channels.layers import channel_layers
+
+    for layer in list(channel_layers.backends.values()):
+        locks = getattr(layer, "receive_clean_locks", None)
+        if locks is not None:
+            layer.receive_clean_locks = type(locks)()
+
+
+@pytest.fixture(autouse=True)
 def _fresh_cache() -> None:
     """Each test starts with empty caches: no skill or agent of an earlier (rolled back)
     test remembered by task creation, nothing an earlier test cached."""
