@@ -11,6 +11,7 @@ from django.test import Client
 
 from a2a.models import Direction, Task, TaskMessage
 from tests.a2a_face.schema import check_answer
+from tests.a2a_face.webhook import Webhook
 from tests.support.agents import TestAgent
 from tests.support.processes import LivePlatform, live_platform_for_mode
 
@@ -175,3 +176,24 @@ def world(
         "alice": make_user("alice").raw_token,
         "bob": make_user("bob").raw_token,
     }
+
+
+@pytest.fixture
+def loopback_webhooks(settings: Any) -> None:
+    """Webhooks on 127.0.0.1 allowed (refused by default in the distributed mode)."""
+    settings.ALLOW_LOOPBACK_URLS = True
+
+
+@pytest.fixture
+def webhook() -> Iterator[Webhook]:
+    hook = Webhook()
+    try:
+        yield hook
+    finally:
+        hook.close()
+
+
+@pytest.fixture
+def task(alice: Any, make_task: Callable[..., Task]) -> Task:
+    """A face task of alice's."""
+    return make_task(alice)

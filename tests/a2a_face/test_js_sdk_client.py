@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from a2a.push_models import PushNotificationConfig
-from tests.a2a_face.test_push import Webhook
+from tests.a2a_face.webhook import Webhook
 from tests.support.js_sdk import run_js_client
 
 pytestmark = pytest.mark.slow

@@ -21,7 +21,7 @@ from a2a.face.asgi import speaks_jsonrpc
 from a2a.models import Task
 from a2a.states import TaskState
 from tests.a2a_face.test_live_sdk import message, sdk_client, send
-from tests.a2a_face.test_push import Webhook
+from tests.a2a_face.webhook import Webhook
 from tests.support.adk_agent import adk_python
 from tests.support.agents import TestAgent
 from tests.support.legacy_sdk import legacy_python

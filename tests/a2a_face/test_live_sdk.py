@@ -23,7 +23,7 @@ from a2a.utils.errors import (
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from tests.a2a_face.conftest import EXTENDED_TOKEN
-from tests.a2a_face.test_push import Webhook
+from tests.a2a_face.webhook import Webhook
 
 WORKING = pb.TaskState.TASK_STATE_WORKING
 INPUT_REQUIRED = pb.TaskState.TASK_STATE_INPUT_REQUIRED

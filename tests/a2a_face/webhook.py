@@ -1,0 +1,57 @@
+"""A local webhook for the face's push notifications, and a config pointing at it."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class Webhook:
+    """A local webhook recording what it receives; answers ``status`` (a list is a script)."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[dict[str, str], Any]] = []
+        self.statuses: list[int] = []
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                hook.received.append((dict(self.headers), json.loads(body or b"null")))
+                status = hook.statuses.pop(0) if hook.statuses else 200
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+
+    def wait_for_state(self, state: str, timeout: float) -> None:
+        """Block until a notification with ``state`` arrived (or ``timeout`` passed)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(body["task"]["status"]["state"] == state for _, body in self.received):
+                return
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def push_config(url: str, **extra: Any) -> dict[str, Any]:
+    """A push notification config for ``url`` with a token and credentials."""
+    return {
+        "url": url,
+        "token": "tok-1",
+        "authentication": {"scheme": "Bearer", "credentials": "c"},
+    } | extra
