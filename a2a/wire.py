@@ -14,6 +14,8 @@ from typing import Any
 
 from jsonschema.validators import validator_for
 
+from platform_site.text import parse_json
+
 
 def new_message_id() -> str:
     return str(uuid.uuid4())
@@ -98,7 +100,7 @@ def _json_in_text(text: str) -> Any:
     if body[:1] not in ("{", "["):
         return None
     try:
-        return json.loads(body)
+        return parse_json(body)
     except ValueError:
         return None
 

@@ -226,6 +226,8 @@ def _create(
         with transaction.atomic():
             agent.save(force_insert=True)
     except IntegrityError:
+        if not AgentProfile.objects.filter(pk=agent_id).exists():
+            raise  # not the race below: a constraint the checks above let through
         # Another registration of the same id won the race.
         raise _taken(agent_id) from None
     if card.read is not None:

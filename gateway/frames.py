@@ -3,7 +3,6 @@ send and building what the platform sends. Nothing here touches the database."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 from django.conf import settings
 
 from a2a.models import Task
-from platform_site.text import MAX_JSON_DEPTH, find_bad_text, json_depth_exceeds
+from platform_site.text import MAX_JSON_DEPTH, find_bad_text, json_depth_exceeds, parse_json
 
 
 class FrameError(Exception):
@@ -72,10 +71,6 @@ _CHECKS = {
 }
 
 
-def _not_json(constant: str) -> Any:
-    raise ValueError(f"{constant} is not JSON")
-
-
 def parse(raw: str | bytes | None) -> Frame:
     """Parse and shape-check one frame; raises :class:`FrameError` with a code."""
     if raw is None:
@@ -91,8 +86,8 @@ def parse(raw: str | bytes | None) -> Frame:
         message = f"JSON nested deeper than {MAX_JSON_DEPTH} levels is not accepted."
         raise FrameError("json_too_deep", message)
     try:
-        # NaN and Infinity are not JSON; PostgreSQL's jsonb would refuse them later.
-        data = json.loads(raw, parse_constant=_not_json)
+        # NaN, Infinity and 1e400 are refused: PostgreSQL's jsonb would refuse them later.
+        data = parse_json(raw)
     except (ValueError, UnicodeDecodeError):
         raise FrameError("invalid_json", "The frame is not valid JSON.") from None
     if not isinstance(data, dict):

@@ -4,7 +4,8 @@ DRF's ``JSONParser`` recurses as deep as the body nests (a body nested 100,000 l
 raised ``RecursionError``, a 500) and lets NUL and lone surrogates through to PostgreSQL
 (a ``DataError``, a 500). This parser refuses both up front with a 400 naming the field
 (:mod:`platform_site.text`), and NaN / Infinity (not JSON), before any view or serializer
-sees the body. Bodies over
+sees the body; and numbers beyond a float's range (``1e400``), which Python reads as
+infinity. Bodies over
 ``MAX_BODY_BYTES`` are refused with 413 by Django's own check on ``request.body`` (DRF
 reads JSON bodies through it), rendered by :mod:`platform_site.errors`.
 """
@@ -15,10 +16,15 @@ from typing import Any
 
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser, get_encoding
-from rest_framework.utils import json
 
 from platform_site.errors import ValidationFailed
-from platform_site.text import MAX_JSON_DEPTH, BadText, find_bad_text, json_depth_exceeds
+from platform_site.text import (
+    MAX_JSON_DEPTH,
+    BadText,
+    find_bad_text,
+    json_depth_exceeds,
+    parse_json,
+)
 
 
 class InvalidText(ValidationFailed):
@@ -57,8 +63,8 @@ class BoundedJSONParser(JSONParser):
                 {"maxDepth": MAX_JSON_DEPTH},
             )
         try:
-            # NaN and Infinity are not JSON (and PostgreSQL's jsonb refuses them).
-            data = json.loads(text, parse_constant=json.strict_constant)
+            # NaN, Infinity and 1e400 are refused (not JSON; PostgreSQL's jsonb refuses them).
+            data = parse_json(text)
         except ValueError as exc:
             raise ParseError(f"JSON parse error - {exc}") from None
         self.check_text(data)

@@ -6,12 +6,16 @@ boundary (HTTP bodies, query strings, paths, WebSocket frames, agents' answers) 
 with :func:`find_bad_text` and refuses what it finds, naming the field.
 
 :func:`loads_bounded` parses JSON after a cheap nesting-depth scan, so a body nested
-100,000 levels is refused before the parser's recursion can fail.
+100,000 levels is refused before the parser's recursion can fail. Every parser here
+(:func:`parse_json`) refuses ``NaN``, ``Infinity`` and numbers too large for a float
+(``1e400``, which Python reads as infinity): none is JSON a peer can rely on, and
+PostgreSQL's jsonb refuses them, so a body holding one would fail at the database.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -108,12 +112,35 @@ def json_depth_exceeds(raw: str | bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
-def loads_bounded(raw: str | bytes, limit: int = MAX_JSON_DEPTH) -> Any:
-    """``json.loads`` that raises :class:`JSONTooDeep` instead of recursing too deep.
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
-    Other parse errors are ``ValueError`` (``json.JSONDecodeError``, ``UnicodeDecodeError``)
-    as with ``json.loads``.
-    """
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"the number {text[:40]} is too large")
+    return number
+
+
+# One decoder, built once (``json.loads`` with hooks builds one per call).
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
+
+
+def parse_json(raw: str | bytes) -> Any:
+    """``json.loads`` that refuses ``NaN``, ``Infinity`` and numbers beyond a float's range
+    with a ``ValueError`` (see the module docstring). Bytes are decoded as ``json.loads``
+    decodes them (UTF-8, -16 or -32); other parse errors are ``ValueError``
+    (``json.JSONDecodeError``, ``UnicodeDecodeError``) as with ``json.loads``."""
+    if isinstance(raw, bytes | bytearray):
+        raw = raw.decode(json.detect_encoding(raw), "surrogatepass")
+    if raw.startswith("\ufeff"):
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", raw, 0)
+    return _DECODER.decode(raw)
+
+
+def loads_bounded(raw: str | bytes, limit: int = MAX_JSON_DEPTH) -> Any:
+    """:func:`parse_json` that raises :class:`JSONTooDeep` instead of recursing too deep."""
     if json_depth_exceeds(raw, limit):
         raise JSONTooDeep(limit)
-    return json.loads(raw)
+    return parse_json(raw)

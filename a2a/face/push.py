@@ -54,6 +54,23 @@ def _check_url(url: str) -> None:
     check_url(url)
 
 
+# The longest value each field's column holds (a2a.push_models.PushNotificationConfig).
+_MAX_LENGTHS = {
+    "url": PushNotificationConfig._meta.get_field("url").max_length,
+    "id": PushNotificationConfig._meta.get_field("config_id").max_length,
+    "token": PushNotificationConfig._meta.get_field("token").max_length,
+    "authentication.scheme": PushNotificationConfig._meta.get_field("auth_scheme").max_length,
+}
+
+
+def _check_length(name: str, value: str) -> None:
+    limit = _MAX_LENGTHS[name]
+    if limit is not None and len(value) > limit:
+        raise InvalidParams(
+            f"{name} is too long.", violations=[(name, f"at most {limit} characters")]
+        )
+
+
 def clean_config(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """Validate a ``TaskPushNotificationConfig``; its id ("" for a new one) and fields."""
     url = str(params.get("url") or "").strip()
@@ -71,11 +88,17 @@ def clean_config(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
             "authentication.scheme must be one word (e.g. Bearer).",
             violations=[("authentication.scheme", "not an HTTP auth scheme")],
         )
-    if len(url) > 2000:
-        raise InvalidParams("url is too long.", violations=[("url", "at most 2000 characters")])
-    _check_url(url)
     config_id = str(params.get("id") or "").strip()
     _check_header_value("id", config_id)
+    # The columns' lengths: PostgreSQL refuses a longer value (a 500), SQLite stores it.
+    for name, value in (
+        ("url", url),
+        ("id", config_id),
+        ("token", token),
+        ("authentication.scheme", scheme),
+    ):
+        _check_length(name, value)
+    _check_url(url)
     fields = {
         "url": url,
         "token": token,

@@ -317,6 +317,20 @@ def test_an_earlier_attempts_webhook_is_stale(task: Task) -> None:
         (b"{not json", 400, "malformed_json"),
         ("[" * 500 + "]" * 500, 400, "malformed_json"),
         ({"statusUpdate": {"taskId": "a\u0000b", "status": {"state": "working"}}}, 400, "bad_text"),
+        # Not JSON numbers (1e400 is Python's infinity): PostgreSQL refused them, a 500.
+        (
+            '{"artifactUpdate": {"taskId": "agent-task-1", "artifact": {"artifactId": "a",'
+            ' "parts": [{"data": {"n": 1e400}}]}}}',
+            400,
+            "malformed_json",
+        ),
+        ('{"task": {"id": "agent-task-1", "metadata": {"n": NaN}}}', 400, "malformed_json"),
+        # More digits than Python converts (a ValueError the webhook did not catch: a 500).
+        (
+            '{"task": {"id": "agent-task-1", "metadata": {"n": %s}}}' % ("9" * 5000),
+            400,
+            "malformed_json",
+        ),
     ],
 )
 def test_bad_bodies_are_refused_and_change_nothing(

@@ -106,6 +106,55 @@ def test_bad_text_in_a_push_config_is_refused(
     assert PushNotificationConfig.objects.count() == 0
 
 
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"url": "https://example.com/hook", "id": "x" * 201},
+        {"url": "https://example.com/hook", "token": "t" * 1001},
+        {"url": "https://example.com/hook", "authentication": {"scheme": "B" * 101}},
+        {"url": "https://example.com/" + "p" * 2000},
+    ],
+    ids=["id", "token", "scheme", "url"],
+)
+def test_a_push_config_field_longer_than_its_column_is_refused(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task], config: dict[str, Any]
+) -> None:
+    """PostgreSQL refused the longer value with a 500 (SQLite stored it): refused on every
+    way a config comes in, the task's own route, JSON-RPC and with a send."""
+    task = make_task(alice)
+    response = as_alice.post(f"/v1/a2a/tasks/{task.id}/pushNotificationConfigs", config)
+    assert response.status_code == 400, response.content
+    assert error_reason(response) == "INVALID_PARAMS"
+    assert "too long" in response.json()["error"]["message"]
+    rpc = as_alice.rpc("CreateTaskPushNotificationConfig", {**config, "taskId": str(task.id)})
+    assert rpc.json()["error"]["code"] == -32602
+    body = {
+        "message": _message(),
+        "configuration": {"returnImmediately": True, "taskPushNotificationConfig": config},
+    }
+    sent = as_alice.post("/v1/a2a/message:send", body)
+    assert error_reason(sent) == "INVALID_PARAMS"
+    assert PushNotificationConfig.objects.count() == 0
+    assert Task.objects.count() == 1  # the send stored no task
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "1e400", "-1e999"])
+def test_nan_infinity_and_numbers_beyond_a_float_are_not_json(
+    as_alice: FaceClient, agent: Any, number: str
+) -> None:
+    """Python reads 1e400 as infinity; PostgreSQL's jsonb refuses it and NaN (a 500)."""
+    message = '{"messageId": "m", "role": "ROLE_USER", "parts": [{"data": {"n": N}}]}'
+    message = message.replace("N", number)
+    rest = as_alice.post("/v1/a2a/message:send", '{"message": ' + message + "}")
+    assert rest.status_code == 400, rest.content
+    assert error_reason(rest) == "INVALID_REQUEST"
+    assert "number" in rest.json()["error"]["message"]
+    envelope = '{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": M}}'
+    rpc = as_alice.post("/v1/a2a/jsonrpc", envelope.replace("M", message))
+    assert rpc.json()["error"]["code"] == -32700
+    assert not Task.objects.exists()
+
+
 @pytest.mark.parametrize("payload", [DEEP, DEEP_OBJECT], ids=["array", "object"])
 @pytest.mark.parametrize(
     "path",

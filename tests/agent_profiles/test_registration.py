@@ -312,3 +312,34 @@ def test_it_throttles_registration(register: Any, skill: Any, settings: Any) -> 
     error = assert_error(register(body(agentId="a3")), 429, "throttled")
     assert error["message"]
     assert not AgentProfile.objects.filter(pk="a3").exists()
+
+
+def test_a_registration_that_loses_the_race_for_its_id_is_a_409(
+    register: Any, skill: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_profiles import services
+
+    real_validate = services._validate
+
+    def a_rival_inserts_first(agent: AgentProfile) -> None:  # as a concurrent request would
+        real_validate(agent)
+        AgentProfile.objects.bulk_create([AgentProfile(id=agent.id, name="Rival")])
+
+    monkeypatch.setattr(services, "_validate", a_rival_inserts_first)
+    assert_error(register(body()), 409, "agent_exists")
+
+
+def test_another_integrity_error_is_not_taken_for_a_taken_id(
+    client: Any, register: Any, skill: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A constraint the checks let through was answered 409 agent_exists, for an agent
+    that did not exist (SQLite's JSON check on a number beyond a float's range did so)."""
+    from django.db import IntegrityError
+
+    def refused(self: AgentProfile, *args: Any, **kwargs: Any) -> None:
+        raise IntegrityError("CHECK constraint failed")
+
+    monkeypatch.setattr(AgentProfile, "save", refused)
+    client.raise_request_exception = False
+    assert_error(register(body()), 500, "internal_error")
+    assert_nothing_written()

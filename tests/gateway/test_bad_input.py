@@ -30,6 +30,7 @@ DEEP = "[" * 100_000 + "]" * 100_000
         ('{"type": "ping", "x": ' + DEEP + "}", "json_too_deep"),
         (DEEP, "json_too_deep"),
         ('{"type": "ping", "x": NaN}', "invalid_json"),
+        ('{"type": "ping", "x": -1e999}', "invalid_json"),
         ('{"type": "p\\u0000ing"}', "invalid_text"),
     ],
 )
@@ -116,4 +117,30 @@ async def test_a_status_message_with_a_nul_fails_the_task(
     failed = await db_async(Task.objects.get)(pk=task.pk)
     assert (failed.state, failed.error["code"]) == ("TASK_STATE_FAILED", "output_invalid")
     assert failed.error["details"]["field"] == "status.message.parts[0].text"
+    await client.close()
+
+
+async def test_an_answer_with_a_number_beyond_a_float_is_refused_and_changes_nothing(
+    agent: AgentProfile, make_task: Callable[..., Task]
+) -> None:
+    """1e400 is Python's infinity and PostgreSQL's jsonb refuses it: the frame was taken,
+    failed at the database (``internal_error``) and left the assignment acked and the task
+    SUBMITTED. It is refused as not JSON now, before anything is written."""
+    task = await db_async(make_task)()
+    client = await open_client(agent.raw_key)
+    await ping_pong(client)
+    await db_async(services.push_task)(task)
+    assign = await client.recv()
+    await client.send(
+        '{"type": "task.update", "taskId": "ID", "status": {"state": "TASK_STATE_COMPLETED"},'
+        ' "artifacts": [{"artifactId": "a", "parts": [{"data": {"x": 1e400}}]}]}'.replace(
+            "ID", str(task.id)
+        )
+    )
+    error = await client.recv()
+    assert (error["type"], error["code"]) == ("error", "invalid_json"), error
+    unchanged = await db_async(Task.objects.get)(pk=task.pk)
+    assert (unchanged.state, unchanged.artifacts) == (task.state, task.artifacts)
+    delivery = await db_async(Delivery.objects.get)(pk=assign["deliveryId"])
+    assert delivery.status == DeliveryStatus.SENT  # still owed: sent again on reconnect
     await client.close()

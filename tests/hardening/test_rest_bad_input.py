@@ -75,10 +75,30 @@ def test_deeply_nested_json_is_refused_before_parsing(
     assert error["details"] == {"maxDepth": MAX_JSON_DEPTH}
 
 
-def test_nan_is_not_json(api: APIClient, agent: Any) -> None:
-    body = '{"skillId": "ce-review", "input": {"product": NaN}}'
-    assert_error(post_raw(api, "/api/tasks", body), 400, "malformed_json")
+# Not JSON numbers, and PostgreSQL's jsonb refuses them: 1e400 is what Python reads as
+# infinity (it went through, then failed at the database with a 500).
+NOT_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e400", "-1e999"]
+
+
+@pytest.mark.parametrize("number", NOT_NUMBERS)
+def test_nan_infinity_and_numbers_beyond_a_float_are_not_json(
+    api: APIClient, agent: Any, number: str
+) -> None:
+    body = '{"skillId": "ce-review", "input": {"product": "lamp", "n": N}}'.replace("N", number)
+    error = assert_error(post_raw(api, "/api/tasks", body), 400, "malformed_json")
+    assert "number" in error["message"]
     assert not Task.objects.exists()
+
+
+def test_large_but_finite_numbers_are_taken(api: APIClient, agent: Any) -> None:
+    body = '{"skillId": "ce-review", "input": {"product": "lamp", "n": 1e300, "m": 1%s}}' % (
+        "0" * 400
+    )
+    response = post_raw(api, "/api/tasks", body)
+    assert response.status_code == 201, response.content
+    stored = Task.objects.get().input
+    assert float(stored["n"]) == 1e300  # PostgreSQL's jsonb gives it back without exponent
+    assert stored["m"] == 10**400
 
 
 def test_a_body_that_is_not_utf8_is_malformed(api: APIClient, agent: Any) -> None:
@@ -137,6 +157,14 @@ def test_registration_refuses_bad_text_anywhere(
     response = client.post("/api/agent-profiles/register", raw, content_type="application/json")
     error = assert_error(response, 400, "invalid_text")
     assert error["details"]["field"].startswith(field)
+    assert not AgentProfile.objects.filter(pk="new-agent").exists()
+
+
+def test_registration_refuses_a_number_beyond_a_float(client: Any, make_skill: Any) -> None:
+    make_skill()
+    body = '{"agentId": "new-agent", "skillIds": ["ce-review"], "metadata": {"x": 1e400}}'
+    response = client.post("/api/agent-profiles/register", body, content_type="application/json")
+    assert_error(response, 400, "malformed_json")  # it was a 500, or a 409 on SQLite
     assert not AgentProfile.objects.filter(pk="new-agent").exists()
 
 
@@ -251,6 +279,12 @@ def test_a_nul_outside_the_batch_items_refuses_the_batch(api: APIClient, agent: 
     good = {"skillId": "ce-review", "input": {"product": "ok"}}
     response = api.post("/api/tasks:batch", {"tasks": [good], "x": NUL}, format="json")
     assert_error(response, 400, "invalid_text")
+    assert not Task.objects.exists()
+
+
+def test_a_number_beyond_a_float_in_a_batch_refuses_the_batch(api: APIClient, agent: Any) -> None:
+    body = '{"tasks": [{"skillId": "ce-review", "input": {"product": "ok", "n": -1e999}}]}'
+    assert_error(post_raw(api, "/api/tasks:batch", body), 400, "malformed_json")
     assert not Task.objects.exists()
 
 

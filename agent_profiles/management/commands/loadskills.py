@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agent_profiles.skills import load_skills
 from platform_site.errors import ValidationFailed
+from platform_site.text import parse_json
 
 
 class Command(BaseCommand):
@@ -52,8 +52,8 @@ def read_skills_file(name: str) -> Any:
         suffix = path.suffix.lower()
     if suffix == ".json":
         try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
+            return parse_json(text)
+        except ValueError as exc:
             raise CommandError(f"{name} is not valid JSON: {exc}.") from None
     try:
         # YAML 1.2 is a superset of JSON, so this also reads JSON from stdin or other names.
