@@ -8,6 +8,10 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
 django_asgi_app = get_asgi_application()
 
+from platform_site.lean_asgi import SizedASGIRequest  # noqa: E402
+
+django_asgi_app.request_class = SizedASGIRequest  # chunked bodies: see the class
+
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 
 from a2a.agent_push_asgi import with_agent_push  # noqa: E402

@@ -9,16 +9,20 @@ security headers (SecurityMiddleware, XFrameOptionsMiddleware).
 
 Subclasses: :class:`a2a.face.asgi.FaceASGIHandler` (async views, disconnect handling) and
 :class:`a2a.api.asgi.BearerAPIHandler` (sync views on a database thread pool).
+
+Every handler, lean or not, builds its requests as :class:`SizedASGIRequest`: a body sent
+chunked (no ``Content-Length``, as HTTP/1.1 allows) gets the length it turned out to have.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from django.core.exceptions import DisallowedHost
-from django.core.handlers.asgi import ASGIHandler
+from django.core.handlers.asgi import ASGIHandler, ASGIRequest
 from django.core.handlers.exception import convert_exception_to_response, response_for_exception
 from django.http import HttpRequest, HttpResponse
 
@@ -33,8 +37,28 @@ SECURITY_HEADERS = {
 }
 
 
+class SizedASGIRequest(ASGIRequest):
+    """Django's ASGI request, with ``CONTENT_LENGTH`` set from the body read when the
+    client sent none (a chunked body).
+
+    Without it, Django REST framework reads no body at all (``Request._load_stream`` takes
+    a missing length for an empty body: a chunked ``POST /api/tasks`` was a 400 "skillId:
+    This field is required"), and Django's ``MAX_BODY_BYTES`` check on ``request.body``,
+    which goes by the header, let a chunked body of any size through."""
+
+    def __init__(self, scope: Scope, body_file: Any) -> None:
+        super().__init__(scope, body_file)
+        if "CONTENT_LENGTH" not in self.META:
+            size = body_file.seek(0, os.SEEK_END)
+            body_file.seek(0)
+            if size:
+                self.META["CONTENT_LENGTH"] = str(size)
+
+
 class LeanASGIHandler(ASGIHandler):
     """Django's ASGI handler with an empty middleware chain and no per-request thread."""
+
+    request_class = SizedASGIRequest
 
     #: Whether the views are awaited on the event loop (else run by a sync chain).
     async_views: bool = False

@@ -6,6 +6,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from platform_site import metrics, pages, views
+from platform_site.login import AdminLoginForm
 
 # The admin names the platform (not "Django administration"); "View site" goes to `/`.
 admin.site.site_header = settings.PLATFORM_NAME
@@ -15,6 +16,7 @@ admin.site.site_url = "/"
 # The model list on the left would take a fifth of a 1280 px screen from every list; the
 # breadcrumbs and the dashboard lead everywhere.
 admin.site.enable_nav_sidebar = False
+admin.site.login_form = AdminLoginForm
 
 urlpatterns = [
     # First: Django tries the patterns in order, and the platform's API calls (a2a) are

@@ -82,3 +82,14 @@ def test_a_success_resets_the_count(staff: Any, settings: Any) -> None:
     for _ in range(settings.AXES_FAILURE_LIMIT - 1):
         attempt("wrong")
     assert attempt("right-password-1").logged_in
+
+
+def test_a_username_longer_than_any_user_is_refused_by_the_form(staff: Any) -> None:
+    """It reached django-axes, whose 255-character column PostgreSQL refused (a 500)."""
+    client = Client(REMOTE_ADDR="203.0.113.8")
+    response = client.post(LOGIN, {"username": "x" * 256, "password": "wrong"})
+    assert response.status_code == 200
+    assert b"at most 150 characters" in response.content
+    assert not AccessAttempt.objects.exists()
+    right = client.post(LOGIN, {"username": "ops", "password": "right-password-1"})
+    assert right.status_code == 302
