@@ -30,6 +30,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from agent_profiles.guarded_pool import whole_answer_seconds
 from agent_profiles.models import AgentCard, AgentProfile, HealthStatus
 from agent_profiles.negotiation import (
     Interface,
@@ -89,9 +90,14 @@ def card_locations(card_url: str, endpoint: str) -> list[str]:
     return list(dict.fromkeys([base + WELL_KNOWN, origin + WELL_KNOWN]))
 
 
-def _get(client: httpx.Client, url: str) -> tuple[int, str, bytes]:
-    """Status, content type and body (at most AGENT_CARD_MAX_BYTES) of ``GET url``."""
+def _get(client: httpx.Client, url: str, seconds: float) -> tuple[int, str, bytes]:
+    """Status, content type and body (at most AGENT_CARD_MAX_BYTES) of ``GET url``; a body
+    still coming after :func:`~agent_profiles.guarded_pool.whole_answer_seconds` is a read
+    timeout (the per-read timeout alone let a card trickled a byte a second hold a
+    registration, and the card's lock that new tasks wait on, as long as it went on)."""
     limit = settings.AGENT_CARD_MAX_BYTES
+    whole = whole_answer_seconds(seconds, seconds)
+    deadline = time.monotonic() + whole
     with client.stream("GET", url, headers={"Accept": "application/json"}) as response:
         if response.is_redirect:
             location = response.headers.get("location", "")
@@ -103,6 +109,8 @@ def _get(client: httpx.Client, url: str) -> tuple[int, str, bytes]:
             )
         body = b""
         for chunk in response.iter_bytes():
+            if time.monotonic() > deadline:
+                raise httpx.ReadTimeout(f"the card did not come whole within {whole:g} s")
             body += chunk
             if len(body) > limit:
                 raise InvalidCard(
@@ -165,7 +173,7 @@ def fetch_card(card_url: str, endpoint: str, *, timeout: float | None = None) ->
     with guarded_client(timeout=httpx.Timeout(seconds)) as client:
         for url in locations:
             try:
-                status, content_type, body = _get(client, url)
+                status, content_type, body = _get(client, url, seconds)
             except UnsafeURL as exc:
                 if isinstance(exc.details, dict) and "address" in exc.details:
                     raise  # a refused target: 400 at registration

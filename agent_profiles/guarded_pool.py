@@ -7,6 +7,10 @@ scanning every connection on every change); through a urllib3 pool, 0.6 ms. The 
 poll engine spent half its CPU in httpx. Streams (SSE), token fetches and card reads stay
 on httpx: they are few, and long.
 
+Every call has a whole deadline besides its per-read timeouts (:class:`_Reaper`): an agent
+that answers a byte at a time, each within the read timeout, once held a worker's thread
+as long as it liked (every sweep thread, at last, on one such agent's polls).
+
 The guard is the same: the URL is checked and its name resolved once per request
 (:func:`~agent_profiles.urlguard.checked_addresses`), the connection goes to the checked
 address, and the ``Host`` header, the TLS server name and the certificate check keep the
@@ -16,8 +20,13 @@ reused for another on the same address. No redirects, no retries, no proxies.
 
 from __future__ import annotations
 
+import contextlib
+import heapq
+import itertools
 import os
+import socket
 import threading
+import time
 from dataclasses import dataclass
 from email.message import Message
 from typing import Any
@@ -25,6 +34,8 @@ from urllib.parse import urlsplit
 
 import certifi
 import urllib3
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import (
     HTTPError,
     NewConnectionError,
@@ -36,6 +47,7 @@ from urllib3.exceptions import (
 )
 
 from agent_profiles.urlguard import checked_addresses, literal_address, split_url
+from platform_site.text import scrub
 
 __all__ = [
     "AnswerTimedOut",
@@ -72,8 +84,9 @@ class AnswerTooLarge(Exception):
 
 
 def _failure(exc: HTTPError) -> CallFailed:
-    """urllib3's error as one of ours, its text without the connection's repr."""
-    text = str(exc)
+    """urllib3's error as one of ours, its text without the connection's repr (nor a NUL:
+    it quotes an agent's bad status line as sent, and the text may be stored)."""
+    text = scrub(str(exc))
     if isinstance(exc, (NewConnectionError, ReadTimeoutError)):
         text = text.split("): ", 1)[-1]  # "HTTPConnection(host=..., port=...): <reason>"
     elif isinstance(exc, ProtocolError) and len(exc.args) == 2:
@@ -108,6 +121,103 @@ class PlainResponse:
             return self.content.decode("utf-8", errors="replace")
 
 
+@dataclass(eq=False)
+class _Call:
+    """One request under way: when it must have its whole answer, and its connection."""
+
+    deadline: float
+    conn: HTTPConnection | None = None
+    expired: bool = False
+
+
+# The call each thread has under way (the connection classes below attach themselves).
+_current = threading.local()
+
+
+class _Reaper:
+    """Ends the calls still running at their deadlines by shutting their sockets down: the
+    thread blocked in a read gets an end of stream at once, whatever the agent trickles.
+
+    One thread per process, started with the first call; a call that ends first leaves the
+    watch, so a socket that went back to the pool is never touched."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, _Call]] = []
+        self._live: set[_Call] = set()
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, call: _Call) -> None:
+        with self._cond:
+            self._live.add(call)
+            heapq.heappush(self._heap, (call.deadline, next(self._order), call))
+            if self._thread is None or not self._thread.is_alive():  # first, or a fork
+                self._thread = threading.Thread(target=self._run, name="agent-call-reaper")
+                self._thread.daemon = True
+                self._thread.start()
+            elif self._heap[0][2] is call:
+                self._cond.notify()  # an earlier deadline than the one waited for
+
+    def done(self, call: _Call) -> None:
+        with self._cond:
+            self._live.discard(call)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._heap and self._heap[0][2] not in self._live:
+                    heapq.heappop(self._heap)  # ended before its deadline
+                wait = self._heap[0][0] - time.monotonic() if self._heap else None
+                if wait is None or wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                _, _, call = heapq.heappop(self._heap)
+                self._live.discard(call)
+                call.expired = True
+                _shut(call.conn)
+
+
+def _shut(conn: HTTPConnection | None) -> None:
+    sock = getattr(conn, "sock", None)
+    if sock is not None:
+        # socket.socket's own shutdown, also for a TLS socket: the reading thread's SSL
+        # object stays as it is, and its read ends. (Closed meanwhile: nothing to end.)
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+_reaper = _Reaper()
+
+
+class _Attached:
+    """Makes a connection the current call's, so that the reaper can end it."""
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        call: _Call | None = getattr(_current, "call", None)
+        if call is not None:
+            if call.expired:  # its deadline passed while it waited for a connection
+                raise CallTimedOut("no connection in time")
+            call.conn = self  # type: ignore[assignment]
+        super().request(*args, **kwargs)  # type: ignore[misc]
+
+
+class _HTTPConnection(_Attached, HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_Attached, HTTPSConnection):
+    pass
+
+
+class _HTTPPool(HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
+
+
+class _HTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
+
+
 class GuardedPool:
     """Pooled keep-alive connections to agents, every request through the URL guard."""
 
@@ -121,6 +231,7 @@ class GuardedPool:
             retries=False,
             ca_certs=certifi.where(),  # the same CA bundle httpx uses
         )
+        self._manager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
 
     def request(
         self,
@@ -137,7 +248,10 @@ class GuardedPool:
         :class:`~agent_profiles.urlguard.UnsafeURL` for a refused target,
         :class:`CallTimedOut` when it does not answer in time, :class:`CallFailed` when
         it cannot be reached, :class:`AnswerTooLarge` when its body (decoded) is longer
-        than ``max_bytes``."""
+        than ``max_bytes``.
+
+        Besides each read's ``read_timeout``, the whole answer must come within
+        :func:`whole_answer_seconds`: else :class:`AnswerTimedOut`."""
         scheme, host, port = split_url(url)
         address = checked_addresses(url)[0]
         parts = urlsplit(url)
@@ -148,6 +262,9 @@ class GuardedPool:
         pool = self._manager.connection_from_host(
             str(address), port=port, scheme=scheme, pool_kwargs=pool_options
         )
+        call = _Call(time.monotonic() + whole_answer_seconds(connect_timeout, read_timeout))
+        _current.call = call
+        _reaper.watch(call)
         try:
             answer = pool.urlopen(
                 method,
@@ -161,13 +278,35 @@ class GuardedPool:
                 preload_content=False,
             )
             content = _read_body(answer, max_bytes)
-        except HTTPError as exc:
-            raise _failure(exc) from exc
+            if call.expired:  # a body without a length ends where the socket was shut
+                raise OSError("the call's deadline passed")
+        except (HTTPError, OSError) as exc:
+            if call.expired:
+                seconds = whole_answer_seconds(connect_timeout, read_timeout)
+                raise AnswerTimedOut(f"no whole answer within {seconds:g} s") from exc
+            if isinstance(exc, HTTPError):
+                raise _failure(exc) from exc
+            raise
+        finally:
+            _reaper.done(call)
+            _current.call = None
         return PlainResponse(answer.status, answer.headers, content)
 
     def clear(self) -> None:
         """Close every pooled connection."""
         self._manager.clear()
+
+
+# How long the rest of an answer may take to come once it started, at most.
+BODY_SLACK = 5.0
+
+
+def whole_answer_seconds(connect_timeout: float, read_timeout: float) -> float:
+    """How long a call may take in all: to connect, for the answer to start, and a little
+    more (at most :data:`BODY_SLACK`) for the rest of it to come; an answer trickled a byte
+    at a time ends there. Callers that hold a lease cover it (a send: 10 + 3 + 5 s against
+    a 30 s lease; a held send's lease is extended by 10 s past its wait)."""
+    return connect_timeout + read_timeout + min(read_timeout, BODY_SLACK)
 
 
 def _read_body(answer: urllib3.BaseHTTPResponse, max_bytes: int | None) -> bytes:

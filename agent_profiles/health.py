@@ -160,8 +160,10 @@ def check_one(health_url: str, card_urls: list[str]) -> CheckResult:
         for url in [health_url, *card_urls]:
             try:
                 started = time.monotonic()
-                response = client.get(url)
-                latency = int((time.monotonic() - started) * 1000)
+                # The status is all a check needs: the body is never read (an agent's
+                # endless or compressed one cost gigabytes when it was).
+                with client.stream("GET", url) as response:
+                    latency = int((time.monotonic() - started) * 1000)
             except ValidationFailed as exc:
                 return CheckResult(False, None, exc.message)
             except httpx.HTTPError as exc:

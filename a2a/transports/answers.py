@@ -61,9 +61,11 @@ def read_whole(response: httpx.Response) -> PlainResponse:
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
-def _lines(response: httpx.Response, limit: int) -> Iterator[bytes]:
+def _lines(response: httpx.Response, limit: int) -> Iterator[bytes | None]:
     """The lines of a stream (CRLF, LF or CR ends one); a line longer than ``limit``
-    raises :class:`AnswerTooLarge` before it is held whole."""
+    raises :class:`AnswerTooLarge` before it is held whole. ``None`` after a chunk that
+    ended no line: the reader's clock is checked on every chunk, so a line trickled a byte
+    at a time without its end cannot hold the stream past its deadline."""
     rest = b""
     for chunk in response.iter_bytes():
         pending = rest + chunk
@@ -71,7 +73,10 @@ def _lines(response: httpx.Response, limit: int) -> Iterator[bytes]:
         cut = len(pending) - 1 if pending.endswith(b"\r") else len(pending)
         *lines, rest = _LINE_END.split(pending[:cut])
         rest += pending[cut:]
-        yield from lines
+        if lines:
+            yield from lines
+        else:
+            yield None
         if len(rest) > limit:
             raise AnswerTooLarge(limit)
     if rest:
@@ -95,9 +100,9 @@ def iter_sse(
     Lines are split here, not by httpx, so that no event (or endless line) held in memory
     grows past ``limit`` (``AGENT_ANSWER_MAX_BYTES``): :class:`AnswerTooLarge` instead.
     ``until`` and ``deadline`` are ``time.monotonic()`` moments, checked at every line,
-    comments included (an agent's keep-alives): from either on, a stream that gave an
-    event ends (as if the agent closed it); one that gave none raises
-    :class:`StreamOverdue` at ``deadline``.
+    comments included (an agent's keep-alives), and at every chunk received (a line that
+    never ends): from either on, a stream that gave an event ends (as if the agent closed
+    it); one that gave none raises :class:`StreamOverdue` at ``deadline``.
     """
     limit = settings.AGENT_ANSWER_MAX_BYTES if limit is None else limit
     data: list[bytes] = []
@@ -110,6 +115,8 @@ def iter_sse(
             return
         if overdue:
             raise StreamOverdue
+        if line is None:  # a chunk within a line: only the clock to check
+            continue
         if not line:
             if data:
                 yield b"\n".join(data).decode("utf-8", errors="replace")

@@ -100,6 +100,30 @@ def test_a_stream_ends_at_until_or_its_deadline_once_it_gave_an_event_else_fails
         list(iter_sse(httpx.Response(200, content=alive()), until=5, deadline=50))
 
 
+def test_a_line_trickled_without_its_end_is_overdue_at_the_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The clock is checked at every chunk, not only at every line: an agent that sends a
+    byte at a time and never ends the line held the stream's thread for as long as it
+    liked (a comment colon, then one byte a second, in the outbound hunt)."""
+    clock = iter(range(1000))
+    monkeypatch.setattr(answers.time, "monotonic", lambda: next(clock))
+    sent: list[int] = []
+
+    def trickle(first: bytes = b"") -> Iterator[bytes]:
+        yield first
+        for n in range(900):
+            sent.append(n)
+            yield b"x"
+
+    with pytest.raises(StreamOverdue):
+        list(iter_sse(httpx.Response(200, content=trickle()), deadline=50, limit=10_000))
+    assert len(sent) < 60  # stopped at the deadline, not at the stream's end
+    clock = iter(range(1000))  # afresh
+    given = iter_sse(httpx.Response(200, content=trickle(b'data: {"a": 1}\n\n: ')), deadline=50)
+    assert list(given) == ['{"a": 1}']  # a stream that gave its event ends there
+
+
 def test_a_whole_body_is_read_up_to_the_cap() -> None:
     assert read_capped(stream(b"a" * 600, b"b" * 400), limit=1000) == b"a" * 600 + b"b" * 400
     with pytest.raises(AnswerTooLarge):

@@ -8,6 +8,7 @@ import pytest
 
 from agent_profiles.health import (
     check_agents,
+    check_one,
     health_of,
     mark_no_early_return,
     mark_no_listing,
@@ -18,6 +19,7 @@ from agent_profiles.interfaces import call_target
 from agent_profiles.models import AgentProfile
 from tests.support.agents import run_agent
 from tests.support.cardserver import card_v1, json_response, serve
+from tests.support.trickle import trickling_server
 
 
 @pytest.fixture(autouse=True)
@@ -235,3 +237,15 @@ def test_a_check_never_clears_an_auth_failure_recorded_while_it_ran(make_agent: 
     fresh = AgentProfile.objects.get()
     assert fresh.last_call_code == "agent_auth_failed"
     assert health_of(fresh).status == "unhealthy"
+
+
+def test_a_check_reads_the_status_and_never_the_body(settings: Any) -> None:
+    """An agent's health body is not read: an endless one (or a compressed one that
+    unpacks to gigabytes) held the check's thread, and the platform's memory, while it
+    came."""
+    settings.ALLOW_LOOPBACK_URLS = True
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n"
+    with trickling_server(head, b"x") as peer:
+        result = check_one(f"http://127.0.0.1:{peer.port}/health", [])
+        assert result.ok
+        assert peer.hung_up.wait(5)  # the check closed the connection mid-body

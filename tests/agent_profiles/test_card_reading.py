@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from agent_profiles.cards import ensure_card
+from agent_profiles.cards import CardUnreachable, ensure_card, fetch_card
+from agent_profiles.guarded_pool import whole_answer_seconds
 from agent_profiles.interfaces import call_target
 from agent_profiles.models import AgentCard, AgentProfile, ApiKey
 from tests.agent_profiles.test_registration import assert_error, body
@@ -22,6 +23,7 @@ from tests.support.cardserver import (
     redirect_response,
     serve,
 )
+from tests.support.trickle import trickling_server
 
 WELL_KNOWN = "/.well-known/agent-card.json"
 
@@ -352,3 +354,16 @@ def test_ensure_card_waits_no_longer_than_a_call_would(make_agent: Any, settings
     agent.refresh_from_db()
     assert agent.card_error.startswith("unreachable:")
     assert "Timeout" in agent.card_error
+
+
+def test_a_card_trickled_a_byte_at_a_time_ends_at_its_deadline(settings: Any) -> None:
+    """Each byte within the card timeout, the whole card never: the read ends at the
+    call's whole deadline instead of holding the registration (and the card's lock that
+    new tasks wait on) as long as the agent goes on."""
+    settings.ALLOW_LOOPBACK_URLS = True
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+    with trickling_server(head, b" ") as peer:
+        url = f"http://127.0.0.1:{peer.port}/.well-known/agent-card.json"
+        with pytest.raises(CardUnreachable) as refused:
+            fetch_card(url, "", timeout=0.3)
+    assert f"within {whole_answer_seconds(0.3, 0.3):g} s" in str(refused.value)

@@ -26,6 +26,7 @@ from agent_profiles.guarded_pool import (
 )
 from agent_profiles.urlguard import UnsafeURL, use_resolver
 from tests.support.recorder import Recording, recording_server
+from tests.support.trickle import trickling_server
 
 TIMEOUTS = {"connect_timeout": 2.0, "read_timeout": 2.0}
 
@@ -203,3 +204,50 @@ def test_an_answer_over_the_cap_is_refused_and_its_connection_not_reused(
     ports = server.ports
     assert ports[0] == ports[1] == ports[2]  # read whole: the connection was kept
     assert ports[3] != ports[2]  # left half-read: closed, not reused
+
+
+@pytest.mark.parametrize(
+    ("head", "drip"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n", b"x"),  # the body
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", b"1\r\nx\r\n"),
+        (b"HTTP/1.1 200 OK\r\nX-Slow: ", b"a"),  # the headers
+        (b"", b"HTTP/1.1 200 OK\r\n"),  # the status line
+    ],
+    ids=["body", "chunked-body", "headers", "status-line"],
+)
+def test_an_answer_trickled_a_byte_at_a_time_ends_at_the_calls_deadline(
+    strict: Any, head: bytes, drip: bytes
+) -> None:
+    """Each byte comes within the read timeout, so only a deadline for the whole answer
+    ends the call (connect + read timeout + a little for the body); it held a worker's
+    thread for as long as the agent liked (eight seconds here, then it failed otherwise)."""
+    from agent_profiles.guarded_pool import AnswerTimedOut, whole_answer_seconds
+
+    strict.ALLOW_LOOPBACK_URLS = True
+    with trickling_server(head, drip) as peer, pytest.raises(AnswerTimedOut) as ended:
+        GuardedPool().request(
+            "POST",
+            f"http://127.0.0.1:{peer.port}/",
+            headers={},
+            body=b"{}",
+            connect_timeout=0.3,
+            read_timeout=0.3,
+        )
+    assert f"within {whole_answer_seconds(0.3, 0.3):g} s" in str(ended.value)
+
+
+def test_a_call_that_ends_in_time_leaves_its_pooled_connection_alone(
+    strict: Any, server: Recording
+) -> None:
+    """The deadline of a call that ended is forgotten: its connection, back in the pool,
+    serves the next calls after that deadline passed."""
+    import time
+
+    strict.ALLOW_LOOPBACK_URLS = True
+    pool = GuardedPool()
+    url = f"http://127.0.0.1:{server.port}/ok"
+    for _ in range(2):
+        pool.request("POST", url, headers={}, body=b"", connect_timeout=0.05, read_timeout=0.05)
+        time.sleep(0.2)  # past the first call's deadline (0.15 s)
+    assert len(set(server.ports)) == 1
