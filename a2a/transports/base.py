@@ -8,19 +8,24 @@ answer comes back as an :class:`AgentReply` in A2A 1.0 shapes (camelCase, ``part
 
 Transports hold no per-task state and share the process's pooled HTTP client, so one
 transport object may serve many calls from many threads at once.
+
+Every error that leaves a transport's operation has the secrets the call sent redacted
+(:func:`_redacting`): an agent or token endpoint may echo the request in its answer, and
+the platform quotes answers in the task's ``error`` and in logs.
 """
 
 from __future__ import annotations
 
 import abc
 import email.utils
+import functools
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from a2a.exceptions import A2AUnsupportedOperation
+from a2a.exceptions import A2ACallError, A2AUnsupportedOperation
 from a2a.states import normalize_state
 from a2a.transports import shapes
 from agent_profiles.interfaces import CallTarget
@@ -85,6 +90,15 @@ class AgentTransport(abc.ABC):
     binding: str = ""
     version: str = ""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Each binding's operations are wrapped here, not in each binding, so none can
+        # forget it: whatever layer quoted the answer (the status check, the token
+        # fetch, a JSON-RPC error, a body that is not JSON), it passes this way out.
+        super().__init_subclass__(**kwargs)
+        for name in OPERATIONS:
+            if name in cls.__dict__:
+                setattr(cls, name, _redacting(cls.__dict__[name], stream=name in STREAMS))
+
     def __init__(self, target: CallTarget) -> None:
         self.target = target
 
@@ -141,6 +155,55 @@ class AgentTransport(abc.ABC):
         """Follow an existing task over a stream (needs ``streaming``), for at most
         ``timeout`` seconds (also the read timeout), as :meth:`stream`."""
         raise NotImplementedError
+
+
+# The operations of :class:`AgentTransport` (those returning a generator: ``STREAMS``).
+STREAMS = ("stream", "subscribe")
+OPERATIONS = ("send", "get_task", "list_tasks", "cancel", *STREAMS)
+
+
+def _push_secrets(kwargs: dict[str, Any]) -> Iterable[str]:
+    """The secrets a send's push config put in the request's body (the webhook's token
+    and the credentials the agent is to push with), for an agent that echoes the body."""
+    push = kwargs.get("push") or {}
+    auth = push.get("authentication") or {}
+    return [value for value in (push.get("token"), auth.get("credentials")) if value]
+
+
+def _redact(exc: A2ACallError, transport: AgentTransport, kwargs: dict[str, Any]) -> None:
+    # Imported here: credentials imports this module (excerpt), and only failures get here.
+    from a2a.transports.credentials import redactor
+
+    redactor(transport.target, _push_secrets(kwargs)).error(exc)
+
+
+def _redacting(method: Callable[..., Any], *, stream: bool) -> Callable[..., Any]:
+    """``method`` whose :class:`A2ACallError` has the call's secrets redacted (in place,
+    so the same error goes on): the work happens only on the failure path, so calls
+    that succeed pay one frame."""
+    if stream:
+
+        @functools.wraps(method)
+        def streaming(
+            self: AgentTransport, *args: Any, **kwargs: Any
+        ) -> Generator[Any, None, None]:
+            try:
+                yield from method(self, *args, **kwargs)
+            except A2ACallError as exc:
+                _redact(exc, self, kwargs)
+                raise
+
+        return streaming
+
+    @functools.wraps(method)
+    def calling(self: AgentTransport, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except A2ACallError as exc:
+            _redact(exc, self, kwargs)
+            raise
+
+    return calling
 
 
 def push_config_03(push: dict[str, Any]) -> dict[str, Any]:

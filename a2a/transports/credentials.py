@@ -5,21 +5,31 @@ shapes). It is put on every call and never logged: error messages name the agent
 scheme, never a value. OAuth2 tokens are fetched from ``tokenUrl`` (client credentials,
 client authentication with HTTP Basic), kept in this process until shortly before they
 expire, and fetched again once when the agent answers 401.
+
+An agent or token endpoint may echo the request in its error answer, and the platform
+quotes what it answered in the task's error (and so in logs): :func:`redactor` knows every
+form in which a credential went out (raw, as its header value, base64 in HTTP Basic,
+URL- or form-encoded), so those quotes can be cleaned of it.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
+import re
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, quote_plus
 
 import httpx
 from django.conf import settings
 
-from a2a.exceptions import A2AAuthError, A2ATransientError
+from a2a.exceptions import A2AAuthError, A2ACallError, A2ATransientError
 from a2a.transports.answers import read_capped
+from a2a.transports.base import excerpt
 from agent_profiles.guarded_pool import AnswerTooLarge
 from agent_profiles.interfaces import CallTarget
 from agent_profiles.urlguard import UnsafeURL
@@ -32,7 +42,17 @@ DEFAULT_TOKEN_LIFETIME = 300.0
 # A token endpoint's answer is a few hundred bytes; more than this is refused unread.
 TOKEN_MAX_BYTES = 64_000
 
+# What stands in for a secret in any text quoted from an answer.
+REDACTED = "[redacted]"
+# A quote cut short (``…``, see :func:`~a2a.transports.base.excerpt`) that ends in this many
+# characters or more of a secret's start has them redacted too; fewer tell nothing.
+PARTIAL = 4
+# The tokens last fetched per credential, kept to recognise them in an echo: a call may
+# have sent one that a concurrent refresh has replaced in the cache since.
+TOKENS_REMEMBERED = 3
+
 _tokens: dict[tuple[str, ...], tuple[str, float]] = {}
+_sent_tokens: dict[tuple[str, ...], tuple[str, ...]] = {}
 _tokens_lock = threading.Lock()
 
 
@@ -93,6 +113,7 @@ def forget_tokens() -> None:
     """Drop every cached token (tests; an operator rotating credentials needs nothing)."""
     with _tokens_lock:
         _tokens.clear()
+        _sent_tokens.clear()
 
 
 def oauth2_token(target: CallTarget, *, refresh: bool = False) -> str:
@@ -107,6 +128,7 @@ def oauth2_token(target: CallTarget, *, refresh: bool = False) -> str:
     token, lifetime = _fetch_token(target, auth)
     with _tokens_lock:
         _tokens[key] = (token, time.monotonic() + max(0.0, lifetime - EARLY_EXPIRY))
+        _sent_tokens[key] = (token, *_sent_tokens.get(key, ()))[:TOKENS_REMEMBERED]
     return token
 
 
@@ -154,9 +176,10 @@ def _fetch_token(target: CallTarget, auth: dict[str, Any]) -> tuple[str, float]:
         if response.status_code >= 300:
             reason = ""
             if isinstance(body, dict) and isinstance(body.get("error"), str):
-                reason = f": {body['error'][:100]}"
+                # Excerpts: cut visibly (``…``, which redaction relies on) and storable.
+                reason = f": {excerpt(body['error'])}"
                 if isinstance(body.get("error_description"), str):
-                    reason += f" ({body['error_description'][:200]})"
+                    reason += f" ({excerpt(body['error_description'])})"
             raise A2AAuthError(
                 f"{The} refused the client credentials with HTTP {response.status_code}{reason}.",
                 status=response.status_code,
@@ -184,3 +207,110 @@ def _json_or_none(content: bytes) -> Any:
         return loads_bounded(content)
     except (ValueError, UnicodeDecodeError):
         return None
+
+
+# --- Redaction of echoed secrets -------------------------------------------------------
+
+
+class Redactor:
+    """Replaces given secret strings (every form of them) in text quoted from an answer.
+
+    Built only when a call failed (:func:`redactor`), so calls that succeed pay nothing.
+    """
+
+    def __init__(self, forms: Iterable[str]) -> None:
+        # Longest first: a regex alternation takes the first form that matches, and a
+        # whole header value ("Basic <b64>") must go as one, before a form inside it.
+        self.forms = sorted({form for form in forms if form}, key=len, reverse=True)
+        self._pattern = re.compile("|".join(map(re.escape, self.forms))) if self.forms else None
+
+    def text(self, text: str) -> str:
+        """``text`` with every secret form, and a secret's start cut off by ``…``, redacted."""
+        if self._pattern is None:
+            return text
+        text = self._pattern.sub(REDACTED, text)
+        return self._cut_tails(text) if "…" in text else text
+
+    def _cut_tails(self, text: str) -> str:
+        # An excerpt cut in the middle of a secret ends in its first characters, which
+        # no whole-form match finds: redact the longest secret start before each ``…``.
+        pieces = text.split("…")
+        for index, head in enumerate(pieces[:-1]):
+            cut = 0
+            for form in self.forms:
+                for size in range(min(len(form), len(head)), max(cut, PARTIAL - 1), -1):
+                    if head.endswith(form[:size]):
+                        cut = size
+                        break
+            if cut:
+                pieces[index] = head[:-cut] + REDACTED
+        return "…".join(pieces)
+
+    def value(self, value: Any) -> Any:
+        """``value`` (an error's details: JSON-like) with its strings redacted."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {key: self.value(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.value(item) for item in value)
+        return value
+
+    def error(self, exc: A2ACallError) -> None:
+        """Redact ``exc`` in place: its message (and ``args``, which ``str()`` and log
+        lines show) and its details, which become the task's ``error``."""
+        if self._pattern is None:
+            return
+        exc.message = self.text(exc.message)
+        exc.args = (exc.message, *exc.args[1:])
+        exc.details = self.value(exc.details)
+
+
+def _text(auth: dict[str, Any], key: str) -> str:
+    value = auth.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def _encodings(value: str) -> list[str]:
+    """``value`` as it may come back: as sent, URL-encoded (a query, a path), form-encoded
+    (a form body) and JSON-escaped (an echo in a JSON string: ``"`` and ``\\``, or ``/``
+    as ``\\/`` from some serializers)."""
+    escaped = json.dumps(value)[1:-1]
+    return [
+        value,
+        quote(value, safe=""),
+        quote_plus(value),
+        escaped,
+        escaped.replace("/", "\\/"),
+    ]
+
+
+def redactor(target: CallTarget, extra: Iterable[str] = ()) -> Redactor:
+    """A :class:`Redactor` of every secret a call to ``target`` sent: its credential in
+    each form it went out in, the OAuth2 tokens fetched for it, and ``extra`` (say, a
+    push-notification token in the request's body)."""
+    auth = target.auth if isinstance(target.auth, dict) else {}
+    kind = auth.get("type")
+    sent: list[str] = [value for value in extra if value]
+    if kind == "bearer":
+        token = _text(auth, "token")
+        sent += [token, f"Bearer {token}"] if token else []
+    elif kind == "apiKey":
+        sent.append(_text(auth, "value"))
+    elif kind == "oauth2":
+        client_id, secret = _text(auth, "clientId"), _text(auth, "clientSecret")
+        if secret:
+            sent.append(secret)
+            # HTTP Basic as httpx sends it (id and secret form-encoded first, RFC 6749
+            # 2.3.1) and as an agent's own client might: base64 of "id:secret".
+            for pair in (
+                f"{quote(client_id, safe='')}:{quote(secret, safe='')}",
+                f"{client_id}:{secret}",
+            ):
+                basic = base64.b64encode(pair.encode()).decode()
+                sent += [basic, f"Basic {basic}"]
+        with _tokens_lock:
+            tokens = _sent_tokens.get(_cache_key(target, auth), ())
+        for token in tokens:
+            sent += [token, f"Bearer {token}"]
+    return Redactor(form for value in sent if value for form in _encodings(value))

@@ -51,7 +51,7 @@ from a2a.transports.answers import (
     read_whole,
     too_large,
 )
-from a2a.transports.base import parse_retry_after
+from a2a.transports.base import excerpt, parse_retry_after
 from agent_profiles.guarded_pool import (
     AnswerTimedOut,
     AnswerTooLarge,
@@ -166,8 +166,11 @@ def _request(
                 code="agent_timeout",
             ) from None
         except (httpx.TransportError, CallFailed) as exc:
+            # The text may quote the agent's own bytes (http.client's bad status line
+            # holds whatever it sent, NULs included): an excerpt, storable on PostgreSQL.
+            said = excerpt(str(exc)) or type(exc).__name__
             raise A2ATransientError(
-                f"Could not reach agent '{target.agent_id}' at {url}: {exc or type(exc).__name__}.",
+                f"Could not reach agent '{target.agent_id}' at {url}: {said}.",
                 code="agent_unreachable",
             ) from None
         except UnsafeURL as exc:
@@ -260,8 +263,9 @@ def open_stream(
                 code="agent_timeout",
             ) from None
         except httpx.TransportError as exc:
+            said = excerpt(str(exc)) or type(exc).__name__  # may quote the agent's bytes
             raise A2ATransientError(
-                f"Agent '{target.agent_id}' closed its stream: {exc or type(exc).__name__}.",
+                f"Agent '{target.agent_id}' closed its stream: {said}.",
                 code="agent_unreachable",
             ) from None
         finally:
