@@ -6,6 +6,7 @@ or a cancel to the agent, :func:`handle_send_failure` decides what a failed send
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
@@ -26,6 +27,8 @@ from a2a.states import INTERRUPTED_STATES, NextAction, TaskState, Transport
 from a2a.wire import data_as_text, relay_message, user_message
 from agent_profiles.interfaces import takes_json
 from platform_site.errors import ValidationFailed
+
+log = logging.getLogger(__name__)
 
 # --- people acting on tasks -----------------------------------------------------------
 
@@ -196,8 +199,7 @@ def handle_send_failure(task: Task, error: A2ACallError) -> Task:
         return _ask_again(task, error)
     gateway = transports.gateway()
     if gateway.takes_over_now(task, error):
-        _keep_last_answer(task, error)
-        return gateway.hand_over(task, error)
+        return _to_gateway(task, error)
     metadata = dict(task.metadata or {})
     failures = int(metadata.get("sendFailures", 0)) + 1
     metadata["sendFailures"] = failures
@@ -217,8 +219,7 @@ def handle_send_failure(task: Task, error: A2ACallError) -> Task:
             return task
     if gateway.may_take_over(error):
         # HTTP retries are used up (or the deadline is near): the gateway takes over.
-        _keep_last_answer(task, error, metadata=metadata)
-        return gateway.hand_over(task, error)
+        return _to_gateway(task, error, metadata=metadata)
     message = f"Agent '{task.agent_id}' did not accept the task: {error.message}"
     if not task.fail(error.code, message, err["details"], metadata=metadata):
         _moved_meanwhile(task, held)
@@ -270,6 +271,42 @@ def _moved_meanwhile(task: Task, held: Any) -> None:
     person or was handed on holds none, and another worker's later claim stands."""
     if held is not None and task.release(held=held):
         queue_processing(task.pk)
+
+
+def _to_gateway(task: Task, error: A2ACallError, *, metadata: dict[str, Any] | None = None) -> Task:
+    """Hand the task to the gateway with the agent's last answer (:func:`_keep_last_answer`),
+    only while its row is as this worker read it (:func:`_still_as_read`). A failure that
+    comes back after the task moved on (the sweep timed it out, a person canceled it, the
+    agent pushed) or was claimed by another worker changes nothing of it: written over, a
+    final task's error lost its real cause, and the gateway refused to push it."""
+    held = task.lease_until  # this worker's claim
+    with transaction.atomic():
+        if _still_as_read(task, held):
+            _keep_last_answer(task, error, metadata=metadata)
+            return transports.gateway().hand_over(task, error)
+    was = task.state
+    task.refresh_from_db()
+    log.info(
+        "task %s: its send failed (%s) after it changed elsewhere (%s, now %s); left as it is",
+        task.pk,
+        error.code,
+        was,
+        task.state,
+    )
+    _moved_meanwhile(task, held)
+    return task
+
+
+def _still_as_read(task: Task, held: Any) -> bool:
+    """Whether the task's row is still in the state and on the transport this worker read,
+    under its claim (``held``, its lease, as :meth:`Task.take_over` checks one). The row is
+    locked until the caller's transaction ends (on SQLite its ``IMMEDIATE`` transaction
+    holds the write lock), so nothing ends or takes the task between this check and the
+    hand-over: a conditional write of the error alone would leave that gap open."""
+    rows = Task.objects.select_for_update().filter(
+        pk=task.pk, state=task.state, transport=task.transport, lease_until=held
+    )
+    return rows.values_list("pk", flat=True).first() is not None
 
 
 def _keep_last_answer(

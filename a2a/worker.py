@@ -102,11 +102,19 @@ def overdue(now: datetime) -> QuerySet[Task]:
     return tasks.order_by("deadline_at").select_related("skill", "agent")
 
 
-def _timeout_text(task: Task) -> str:
+def _timeout_of(task: Task) -> tuple[float, str]:
+    """The task's timeout in seconds and what set it: the agent's ``timeoutMs`` when it
+    has one (it set the deadline: ``agent_calls``), else ``A2A_TASK_TIMEOUT``. The
+    timeout's message and its ``details`` both take it from here, so they agree."""
     seconds = call_target(task.agent).timeout_seconds
     if seconds and seconds > 0:
-        return f"{seconds:g} s (the agent's timeoutMs)"
-    return f"{settings.A2A_TASK_TIMEOUT:g} s (A2A_TASK_TIMEOUT)"
+        return seconds, "the agent's timeoutMs"
+    return settings.A2A_TASK_TIMEOUT, "A2A_TASK_TIMEOUT"
+
+
+def _timeout_text(task: Task) -> str:
+    seconds, source = _timeout_of(task)
+    return f"{seconds:g} s ({source})"
 
 
 def fail_timeout(task: Task) -> bool:
@@ -119,14 +127,15 @@ def fail_timeout(task: Task) -> bool:
         fields = {"next_action": NextAction.CANCEL, "next_poll_at": timezone.now()}
     last = (task.error or {}).get("message") if isinstance(task.error, dict) else None
     sent = bool(task.attempts or task.remote_task_id) or task.transport != Transport.A2A
+    seconds, source = _timeout_of(task)
     if sent:
         message = (
             f"Timed out: agent '{task.agent_id}' gave no final answer within "
-            f"{_timeout_text(task)}; the task was {task.state}."
+            f"{seconds:g} s ({source}); the task was {task.state}."
         )
     else:  # not the agent's doing: say where it waited
         message = (
-            f"Timed out before it was sent: within {_timeout_text(task)} the task never "
+            f"Timed out before it was sent: within {seconds:g} s ({source}) the task never "
             f"reached agent '{task.agent_id}'. It waited for one of the agent's send slots "
             "(A2A_AGENT_SENDS_IN_FLIGHT per worker process), for room for a long call "
             "(A2A_LONG_CALLS_PER_AGENT, A2A_LONG_CALLS) or for a worker "
@@ -134,7 +143,7 @@ def fail_timeout(task: Task) -> bool:
         )
     if last:
         message += f" Last error: {last}"
-    details = {"timeoutSeconds": settings.A2A_TASK_TIMEOUT, "lastState": task.state, "sent": sent}
+    details = {"timeoutSeconds": seconds, "lastState": task.state, "sent": sent}
     done = task.fail("timeout", message, details, **fields)
     if done and fields:
         queue_processing(task.pk)
