@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from a2a.models import Task
 from a2a.states import normalize_state
 from platform_site.errors import ValidationFailed
 
@@ -51,12 +52,18 @@ def _status(value: Any, what: str) -> dict[str, Any]:
     return status
 
 
+# The longest agent id the platform keeps (its task and context ids' columns).
+ID_MAX = Task._meta.get_field("remote_task_id").max_length or 200
+
+
 def _text(value: Any, what: str, *, required: bool = True) -> str:
     if value is None and not required:
         return ""
     if not isinstance(value, str) or (required and not value):
         raise NotA2A(f"{what} must be a non-empty string.", {"field": what})
-    return value[:200]
+    if len(value) > ID_MAX:  # refused, never cut: a cut id names no task of the agent's
+        raise NotA2A(f"{what} is longer than {ID_MAX} characters.", {"field": what})
+    return value
 
 
 def parse(body: Any) -> Push:

@@ -313,6 +313,12 @@ def test_an_earlier_attempts_webhook_is_stale(task: Task) -> None:
             "not_a2a",
         ),
         ({"statusUpdate": {"status": {"state": "TASK_STATE_WORKING"}}}, 400, "not_a2a"),
+        # Refused, not cut to the 200 characters kept (a cut id names no task of the agent).
+        (
+            {"statusUpdate": {"taskId": "t" * 201, "status": {"state": "TASK_STATE_WORKING"}}},
+            400,
+            "not_a2a",
+        ),
         ({"artifactUpdate": {"taskId": "agent-task-1", "artifact": {"parts": 3}}}, 400, "not_a2a"),
         (b"{not json", 400, "malformed_json"),
         ("[" * 500 + "]" * 500, 400, "malformed_json"),
