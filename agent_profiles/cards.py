@@ -30,7 +30,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agent_profiles.guarded_pool import whole_answer_seconds
+from agent_profiles.deadlines import whole_answer_by, whole_answer_seconds
 from agent_profiles.models import AgentCard, AgentProfile, HealthStatus
 from agent_profiles.negotiation import (
     Interface,
@@ -91,14 +91,15 @@ def card_locations(card_url: str, endpoint: str) -> list[str]:
 
 
 def _get(client: httpx.Client, url: str, seconds: float) -> tuple[int, str, bytes]:
-    """Status, content type and body (at most AGENT_CARD_MAX_BYTES) of ``GET url``; a body
-    still coming after :func:`~agent_profiles.guarded_pool.whole_answer_seconds` is a read
+    """Status, content type and body (at most AGENT_CARD_MAX_BYTES) of ``GET url``; an
+    answer not whole by :func:`~agent_profiles.deadlines.whole_answer_seconds` is a read
     timeout (the per-read timeout alone let a card trickled a byte a second hold a
     registration, and the card's lock that new tasks wait on, as long as it went on)."""
     limit = settings.AGENT_CARD_MAX_BYTES
-    whole = whole_answer_seconds(seconds, seconds)
-    deadline = time.monotonic() + whole
-    with client.stream("GET", url, headers={"Accept": "application/json"}) as response:
+    with (
+        whole_answer_by(whole_answer_seconds(seconds, seconds)),
+        client.stream("GET", url, headers={"Accept": "application/json"}) as response,
+    ):
         if response.is_redirect:
             location = response.headers.get("location", "")
             raise InvalidCard(
@@ -109,8 +110,6 @@ def _get(client: httpx.Client, url: str, seconds: float) -> tuple[int, str, byte
             )
         body = b""
         for chunk in response.iter_bytes():
-            if time.monotonic() > deadline:
-                raise httpx.ReadTimeout(f"the card did not come whole within {whole:g} s")
             body += chunk
             if len(body) > limit:
                 raise InvalidCard(

@@ -46,6 +46,7 @@ from urllib3.exceptions import (
     TimeoutError as Urllib3Timeout,
 )
 
+from agent_profiles.deadlines import whole_answer_seconds
 from agent_profiles.urlguard import checked_addresses, literal_address, split_url
 from platform_site.text import scrub
 
@@ -295,18 +296,6 @@ class GuardedPool:
     def clear(self) -> None:
         """Close every pooled connection."""
         self._manager.clear()
-
-
-# How long the rest of an answer may take to come once it started, at most.
-BODY_SLACK = 5.0
-
-
-def whole_answer_seconds(connect_timeout: float, read_timeout: float) -> float:
-    """How long a call may take in all: to connect, for the answer to start, and a little
-    more (at most :data:`BODY_SLACK`) for the rest of it to come; an answer trickled a byte
-    at a time ends there. Callers that hold a lease cover it (a send: 10 + 3 + 5 s against
-    a 30 s lease; a held send's lease is extended by 10 s past its wait)."""
-    return connect_timeout + read_timeout + min(read_timeout, BODY_SLACK)
 
 
 def _read_body(answer: urllib3.BaseHTTPResponse, max_bytes: int | None) -> bytes:

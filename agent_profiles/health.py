@@ -28,6 +28,7 @@ import httpx
 from django.conf import settings
 from django.utils import timezone
 
+from agent_profiles.deadlines import whole_answer_by, whole_answer_seconds
 from agent_profiles.models import AgentProfile, AgentStatus, HealthStatus
 from agent_profiles.urlguard import guarded_client
 from platform_site.errors import ValidationFailed
@@ -154,7 +155,9 @@ def _probe_urls(agent: AgentProfile) -> tuple[str, list[str]]:
 
 def check_one(health_url: str, card_urls: list[str]) -> CheckResult:
     """One check: the health endpoint, else the card (only HTTP; no database)."""
-    timeout = httpx.Timeout(settings.AGENT_HEALTH_TIMEOUT)
+    seconds = settings.AGENT_HEALTH_TIMEOUT
+    timeout = httpx.Timeout(seconds)
+    whole = whole_answer_seconds(seconds, seconds)
     last = CheckResult(False, None, "nothing to check")
     with guarded_client(timeout=timeout) as client:
         for url in [health_url, *card_urls]:
@@ -162,7 +165,10 @@ def check_one(health_url: str, card_urls: list[str]) -> CheckResult:
                 started = time.monotonic()
                 # The status is all a check needs: the body is never read (an agent's
                 # endless or compressed one cost gigabytes when it was).
-                with client.stream("GET", url) as response:
+                with (
+                    whole_answer_by(whole),
+                    client.stream("GET", url) as response,
+                ):
                     latency = int((time.monotonic() - started) * 1000)
             except ValidationFailed as exc:
                 return CheckResult(False, None, exc.message)

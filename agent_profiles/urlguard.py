@@ -35,6 +35,7 @@ import anyio.to_thread
 import httpx
 from django.conf import settings
 
+from agent_profiles import deadlines
 from platform_site.errors import ValidationFailed
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -253,7 +254,8 @@ def _pin(request: httpx.Request) -> httpx.Request:
 class GuardedTransport(httpx.BaseTransport):
     """An httpx transport that checks every request's target at send time and connects to
     the checked address. One connection pool per host name, so a TLS connection made for
-    one name is never reused for another on the same address."""
+    one name is never reused for another on the same address. Its connections keep the
+    deadline of :func:`agent_profiles.deadlines.whole_answer_by` when a call sets one."""
 
     def __init__(self, **transport_options: Any) -> None:
         self._options = transport_options
@@ -264,7 +266,7 @@ class GuardedTransport(httpx.BaseTransport):
         request = _pin(request)
         pool = self._pools.get(host)
         if pool is None:
-            pool = self._pools[host] = httpx.HTTPTransport(**self._options)
+            pool = self._pools[host] = deadlines.install(httpx.HTTPTransport(**self._options))
         return pool.handle_request(request)
 
     def close(self) -> None:

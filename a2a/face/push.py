@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from a2a.face.errors import InvalidParams
 from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
+from agent_profiles.deadlines import whole_answer_by, whole_answer_seconds
 from agent_profiles.urlguard import UnsafeURL, check_url, guarded_client
 
 log = logging.getLogger(__name__)
@@ -281,9 +282,18 @@ def _post(delivery: PushDelivery) -> str:
         return DeliveryStatus.FAILED
     status_code: int | None = None
     try:
-        with guarded_client(timeout=float(settings.A2A_PUSH_TIMEOUT)) as client:
-            response = client.post(config.url, json=delivery.payload, headers=_headers(config))
-        status_code = response.status_code
+        seconds = float(settings.A2A_PUSH_TIMEOUT)
+        # The status is all a delivery needs: the webhook's body is never read (an endless
+        # or compressed one would hold the thread and its memory), and the answer must
+        # start by its whole deadline (one trickled a byte at a time held it as long).
+        with (
+            guarded_client(timeout=seconds) as client,
+            whole_answer_by(whole_answer_seconds(seconds, seconds)),
+            client.stream(
+                "POST", config.url, json=delivery.payload, headers=_headers(config)
+            ) as response,
+        ):
+            status_code = response.status_code
         error = "" if response.is_success else f"HTTP {response.status_code}"
     except UnsafeURL as exc:
         error = f"Webhook URL refused: {exc.message}"

@@ -30,6 +30,7 @@ from django.conf import settings
 from a2a.exceptions import A2AAuthError, A2ACallError, A2ATransientError
 from a2a.transports.answers import read_capped
 from a2a.transports.base import excerpt
+from agent_profiles.deadlines import whole_answer_by, whole_answer_seconds
 from agent_profiles.guarded_pool import AnswerTooLarge
 from agent_profiles.interfaces import CallTarget
 from agent_profiles.urlguard import UnsafeURL
@@ -147,16 +148,20 @@ def _fetch_token(target: CallTarget, auth: dict[str, Any]) -> tuple[str, float]:
     timeout = httpx.Timeout(settings.A2A_HTTP_TIMEOUT, connect=settings.A2A_CONNECT_TIMEOUT)
     # RFC 6749 2.3.1: form-encode id and secret before HTTP Basic.
     basic = httpx.BasicAuth(quote(client_id, safe=""), quote(secret, safe=""))
+    whole = whole_answer_seconds(settings.A2A_CONNECT_TIMEOUT, settings.A2A_HTTP_TIMEOUT)
     with agent_call(target, "oauth2_token"):
         try:
-            with shared_http_client().stream(
-                "POST",
-                url,
-                data=form,
-                auth=basic,
-                timeout=timeout,
-                headers={"Accept": "application/json"},
-            ) as response:
+            with (
+                whole_answer_by(whole),
+                shared_http_client().stream(
+                    "POST",
+                    url,
+                    data=form,
+                    auth=basic,
+                    timeout=timeout,
+                    headers={"Accept": "application/json"},
+                ) as response,
+            ):
                 content = read_capped(response, TOKEN_MAX_BYTES)
         except AnswerTooLarge:
             raise A2AAuthError(f"{The} answered more than {TOKEN_MAX_BYTES} bytes.") from None

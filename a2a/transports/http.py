@@ -52,6 +52,7 @@ from a2a.transports.answers import (
     too_large,
 )
 from a2a.transports.base import excerpt, parse_retry_after
+from agent_profiles.deadlines import whole_answer_by, whole_answer_seconds
 from agent_profiles.guarded_pool import (
     AnswerTimedOut,
     AnswerTooLarge,
@@ -210,12 +211,15 @@ def _plain(
 def _open(
     timeout: float | None, method: str, url: str, headers: dict[str, str], content: bytes | None
 ) -> httpx.Response:
-    """A streaming request over httpx (its response is read as it comes)."""
+    """A streaming request over httpx (its response is read as it comes). Its status line
+    and headers must come whole within :func:`~agent_profiles.deadlines.whole_answer_seconds`
+    (trickled, they held the stream's thread); the events after them are the reader's to
+    time (:func:`a2a.transports.answers.iter_sse`)."""
     client = shared_http_client()
-    request = client.build_request(
-        method, url, headers=headers, content=content, timeout=timeout_for(timeout)
-    )
-    return client.send(request, stream=True)
+    limits = timeout_for(timeout)
+    request = client.build_request(method, url, headers=headers, content=content, timeout=limits)
+    with whole_answer_by(whole_answer_seconds(limits.connect or 0.0, limits.read or 0.0)):
+        return client.send(request, stream=True)
 
 
 def call(

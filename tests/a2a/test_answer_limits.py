@@ -5,6 +5,7 @@ over the cap refused before it is held whole."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -84,7 +85,9 @@ def test_a_stream_ends_at_until_or_its_deadline_once_it_gave_an_event_else_fails
     """Both moments are checked at every line, comments included: an agent that only
     keeps its stream alive holds no worker past them."""
     clock = iter(range(1000))
-    monkeypatch.setattr(answers.time, "monotonic", lambda: next(clock))
+    # The module's own clock only: patching time.monotonic itself would hand this
+    # clock's ticks to every other thread of the process (and flake).
+    monkeypatch.setattr(answers, "time", SimpleNamespace(monotonic=lambda: next(clock)))
 
     def alive(first: bytes = b"") -> Iterator[bytes]:
         yield first
@@ -107,7 +110,9 @@ def test_a_line_trickled_without_its_end_is_overdue_at_the_deadline(
     byte at a time and never ends the line held the stream's thread for as long as it
     liked (a comment colon, then one byte a second, in the outbound hunt)."""
     clock = iter(range(1000))
-    monkeypatch.setattr(answers.time, "monotonic", lambda: next(clock))
+    # The module's own clock only: patching time.monotonic itself would hand this
+    # clock's ticks to every other thread of the process (and flake).
+    monkeypatch.setattr(answers, "time", SimpleNamespace(monotonic=lambda: next(clock)))
     sent: list[int] = []
 
     def trickle(first: bytes = b"") -> Iterator[bytes]:

@@ -17,6 +17,7 @@ from agent_profiles.urlguard import use_resolver
 from tests.a2a_face.conftest import FaceClient, error_reason
 from tests.a2a_face.schema import validate
 from tests.a2a_face.webhook import Webhook, push_config
+from tests.support.trickle import trickling_server
 
 # The local webhook is on 127.0.0.1 (refused by default in the distributed mode).
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("loopback_webhooks")]
@@ -93,6 +94,41 @@ def test_a_failed_post_is_retried_and_recorded(
     delivery.refresh_from_db()
     assert delivery.attempts == 2
     assert PushNotificationConfig.objects.get().consecutive_failures == 0
+
+
+@pytest.mark.parametrize(
+    ("head", "delivered"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n", True),  # endless body
+        (b"HTTP/1.1 200 OK\r\nX-Slow: ", False),  # headers a byte at a time
+    ],
+    ids=["body", "headers"],
+)
+def test_a_webhook_that_answers_a_byte_at_a_time_holds_no_thread(
+    task: Task,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+    head: bytes,
+    delivered: bool,
+) -> None:
+    """The status is all a delivery needs (the body is never read), and the answer must
+    start by its whole deadline: a webhook trickling either held the delivery's thread as
+    long as it went on, each byte within the push timeout."""
+    settings.A2A_PUSH_TIMEOUT = 0.3
+    settings.A2A_PUSH_BACKOFF = 0
+    with trickling_server(head, b"x") as peer:
+        _configure(task, f"http://127.0.0.1:{peer.port}/hook")
+        with django_capture_on_commit_callbacks(execute=True):
+            task.start_work()
+        delivery = PushDelivery.objects.get()
+        outcome = push.attempt(delivery.pk)
+        assert peer.hung_up.wait(5)  # it closed the connection, the webhook still sending
+    delivery.refresh_from_db()
+    if delivered:
+        assert (outcome, delivery.last_status) == (DeliveryStatus.DELIVERED, 200)
+    else:
+        assert outcome == DeliveryStatus.PENDING  # retried later
+        assert "deadline" in delivery.last_error
 
 
 def test_a_config_is_disabled_after_repeated_failures(

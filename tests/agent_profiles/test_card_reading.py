@@ -11,7 +11,6 @@ import pytest
 from django.db import connection
 
 from agent_profiles.cards import CardUnreachable, ensure_card, fetch_card
-from agent_profiles.guarded_pool import whole_answer_seconds
 from agent_profiles.interfaces import call_target
 from agent_profiles.models import AgentCard, AgentProfile, ApiKey
 from tests.agent_profiles.test_registration import assert_error, body
@@ -366,4 +365,4 @@ def test_a_card_trickled_a_byte_at_a_time_ends_at_its_deadline(settings: Any) ->
         url = f"http://127.0.0.1:{peer.port}/.well-known/agent-card.json"
         with pytest.raises(CardUnreachable) as refused:
             fetch_card(url, "", timeout=0.3)
-    assert f"within {whole_answer_seconds(0.3, 0.3):g} s" in str(refused.value)
+    assert "no whole answer by the call's deadline" in str(refused.value)
