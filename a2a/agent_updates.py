@@ -21,7 +21,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from a2a import lookups, observe
+from a2a import lookups, observe, remote_ids
 from a2a.exceptions import A2AProtocolError
 from a2a.hints import queue_processing
 from a2a.models import Direction, Task, TaskMessage
@@ -95,67 +95,6 @@ def apply_agent_reply(
     )
 
 
-# What the columns hold, read from the model so the check follows a migration: an id is
-# refused past it, never cut (a cut id names no task of the agent's, or another's).
-_ID_LIMITS = {
-    "remote_task_id": Task._meta.get_field("remote_task_id").max_length,
-    "remote_context_id": Task._meta.get_field("remote_context_id").max_length,
-}
-
-
-def _remote_fields(task: Task, remote: dict[str, Any] | None) -> dict[str, Any]:
-    """The agent's task and context ids that ``remote`` (the agent's Task) brings, as the
-    task's fields to store with the answer.
-
-    Raises :class:`A2AProtocolError` (nothing of the answer is applied) for an id longer
-    than its column holds, and for an answer about another agent task than the one the
-    task follows, unless it is the answer to a first message being sent
-    (:func:`_names_its_task`). The context id may change: it is no task's id.
-    """
-    fields: dict[str, Any] = {}
-    if not isinstance(remote, dict):
-        return fields
-    rid, rctx = remote.get("id"), remote.get("contextId")
-    if isinstance(rid, str) and rid and rid != task.remote_task_id:
-        _check_length(task, "remote_task_id", "task id", rid)
-        if task.remote_task_id and not _names_its_task(task):
-            # Polling, cancelling or completing with that task would act on someone
-            # else's work (another platform task's, or another client's of the agent).
-            raise A2AProtocolError(
-                f"Agent '{task.agent_id}' answered about its task {rid!r}, but this task "
-                f"follows its task {task.remote_task_id!r}; the answer was not applied.",
-                {"remoteTaskId": task.remote_task_id, "answeredTaskId": rid},
-            )
-        fields["remote_task_id"] = rid
-    if isinstance(rctx, str) and rctx and rctx != task.remote_context_id:
-        _check_length(task, "remote_context_id", "context id", rctx)
-        fields["remote_context_id"] = rctx
-    return fields
-
-
-def _check_length(task: Task, field: str, what: str, value: str) -> None:
-    """Refuse an agent's id longer than the column ``field`` holds."""
-    limit = _ID_LIMITS[field]
-    if limit is not None and len(value) > limit:
-        raise A2AProtocolError(
-            f"Agent '{task.agent_id}' sent a {what} of {len(value)} characters, longer "
-            f"than the {limit} the platform keeps; the answer was not applied (a shortened "
-            "id would name no task of the agent's).",
-            {"field": what, "maxLength": limit, "length": len(value)},
-        )
-
-
-def _names_its_task(task: Task) -> bool:
-    """Whether the answer being applied may name a new agent task: the answer to the
-    task's first message, which the worker is sending now (the action is still the send,
-    the message carries no agent task id). A first message sent again another way (the
-    agent could not be polled or streamed) may start a new task at the agent; any other
-    answer (a poll, a subscribe's or a sending stream's later event, a follow-up's answer,
-    a push, a listing) is about the task already known."""
-    first_message = not (task.outbound_message or {}).get("taskId")
-    return task.next_action == NextAction.SEND and first_message
-
-
 def apply_agent_update(
     task: Task,
     *,
@@ -178,7 +117,8 @@ def apply_agent_update(
     News about a task that already ended is recorded (conversation, remote ids) and
     otherwise ignored. Raises :class:`A2AProtocolError` for a status we cannot read, and,
     before anything is applied, for an answer about another agent task than the one the
-    task follows or with an id longer than the platform keeps (:func:`_remote_fields`).
+    task follows or with an id longer than the platform keeps
+    (:func:`a2a.remote_ids.remote_fields`).
     ``also``: more non-state fields to store in the same write (a push's metadata).
     ``sized``: the caller already held ``artifacts`` to ``TASK_ARTIFACTS_MAX_BYTES``.
     ``pending``: when the agent reports the state the task is in (only news: its ids, a
@@ -190,7 +130,7 @@ def apply_agent_update(
         raise A2AProtocolError("The agent's task status is not an object.")
     # First: an answer about another agent task (or with an id we cannot keep) must not
     # fail, cancel or complete this one through the checks below.
-    remote_fields = _remote_fields(task, remote)
+    remote_fields = remote_ids.remote_fields(task, remote)
     if _refuse_bad_text(task, status, artifacts, remote):
         return task
     if not sized and refuse_oversize_artifacts(task, artifacts) is not None:
