@@ -5,8 +5,9 @@ frames (:mod:`gateway.frames`) and calls :mod:`gateway.services`; one channel gr
 agent carries "deliver now" hints from any process.
 
 Close codes: 4401 bad or missing key (or the key was revoked meanwhile), 4403 disabled
-agent, 4408 silent for a whole heartbeat timeout, 4429 too many bad frames, 1013 a
-platform fault during authentication (try again later).
+agent, 4408 silent for a whole heartbeat timeout, 4429 too many bad frames or too many
+frames a second (:class:`FrameRate`), 1013 a platform fault during authentication (try
+again later).
 """
 
 from __future__ import annotations
@@ -63,6 +64,28 @@ class BadFrameLimiter:
         return len(self.times) > self.limit
 
 
+class FrameRate:
+    """Frames a connection may send: ``rate`` a second on average, ``burst`` at once (a
+    token bucket). Valid frames count too: one agent sending pings as fast as it could
+    (a million in 25 s) filled the server's queue for its connection faster than it was
+    read, took 300 MB that stayed, and stalled every other client for seconds."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate, self.burst = rate, burst
+        self.tokens = burst
+        self.at: float | None = None
+
+    def take(self, now: float) -> bool:
+        """One frame at ``now``; False when the connection is over its rate."""
+        if self.at is not None:
+            self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
 class AgentGatewayConsumer(AsyncWebsocketConsumer):
     """One agent connection: auth, heartbeats, acks, updates and pushed deliveries."""
 
@@ -77,6 +100,8 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         self.bad_frames = BadFrameLimiter(
             settings.GATEWAY_BAD_FRAME_LIMIT, settings.GATEWAY_BAD_FRAME_WINDOW
         )
+        self.frame_rate = FrameRate(settings.GATEWAY_FRAME_RATE, settings.GATEWAY_FRAME_BURST)
+        self.flooded = False
         close_code = self.scope.get("agent_close_code")
         if close_code:
             await self._refuse(close_code)
@@ -121,7 +146,18 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         observe.disconnected(self.agent.id, getattr(self, "_close_code", None))
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        self.last_frame_at = asyncio.get_running_loop().time()
+        now = self.last_frame_at = asyncio.get_running_loop().time()
+        if self.flooded:
+            return  # closed for flooding: what it sent meanwhile is dropped unread
+        if not self.frame_rate.take(now):
+            self.flooded = True
+            log.warning("gateway: agent %s closed for sending too many frames", self.agent)
+            rate = settings.GATEWAY_FRAME_RATE
+            await self._send(
+                frames.error("too_many_frames", f"More than {rate:g} frames a second.")
+            )
+            await self.close(code=CLOSE_FLOOD)
+            return
         try:
             frame = frames.parse(text_data if text_data is not None else bytes_data)
         except FrameError as exc:

@@ -423,6 +423,10 @@ GATEWAY_MAX_FRAME_BYTES = envint("GATEWAY_MAX_FRAME_BYTES", 256_000)
 # More than LIMIT bad frames within WINDOW seconds closes the connection (4429).
 GATEWAY_BAD_FRAME_LIMIT = envint("GATEWAY_BAD_FRAME_LIMIT", 20)
 GATEWAY_BAD_FRAME_WINDOW = envfloat("GATEWAY_BAD_FRAME_WINDOW", 10.0)
+# Frames of any kind one connection may send: RATE a second on average, BURST at once;
+# past them it is closed (4429): a flood of valid frames outran the server's reading.
+GATEWAY_FRAME_RATE = envfloat("GATEWAY_FRAME_RATE", 200.0)
+GATEWAY_FRAME_BURST = envfloat("GATEWAY_FRAME_BURST", 1000.0)
 # Beat: expire offline tasks past OFFLINE_TASK_TTL and drop stale presence rows.
 GATEWAY_SWEEP_INTERVAL = envfloat("GATEWAY_SWEEP_INTERVAL", 30.0)
 

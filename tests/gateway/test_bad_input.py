@@ -144,3 +144,34 @@ async def test_an_answer_with_a_number_beyond_a_float_is_refused_and_changes_not
     delivery = await db_async(Delivery.objects.get)(pk=assign["deliveryId"])
     assert delivery.status == DeliveryStatus.SENT  # still owed: sent again on reconnect
     await client.close()
+
+
+async def test_a_flood_of_valid_frames_closes_the_connection(
+    agent: AgentProfile, settings: Any
+) -> None:
+    """Valid frames count too: one agent sending pings as fast as it could filled the
+    server's queue for its socket faster than it was read (300 MB that stayed) and stalled
+    every other client. Past the burst and the rate it is told why and closed (4429); what
+    it sent after that is dropped unread."""
+    settings.GATEWAY_FRAME_RATE = 1
+    settings.GATEWAY_FRAME_BURST = 5
+    client = await open_client(agent.raw_key)
+    for _ in range(30):
+        await client.send({"type": "ping"})
+    answers: list[dict[str, Any]] = []
+    while len(answers) < 6:
+        answers.append(await client.recv())
+    assert [a["type"] for a in answers[:5]] == ["pong"] * 5
+    assert (answers[5]["type"], answers[5]["code"]) == ("error", "too_many_frames")
+    assert await client.closed_with() == 4429
+
+
+async def test_frames_within_the_rate_are_served(agent: AgentProfile, settings: Any) -> None:
+    settings.GATEWAY_FRAME_RATE = 1000
+    settings.GATEWAY_FRAME_BURST = 50
+    client = await open_client(agent.raw_key)
+    for _ in range(40):
+        await client.send({"type": "ping"})
+    for _ in range(40):
+        assert (await client.recv())["type"] == "pong"
+    await client.close()
