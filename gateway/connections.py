@@ -16,6 +16,7 @@ and must be written from it (``run_coroutine_threadsafe``).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from typing import Protocol
@@ -50,6 +51,8 @@ class LocalConnections:
 
     def __init__(self) -> None:
         self._consumers: dict[str, Watched] = {}
+        # Connections per agent, counted from authentication (before the session starts).
+        self._per_agent: collections.Counter[str] = collections.Counter()
         self._task: asyncio.Task[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
 
@@ -66,6 +69,20 @@ class LocalConnections:
 
     def discard(self, consumer: Watched) -> None:
         self._consumers.pop(consumer.channel_name, None)
+
+    def take_slot(self, agent_id: str, limit: int) -> bool:
+        """One more connection of ``agent_id`` in this process, unless it has ``limit``
+        already: each new one is sent all the agent's owed deliveries, so 500 sockets of
+        one agent owed 60 made every other agent's connect wait 17 s."""
+        if self._per_agent[agent_id] >= limit:
+            return False
+        self._per_agent[agent_id] += 1
+        return True
+
+    def release_slot(self, agent_id: str) -> None:
+        self._per_agent[agent_id] -= 1
+        if self._per_agent[agent_id] <= 0:
+            del self._per_agent[agent_id]
 
     def interval(self) -> float:
         return max(settings.GATEWAY_HEARTBEAT_TIMEOUT / 3, 0.05)

@@ -5,8 +5,8 @@ frames (:mod:`gateway.frames`) and calls :mod:`gateway.services`; one channel gr
 agent carries "deliver now" hints from any process.
 
 Close codes: 4401 bad or missing key (or the key was revoked meanwhile), 4403 disabled
-agent, 4408 silent for a whole heartbeat timeout, 4429 too many bad frames or too many
-frames a second (:class:`FrameRate`), 1013 a platform fault during authentication (try
+agent, 4408 silent for a whole heartbeat timeout, 4429 too many bad frames, too many
+frames a second (:class:`FrameRate`) or too many connections of one agent, 1013 a platform fault during authentication (try
 again later).
 """
 
@@ -92,6 +92,7 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
     agent: AgentProfile | None = None
     _auth_timer: asyncio.TimerHandle | None = None
     _forgotten = False
+    _slot: str | None = None  # the agent whose connection count this one is in
 
     async def connect(self) -> None:
         await self.accept()
@@ -129,6 +130,9 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         """Leave the process's live set, the agent's group and the presence table (once)."""
         if self._auth_timer is not None:
             self._auth_timer.cancel()
+        if self._slot is not None:  # also for one that never got past the start gate
+            local.release_slot(self._slot)
+            self._slot = None
         if self.agent is None or self._forgotten:
             return
         self._forgotten = True
@@ -223,6 +227,15 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         """Join the agent's group, record presence, then send what the agent is owed."""
         if self._auth_timer is not None:
             self._auth_timer.cancel()
+        limit = settings.GATEWAY_MAX_CONNECTIONS_PER_AGENT
+        if not local.take_slot(agent.id, limit):
+            log.warning("gateway: agent %s refused a connection past %d", agent.id, limit)
+            observe.refused(CLOSE_FLOOD)
+            message = f"Agent {agent.id!r} has {limit} connections to this server already."
+            await self._send(frames.error("too_many_connections", message))
+            await self.close(code=CLOSE_FLOOD)
+            return
+        self._slot = agent.id
         async with _start_gate():
             await self._join(agent)
 

@@ -427,6 +427,9 @@ GATEWAY_BAD_FRAME_WINDOW = envfloat("GATEWAY_BAD_FRAME_WINDOW", 10.0)
 # past them it is closed (4429): a flood of valid frames outran the server's reading.
 GATEWAY_FRAME_RATE = envfloat("GATEWAY_FRAME_RATE", 200.0)
 GATEWAY_FRAME_BURST = envfloat("GATEWAY_FRAME_BURST", 1000.0)
+# Connections one agent may hold to one server process; past it a new one is refused
+# (4429): each connection is sent all the agent's owed deliveries when it starts.
+GATEWAY_MAX_CONNECTIONS_PER_AGENT = envint("GATEWAY_MAX_CONNECTIONS_PER_AGENT", 16)
 # Beat: expire offline tasks past OFFLINE_TASK_TTL and drop stale presence rows.
 GATEWAY_SWEEP_INTERVAL = envfloat("GATEWAY_SWEEP_INTERVAL", 30.0)
 

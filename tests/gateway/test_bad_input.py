@@ -175,3 +175,24 @@ async def test_frames_within_the_rate_are_served(agent: AgentProfile, settings: 
     for _ in range(40):
         assert (await client.recv())["type"] == "pong"
     await client.close()
+
+
+async def test_an_agents_connections_past_the_limit_are_refused_until_one_closes(
+    agent: AgentProfile, settings: Any
+) -> None:
+    """Each new connection is sent all the agent's owed deliveries: 500 sockets of one
+    agent owed 60 made every other agent's connect wait 17 s."""
+    settings.GATEWAY_MAX_CONNECTIONS_PER_AGENT = 2
+    first, second = await open_client(agent.raw_key), await open_client(agent.raw_key)
+    await ping_pong(first)
+    await ping_pong(second)
+    third = await open_client(agent.raw_key)
+    refused = await third.recv()
+    assert (refused["type"], refused["code"]) == ("error", "too_many_connections")
+    assert await third.closed_with() == 4429
+    await first.close()
+    fourth = await open_client(agent.raw_key)  # a slot came free
+    await ping_pong(fourth)
+    await ping_pong(second)
+    for client in (second, fourth):
+        await client.close()
