@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from a2a.models import Task
+from a2a.remote_ids import ID_LIMITS
 from a2a.states import normalize_state
 from platform_site.errors import ValidationFailed
 
@@ -53,7 +53,7 @@ def _status(value: Any, what: str) -> dict[str, Any]:
 
 
 # The longest agent id the platform keeps (its task and context ids' columns).
-ID_MAX = Task._meta.get_field("remote_task_id").max_length or 200
+ID_MAX = min(limit for limit in ID_LIMITS.values() if limit is not None)
 
 
 def _text(value: Any, what: str, *, required: bool = True) -> str:

@@ -19,7 +19,7 @@ from a2a.states import NextAction
 
 # What the columns hold, read from the model so the check follows a migration: an id is
 # refused past it, never cut (a cut id names no task of the agent's, or another's).
-_ID_LIMITS = {
+ID_LIMITS = {
     "remote_task_id": Task._meta.get_field("remote_task_id").max_length,
     "remote_context_id": Task._meta.get_field("remote_context_id").max_length,
 }
@@ -57,7 +57,7 @@ def remote_fields(task: Task, remote: dict[str, Any] | None) -> dict[str, Any]:
 
 def _check_length(task: Task, field: str, what: str, value: str) -> None:
     """Refuse an agent's id longer than the column ``field`` holds."""
-    limit = _ID_LIMITS[field]
+    limit = ID_LIMITS[field]
     if limit is not None and len(value) > limit:
         raise A2AProtocolError(
             f"Agent '{task.agent_id}' sent a {what} of {len(value)} characters, longer "

@@ -6,8 +6,8 @@ agent carries "deliver now" hints from any process.
 
 Close codes: 4401 bad or missing key (or the key was revoked meanwhile), 4403 disabled
 agent, 4408 silent for a whole heartbeat timeout, 4429 too many bad frames, too many
-frames a second (:class:`FrameRate`) or too many connections of one agent, 1013 a platform fault during authentication (try
-again later).
+frames a second (:class:`FrameRate`) or too many connections of one agent, 1013 a
+platform fault during authentication (try again later).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
+from agent_profiles import deadlines
 from agent_profiles.deadlines import whole_answer_by
 from agent_profiles.urlguard import guarded_client
 from tests.support.recorder import recording_server
@@ -53,11 +54,15 @@ def test_a_body_read_inside_the_deadline_stops_there() -> None:
 
 
 def test_an_inner_deadline_never_pushes_an_outer_one_out() -> None:
-    with whole_answer_by(0.5) as outer, whole_answer_by(60) as inner:
-        assert inner == pytest.approx(inner)  # what it asked for...
-        from agent_profiles import deadlines
-
-        assert deadlines._deadline.get() == outer  # ...but the nearer one holds
+    with whole_answer_by(0.5) as outer:
+        with whole_answer_by(60) as later:
+            assert later > outer  # what it asked for...
+            assert deadlines._deadline.get() == outer  # ...but the nearer one holds
+        with whole_answer_by(0.1) as sooner:
+            assert sooner < outer
+            assert deadlines._deadline.get() == sooner  # a nearer one is brought in
+        assert deadlines._deadline.get() == outer
+    assert deadlines._deadline.get() is None
 
 
 def test_a_connection_made_under_a_deadline_serves_later_calls_without_it() -> None:
