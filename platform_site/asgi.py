@@ -18,10 +18,11 @@ from a2a.agent_push_asgi import with_agent_push  # noqa: E402
 from a2a.api.asgi import with_tasks_api  # noqa: E402
 from a2a.face.asgi import with_face  # noqa: E402
 from gateway.routing import websocket_application  # noqa: E402
-from platform_site import daphne_fix, gc_tuning  # noqa: E402
+from platform_site import daphne_fix, gc_tuning, send_stall  # noqa: E402
 from platform_site.face_metrics import with_face_metrics  # noqa: E402
 
 daphne_fix.install()  # POST bodies skip Twisted's form parsing: see the module
+send_stall.install()  # a client that reads nothing is closed in time: see the module
 
 # The A2A face's paths, Bearer calls to /api/tasks and agents' pushes skip the middleware
 # stack (see a2a/face/asgi.py, a2a/api/asgi.py and a2a/agent_push_asgi.py).

@@ -231,6 +231,9 @@ warnings.filterwarnings("ignore", message=r"No directory at: .*staticfiles", cat
 # Request bodies larger than this are refused with 413 (REST) or the A2A error shape.
 MAX_BODY_BYTES = envint("MAX_BODY_BYTES", 1_000_000)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_BODY_BYTES
+# A connection (HTTP or WebSocket) whose client has taken none of what it was sent for this
+# many seconds is closed, like a proxy's send timeout (platform_site/send_stall.py); 0: never.
+SEND_STALL_TIMEOUT = envfloat("SEND_STALL_TIMEOUT", 60.0)
 
 # --- REST API -------------------------------------------------------------------------
 REST_FRAMEWORK = {
