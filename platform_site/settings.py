@@ -406,6 +406,9 @@ A2A_PUSH_BACKOFF = envfloat("A2A_PUSH_BACKOFF", 1.0)  # seconds, doubled per fai
 A2A_PUSH_DISABLE_AFTER = envint("A2A_PUSH_DISABLE_AFTER", 10)  # consecutive failed POSTs
 A2A_PUSH_SWEEP_INTERVAL = envfloat("A2A_PUSH_SWEEP_INTERVAL", 30.0)
 A2A_STREAM_RECHECK = envfloat("A2A_STREAM_RECHECK", 5.0)  # re-read a quiet stream's task
+# Task streams (message:stream, subscribe) one caller may hold open in one server process;
+# one more is refused (429 TOO_MANY_STREAMS) before anything is sent (a2a/face/stream_slots.py).
+A2A_MAX_STREAMS_PER_CALLER = envint("A2A_MAX_STREAMS_PER_CALLER", 1000)
 A2A_CARD_MAX_AGE = envint("A2A_CARD_MAX_AGE", 300)  # Cache-Control max-age of agent cards
 # Threads (each with its own database connection) serving the face's ORM calls; 0 runs
 # them in Django's single sync thread instead.

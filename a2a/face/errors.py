@@ -124,6 +124,10 @@ class Unauthenticated(FaceError):
         super().__init__(message, **kwargs)
 
 
+class TooManyStreams(FaceError):
+    default_message = "Too many task streams open"
+
+
 class InternalError(FaceError):
     default_message = "Internal error"
 
@@ -167,6 +171,8 @@ ERROR_TABLE: dict[type[FaceError], Mapping] = {
     # JSON-RPC has no standard code for authentication; -32000 is the implementation-defined
     # server error just outside the A2A range.
     Unauthenticated: Mapping(401, "UNAUTHENTICATED", "UNAUTHENTICATED", -32000, PLATFORM_DOMAIN),
+    # Also -32000 (A2A defines no code for it): the reason tells them apart.
+    TooManyStreams: Mapping(429, "RESOURCE_EXHAUSTED", "TOO_MANY_STREAMS", -32000, PLATFORM_DOMAIN),
     InternalError: Mapping(500, "INTERNAL", "INTERNAL_ERROR", -32603),
 }
 

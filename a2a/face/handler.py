@@ -36,6 +36,7 @@ from a2a.face.errors import (
 from a2a.face.ids import caller_tag, toward_agent
 from a2a.face.params import opt_bool, opt_int, opt_str, opt_timestamp
 from a2a.face.serializers import task_json
+from a2a.face.stream_slots import Slot, stream_slots
 from a2a.face.visibility import task_payload, visible_task, visible_tasks
 from a2a.models import PushNotificationConfig, Task, TaskMessage
 from a2a.states import TaskState
@@ -180,7 +181,7 @@ class FaceHandler:
     async def subscribe(
         self, params: dict[str, Any], ctx: CallContext
     ) -> AsyncIterator[dict[str, Any] | None]:
-        def run() -> Task:
+        def run() -> tuple[Task, Slot]:
             ctx.require_caller()
             task = visible_task(ctx, params.get("id"))
             if task.is_terminal:
@@ -188,10 +189,10 @@ class FaceHandler:
                     f"Task {task.id} is {task.state}, a final state: nothing to subscribe to.",
                     metadata={"taskId": str(task.id), "state": task.state},
                 )
-            return task
+            return task, stream_slots.take(ctx)
 
-        task = await db_call(run)()
-        return sse.task_stream(task.id, watched=task.watched)
+        task, slot = await db_call(run)()
+        return sse.task_stream(task.id, watched=task.watched, slot=slot)
 
     # ---- push notification configs ----
 

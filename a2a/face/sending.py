@@ -25,6 +25,7 @@ from a2a.face.errors import AgentNotFound, InvalidParams, UnsupportedOperation
 from a2a.face.ids import MAX_CLIENT_ID, caller_tag, toward_agent
 from a2a.face.params import opt_bool, opt_int, opt_str_list
 from a2a.face.serializers import OUTPUT_MODES, agent_message, caller_context, task_json
+from a2a.face.stream_slots import Slot, stream_slots
 from a2a.face.visibility import visible_task
 from a2a.models import Direction, Task, TaskEvent, TaskMessage
 from a2a.states import TaskState
@@ -276,5 +277,17 @@ async def stream_message(
 ) -> AsyncIterator[dict[str, Any] | None]:
     """Send, then stream: the Task first, then status/artifact updates until the task
     ends or asks again."""
-    task, since_seq, _config = await db_call(send_and_attach)(ctx, params, streaming=True)
-    return sse.task_stream(task.id, watched=task.watched, sent=True, since_seq=since_seq)
+
+    def start() -> tuple[Task, int | None, Slot]:
+        ctx.require_caller()
+        slot = stream_slots.take(ctx)  # before the send: a refused stream creates no task
+        try:
+            task, since_seq, _config = send_and_attach(ctx, params, streaming=True)
+        except BaseException:
+            slot.release()
+            raise
+        # Should the caller be gone by now, the slot goes back as it is dropped.
+        return task, since_seq, slot
+
+    task, since_seq, slot = await db_call(start)()
+    return sse.task_stream(task.id, watched=task.watched, sent=True, since_seq=since_seq, slot=slot)

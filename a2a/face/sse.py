@@ -30,6 +30,7 @@ from django.db.models import Count
 from a2a.face import listeners
 from a2a.face.db import db_call
 from a2a.face.serializers import task_json
+from a2a.face.stream_slots import Slot
 from a2a.models import Task, TaskMessage
 from a2a.states import INTERRUPTED_STATES, TERMINAL_STATES
 from platform_site.layer_loop import sender
@@ -263,6 +264,7 @@ async def task_stream(
     watched: bool = False,
     sent: bool = False,
     since_seq: int | None = None,
+    slot: Slot | None = None,
 ) -> AsyncIterator[dict[str, Any] | None]:
     """The StreamResponse events of a task: the current Task first, then every new status
     (and the artifacts on completion), closing after a final state. Yields
@@ -272,30 +274,35 @@ async def task_stream(
     once the task is interrupted (INPUT_REQUIRED, AUTH_REQUIRED) after ``since_seq``, as
     the specification's streams do and as clients built on a2a-sdk wait for (the answer
     goes by a new message, which opens a new stream). A subscription stays open to the
-    end."""
+    end. ``slot`` (the caller's, :mod:`a2a.face.stream_slots`) is given back when the
+    stream ends, however it ends."""
 
     def ends(state: str, seq: int) -> bool:
         return state in TERMINAL_STATES or (sent and _settled(state, seq, since_seq))
 
-    async with Subscription(task_id, watched=watched) as sub:
-        snap = await db_call(snapshot)(task_id, with_history=True)
-        if snap is None:
-            return
-        yield {"task": snap["task"]}
-        last = snap["seq"]
-        state = snap["task"]["status"]["state"]
-        while not ends(state, last):
-            message = await sub.next(recheck_seconds())
-            if message is None:
-                message = await db_call(snapshot)(task_id)
+    try:
+        async with Subscription(task_id, watched=watched) as sub:
+            snap = await db_call(snapshot)(task_id, with_history=True)
+            if snap is None:
+                return
+            yield {"task": snap["task"]}
+            last = snap["seq"]
+            state = snap["task"]["status"]["state"]
+            while not ends(state, last):
+                message = await sub.next(recheck_seconds())
                 if message is None:
-                    return
+                    message = await db_call(snapshot)(task_id)
+                    if message is None:
+                        return
+                    if message["seq"] <= last:
+                        yield KEEPALIVE
+                        continue
                 if message["seq"] <= last:
-                    yield KEEPALIVE
                     continue
-            if message["seq"] <= last:
-                continue
-            last = message["seq"]
-            state = message["task"]["status"]["state"]
-            for event in stream_events(message["task"]):
-                yield event
+                last = message["seq"]
+                state = message["task"]["status"]["state"]
+                for event in stream_events(message["task"]):
+                    yield event
+    finally:
+        if slot is not None:
+            slot.release()

@@ -1,0 +1,148 @@
+"""A caller holds at most A2A_MAX_STREAMS_PER_CALLER task streams open in one process: one
+more is refused in each binding's error shape before anything is sent (a refused
+SendStreamingMessage creates no task), other callers are not affected, and a stream gives
+its slot back however it ends."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from a2a.face.asgi import FaceASGIHandler
+from a2a.face.db import close_pool
+from a2a.face.stream_slots import stream_slots
+from a2a.models import Task
+from a2a.states import TaskState
+from tests.a2a_face.test_asgi import _rpc, _scope
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _two_streams_each(settings: Any) -> Iterator[None]:
+    settings.A2A_MAX_STREAMS_PER_CALLER = 2
+    yield
+    close_pool()
+
+
+class Stream:
+    """A client of the real face that keeps its stream open until :meth:`leave`."""
+
+    def __init__(self, scope: dict[str, Any], body: bytes) -> None:
+        self.scope, self.body = scope, body
+        self.sent: list[dict[str, Any]] = []
+        self.started = asyncio.Event()
+        self.gone = asyncio.Event()
+        self.handler: asyncio.Task[None] | None = None
+
+    async def open(self) -> Stream:
+        asked = 0
+
+        async def receive() -> dict[str, Any]:
+            nonlocal asked
+            asked += 1
+            if asked == 1:
+                return {"type": "http.request", "body": self.body, "more_body": False}
+            await self.gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            self.sent.append(message)
+            if message["type"] == "http.response.body":
+                self.started.set()
+
+        self.handler = asyncio.create_task(FaceASGIHandler()(self.scope, receive, send))
+        await asyncio.wait_for(self.started.wait(), 15)
+        return self
+
+    @property
+    def status(self) -> int:
+        return int(self.sent[0]["status"])
+
+    def json(self) -> Any:
+        return json.loads(b"".join(m.get("body", b"") for m in self.sent[1:]))
+
+    async def leave(self) -> None:
+        self.gone.set()
+        assert self.handler is not None
+        await asyncio.wait_for(self.handler, 15)
+
+
+def _subscribe(task: Task, token: str) -> Stream:
+    return Stream(_scope(f"/v1/a2a/tasks/{task.id}:subscribe", "GET", token, b""), b"")
+
+
+def _stream_message(skill: Any, token: str, message_id: str) -> Stream:
+    message = {
+        "messageId": message_id,
+        "role": "ROLE_USER",
+        "parts": [{"data": {"product": "lamp"}}],
+        "metadata": {"skillId": skill.id},
+    }
+    body = _rpc("SendStreamingMessage", message=message)
+    return Stream(_scope("/v1/a2a/jsonrpc", "POST", token, body), body)
+
+
+def _reason(details: list[dict[str, Any]]) -> str:
+    return str(details[0]["reason"])
+
+
+def test_one_stream_past_the_limit_is_refused_in_each_binding_and_sends_nothing(
+    alice: Any, bob: Any, skill: Any, make_task: Callable[..., Task]
+) -> None:
+    tasks = [make_task(alice) for _ in range(3)]
+    bobs = make_task(bob)
+
+    async def scenario() -> None:
+        held = [await _subscribe(tasks[0], alice.raw_token).open()]
+        held.append(await _stream_message(skill, alice.raw_token, "m-held").open())
+        assert [s.status for s in held] == [200, 200]
+
+        refused = await _subscribe(tasks[2], alice.raw_token).open()
+        assert refused.status == 429
+        error = refused.json()["error"]
+        assert error["status"] == "RESOURCE_EXHAUSTED"
+        assert _reason(error["details"]) == "TOO_MANY_STREAMS"
+
+        before = await asyncio.to_thread(Task.objects.count)
+        rpc = await _stream_message(skill, alice.raw_token, "m-refused").open()
+        assert rpc.status == 200
+        assert rpc.json()["error"]["code"] == -32000
+        assert _reason(rpc.json()["error"]["data"]) == "TOO_MANY_STREAMS"
+        assert await asyncio.to_thread(Task.objects.count) == before  # no task was sent
+
+        other = await _subscribe(bobs, bob.raw_token).open()  # bob's own count
+        assert other.status == 200
+
+        # A stream whose client went away gives its slot back.
+        await held[0].leave()
+        again = await _subscribe(tasks[2], alice.raw_token).open()
+        assert again.status == 200
+        for stream in (held[1], other, again):
+            await stream.leave()
+
+    asyncio.run(scenario())
+    assert stream_slots._open == {}
+
+
+def test_a_refused_send_or_subscription_holds_no_slot(
+    alice: Any, skill: Any, make_task: Callable[..., Task]
+) -> None:
+    done = make_task(alice, state=TaskState.COMPLETED)
+
+    async def scenario() -> None:
+        for _ in range(3):  # more than the limit: each failure gave its slot back
+            final = await _subscribe(done, alice.raw_token).open()
+            assert final.status == 400, final.sent  # nothing to subscribe to
+            bad = _stream_message(skill, alice.raw_token, "m-bad")
+            bad.body = bad.body.replace(skill.id.encode(), b"no-such-skill")
+            bad.scope = _scope("/v1/a2a/jsonrpc", "POST", alice.raw_token, bad.body)
+            await bad.open()
+            assert bad.json()["error"]["code"] == -32602  # refused: no task, no stream
+
+    asyncio.run(scenario())
+    assert stream_slots._open == {}
