@@ -11,7 +11,8 @@ Three outcomes: read (stored), *unreachable* (no card was read: connection error
 timeout, 5xx, or 404 at every location, i.e. no card served; not an error at
 registration, recorded in ``card_error``), and *refused* (something was served but it is
 not a usable card, or a URL is not allowed: :class:`~platform_site.errors.ValidationFailed`,
-a 400 at registration).
+a 400 at registration). A compressed card is decoded a bounded step at a time
+(:mod:`agent_profiles.bodies`), its limit applying to what it expands to.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from agent_profiles.bodies import BadEncoding, iter_decoded
 from agent_profiles.deadlines import whole_answer_by, whole_answer_seconds
 from agent_profiles.models import AgentCard, AgentProfile, HealthStatus
 from agent_profiles.negotiation import (
@@ -109,14 +111,23 @@ def _get(client: httpx.Client, url: str, seconds: float) -> tuple[int, str, byte
                 code="agent_card_redirect",
             )
         body = b""
-        for chunk in response.iter_bytes():
-            body += chunk
-            if len(body) > limit:
-                raise InvalidCard(
-                    f"The agent card at {url} is larger than {limit} bytes.",
-                    {"cardUrl": url, "limit": limit},
-                    code="agent_card_too_large",
-                )
+        try:
+            # Decoded a bounded step at a time: a gzipped card is checked against the
+            # limit as it expands, not after (64 kB of gzip is 64 MB of zeros).
+            for chunk in iter_decoded(response):
+                body += chunk
+                if len(body) > limit:
+                    raise InvalidCard(
+                        f"The agent card at {url} is larger than {limit} bytes.",
+                        {"cardUrl": url, "limit": limit},
+                        code="agent_card_too_large",
+                    )
+        except BadEncoding as exc:
+            if not response.is_success:
+                raise  # an error page garbled: not read, as any transport error
+            raise InvalidCard(
+                f"The agent card at {url} is not usable: {exc}.", {"cardUrl": url}
+            ) from None
         return response.status_code, response.headers.get("content-type", ""), body
 
 

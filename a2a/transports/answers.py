@@ -3,7 +3,10 @@
 
 Every binding reads its answers here. A body is never held past the cap: an answer that
 declares or sends more raises :class:`~agent_profiles.guarded_pool.AnswerTooLarge`, which
-:func:`too_large` turns into the task's ``answer_too_large`` error.
+:func:`too_large` turns into the task's ``answer_too_large`` error. A compressed body
+counts as it expands, decoded a bounded step at a time (:mod:`agent_profiles.bodies`; a
+body that is not what its ``Content-Encoding`` says is an ``httpx.DecodingError``, as it
+was when httpx decoded it).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from django.conf import settings
 
 from a2a.exceptions import A2AProtocolError
 from a2a.transports.base import excerpt
+from agent_profiles.bodies import iter_decoded
 from agent_profiles.guarded_pool import AnswerTooLarge, PlainResponse
 from agent_profiles.interfaces import CallTarget
 from platform_site.text import loads_bounded
@@ -45,7 +49,7 @@ def read_capped(response: httpx.Response, limit: int | None = None) -> bytes:
         raise AnswerTooLarge(limit)
     chunks: list[bytes] = []
     size = 0
-    for chunk in response.iter_bytes():
+    for chunk in iter_decoded(response):
         size += len(chunk)
         if size > limit:
             raise AnswerTooLarge(limit)
@@ -65,9 +69,11 @@ def _lines(response: httpx.Response, limit: int) -> Iterator[bytes | None]:
     """The lines of a stream (CRLF, LF or CR ends one); a line longer than ``limit``
     raises :class:`AnswerTooLarge` before it is held whole. ``None`` after a chunk that
     ended no line: the reader's clock is checked on every chunk, so a line trickled a byte
-    at a time without its end cannot hold the stream past its deadline."""
+    at a time without its end cannot hold the stream past its deadline (nor compressed
+    bytes that decode to nothing: :func:`~agent_profiles.bodies.iter_decoded` gives a
+    piece, maybe empty, for every chunk received)."""
     rest = b""
-    for chunk in response.iter_bytes():
+    for chunk in iter_decoded(response):
         pending = rest + chunk
         # A CR at the end may be the first half of a CRLF: keep it for the next chunk.
         cut = len(pending) - 1 if pending.endswith(b"\r") else len(pending)

@@ -165,6 +165,8 @@ def _fetch_token(target: CallTarget, auth: dict[str, Any]) -> tuple[str, float]:
                 content = read_capped(response, TOKEN_MAX_BYTES)
         except AnswerTooLarge:
             raise A2AAuthError(f"{The} answered more than {TOKEN_MAX_BYTES} bytes.") from None
+        except httpx.DecodingError as exc:  # compressed, and not as its Content-Encoding says
+            raise A2AAuthError(f"{The} answered a body that does not decode: {exc}.") from None
         except httpx.TransportError as exc:
             raise A2ATransientError(
                 f"Could not reach {who}: {type(exc).__name__}.", code="agent_auth_failed"

@@ -266,6 +266,11 @@ def open_stream(
                 "take without an event.",
                 code="agent_timeout",
             ) from None
+        except httpx.DecodingError as exc:  # compressed, and not as its Content-Encoding says
+            raise A2AProtocolError(
+                f"Agent '{target.agent_id}' answered {method} {url} with a body that does not "
+                f"decode: {excerpt(str(exc))}."
+            ) from None
         except httpx.TransportError as exc:
             said = excerpt(str(exc)) or type(exc).__name__  # may quote the agent's bytes
             raise A2ATransientError(
