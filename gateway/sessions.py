@@ -24,10 +24,16 @@ from platform_site.errors import PlatformError
 log = logging.getLogger(__name__)
 
 
-def outbox(agent_id: str) -> list[uuid.UUID]:
+def outbox(agent_id: str, channel_name: str | None = None) -> list[uuid.UUID]:
     """The agent's open deliveries in sending order: unacked ones first, then pending ones,
-    each oldest first (one query)."""
+    each oldest first (one query). With ``channel_name`` (a connection starting), only what
+    that connection may take: not the unacked deliveries another live connection holds
+    (:func:`claim` would refuse each of them, one query apiece, on every connection the
+    agent opened)."""
     rows = Delivery.objects.filter(agent_id=agent_id, status__in=OPEN_STATUSES)
+    if channel_name is not None:
+        live = presence.fresh_presence().exclude(channel_name=channel_name)
+        rows = rows.exclude(channel_name__in=live.values("channel_name"))
     ordered = sorted(rows.values_list("status", "created_at", "id"), key=_outbox_order)
     return [delivery_id for _status, _created, delivery_id in ordered]
 
@@ -47,7 +53,7 @@ def start_session(agent: AgentProfile, channel_name: str, remote_addr: str) -> l
     seen = agent.last_seen_at
     if seen is None or (timezone.now() - seen).total_seconds() > 60:
         agent.touch()
-    return outbox(agent.id)
+    return outbox(agent.id, channel_name)
 
 
 def end_session(channel_name: str) -> int:

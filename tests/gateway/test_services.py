@@ -310,3 +310,20 @@ def test_the_sweep_hints_again_about_pending_deliveries_of_online_agents(
     online(agent)
     Delivery.objects.update(created_at=timezone.now() - timedelta(minutes=1))
     assert sweep()["renotified"] == 1
+
+
+def test_a_starting_connection_is_owed_nothing_another_live_connection_holds(
+    agent: AgentProfile, make_task: Callable[..., Task]
+) -> None:
+    tasks = [make_task() for _ in range(3)]
+    for task in tasks:
+        services.push_task(task)
+    held, gone, pending = (Delivery.objects.get(task=task).id for task in tasks)
+    online(agent, "chan-a")
+    assert services.claim(held, agent.id, "chan-a") is not None
+    assert services.claim(gone, agent.id, "chan-gone") is not None
+    # chan-b starts: the delivery chan-a holds is not its to send; the one sent on a
+    # connection that is gone, and the pending one, are.
+    assert services.start_session(agent, "chan-b", "127.0.0.1") == [gone, pending]
+    presence.unregister("chan-a")
+    assert services.start_session(agent, "chan-c", "127.0.0.1") == [held, gone, pending]
