@@ -45,6 +45,7 @@ from a2a import (
     agent_listing,
     agent_registry,
     follow_policy,
+    remote_ids,
     transports,
 )
 from a2a.agent_updates import apply_agent_reply
@@ -246,6 +247,9 @@ def _apply_one(polled: Polled) -> None:
         assert polled.reply is not None
         if task.error:
             task.note(error=None, if_state=task.state)
+        # An answer about another agent task is refused before its status time is taken
+        # for a change the listings missed (which moves the agent's cursor).
+        remote_ids.remote_fields(task, polled.reply.task)
         agent_listing.check_poll(task, target, polled.reply)
         apply_agent_reply(task, task_json=polled.reply.task, message=None, via="a2a", pending=news)
     except A2ACallError as exc:

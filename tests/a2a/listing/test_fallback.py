@@ -19,6 +19,7 @@ from a2a.states import TaskState
 from agent_profiles.interfaces import call_target
 from agent_profiles.models import AgentProfile
 from tests.a2a.listing.support import listed_now, start
+from tests.a2a.test_remote_task_ids import answers_about
 from tests.support.agents import TestAgent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -138,3 +139,26 @@ def test_an_agent_that_now_speaks_03_has_its_tasks_polled_at_once(setup: Any) ->
     task.refresh_from_db()
     assert task.next_poll_at <= timezone.now()
     assert AgentListing.objects.get(pk="agent-one").next_at is None
+
+
+def test_a_poll_answered_about_another_task_moves_no_listing_cursor(
+    setup: Any, peer: TestAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answer is refused (``not_a2a``); the other task's old status time is not taken
+    for a change the listings missed (which would send the cursor back, widen the
+    overlap and, repeated, turn listing off for the agent)."""
+    other = start(setup, "complete")
+    assert other.state == TaskState.COMPLETED
+    task = start(setup)
+    assert task.metadata["followedBy"] == "list"
+    time.sleep(1.1)  # the listings pass the other task's status time
+    listed_now()
+    before = AgentListing.objects.filter(pk="agent-one").values().get()
+    assert before["since"] is not None
+    answers_about(monkeypatch, other.remote_task_id)
+    Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now())
+    engine.poll_due(10)
+    task.refresh_from_db()
+    assert task.error["code"] == "not_a2a"
+    assert AgentListing.objects.filter(pk="agent-one").values().get() == before
+    assert AgentProfile.objects.get(pk="agent-one").listing is True
