@@ -287,6 +287,8 @@ def refresh_agent_card(agent_id: str, *, caller: Any) -> AgentProfile:
             f"Only agent '{agent_id}' itself (its API key) or an operator may refresh its card.",
             {"agentId": agent_id},
         )
+    if own is not None:
+        _check_owner(agent, own)  # a disabled agent cannot update itself, its card included
     if not (agent.agent_card_url or agent.a2a_endpoint):
         raise ValidationFailed(
             f"Agent '{agent_id}' has neither agentCardUrl nor a2aEndpoint: no card to read.",

@@ -23,6 +23,7 @@ from django.http import HttpRequest
 
 from a2a.face.errors import Unauthenticated, VersionNotSupported
 from agent_profiles.authentication import AgentPrincipal, authenticate_bearer, bearer_token
+from agent_profiles.models import AgentStatus
 
 PROTOCOL_VERSION = "1.0"
 LEGACY_VERSION = "0.3"
@@ -38,6 +39,7 @@ class CallContext:
     tenant: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     authenticated: bool = False  # the token was looked up (lazily, on a database thread)
+    refused: str = ""  # why a valid key is no caller (its agent is pending or disabled)
 
     @property
     def user(self) -> Any:
@@ -58,15 +60,24 @@ class CallContext:
             return
         self.authenticated = True
         if self.raw_token is not None and not self.token_invalid:
-            self.principal = principal_cache.lookup(self.raw_token)
-            self.token_invalid = self.principal is None
+            principal = principal_cache.lookup(self.raw_token)
+            if (
+                isinstance(principal, AgentPrincipal)
+                and principal.agent.status != AgentStatus.ACTIVE
+            ):
+                # A pending agent has a key but no standing yet (in the approval mode anyone
+                # may register one), a disabled one none any more: neither is a caller.
+                self.refused = f"Agent '{principal.agent.pk}' is {principal.agent.status}."
+                principal = None
+            self.principal = principal
+            self.token_invalid = principal is None
 
     def require_caller(self) -> None:
         """Raise :class:`Unauthenticated` unless the caller may use task operations.
         Touches the database: call from a DB thread."""
         self.authenticate()
         if self.token_invalid:
-            raise Unauthenticated("Invalid or revoked token.")
+            raise Unauthenticated(self.refused or "Invalid or revoked token.")
         if self.principal is None and not settings.A2A_ALLOW_ANONYMOUS:
             raise Unauthenticated()
 

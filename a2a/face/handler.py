@@ -40,7 +40,7 @@ from a2a.face.stream_slots import Slot, stream_slots
 from a2a.face.visibility import task_payload, visible_task, visible_tasks
 from a2a.models import PushNotificationConfig, Task, TaskMessage
 from a2a.states import TaskState
-from agent_profiles.models import AgentProfile
+from agent_profiles.models import AgentProfile, AgentStatus
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
@@ -267,7 +267,8 @@ class FaceHandler:
                         "API token, an agent's API key or the extended card's own token."
                     )
             if ctx.tenant:
-                agent = AgentProfile.objects.filter(pk=ctx.tenant).first()
+                agents = AgentProfile.objects.exclude(status=AgentStatus.DISABLED)
+                agent = agents.filter(pk=ctx.tenant).first()  # a disabled one's card is gone
                 if agent is None:
                     raise AgentNotFound(
                         f"No agent {ctx.tenant!r}.", metadata={"agentId": ctx.tenant}

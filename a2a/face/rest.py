@@ -124,11 +124,12 @@ async def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResp
 
 def _card_and_time(tenant: str | None) -> tuple[dict[str, Any], float | None]:
     from a2a import cards
-    from agent_profiles.models import AgentProfile, Skill
+    from agent_profiles.models import AgentProfile, AgentStatus, Skill
 
     stamps = [Skill.objects.aggregate(at=Max("updated_at"))["at"]]
     if tenant:
-        agent = AgentProfile.objects.filter(pk=tenant).first()
+        # A disabled agent's card is gone, as on /api/a2a/agent-card/{id}.
+        agent = AgentProfile.objects.filter(pk=tenant).exclude(status=AgentStatus.DISABLED).first()
         if agent is None:
             raise AgentNotFound(f"No agent {tenant!r}.", metadata={"agentId": tenant})
         card = cards.agent_card(agent)
