@@ -98,8 +98,15 @@ def _read(task_id: uuid.UUID, *, lock: bool) -> Task:
     return task
 
 
-def _check_ties(task: Task, push: Push, attempt: int) -> None:
-    """Refuse a push that is not this webhook's attempt or this agent task's."""
+def _check_ties(task: Task, push: Push, attempt: int, agent_id: str | None) -> None:
+    """Refuse a push that is not this webhook's agent (``None``: the task's own, as for a
+    listing), attempt or agent task."""
+    if agent_id is not None and agent_id != task.agent_id:
+        raise StaleUpdate(
+            f"This webhook belongs to agent {agent_id!r}; task {task.id} was reassigned to "
+            "another agent since.",
+            {"taskId": str(task.id), "agentId": agent_id},
+        )
     if attempt != max(1, int(task.attempts or 0)):
         raise StaleUpdate(
             f"This webhook belongs to attempt {attempt} of task {task.id}; it is at attempt "
@@ -179,9 +186,17 @@ def _changes_nothing(task: Task, push: Push) -> bool:
     return True
 
 
-def apply(task_id: uuid.UUID, attempt: int, push: Push, *, via: str = "push") -> Applied:
+def apply(
+    task_id: uuid.UUID,
+    attempt: int,
+    push: Push,
+    *,
+    via: str = "push",
+    agent_id: str | None = None,
+) -> Applied:
     """Apply one push to the platform task (the webhook's database side, and a listing's:
-    ``via="list"``, see :mod:`a2a.agent_listing`).
+    ``via="list"``, see :mod:`a2a.agent_listing`). ``agent_id``: the agent whose webhook
+    it came to (a push of an agent the task was taken from is refused).
 
     Applied under the task's row lock, in one transaction whose writes are one UPDATE of
     the task (and its event, for a transition); a push that changes nothing writes
@@ -192,11 +207,11 @@ def apply(task_id: uuid.UUID, attempt: int, push: Push, *, via: str = "push") ->
     """
     if connection.vendor != "postgresql" and push.kind in ("status", "task"):
         task = _read(task_id, lock=False)
-        _check_ties(task, push, attempt)
+        _check_ties(task, push, attempt, agent_id)
         if _repeats_the_end(task, push) or _changes_nothing(task, push):
             return Applied(task.state)
     with transaction.atomic():
-        applied = _apply_locked(task_id, attempt, push, via)
+        applied = _apply_locked(task_id, attempt, push, via, agent_id)
     if applied.too_large is not None:  # raised after the commit of the task's failure
         limit = settings.TASK_ARTIFACTS_MAX_BYTES
         raise ArtifactsTooLarge(
@@ -207,10 +222,12 @@ def apply(task_id: uuid.UUID, attempt: int, push: Push, *, via: str = "push") ->
     return applied
 
 
-def _apply_locked(task_id: uuid.UUID, attempt: int, push: Push, via: str) -> Applied:
+def _apply_locked(
+    task_id: uuid.UUID, attempt: int, push: Push, via: str, agent_id: str | None
+) -> Applied:
     """:func:`apply` under the task's row lock, inside its transaction."""
     task = _read(task_id, lock=True)
-    _check_ties(task, push, attempt)
+    _check_ties(task, push, attempt, agent_id)
     if _repeats_the_end(task, push) or _changes_nothing(task, push):
         return Applied(task.state)
     if push.kind == "message":

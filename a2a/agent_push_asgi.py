@@ -1,4 +1,5 @@
-"""The webhook agents push to: ``POST /api/a2a/push/{taskId}/{attempt}``, a lean ASGI app.
+"""The webhook agents push to: ``POST /api/a2a/push/{taskId}/{agentId}/{attempt}``, a lean
+ASGI app.
 
 It needs nothing of Django's request machinery: it reads a bounded body, checks the token
 (an HMAC, so a forged request costs no database read), parses the A2A body on the event
@@ -11,7 +12,8 @@ loop and applies it on a small pool of database threads (``AGENT_PUSH_THREADS``,
   back with ``GetTask``;
 * ``400`` ``not_a2a`` / ``malformed_json`` / ``bad_text``; ``401`` a missing or wrong
   token; ``404`` no such task; ``405`` not a POST; ``409`` ``task_finished``,
-  ``stale_update`` (older than what was applied, or an old attempt's webhook),
+  ``stale_update`` (older than what was applied, or an old attempt's webhook, or the
+  webhook of an agent the task was reassigned from),
   ``wrong_task`` (another agent task than the one followed), ``too_many_messages`` (a
   message past ``TASK_AGENT_MESSAGES_MAX`` of the task's); ``413`` too large
   (``AGENT_PUSH_MAX_BYTES``). None of them changes anything, but ``413``
@@ -90,11 +92,11 @@ async def _handle(scope: dict[str, Any], receive: Any) -> tuple[int, dict[str, A
     if scope.get("method") != "POST":
         return _error(405, "method_not_allowed", "Push with POST.")
     try:
-        task_id, attempt = agent_push_tokens.parse_path(scope.get("path", ""))
+        hook = agent_push_tokens.parse_path(scope.get("path", ""))
     except PlatformError as exc:
         return _error(exc.status_code, exc.code, exc.message)
     presented = _presented_token(scope)
-    if not presented or not agent_push_tokens.token_matches(task_id, attempt, presented):
+    if not presented or not agent_push_tokens.token_matches(hook, presented):
         return _error(
             401,
             "unauthorized",
@@ -115,7 +117,9 @@ async def _handle(scope: dict[str, Any], receive: Any) -> tuple[int, dict[str, A
         return _error(400, "bad_text", str(bad), {"field": bad.where})
     try:
         push = agent_push_body.parse(body)
-        applied = await pool.call(agent_push.apply)(task_id, attempt, push)
+        applied = await pool.call(agent_push.apply)(
+            hook.task_id, hook.attempt, push, agent_id=hook.agent_id
+        )
     except PlatformError as exc:
         return exc.status_code, error_body(exc.code, exc.message, exc.details)
     if applied.read_back:

@@ -2,12 +2,14 @@
 
 When an agent's card offers push notifications, the send carries
 ``configuration.taskPushNotificationConfig`` (:func:`push_config`): a webhook URL of its
-own per task and attempt, ``{PUBLIC_URL}/api/a2a/push/{taskId}/{attempt}``, and a token
-for it (in ``token`` and as ``authentication`` Bearer credentials, so an agent sends it in
-``X-A2A-Notification-Token`` or ``Authorization``). The token is an HMAC of the task id and
-attempt under the platform's key: nothing is stored, a forged one is refused before the
-database is read, and the comparison takes constant time. What arrives is applied by
-:mod:`a2a.agent_push`.
+own per task, agent and attempt, ``{PUBLIC_URL}/api/a2a/push/{taskId}/{agentId}/{attempt}``,
+and a token for it (in ``token`` and as ``authentication`` Bearer credentials, so an agent
+sends it in ``X-A2A-Notification-Token`` or ``Authorization``). The token is an HMAC of the
+three under the platform's key: nothing is stored, a forged one is refused before the
+database is read, and the comparison takes constant time. The agent is part of it because
+attempts count again from 1 when a task is reassigned: without it, the agent a task was
+taken from would hold a valid token of the new agent's first attempt. What arrives is
+applied by :mod:`a2a.agent_push`, which refuses a push of an agent the task no longer has.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import functools
 import hashlib
 import hmac
 import logging
+import re
 import uuid
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -39,23 +43,24 @@ def _key(secret: str) -> bytes:
     return hashlib.sha256(_SALT.encode() + secret.encode()).digest()
 
 
-def token_for(task_id: Any, attempt: int) -> str:
-    """The webhook token of one attempt of a task (an HMAC: nothing stored).
+def token_for(task_id: Any, agent_id: str, attempt: int) -> str:
+    """The webhook token of one attempt of a task at one agent (an HMAC: nothing stored).
 
     The same value as Django's ``salted_hmac(_SALT, ..., algorithm="sha256")``, with the
     key derived once per ``SECRET_KEY`` instead of at every push.
     """
-    message = f"{task_id}:{attempt}".encode()
+    message = f"{task_id}:{agent_id}:{attempt}".encode()
     return hmac.new(_key(settings.SECRET_KEY), message, hashlib.sha256).hexdigest()
 
 
-def token_matches(task_id: Any, attempt: int, presented: str) -> bool:
+def token_matches(hook: Hook, presented: str) -> bool:
     """Constant-time check of a presented token."""
-    return hmac.compare_digest(token_for(task_id, attempt).encode(), presented.encode())
+    expected = token_for(hook.task_id, hook.agent_id, hook.attempt)
+    return hmac.compare_digest(expected.encode(), presented.encode())
 
 
-def webhook_url(task_id: Any, attempt: int) -> str:
-    return f"{settings.PUBLIC_URL}{PATH_PREFIX}{task_id}/{attempt}"
+def webhook_url(task_id: Any, agent_id: str, attempt: int) -> str:
+    return f"{settings.PUBLIC_URL}{PATH_PREFIX}{task_id}/{agent_id}/{attempt}"
 
 
 _warned: set[str] = set()  # agents told about in this process's log
@@ -91,10 +96,10 @@ def webhook_reachable(target: CallTarget) -> bool:
 def push_config(task: Task) -> dict[str, Any]:
     """``configuration.taskPushNotificationConfig`` for the task's current attempt."""
     attempt = max(1, int(task.attempts or 0))
-    token = token_for(task.pk, attempt)
+    token = token_for(task.pk, task.agent_id, attempt)
     return {
         "id": f"platform-{task.pk}",
-        "url": webhook_url(task.pk, attempt),
+        "url": webhook_url(task.pk, task.agent_id, attempt),
         "token": token,
         "authentication": {"scheme": "Bearer", "credentials": token},
     }
@@ -104,13 +109,25 @@ def is_push_path(path: str) -> bool:
     return path.startswith(PATH_PREFIX)
 
 
-def parse_path(path: str) -> tuple[uuid.UUID, int]:
-    """``(task id, attempt)`` from ``/api/a2a/push/{taskId}/{attempt}``; 404 otherwise."""
+@dataclass(frozen=True)
+class Hook:
+    """One webhook: the task, the agent it was given to, and that agent's attempt."""
+
+    task_id: uuid.UUID
+    agent_id: str
+    attempt: int
+
+
+_AGENT_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")  # agent ids are slugs
+
+
+def parse_path(path: str) -> Hook:
+    """The :class:`Hook` of ``/api/a2a/push/{taskId}/{agentId}/{attempt}``; 404 otherwise."""
     tail = path[len(PATH_PREFIX) :].strip("/")
     parts = tail.split("/")
     try:
-        if len(parts) != 2:
+        if len(parts) != 3 or not _AGENT_ID.fullmatch(parts[1]):
             raise ValueError
-        return uuid.UUID(parts[0]), int(parts[1])
+        return Hook(uuid.UUID(parts[0]), parts[1], int(parts[2]))
     except ValueError:
         raise NotFound("No such webhook.", {"path": path[:200]}) from None

@@ -90,8 +90,8 @@ def child(mode: str, chunk: int, total: int) -> None:
     user = get_user_model().objects.create_user(username="bench")
     task = services.create_task(skill_id="s", input={}, user=user)
     Task.objects.filter(pk=task.pk).update(attempts=1, remote_task_id="r")
-    path = f"/api/a2a/push/{task.pk}/1"
-    headers = {"X-A2A-Notification-Token": agent_push_tokens.token_for(task.pk, 1)}
+    path = f"/api/a2a/push/{task.pk}/{task.agent_id}/1"
+    headers = {"X-A2A-Notification-Token": agent_push_tokens.token_for(task.pk, task.agent_id, 1)}
     pushes = total // chunk
     marks = {max(WINDOW, int(mb * 1e6) // chunk): mb for mb in MARKS_MB if mb * 1e6 <= total}
 

@@ -113,5 +113,5 @@ def push(task: Task, body: Any, *, token: str | None = "", attempt: int = 1) -> 
     from a2a import agent_push_tokens
 
     if token == "":
-        token = agent_push_tokens.token_for(task.pk, attempt)
-    return post(f"/api/a2a/push/{task.pk}/{attempt}", body, token)
+        token = agent_push_tokens.token_for(task.pk, task.agent_id, attempt)
+    return post(f"/api/a2a/push/{task.pk}/{task.agent_id}/{attempt}", body, token)

@@ -49,7 +49,7 @@ def test_pushes_are_counted_by_result_and_refusals_logged(
         }
 
     before = counts()
-    token = agent_push_tokens.token_for(task.pk, 1)
+    token = agent_push_tokens.token_for(task.pk, task.agent_id, 1)
     with caplog.at_level("INFO", logger="a2a.agent_push_asgi"):
         push(task, status_update("TASK_STATE_WORKING", T1))
         push(task, status_update("TASK_STATE_WORKING"), token="forged")
@@ -63,7 +63,7 @@ def test_pushes_are_counted_by_result_and_refusals_logged(
     }
     refusals = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
     assert len(refusals) == 2
-    assert all(f"/api/a2a/push/{task.pk}/1" in line for line in refusals)
+    assert all(f"/api/a2a/push/{task.pk}/{task.agent_id}/1" in line for line in refusals)
     assert not any(token in line or "forged" in line for line in refusals)
 
 
