@@ -226,6 +226,7 @@ def build(
         metadata={**(metadata or {}), "match": match, "fallbacks": []},
         created_by=_user_id(user),
         created_by_agent=agent_caller,
+        anonymous=_user_id(user) is None and agent_caller is None,
         origin=origin,
         idempotency_key=idempotency_key,
         next_action=NextAction.SEND,

@@ -97,6 +97,10 @@ class Task(TaskScheduling, models.Model):
         related_name="requested_tasks",
         db_index=False,
     )
+    # Asked by an anonymous caller of the A2A face (A2A_ALLOW_ANONYMOUS): the tasks such
+    # callers share. Not "no creator": deleting a user or agent leaves its tasks without
+    # one, and they must not pass to anonymous callers then.
+    anonymous = models.BooleanField(default=False)
     origin = models.CharField(max_length=16, default="api")  # "api" | "a2a"
     idempotency_key = models.CharField(max_length=200, blank=True)
 

@@ -82,13 +82,14 @@ class CallContext:
             raise Unauthenticated()
 
     def owner_q(self) -> Q:
-        """The tasks this caller owns. Anonymous callers share the ownerless tasks, which
-        they reach by id only (see docs/a2a-face.md)."""
+        """The tasks this caller owns. Anonymous callers share the tasks anonymous callers
+        asked for, which they reach by id only (see docs/a2a-face.md); a task whose user or
+        agent was deleted is nobody's."""
         if self.agent_caller is not None:
             return Q(created_by_agent=self.agent_caller)
         if self.user is not None:
             return Q(created_by=self.user)
-        return Q(created_by__isnull=True, created_by_agent__isnull=True)
+        return Q(anonymous=True)
 
     def presents_extended_card_token(self) -> bool:
         expected = settings.A2A_EXTENDED_CARD_BEARER_TOKEN

@@ -29,7 +29,7 @@ def visible_task(ctx: CallContext, task_id: uuid.UUID) -> Task | None:
     elif ctx.user is not None:
         mine = task.created_by_id == ctx.user.pk
     else:
-        mine = task.created_by_id is None and task.created_by_agent_id is None
+        mine = task.anonymous
     if not mine or (ctx.tenant and task.agent_id != ctx.tenant):
         return None
     return task

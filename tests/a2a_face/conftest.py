@@ -106,6 +106,7 @@ def make_task(skill: Any, agent: Any) -> Callable[..., Task]:
             "agent": agent,
             "created_by": user,
             "created_by_agent": agent_caller,
+            "anonymous": user is None and agent_caller is None,  # as the face creates it
             "context_id": f"ctx-{uuid.uuid4().hex[:8]}",
             "origin": "a2a",
         }

@@ -137,7 +137,7 @@ def test_an_agent_caller_sees_only_the_tasks_it_asked_for(
     assert client.get(f"/v1/a2a/tasks/{alices.id}").status_code == 404
 
 
-def test_an_anonymous_caller_sees_only_tasks_nobody_owns(
+def test_an_anonymous_caller_sees_only_anonymous_callers_tasks(
     settings: Any, alice: Any, make_task: Callable[..., Task]
 ) -> None:
     settings.A2A_ALLOW_ANONYMOUS = True
@@ -150,6 +150,33 @@ def test_an_anonymous_caller_sees_only_tasks_nobody_owns(
         m.message_id for m in nobodys.messages.all()
     ]
     assert anonymous.get(f"/v1/a2a/tasks/{alices.id}").status_code == 404
+
+
+def test_the_tasks_of_a_deleted_user_or_agent_pass_to_no_anonymous_caller(
+    settings: Any,
+    make_user: Callable[..., Any],
+    make_agent: Callable[..., Any],
+    skill: Any,
+    make_task: Callable[..., Task],
+) -> None:
+    """Deleting a caller leaves its tasks without a creator (kept, as records), which is
+    not what makes a task anonymous callers': they would read its webhook's token,
+    cancel it, answer it."""
+    settings.A2A_ALLOW_ANONYMOUS = True
+    carol, caller = make_user("carol"), make_agent(id="caller-agent", skills=[skill])
+    tasks = [make_task(carol), make_task(agent_caller=caller)]
+    carol.delete()
+    caller.delete()
+    anonymous = FaceClient(None, check=False)
+    for task in tasks:
+        task.refresh_from_db()
+        assert (task.created_by_id, task.created_by_agent_id) == (None, None)
+        assert anonymous.get(f"/v1/a2a/tasks/{task.id}").status_code == 404
+        assert anonymous.post(f"/v1/a2a/tasks/{task.id}:cancel").status_code == 404
+        configs = anonymous.get(f"/v1/a2a/tasks/{task.id}/pushNotificationConfigs")
+        assert configs.status_code == 404
+    listing = anonymous.get("/v1/a2a/tasks", {"contextId": tasks[0].context_id})
+    assert listing.json()["tasks"] == []
 
 
 def test_tenant_routes_only_show_that_agents_tasks(
