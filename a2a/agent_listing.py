@@ -48,6 +48,7 @@ from a2a.scheduling import lease_seconds
 from a2a.states import TERMINAL_STATES, NextAction, Transport
 from a2a.transports import AgentReply
 from agent_profiles.interfaces import V1_0, CallTarget
+from agent_profiles.models import AgentProfile
 from platform_site.errors import PlatformError
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,12 @@ def lists(target: CallTarget) -> bool:
 def follows(task: Task, target: CallTarget) -> bool:
     """Whether ``task`` is followed by its agent's listings (so its own polls are spaced)."""
     return (task.metadata or {}).get(agent_push.FOLLOWED_BY) == LIST and lists(target)
+
+
+def stopped(task: Task) -> bool:
+    """Whether the task's agent is no longer followed by listing, as the database says now
+    (a call's target was read before it)."""
+    return not AgentProfile.objects.filter(pk=task.agent_id, listing=True).exists()
 
 
 # --- the listing (HTTP, on the poll engine's threads) ----------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import agent_listing, engine, transports
+from a2a import agent_listing, engine, follow_policy, transports
 from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.states import TaskState
@@ -162,3 +162,19 @@ def test_a_poll_answered_about_another_task_moves_no_listing_cursor(
     assert task.error["code"] == "not_a2a"
     assert AgentListing.objects.filter(pk="agent-one").values().get() == before
     assert AgentProfile.objects.get(pk="agent-one").listing is True
+
+
+def test_a_listing_given_up_while_the_send_was_out_does_not_leave_the_task_waiting(
+    setup: Any, peer: TestAgent
+) -> None:
+    """The listing that found the agent cannot be listed moved its tasks' polls to now, but
+    not the first task's: its send was still out (the row leased). The send's answer,
+    recorded with the target read before the call, must not then space the task's polls
+    as a listed task's (a minute), as one CI run showed with the reference Node agent."""
+    task = start(setup)
+    stale = call_target(task.agent)  # read before the give-up
+    assert agent_listing.follows(task, stale)
+    AgentProfile.objects.filter(pk="agent-one").update(listing=False)  # the give-up
+    assert follow_policy.schedule_poll(task, stale, grow=False)
+    task.refresh_from_db()
+    assert task.next_poll_at <= timezone.now()
