@@ -16,7 +16,8 @@ loop and applies it on a small pool of database threads (``AGENT_PUSH_THREADS``,
   webhook of an agent the task was reassigned from),
   ``wrong_task`` (another agent task than the one followed), ``too_many_messages`` (a
   message past ``TASK_AGENT_MESSAGES_MAX`` of the task's); ``413`` too large
-  (``AGENT_PUSH_MAX_BYTES``). None of them changes anything, but ``413``
+  (``AGENT_PUSH_MAX_BYTES``); ``503`` ``unavailable`` with ``Retry-After`` (the database
+  is down: the push may be sent again). None of them changes anything, but ``413``
   ``artifacts_too_large``: the push would take the task's artifacts past
   ``TASK_ARTIFACTS_MAX_BYTES``, and the task failed.
 
@@ -36,7 +37,7 @@ from django.conf import settings
 from a2a import agent_push, agent_push_body, agent_push_tokens
 from platform_site import metrics
 from platform_site.dbthreads import ConnectionPool
-from platform_site.errors import PlatformError, error_body
+from platform_site.errors import RETRY_AFTER_SECONDS, PlatformError, error_body, outage_error
 from platform_site.lean_asgi import SECURITY_HEADERS, ASGIApp, route_to
 from platform_site.text import BadText, find_bad_text, loads_bounded
 
@@ -66,10 +67,13 @@ async def _read_body(receive: Any, limit: int) -> bytes:
             return b"".join(chunks)
 
 
-async def _answer(send: Any, status: int, body: dict[str, Any]) -> None:
+async def _answer(
+    send: Any, status: int, body: dict[str, Any], extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
     payload = json.dumps(body, separators=(",", ":")).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload))]
     headers += [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+    headers += extra or []
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
 
@@ -133,11 +137,20 @@ async def push_webhook(scope: dict[str, Any], receive: Any, send: Any) -> None:
         status, body = await _handle(scope, receive)
     except ConnectionError:
         return
-    except Exception:
-        log.exception("push webhook: could not handle %s", scope.get("path"))
-        status, body = _error(500, "internal_error", "The platform could not apply the push.")
+    except Exception as exc:
+        outage = outage_error(exc)
+        if outage is None:
+            log.exception("push webhook: could not handle %s", scope.get("path"))
+            status, body = _error(500, "internal_error", "The platform could not apply the push.")
+        else:  # as every /api/ route: the agent's sender may retry; nothing was applied
+            log.warning("push to %s not applied: %s", scope.get("path"), exc)
+            status, body = (
+                outage.status_code,
+                error_body(outage.code, outage.message, outage.details),
+            )
     _count(scope, status, body)
-    await _answer(send, status, body)
+    retry = [(b"retry-after", b"%d" % RETRY_AFTER_SECONDS)] if status == 503 else []
+    await _answer(send, status, body, retry)
 
 
 # Refusals are logged at most once a second per code: anyone can post forged pushes, and

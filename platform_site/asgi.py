@@ -3,14 +3,15 @@ gateway for WebSockets."""
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
 
-from platform_site.lean_asgi import SizedASGIRequest  # noqa: E402
+from platform_site.lean_asgi import PlatformASGIHandler  # noqa: E402
 
-django_asgi_app.request_class = SizedASGIRequest  # chunked bodies: see the class
+# Chunked bodies, and each request's database connections closed: see the class.
+django_asgi_app = PlatformASGIHandler()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 

@@ -12,6 +12,8 @@ Subclasses: :class:`a2a.face.asgi.FaceASGIHandler` (async views, disconnect hand
 
 Every handler, lean or not, builds its requests as :class:`SizedASGIRequest`: a body sent
 chunked (no ``Content-Length``, as HTTP/1.1 allows) gets the length it turned out to have.
+The other paths take :class:`PlatformASGIHandler`: the whole stack, and the request's
+database connections closed at its end.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.core.exceptions import DisallowedHost
 from django.core.handlers.asgi import ASGIHandler, ASGIRequest
 from django.core.handlers.exception import convert_exception_to_response, response_for_exception
+from django.db import connections
 from django.http import HttpRequest, HttpResponse
 
 Scope = dict[str, Any]
@@ -53,6 +57,33 @@ class SizedASGIRequest(ASGIRequest):
             body_file.seek(0)
             if size:
                 self.META["CONTENT_LENGTH"] = str(size)
+
+
+def close_connections() -> None:
+    """Close this thread's database connections (whatever ``CONN_MAX_AGE`` says)."""
+    for connection in connections.all(initialized_only=True):
+        connection.close()
+
+
+class PlatformASGIHandler(ASGIHandler):
+    """Django's ASGI handler, the whole middleware stack, for every path no lean handler
+    takes; it builds :class:`SizedASGIRequest` and closes the request's database
+    connections when the request ends.
+
+    Django gives every request a thread of its own for its synchronous parts, so every
+    request opens a connection of its own; ``CONN_MAX_AGE`` keeps it open at the request's
+    end, and the thread's end frees it only when the cyclic garbage collector next runs.
+    After a burst of 600 requests, daphne held 285 idle PostgreSQL connections minutes
+    later, and the database refused every other client (``too many clients``). The close
+    runs on the request's own thread (the same ``ThreadSensitiveContext``)."""
+
+    request_class = SizedASGIRequest
+
+    async def handle(self, scope: Scope, receive: Any, send: Any) -> None:
+        try:
+            await super().handle(scope, receive, send)
+        finally:
+            await sync_to_async(close_connections)()
 
 
 class LeanASGIHandler(ASGIHandler):

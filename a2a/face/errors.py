@@ -21,7 +21,7 @@ from django.core.exceptions import RequestDataTooBig
 
 from a2a.exceptions import UnknownAgent, UnknownSkill
 from agent_profiles.urlguard import UnsafeURL
-from platform_site.errors import Conflict, PlatformError
+from platform_site.errors import RETRY_AFTER_SECONDS, Conflict, PlatformError, outage_error
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +128,10 @@ class TooManyStreams(FaceError):
     default_message = "Too many task streams open"
 
 
+class Unavailable(FaceError):
+    default_message = "The platform is unavailable; try again shortly"
+
+
 class InternalError(FaceError):
     default_message = "Internal error"
 
@@ -173,6 +177,8 @@ ERROR_TABLE: dict[type[FaceError], Mapping] = {
     Unauthenticated: Mapping(401, "UNAUTHENTICATED", "UNAUTHENTICATED", -32000, PLATFORM_DOMAIN),
     # Also -32000 (A2A defines no code for it): the reason tells them apart.
     TooManyStreams: Mapping(429, "RESOURCE_EXHAUSTED", "TOO_MANY_STREAMS", -32000, PLATFORM_DOMAIN),
+    # A dependency (the database, the broker) is down: retryable, unlike INTERNAL.
+    Unavailable: Mapping(503, "UNAVAILABLE", "UNAVAILABLE", -32000, PLATFORM_DOMAIN),
     InternalError: Mapping(500, "INTERNAL", "INTERNAL_ERROR", -32603),
 }
 
@@ -232,6 +238,10 @@ def as_face_error(exc: BaseException, operation: str = "") -> FaceError:
     for cls, convert in DOMAIN_ERRORS:
         if isinstance(exc, cls):
             return convert(exc)
+    outage = outage_error(exc)
+    if outage is not None:  # as under /api/: 503 with Retry-After, logged without a trace
+        log.warning("A2A face: %s (%s)", outage.message, type(exc).__name__)
+        return Unavailable(outage.message, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     log.error("unexpected error in the A2A face", exc_info=exc)
     return InternalError()
 

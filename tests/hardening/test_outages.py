@@ -88,3 +88,46 @@ def test_a_page_outside_the_api_answers_503_not_a_traceback(
     response = client.get("/admin/")
     assert response.status_code == 503
     assert "Retry-After" in response
+
+
+def test_the_agent_push_webhook_answers_json_503(database_down: Any) -> None:
+    """An agent's sender may retry a 503 (nothing was applied); a 500 said the push was
+    wrong, and each was logged with a traceback."""
+    import uuid
+
+    from a2a import agent_push_asgi, agent_push_tokens
+    from tests.a2a.helpers import post
+
+    agent_push_asgi.close_pool()  # its threads open their connections anew: on the outage
+    task_id = uuid.uuid4()
+    token = agent_push_tokens.token_for(task_id, "agent-one", 1)
+    body = {"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_WORKING"}}}
+    try:
+        response = post(f"/api/a2a/push/{task_id}/agent-one/1", body, token)
+    finally:
+        agent_push_asgi.close_pool()
+    assert response.status_code == 503, response.text
+    assert int(response.headers["Retry-After"]) > 0
+    assert response.json()["error"]["code"] == "unavailable"
+
+
+def test_the_a2a_face_answers_unavailable_with_retry_after(
+    client: Any, database_down: Any, settings: Any
+) -> None:
+    """In each binding's own shape: google.rpc UNAVAILABLE (503) and a JSON-RPC error,
+    retryable, where an unexpected failure is INTERNAL (500)."""
+    settings.A2A_FACE_DB_THREADS = 0  # the face's ORM calls on this thread: on the outage
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {database_down.raw_token}", "HTTP_A2A_VERSION": "1.0"}
+    rest = client.get("/v1/a2a/tasks", **auth)
+    assert rest.status_code == 503, rest.content
+    assert int(rest["Retry-After"]) > 0
+    assert rest.json()["error"]["status"] == "UNAVAILABLE"
+    assert rest.json()["error"]["details"][0]["reason"] == "UNAVAILABLE"
+    rpc = client.post(
+        "/v1/a2a/jsonrpc",
+        {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}},
+        "application/json",
+        **auth,
+    )
+    assert rpc.json()["error"]["code"] == -32000
+    assert rpc.json()["error"]["data"][0]["reason"] == "UNAVAILABLE"
