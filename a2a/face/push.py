@@ -28,6 +28,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from a2a.face import push_repair
 from a2a.face.errors import InvalidParams
 from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
 from agent_profiles.deadlines import whole_answer_by, whole_answer_seconds
@@ -335,7 +336,9 @@ def deliver_push(delivery_id: int) -> str:
 
 @shared_task(name="a2a.face.sweep_push", soft_time_limit=60, time_limit=90)
 def sweep_push() -> int:
-    """Re-queue deliveries whose attempt is overdue (a lost message, a killed worker)."""
+    """Re-queue deliveries whose attempt is overdue (a lost message, a killed worker), after
+    queueing the changes whose delivery was never written (:mod:`a2a.face.push_repair`)."""
+    push_repair.queue_missed()
     now = timezone.now()
     due = list(
         PushDelivery.objects.filter(

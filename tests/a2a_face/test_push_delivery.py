@@ -7,11 +7,13 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
-from a2a.face import push
+from a2a.face import push, push_repair
 from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
 from agent_profiles.urlguard import use_resolver
 from tests.a2a_face.conftest import FaceClient, error_reason
@@ -312,3 +314,32 @@ def test_a_config_that_comes_with_the_send_hears_how_an_instant_task_ends(
     finally:
         local_dispatch.stop()
     assert Task.objects.get(pk=task.pk).state == TaskState.COMPLETED
+
+
+def test_a_change_whose_delivery_was_never_written_is_found_by_the_sweep(
+    task: Task, webhook: Webhook, django_capture_on_commit_callbacks: Any
+) -> None:
+    """The process that moved the task died after its commit, before the receiver wrote
+    the delivery (its after-commit callbacks never ran): the sweep writes and sends it,
+    once; a config created after the change is not sent it."""
+    config = _configure(task, webhook.url)
+    with django_capture_on_commit_callbacks(execute=False):
+        task.start_work()  # committed; the receiver never runs
+    assert PushDelivery.objects.count() == 0
+    push.sweep_push()
+    assert PushDelivery.objects.count() == 0  # within the grace: the receiver may be late
+    past = timezone.now() - timedelta(seconds=push_repair.GRACE_SECONDS + 5)
+    Task.objects.filter(pk=task.pk).update(state_changed_at=past)
+    PushNotificationConfig.objects.filter(pk=config.pk).update(
+        created_at=past - timedelta(seconds=5)
+    )
+    late = _configure(task, webhook.url.replace("/hook", "/late"))  # after the change
+
+    push.sweep_push()
+    push.sweep_push()
+    delivery = PushDelivery.objects.get()
+    assert delivery.config_id == config.pk
+    assert delivery.task_state == "TASK_STATE_WORKING"
+    assert push.attempt(delivery.pk) == DeliveryStatus.DELIVERED
+    assert webhook.received[0][1]["task"]["status"]["state"] == "TASK_STATE_WORKING"
+    assert not PushDelivery.objects.filter(config=late).exists()
