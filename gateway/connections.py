@@ -5,7 +5,9 @@ Every ``GATEWAY_HEARTBEAT_TIMEOUT / 3`` seconds one task per process:
 * closes connections that sent nothing (not even a ``ping``) for a whole timeout
   (close code 4408): the server notices dead or silent agents by itself;
 * refreshes the presence rows of the live ones in a single UPDATE, so 5,000 sockets cost
-  one query per interval, and a crashed process's rows go stale on their own;
+  one query per interval, and a crashed process's rows go stale on their own; a live
+  connection whose row the sweep deleted meanwhile (a database outage longer than the
+  timeout) gets it back and is sent what it is owed, as on a fresh connect;
 * re-joins hour-old connections to their agent's group (group memberships expire).
 
 It also remembers the event loop the consumers run on: in the embedded mode the Celery
@@ -41,7 +43,15 @@ class Watched(Protocol):
     last_frame_at: float
     joined_at: float
 
+    @property
+    def agent_id(self) -> str: ...
+
+    @property
+    def remote_addr(self) -> str: ...
+
     async def rejoin_group(self) -> None: ...
+
+    async def resume(self) -> None: ...
 
     async def close(self, code: int | bool | None = None, reason: str | None = None) -> None: ...
 
@@ -91,19 +101,45 @@ class LocalConnections:
         """Close silent connections and refresh the presence of the others."""
         loop = asyncio.get_running_loop()
         cutoff = loop.time() - settings.GATEWAY_HEARTBEAT_TIMEOUT
-        alive: list[str] = []
+        alive: dict[str, tuple[str, str]] = {}
         for name, consumer in list(self._consumers.items()):
             if consumer.last_frame_at < cutoff:
                 self.discard(consumer)
                 with contextlib.suppress(Exception):
                     await consumer.close(code=CLOSE_HEARTBEAT_TIMEOUT)
             else:
-                alive.append(name)
+                alive[name] = (consumer.agent_id, consumer.remote_addr)
                 if loop.time() - consumer.joined_at > GROUP_REJOIN_SECONDS:
                     consumer.joined_at = loop.time()
-                    await consumer.rejoin_group()
+                    try:
+                        await consumer.rejoin_group()
+                    except Exception:  # Redis down: the others' presence is still refreshed
+                        log.warning("gateway: %s did not rejoin its group", name, exc_info=True)
         if alive:
-            await db(presence.refresh)(alive)
+            recreated = await db(presence.refresh)(alive)
+            if recreated:
+                await self._resume(recreated)
+
+    async def _resume(self, recreated: list[str]) -> None:
+        """After :func:`presence.refresh` re-registered connections whose row was gone."""
+        # A connection that closed while the refresh ran had its row deleted by its
+        # end_session, possibly just before the refresh put it back: delete it again, or a
+        # closed socket would count as online until the sweep found it stale. (Its _forget
+        # left this set before end_session was queued, so it is missing here by now.)
+        gone = [name for name in recreated if name not in self._consumers]
+        if gone:
+            await db(presence.unregister_many)(gone)
+        log.warning("gateway: presence of %d live connections re-registered", len(recreated))
+        for name in recreated:
+            consumer = self._consumers.get(name)
+            if consumer is None:
+                continue
+            try:
+                # While the row was gone the agent counted as offline: what was queued
+                # meanwhile waits for it, as on a fresh connect.
+                await consumer.resume()
+            except Exception:  # the sweep's renotify hints pending deliveries in time
+                log.warning("gateway: %s not resumed", name, exc_info=True)
 
     async def _watch(self) -> None:
         while self._consumers:

@@ -6,8 +6,10 @@ agent carries "deliver now" hints from any process.
 
 Close codes: 4401 bad or missing key (or the key was revoked meanwhile), 4403 disabled
 agent, 4408 silent for a whole heartbeat timeout, 4429 too many bad frames, too many
-frames a second (:class:`FrameRate`) or too many connections of one agent, 1013 a
-platform fault during authentication (try again later).
+frames a second (:class:`FrameRate`) or too many connections of one agent, 1013 the
+platform cannot serve the agent now (try again later): its database or Redis failed while
+the key was checked or the session started, or Redis failed under an open connection.
+Daphne sends 1013 only with :mod:`gateway.daphne_close` installed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import asyncio
 import collections
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -93,6 +96,39 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
     _auth_timer: asyncio.TimerHandle | None = None
     _forgotten = False
     _slot: str | None = None  # the agent whose connection count this one is in
+    remote_addr = ""
+    _layer_failed = False
+    _refused = False
+    _layer_receive: Callable[[], Awaitable[dict[str, Any]]]
+
+    # AsyncConsumer.__call__ sets ``channel_receive`` to the channel layer's receive for
+    # this connection and dispatches what it returns; when Redis is down it raises, which
+    # killed the handler and dropped the socket with 1011 (no error frame, and agents
+    # could not tell an outage from a bug). The property puts a guard around it.
+    @property
+    def channel_receive(self) -> Callable[[], Awaitable[dict[str, Any]]]:
+        return self._guarded_layer_receive
+
+    @channel_receive.setter
+    def channel_receive(self, receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+        self._layer_receive = receive
+
+    async def _guarded_layer_receive(self) -> dict[str, Any]:
+        """The next channel-layer message; once the layer fails, one ``gateway.layer_down``
+        (the connection is closed with 1013) and then nothing."""
+        if self._layer_failed:
+            await asyncio.Event().wait()  # cancelled when the handler ends
+        try:
+            return await self._layer_receive()
+        except Exception:
+            self._layer_failed = True
+            log.warning("gateway: channel layer receive failed for %s", self.agent, exc_info=True)
+            return {"type": "gateway.layer_down"}
+
+    @property
+    def agent_id(self) -> str:
+        """The authenticated agent's id (for the heartbeat's presence refresh)."""
+        return self.agent.id if self.agent is not None else ""
 
     async def connect(self) -> None:
         await self.accept()
@@ -237,7 +273,13 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
             return
         self._slot = agent.id
         async with _start_gate():
-            await self._join(agent)
+            try:
+                await self._join(agent)
+            except Exception:
+                # Redis (the group) or the database (presence, outbox) failed: "try again
+                # later", as for a key that could not be checked, not a 1011 crash.
+                log.exception("gateway: the session of %s failed to start", agent.id)
+                await self._refuse(CLOSE_TRY_AGAIN)
 
     async def _join(self, agent: AgentProfile) -> None:
         self.agent = agent
@@ -247,9 +289,10 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         # read is found by it, and one committed after finds the connection in the group.
         await self.channel_layer.group_add(presence.agent_group(agent.id), self.channel_name)
         client = self.scope.get("client") or ("", 0)
-        owed = await db(services.start_session)(agent, self.channel_name, str(client[0] or ""))
+        self.remote_addr = str(client[0] or "")
+        owed = await db(services.start_session)(agent, self.channel_name, self.remote_addr)
         local.add(self)
-        observe.connected(agent.id, str(client[0] or ""))
+        observe.connected(agent.id, self.remote_addr)
         for delivery_id in owed:
             await self._deliver(str(delivery_id), resend=True)
 
@@ -259,11 +302,22 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
                 presence.agent_group(self.agent.id), self.channel_name
             )
 
+    async def resume(self) -> None:
+        """Presence was re-registered after the sweep had dropped it (see
+        :meth:`gateway.connections.LocalConnections.sweep_once`): look at the outbox, in
+        this connection's own handler so its frames stay in order."""
+        await self.channel_layer.send(self.channel_name, {"type": "gateway.resume"})
+
     async def _auth_expired(self) -> None:
         if self.agent is None:
             await self._refuse(services.CLOSE_BAD_KEY, "no auth frame in time")
 
     async def _refuse(self, code: int, reason: str = "") -> None:
+        if self._refused:
+            # One error frame and one close: with Redis down both the session start and
+            # the channel layer's receive fail, and a frame after the close is not read.
+            return
+        self._refused = True
         observe.refused(code)
         if code == CLOSE_TRY_AGAIN:
             error = frames.error("unavailable", reason or "The platform is unavailable; retry.")
@@ -303,6 +357,22 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         )
         if claimed:
             await self._send(frame)
+
+    async def gateway_resume(self, event: dict[str, Any]) -> None:
+        """Send what the agent is owed, as on a fresh connect: while its presence was gone
+        it counted as offline, so what was queued meanwhile may have no hint on its way."""
+        if self.agent is None:
+            return
+        try:
+            owed = await db(services.outbox)(self.agent.id, self.channel_name)
+            for delivery_id in owed:
+                await self._deliver(str(delivery_id), resend=True)
+        except Exception:  # the database failed again: the sweep's renotify hints later
+            log.warning("gateway: outbox of %s not resent", self.agent, exc_info=True)
+
+    async def gateway_layer_down(self, event: dict[str, Any]) -> None:
+        """The channel layer (Redis) failed: no hint can reach this connection any more."""
+        await self._refuse(CLOSE_TRY_AGAIN, "The platform's message bus is unavailable; retry.")
 
     async def gateway_close(self, event: dict[str, Any]) -> None:
         """The agent was disabled or its key revoked: drop the connection."""

@@ -5,7 +5,8 @@ so every daphne process and every Celery worker sees the same answer. A row coun
 while its heartbeat is fresh: each daphne process refreshes the rows of its own live
 connections every ``GATEWAY_HEARTBEAT_TIMEOUT / 3`` seconds in one UPDATE, so when a
 process dies its rows go stale and stop counting within one timeout, and the sweep
-deletes them.
+deletes them. A live connection whose row the sweep deleted (its refreshes failed during
+a database outage) gets it back at the next refresh.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from agent_profiles.models import AgentStatus
+from agent_profiles.models import AgentProfile, AgentStatus
 from gateway.models import Presence
 
 # This process, as written in Presence.server_id. The random part keeps a restarted
@@ -75,13 +76,53 @@ def unregister(channel_name: str) -> None:
     Presence.objects.filter(channel_name=channel_name).delete()
 
 
-def refresh(channel_names: list[str]) -> int:
-    """Refresh the heartbeat of this process's live connections in one UPDATE."""
-    now, updated = timezone.now(), 0
-    for start in range(0, len(channel_names), 500):
-        chunk = channel_names[start : start + 500]
-        updated += Presence.objects.filter(channel_name__in=chunk).update(last_heartbeat_at=now)
-    return updated
+def refresh(connections: dict[str, tuple[str, str]]) -> list[str]:
+    """Refresh the heartbeat of this process's live connections; re-register the ones whose
+    row is gone. ``connections`` maps each channel name to ``(agent_id, remote_addr)``;
+    returns the channel names whose row had to be created again.
+
+    Normally one UPDATE per 500 connections. A row can be gone while its socket is open:
+    during a database outage longer than ``GATEWAY_HEARTBEAT_TIMEOUT`` the refreshes
+    failed, the sweep deleted the rows as stale, and an UPDATE alone would have left the
+    agent "offline" (no fallback, no renotify, not preferred by the matcher) until it
+    reconnected. Only when the UPDATE missed some rows are they looked up and inserted.
+    """
+    now, recreated = timezone.now(), []
+    names = list(connections)
+    for start in range(0, len(names), 500):
+        chunk = names[start : start + 500]
+        rows = Presence.objects.filter(channel_name__in=chunk)
+        if rows.update(last_heartbeat_at=now) == len(chunk):
+            continue
+        present = set(rows.values_list("channel_name", flat=True))
+        missing = [name for name in chunk if name not in present]
+        # A row needs its agent (a foreign key): an agent deleted while connected is not
+        # brought back, and does not fail the refresh of every other connection.
+        agents = {connections[name][0] for name in missing}
+        known = set(AgentProfile.objects.filter(pk__in=agents).values_list("pk", flat=True))
+        missing = [name for name in missing if connections[name][0] in known]
+        # ignore_conflicts: a row that appeared meanwhile (channel_name is unique) is kept.
+        Presence.objects.bulk_create(
+            [
+                Presence(
+                    agent_id=connections[name][0],
+                    channel_name=name,
+                    server_id=SERVER_ID,
+                    remote_addr=connections[name][1][:100],
+                    last_heartbeat_at=now,
+                )
+                for name in missing
+            ],
+            ignore_conflicts=True,
+        )
+        recreated += missing
+    return recreated
+
+
+def unregister_many(channel_names: list[str]) -> None:
+    """Forget connections that closed (see :func:`refresh`: a row re-registered for a
+    connection that closed meanwhile)."""
+    Presence.objects.filter(channel_name__in=channel_names).delete()
 
 
 def drop_stale() -> int:
