@@ -185,7 +185,7 @@ def deliver_followup(task: Task, kind: str, message: dict[str, Any] | None) -> N
 
 def handle_send_failure(task: Task, error: A2ACallError) -> Task:
     """A send to the agent failed: retry over HTTP, fall back to the gateway, or fail; a
-    reply the agent refused for what it says goes back to the person (:func:`_ask_again`).
+    reply the agent refused for what it says goes back to the person (:func:`ask_again`).
 
     Transient errors (connection, timeout, 5xx, 429) are retried after
     ``A2A_RETRY_BACKOFF * 2^(n-1)`` seconds (or the agent's ``Retry-After`` when longer)
@@ -196,7 +196,7 @@ def handle_send_failure(task: Task, error: A2ACallError) -> Task:
     While the task waits, ``error`` keeps the agent's last answer.
     """
     if _answer_refused(task, error):
-        return _ask_again(task, error)
+        return ask_again(task, error)
     gateway = transports.gateway()
     if gateway.takes_over_now(task, error):
         return _to_gateway(task, error)
@@ -245,11 +245,12 @@ def _answer_refused(task: Task, error: A2ACallError) -> bool:
     )
 
 
-def _ask_again(task: Task, error: A2ACallError) -> Task:
+def ask_again(task: Task, error: A2ACallError) -> Task:
     """A refused answer: the task waits for a person again, with the agent's question
     (its latest message) and, in ``error``, why the answer was refused. Handing the reply
     to the gateway, as other refusals go, would wait for a connection the agent may
-    never make, the question unanswered."""
+    never make, the question unanswered. Also the worker's, when a refused reply's agent
+    task, read after the refusal, still asks (:mod:`a2a.agent_calls`)."""
     held = task.lease_until
     asked = TaskMessage.objects.filter(task=task, direction=Direction.FROM_AGENT).last()
     replied = TaskEvent.objects.filter(task=task, to_state=TaskState.WORKING).last()
