@@ -13,9 +13,10 @@ class A2AConfig(AppConfig):
         # Metrics, lifecycle log lines and traces at the task's seams.
         from celery.signals import worker_ready, worker_shutdown
 
-        from a2a import hint_queue, local_dispatch, observe
+        from a2a import hint_queue, http_again, local_dispatch, observe
         from a2a.face import push, signals  # noqa: F401
         from a2a.match_stats import TaskTableStats
+        from agent_profiles.health import register_recovery
         from agent_profiles.matching import register_task_stats
         from platform_site.embedded import register_service
 
@@ -27,3 +28,6 @@ class A2AConfig(AppConfig):
         worker_shutdown.connect(hint_queue.stop_listening, weak=False)
         # The matcher (in the registry, below this app) reads load and history here.
         register_task_stats(TaskTableStats())
+        # The registry announces agents reached only over HTTP that answer again: their
+        # offline tasks are sent again over HTTP (docs/dispatch.md, "Never wait silently").
+        register_recovery(http_again.send_again)

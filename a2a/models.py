@@ -296,6 +296,23 @@ class Task(TaskScheduling, models.Model):
             )
         return self._fresh_attempt(reason, agent=agent, **fields)
 
+    def back_to_http(self, **fields: Any) -> bool:
+        """An offline task whose agent answers over HTTP again: over A2A once more, sent
+        at once (same state, same attempt and message). Only while it is still offline in
+        the state the caller saw; ``fields`` (its metadata) ride along. No state changes,
+        so no event: ``metadata.fallbacks`` records the way back."""
+        return self._set(
+            {"state": self.state, "transport": Transport.OFFLINE},
+            {
+                "transport": Transport.A2A,
+                "next_action": NextAction.SEND,
+                "next_poll_at": timezone.now(),
+                "lease_until": None,
+                "poll_interval": 0.0,
+                **fields,
+            },
+        )
+
     def _fresh_attempt(self, reason: str, **fields: Any) -> bool:
         """SUBMITTED again, to be sent at once, with nothing left of the agent's old task
         or its results (``fields`` add to or override that)."""

@@ -13,12 +13,18 @@ The verdict (:func:`health_of`) is unhealthy when the last check failed or the l
 failed; a passing check clears a failed call, except ``agent_auth_failed`` (a health
 endpoint cannot show that credentials work): that stays until a call succeeds or the
 credential is changed.
+
+An agent reached only over HTTP (never connected to the gateway) found answering again,
+by a passing check or by a call that succeeds after a failed one, is announced to the
+handler dispatch registers (:func:`register_recovery`): its tasks waiting offline are
+sent again over HTTP.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +32,7 @@ from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from agent_profiles.deadlines import whole_answer_by, whole_answer_seconds
@@ -92,6 +99,9 @@ def record_call_outcome(
     """
     if ok and agent.last_call_ok is True and agent.health_status == HealthStatus.HEALTHY:
         return  # the common case writes nothing
+    # A call that works after one that failed: the agent is back, maybe before any check
+    # sees it. Announced after the caller's commit, outside its transaction and locks.
+    back = ok and agent.last_call_ok is False
     now = timezone.now()
     changes: dict[str, Any] = {
         "last_call_ok": ok,
@@ -106,6 +116,8 @@ def record_call_outcome(
     for name, value in changes.items():
         setattr(agent, name, value)
     AgentProfile.objects.filter(pk=agent.pk).update(**changes)
+    if back:
+        transaction.on_commit(lambda: _announce_recovered([agent]))
     if became_unhealthy:
         lifecycle.info(
             "agent %s unhealthy: a call failed (%s: %s)",
@@ -232,4 +244,39 @@ def check_agents(agents: list[AgentProfile] | None = None) -> dict[str, str]:
     for agent, result in zip(agents, results, strict=True):
         store_check(agent, result)
         statuses[agent.pk] = agent.health_status
+    # Every passing check, not only a change to healthy: the outage may have fallen
+    # between two checks, and a call may have marked the agent healthy again before its
+    # offline task was handed over. Dispatch finds nothing to do in one read when no
+    # task waits.
+    _announce_recovered([a for a, r in zip(agents, results, strict=True) if r.ok])
     return statuses
+
+
+# --- recovery ----------------------------------------------------------------------------
+
+# Dispatch (``a2a``, above this app) registers what to do for agents found answering again
+# (``a2a.http_again.send_again``, from ``a2a.apps``): the registry does not import it.
+_on_recovered: Callable[[list[AgentProfile]], Any] | None = None
+
+
+def register_recovery(handler: Callable[[list[AgentProfile]], Any]) -> None:
+    """Called by the ``a2a`` app at start."""
+    global _on_recovered
+    _on_recovered = handler
+
+
+def _announce_recovered(agents: list[AgentProfile]) -> None:
+    """Tell the registered handler about those of ``agents`` (found answering over HTTP)
+    that never connected to the gateway and are healthy (not an ``agent_auth_failed``
+    the check could not clear). Never raises: a check or a call must not fail for it."""
+    back = [
+        a
+        for a in agents
+        if a.gateway_seen_at is None and health_of(a).status == HealthStatus.HEALTHY
+    ]
+    if not back or _on_recovered is None:
+        return
+    try:
+        _on_recovered(back)
+    except Exception:
+        logger.exception("could not hand the tasks of agents back from an outage to dispatch")

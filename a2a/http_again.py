@@ -1,0 +1,116 @@
+"""Offline tasks of agents reached only over HTTP go back to HTTP when the agent answers.
+
+A send that found the agent's endpoint down (a restart, an outage) is retried over HTTP
+(``A2A_MAX_ATTEMPTS``), then handed to the gateway: an offline task. An agent that never
+connected to the gateway (``AgentProfile.gateway_seen_at`` empty) will not take it there,
+so it waited until its deadline and failed, although the agent was back seconds later.
+
+The registry tells this module when such an agent answers again (a passing health check,
+a call that succeeded: ``agent_profiles.health.register_recovery``, registered in
+``a2a.apps``). Each of its offline tasks still active and within its deadline whose last
+answer says the endpoint did not answer (:data:`UNANSWERED`) then has its gateway
+assignment withdrawn and goes back to A2A, sent at once with its HTTP retries there
+again (:meth:`Task.back_to_http`). Agents that use the gateway keep their offline tasks
+waiting for it, as before.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from a2a import transports
+from a2a.hints import queue_processing
+from a2a.models import Task
+from a2a.states import ACTIVE_STATES, Transport
+from agent_profiles.models import AgentProfile
+
+log = logging.getLogger("a2a.lifecycle")
+
+# The last answers of an endpoint that did not answer (connection refused, timeout, 5xx,
+# 429): a passing check says it answers now. Not a refusal (4xx, credentials): that one
+# would be refused again, and the task go offline again, at every check until its deadline.
+UNANSWERED = frozenset({"agent_unreachable", "agent_timeout", "agent_http_error", "agent_busy"})
+
+WITHDRAWN = "withdrawn"  # what the gateway's follow_up answers for an assignment withdrawn
+
+
+def send_again(agents: Iterable[AgentProfile]) -> int:
+    """Give the offline tasks of these agents (found answering over HTTP) back to HTTP
+    dispatch, when the agent never connected to the gateway; how many went back.
+
+    One read of the active offline tasks of agents never seen on the gateway (the
+    ``(state, deadline_at)`` index: not the agents' finished tasks), then one short
+    transaction per task.
+    """
+    ids = {agent.pk for agent in agents}
+    if not ids:
+        return 0
+    waiting = Task.objects.filter(
+        Q(deadline_at__isnull=True) | Q(deadline_at__gt=timezone.now()),
+        state__in=ACTIVE_STATES,
+        transport=Transport.OFFLINE,
+        agent__gateway_seen_at__isnull=True,
+    ).values_list("pk", "agent_id")
+    sent = 0
+    for pk, agent_id in waiting:
+        if agent_id in ids:
+            try:
+                sent += int(_send_again(pk))
+            except Exception:  # one task's trouble must not keep the others waiting
+                log.exception("task %s: could not send it again over HTTP", pk)
+    return sent
+
+
+def _send_again(pk: Any) -> bool:
+    """One offline task back to HTTP, under its row lock (the gateway's hand-over and a
+    connection's claim of its assignment wait for it, or it for them)."""
+    with transaction.atomic():
+        task = Task.objects.select_for_update().filter(pk=pk).first()
+        if (
+            task is None
+            or task.state not in ACTIVE_STATES
+            or task.transport != Transport.OFFLINE
+            or task.agent.gateway_seen_at is not None
+            or (task.error or {}).get("code") not in UNANSWERED
+        ):
+            return False
+        # The gateway's own withdrawal (as a cancel of a task the agent never received,
+        # which reassign uses too), so a later connection of the agent does not get the
+        # task as well. Anything else than "withdrawn" means there was no pending
+        # assignment (a reply waiting, or a connection took it meanwhile): the cancel
+        # frame it queued then is undone with this transaction, and the task stays.
+        if transports.gateway().follow_up(task, "cancel", None) != WITHDRAWN:
+            transaction.set_rollback(True)
+            return False
+        if not task.back_to_http(metadata=_way_back(task)):
+            transaction.set_rollback(True)
+            return False
+        queue_processing(task.pk)  # after commit, as a new task is started
+    log.info(
+        "task %s: agent %s answers over HTTP again; the task is sent again over HTTP",
+        task.pk,
+        task.agent_id,
+        extra={"task_id": str(task.pk), "agent_id": task.agent_id},
+    )
+    return True
+
+
+def _way_back(task: Task) -> dict[str, Any]:
+    """The task's metadata with its HTTP retries there again (``sendFailures``) and the
+    way back recorded in ``fallbacks`` (shown with the others in the admin and the API)."""
+    metadata = dict(task.metadata or {})
+    metadata["sendFailures"] = 0
+    step = {
+        "at": timezone.now().isoformat(),
+        "from": str(Transport.OFFLINE),
+        "to": str(Transport.A2A),
+        "reason": "the agent answers over HTTP again; it never connected to the gateway",
+    }
+    metadata["fallbacks"] = [*metadata.get("fallbacks", []), step]
+    return metadata
