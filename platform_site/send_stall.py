@@ -10,14 +10,15 @@ forever: the kernel keeps probing a zero window. Each subscriber of a task with 
 artifact held 9.4 MB; a hundred of them, 1 GB.
 
 Reverse proxies bound this with a send timeout (nginx's ``send_timeout``: the time between
-two successive writes the client took). This module gives daphne the same rule, checked every
-2 s on every connection daphne accepted (while its response is written, after it finished,
-and after a WebSocket upgrade: the checks follow the socket, not the request). A
-connection is *stalled* while Twisted holds more than its buffer size (64 KiB) unsent and
-that amount has not gone down since the stall began; stalled for longer than the timeout,
-it is aborted. The application then gets its disconnect (a stream ends; a gateway
-connection's unacknowledged deliveries go back to the agent's outbox), and the buffer is
-freed. A slow reader that drains anything stays.
+two successive writes the client took). This module gives daphne the same rule, checked
+every 2 s on every connection daphne accepted (while its response is written, after it
+finished, and after a WebSocket upgrade: the checks follow the socket, not the request).
+A connection is *stalled* while Twisted holds more than its buffer size (64 KiB) unsent
+and the socket has taken none of it since the stall began (bytes handed to the kernel,
+which takes them only as the client reads); stalled for longer than the timeout, it is
+aborted. The application then gets its disconnect (a stream ends; a gateway connection's
+unacknowledged deliveries go back to the agent's outbox), and the buffer is freed. A slow
+reader stays, even one that takes less than is written to it.
 
 Remove it when daphne applies backpressure itself.
 """
@@ -49,22 +50,42 @@ def unsent(transport: Any) -> int | None:
 
 
 class Stall:
-    """Whether one connection's client has stopped reading: fed the connection's unsent
-    byte count at each check, :meth:`seconds` says how long it has made no progress."""
+    """Whether one connection's client has stopped reading: fed, at each check, how many
+    bytes Twisted holds unsent and how many it has handed to the socket so far,
+    :meth:`seconds` says how long the client has taken nothing while more waited."""
 
     def __init__(self) -> None:
         self.since: float | None = None
-        self.low = 0
+        self.sent = 0
 
-    def seconds(self, held: int | None, now: float) -> float:
-        """Seconds without progress, given ``held`` bytes unsent now (0 when flowing)."""
+    def seconds(self, held: int | None, sent: int, now: float) -> float:
+        """Seconds without progress (0 while the buffer is within Twisted's size, or the
+        socket took bytes since the last check: a slow reader is still a reader, even if
+        more is written than it takes)."""
         if held is None or held <= BUFFER_SIZE:
             self.since = None
             return 0.0
-        if self.since is None or held < self.low:
-            self.since, self.low = now, held  # a new stall, or the client took some
+        if self.since is None or sent > self.sent:
+            self.since, self.sent = now, sent
             return 0.0
         return now - self.since
+
+
+class Meter:
+    """Bytes a transport has handed to its socket (counted around Twisted's
+    ``writeSomeData``, which the kernel takes only as fast as the client reads)."""
+
+    def __init__(self, transport: Any) -> None:
+        self.sent = 0
+        write_some = transport.writeSomeData
+
+        def counted(data: Any) -> Any:
+            written = write_some(data)
+            if isinstance(written, int) and written > 0:
+                self.sent += written
+            return written
+
+        transport.writeSomeData = counted
 
 
 def check(transport: Any, now: float) -> bool:
@@ -77,7 +98,8 @@ def check(transport: Any, now: float) -> bool:
     if stall is None:
         stall = _stalls[transport] = Stall()
     held = unsent(transport)
-    if stall.seconds(held, now) <= limit:
+    meter = _meters.get(transport)
+    if stall.seconds(held, meter.sent if meter is not None else 0, now) <= limit:
         return False
     log.warning(
         "closed a connection from %s that read nothing for %.0f s (%d bytes unsent)",
@@ -97,6 +119,7 @@ def check(transport: Any, now: float) -> bool:
 # The server's open connections (Twisted transports), each forgotten with its socket.
 _transports: weakref.WeakSet[Any] = weakref.WeakSet()
 _stalls: weakref.WeakKeyDictionary[Any, Stall] = weakref.WeakKeyDictionary()
+_meters: weakref.WeakKeyDictionary[Any, Meter] = weakref.WeakKeyDictionary()
 _checking: list[Any] = []  # the LoopingCall, once the reactor runs
 
 
@@ -118,8 +141,10 @@ def _watch(protocol: Any) -> None:
     # the channel that holds the transport.
     channel = getattr(protocol, "_channel", protocol)
     transport = getattr(channel, "transport", None)
-    if transport is not None:
+    if transport is not None and transport not in _meters:
         _transports.add(transport)
+        if hasattr(transport, "writeSomeData"):
+            _meters[transport] = Meter(transport)
     if not _checking:
         from twisted.internet import task
 
