@@ -53,7 +53,9 @@ class StreamSlots:
     database calls run on a pool)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Reentrant: a slot dropped without a release gives itself back from ``__del__``,
+        # which the garbage collector may run on a thread that holds the lock already.
+        self._lock = threading.RLock()
         self._open: Counter[str] = Counter()
 
     def take(self, ctx: CallContext) -> Slot:
@@ -61,14 +63,16 @@ class StreamSlots:
         ``A2A_MAX_STREAMS_PER_CALLER``."""
         key, limit = caller_key(ctx), settings.A2A_MAX_STREAMS_PER_CALLER
         with self._lock:
-            if self._open[key] >= limit:
-                raise TooManyStreams(
-                    f"This caller has {limit} task streams open on this server already "
-                    "(A2A_MAX_STREAMS_PER_CALLER); close one, or follow tasks with "
-                    "returnImmediately and push notifications or GetTask.",
-                    metadata={"limit": str(limit)},
-                )
-            self._open[key] += 1
+            full = self._open[key] >= limit
+            if not full:
+                self._open[key] += 1
+        if full:
+            raise TooManyStreams(
+                f"This caller has {limit} task streams open on this server already "
+                "(A2A_MAX_STREAMS_PER_CALLER); close one, or follow tasks with "
+                "returnImmediately and push notifications or GetTask.",
+                metadata={"limit": str(limit)},
+            )
         return Slot(self, key)
 
     def open_streams(self, ctx: CallContext) -> int:

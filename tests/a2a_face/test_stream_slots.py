@@ -146,3 +146,25 @@ def test_a_refused_send_or_subscription_holds_no_slot(
 
     asyncio.run(scenario())
     assert stream_slots._open == {}
+
+
+def test_a_slot_given_back_by_the_collector_under_the_lock_does_not_deadlock() -> None:
+    """A slot dropped in a reference cycle gives itself back from ``__del__`` when the
+    garbage collector runs, which may be on a thread inside ``take`` (holding the lock)."""
+    import threading
+
+    from a2a.face.stream_slots import Slot, StreamSlots
+
+    slots = StreamSlots()
+    slots._open["k"] = 1
+
+    def collect_under_the_lock() -> None:
+        with slots._lock:
+            slot = Slot(slots, "k")
+            del slot  # __del__ runs here, as a collection pass inside take() would
+
+    worker = threading.Thread(target=collect_under_the_lock, daemon=True)
+    worker.start()
+    worker.join(5)
+    assert not worker.is_alive(), "the slot's give-back waited for its own thread's lock"
+    assert slots._open == {}
