@@ -259,14 +259,23 @@ def list_due() -> int:
 
 
 def cover_send(task: Task, target: CallTarget, reply: AgentReply, seconds: float) -> None:
-    """The answer to a send of a listed task is recorded: if the agent changed the task
+    """The answer to a send of a listed task is recorded. If the agent is no longer
+    listed (:func:`stopped`), the task is polled at once. Else, if the agent changed the task
     while that answer was on its way (under load, for longer than ``OVERLAP``), a listing
     may already have passed the change without knowing the task. The cursor goes back to
     before the agent could have taken the send: its ``Date`` (whole seconds) less the
     call's duration. Not for a task the answer ended: no later change is left to list."""
-    if task.state in TERMINAL_STATES or reply.agent_time is None or not follows(task, target):
+    if task.state in TERMINAL_STATES or not follows(task, target):
         return
-    AgentListing.cover(task.agent_id, reply.agent_time - timedelta(seconds=seconds + 1.0))
+    if stopped(task):
+        # ``target`` was read before the send. A listing that gave up on the agent while
+        # the send was out moved its tasks' polls to now, but not this one's (leased
+        # then), which the answer just spaced as a listed task's: a minute's wait. Read
+        # after that write, so either the give-up's move or this one finds it.
+        Task.poll_agent_soon(task.agent_id)
+        return
+    if reply.agent_time is not None:
+        AgentListing.cover(task.agent_id, reply.agent_time - timedelta(seconds=seconds + 1.0))
 
 
 def check_poll(task: Task, target: CallTarget, reply: AgentReply) -> None:

@@ -174,13 +174,6 @@ def schedule_poll(
     delay, interval = next_poll(task, target, grow=grow, retry_after=retry_after)
     if not task.schedule_poll(delay, interval, **(also or {})):
         return False
-    if delay > 0 and agent_listing.follows(task, target) and agent_listing.stopped(task):
-        # ``target`` was read before the call. A listing that gave up on the agent since
-        # moved its tasks' polls to now, but not this one's, leased then: without this it
-        # would wait for the safety-net poll. Read after the write above, so either that
-        # move or this one finds it.
-        task.schedule_poll(0.0, interval)
-        delay = 0.0
     if settings.A2A_POLL_MESSAGES and delay < settings.A2A_SWEEP_INTERVAL * 2:
         queue_processing(task.pk, countdown=delay)
     return True

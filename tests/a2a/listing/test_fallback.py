@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import agent_listing, engine, follow_policy, transports
+from a2a import agent_listing, engine, transports
 from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.states import TaskState
@@ -171,10 +171,11 @@ def test_a_listing_given_up_while_the_send_was_out_does_not_leave_the_task_waiti
     not the first task's: its send was still out (the row leased). The send's answer,
     recorded with the target read before the call, must not then space the task's polls
     as a listed task's (a minute), as one CI run showed with the reference Node agent."""
-    task = start(setup)
+    task = start(setup)  # sent, and its next poll spaced as a listed task's
     stale = call_target(task.agent)  # read before the give-up
     assert agent_listing.follows(task, stale)
+    assert task.next_poll_at > timezone.now() + timedelta(seconds=30)
     AgentProfile.objects.filter(pk="agent-one").update(listing=False)  # the give-up
-    assert follow_policy.schedule_poll(task, stale, grow=False)
+    agent_listing.cover_send(task, stale, transports.AgentReply(task={"id": "x"}), 0.1)
     task.refresh_from_db()
     assert task.next_poll_at <= timezone.now()
