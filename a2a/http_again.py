@@ -55,15 +55,15 @@ def send_again(agents: Iterable[AgentProfile]) -> int:
         Q(deadline_at__isnull=True) | Q(deadline_at__gt=timezone.now()),
         state__in=ACTIVE_STATES,
         transport=Transport.OFFLINE,
+        agent_id__in=ids,
         agent__gateway_seen_at__isnull=True,
-    ).values_list("pk", "agent_id")
+    ).values_list("pk", flat=True)
     sent = 0
-    for pk, agent_id in waiting:
-        if agent_id in ids:
-            try:
-                sent += int(_send_again(pk))
-            except Exception:  # one task's trouble must not keep the others waiting
-                log.exception("task %s: could not send it again over HTTP", pk)
+    for pk in waiting.order_by():
+        try:
+            sent += int(_send_again(pk))
+        except Exception:  # one task's trouble must not keep the others waiting
+            log.exception("task %s: could not send it again over HTTP", pk)
     return sent
 
 

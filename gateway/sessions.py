@@ -32,7 +32,9 @@ def outbox(agent_id: str, channel_name: str | None = None) -> list[uuid.UUID]:
     agent opened)."""
     rows = Delivery.objects.filter(agent_id=agent_id, status__in=OPEN_STATUSES)
     if channel_name is not None:
-        live = presence.fresh_presence().exclude(channel_name=channel_name)
+        live = (
+            presence.fresh_presence().filter(agent_id=agent_id).exclude(channel_name=channel_name)
+        )
         rows = rows.exclude(channel_name__in=live.values("channel_name"))
     ordered = sorted(rows.values_list("status", "created_at", "id"), key=_outbox_order)
     return [delivery_id for _status, _created, delivery_id in ordered]
@@ -97,7 +99,9 @@ def claim(
     """
     rows = Delivery.objects.filter(pk=delivery_id, agent_id=agent_id)
     if resend:
-        live = presence.fresh_presence().exclude(channel_name=channel_name)
+        live = (
+            presence.fresh_presence().filter(agent_id=agent_id).exclude(channel_name=channel_name)
+        )
         rows = rows.filter(status__in=OPEN_STATUSES).exclude(
             channel_name__in=live.values("channel_name")
         )
