@@ -15,6 +15,7 @@ from django.db import connections
 from a2a import services
 from a2a.agent_push_asgi import close_pool
 from a2a.models import Task
+from tests.support.agents import TestAgent, run_agent
 
 
 @pytest.fixture
@@ -52,3 +53,29 @@ def pushed_task(
     yield created
     close_pool()
     asyncio.run(sync_to_async(connections.close_all, thread_sensitive=True)())
+
+
+@pytest.fixture(scope="module")
+def module_peer() -> Iterator[TestAgent]:
+    """A real a2a-sdk agent for a whole module (started once; :func:`polled_user` resets
+    what it recorded for each test)."""
+    with run_agent() as agent:
+        yield agent
+
+
+@pytest.fixture
+def polled_user(
+    transactional_db: None,
+    make_skill: Any,
+    make_agent: Any,
+    make_user: Any,
+    module_peer: TestAgent,
+    settings: Any,
+) -> Any:
+    """:func:`module_peer` registered for ``ce-review``, followed by polls one task at a
+    time (listing off); the user who creates the tasks."""
+    module_peer.reset()
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_LIST_INTERVAL = 0  # polled one by one, not by listings
+    make_agent(skills=[make_skill(id="ce-review")], a2a_endpoint=module_peer.url)
+    return make_user()

@@ -25,7 +25,7 @@ from a2a.models import Task
 from a2a.states import NextAction, TaskState
 from a2a.transports import AgentReply
 from a2a.worker import process_task
-from tests.support.agents import TestAgent, run_agent
+from tests.support.agents import TestAgent
 
 LIMIT = Task._meta.get_field("remote_task_id").max_length
 assert LIMIT is not None
@@ -33,30 +33,6 @@ VICTIM_OUTPUT = {"verdict": "fail"}  # the other task's result, unlike this task
 
 
 # --- against the test agent ----------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def peer() -> Iterator[TestAgent]:
-    with run_agent() as agent:
-        yield agent
-
-
-@pytest.fixture
-def live(
-    transactional_db: None,
-    make_skill: Any,
-    make_agent: Any,
-    make_user: Any,
-    peer: TestAgent,
-    settings: Any,
-) -> Any:
-    """The test agent registered for ``ce-review``, followed by polls one task at a time;
-    the user who creates the tasks."""
-    peer.reset()
-    settings.ALLOW_LOOPBACK_URLS = True
-    settings.A2A_LIST_INTERVAL = 0  # polled one by one, not by listings
-    make_agent(skills=[make_skill(id="ce-review")], a2a_endpoint=peer.url)
-    return make_user()
 
 
 def create(user: Any, behaviour: str, **more: Any) -> Task:
@@ -132,10 +108,10 @@ def assert_refused(task: Task, own_id: str, other: Task) -> None:
 
 
 def test_a_poll_answered_with_another_task_takes_nothing_of_it(
-    live: Any, peer: TestAgent, monkeypatch: pytest.MonkeyPatch
+    polled_user: Any, module_peer: TestAgent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    other = victim(live)
-    task = in_flight(live)
+    other = victim(polled_user)
+    task = in_flight(polled_user)
     own_id = task.remote_task_id
     canceled = answers_about(monkeypatch, other.remote_task_id)
     process_task(task.pk)
@@ -143,14 +119,14 @@ def test_a_poll_answered_with_another_task_takes_nothing_of_it(
     # Nothing is asked of the other task afterwards, above all not its cancel.
     task.refresh_from_db()
     assert task.next_action != NextAction.POLL
-    assert other.remote_task_id not in peer.canceled + canceled
+    assert other.remote_task_id not in module_peer.canceled + canceled
 
 
 def test_a_batched_poll_answered_with_another_task_takes_nothing_of_it(
-    live: Any, monkeypatch: pytest.MonkeyPatch
+    polled_user: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    other = victim(live)
-    task = in_flight(live)
+    other = victim(polled_user)
+    task = in_flight(polled_user)
     own_id = task.remote_task_id
     answers_about(monkeypatch, other.remote_task_id)
     assert engine.poll_due(10) == 1
@@ -158,10 +134,10 @@ def test_a_batched_poll_answered_with_another_task_takes_nothing_of_it(
 
 
 def test_a_stream_event_about_another_task_takes_nothing_of_it(
-    live: Any, monkeypatch: pytest.MonkeyPatch
+    polled_user: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    other = victim(live)
-    task = in_flight(live)
+    other = victim(polled_user)
+    task = in_flight(polled_user)
     own_id = task.remote_task_id
     Task.objects.filter(pk=task.pk).update(next_action=NextAction.FOLLOW)  # a subscribe
     answers_about(monkeypatch, other.remote_task_id)
@@ -170,7 +146,7 @@ def test_a_stream_event_about_another_task_takes_nothing_of_it(
 
 
 def test_an_agent_task_id_longer_than_the_platform_keeps_is_refused_not_cut(
-    live: Any, peer: TestAgent, monkeypatch: pytest.MonkeyPatch
+    polled_user: Any, module_peer: TestAgent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     long_id = "t" * (LIMIT + 1)
     real_transport_for = transports.transport_for
@@ -191,13 +167,13 @@ def test_an_agent_task_id_longer_than_the_platform_keeps_is_refused_not_cut(
             return getattr(self.real, name)
 
     monkeypatch.setattr(agent_calls.transports, "transport_for", LongIds)
-    task = sent(create(live, "working"))
+    task = sent(create(polled_user, "working"))
     assert task.remote_task_id == ""  # neither the id nor a shortened one
     assert (task.state, task.error["code"]) == (TaskState.FAILED, "not_a2a")
     assert f"{LIMIT + 1} characters" in task.error["message"]
     assert str(LIMIT) in task.error["message"]
     assert task.error["details"]["maxLength"] == LIMIT
-    assert peer.requests_for(long_id[:LIMIT]) == 0  # never polled under a cut id
+    assert module_peer.requests_for(long_id[:LIMIT]) == 0  # never polled under a cut id
 
 
 # --- the ways of sending and following, on the one mapping ---------------------------------

@@ -19,7 +19,7 @@ exception no handler of the worker catches); the claim is then made to have run 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -32,37 +32,13 @@ from a2a.models import Task
 from a2a.states import INTERRUPTED_STATES, TERMINAL_STATES, NextAction, TaskState, Transport
 from a2a.transports.rest import RestTransport
 from a2a.worker import process_task
-from tests.support.agents import TestAgent, run_agent
+from tests.support.agents import TestAgent
 
 ANSWER = {"verdict": "pass", "answer": "EU"}  # the test agent's output for the reply "EU"
 
 
 class WorkerKilled(BaseException):
     """The worker's process dies: nothing of the worker handles it (SIGKILL)."""
-
-
-@pytest.fixture(scope="module")
-def peer() -> Iterator[TestAgent]:
-    with run_agent() as agent:
-        yield agent
-
-
-@pytest.fixture
-def user(
-    transactional_db: None,
-    make_skill: Any,
-    make_agent: Any,
-    make_user: Any,
-    peer: TestAgent,
-    settings: Any,
-) -> Any:
-    """The test agent registered for ``ce-review``, polled one task at a time (listing
-    off); the user who creates the tasks."""
-    peer.reset()
-    settings.ALLOW_LOOPBACK_URLS = True
-    settings.A2A_LIST_INTERVAL = 0
-    make_agent(skills=[make_skill(id="ce-review")], a2a_endpoint=peer.url)
-    return make_user()
 
 
 def settled(task: Task) -> bool:
@@ -125,20 +101,20 @@ def replied_and_killed(task: Task, monkeypatch: pytest.MonkeyPatch) -> Task:
     return task
 
 
-def sends(peer: TestAgent) -> int:
+def sends(module_peer: TestAgent) -> int:
     """``message:send`` requests the agent received (the task's and its replies)."""
-    return peer.counts["/message:send"]
+    return module_peer.counts["/message:send"]
 
 
 def test_a_reply_the_agent_took_before_the_worker_died_completes_the_task(
-    user: Any, peer: TestAgent, monkeypatch: pytest.MonkeyPatch
+    polled_user: Any, module_peer: TestAgent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The re-sent reply is refused for the agent's ended task; one read of that task
     completes the platform's with the agent's output, the work done once."""
-    task = asking(user)
+    task = asking(polled_user)
     remote = task.remote_task_id
     task = replied_and_killed(task, monkeypatch)
-    assert len(peer.replies[remote]) == 1  # the agent took the reply once
+    assert len(module_peer.replies[remote]) == 1  # the agent took the reply once
 
     process_task(task.pk)  # the sweep's worker: the reply is sent again
 
@@ -148,16 +124,16 @@ def test_a_reply_the_agent_took_before_the_worker_died_completes_the_task(
     assert "fallbacks" not in task.metadata or not task.metadata["fallbacks"]
     assert task.error is None
     assert task.remote_task_id == remote
-    assert len(peer.replies[remote]) == 1  # the agent did the work once
-    assert sends(peer) == 3  # the task, the dead worker's reply, the re-send it refused
+    assert len(module_peer.replies[remote]) == 1  # the agent did the work once
+    assert sends(module_peer) == 3  # the task, the dead worker's reply, the re-send it refused
 
 
 def test_a_refused_reply_the_agent_still_waits_for_goes_back_to_the_person(
-    user: Any, peer: TestAgent, monkeypatch: pytest.MonkeyPatch
+    polled_user: Any, module_peer: TestAgent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The agent refuses the reply (as an operation it does not take) and its task still
     asks: the question stands, so the person answers again; not the gateway."""
-    task = asking(user)
+    task = asking(polled_user)
     question = task.question
     services.reply_to_task(task, text="EU")
 
@@ -180,11 +156,11 @@ def test_a_refused_reply_the_agent_still_waits_for_goes_back_to_the_person(
 
 
 def test_a_refused_reply_whose_agent_task_cannot_be_read_goes_to_the_gateway(
-    user: Any, peer: TestAgent, monkeypatch: pytest.MonkeyPatch
+    polled_user: Any, module_peer: TestAgent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The re-sent reply is refused and the agent's task cannot be read either: nothing
     says where the agent is, so the task falls back as before."""
-    task = replied_and_killed(asking(user), monkeypatch)
+    task = replied_and_killed(asking(polled_user), monkeypatch)
 
     def unreadable(self: RestTransport, task_id: str, *, history: int = 0) -> Any:
         raise A2ATransientError("Agent 'x' answered HTTP 503", code="agent_http_error")
