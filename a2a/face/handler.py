@@ -25,7 +25,6 @@ from a2a.face import push, sending, sse
 from a2a.face.context import CallContext
 from a2a.face.db import db_call
 from a2a.face.errors import (
-    AgentNotFound,
     ExtendedAgentCardNotConfigured,
     InvalidParams,
     TaskNotCancelable,
@@ -37,10 +36,9 @@ from a2a.face.ids import caller_tag, toward_agent
 from a2a.face.params import opt_bool, opt_int, opt_str, opt_timestamp
 from a2a.face.serializers import task_json
 from a2a.face.stream_slots import Slot, stream_slots
-from a2a.face.visibility import task_payload, visible_task, visible_tasks
+from a2a.face.visibility import task_payload, tenant_agent, visible_task, visible_tasks
 from a2a.models import PushNotificationConfig, Task, TaskMessage
 from a2a.states import TaskState
-from agent_profiles.models import AgentProfile, AgentStatus
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
@@ -267,13 +265,7 @@ class FaceHandler:
                         "API token, an agent's API key or the extended card's own token."
                     )
             if ctx.tenant:
-                agents = AgentProfile.objects.exclude(status=AgentStatus.DISABLED)
-                agent = agents.filter(pk=ctx.tenant).first()  # a disabled one's card is gone
-                if agent is None:
-                    raise AgentNotFound(
-                        f"No agent {ctx.tenant!r}.", metadata={"agentId": ctx.tenant}
-                    )
-                return cards.agent_card(agent)
+                return cards.agent_card(tenant_agent(ctx.tenant))
             card = cards.platform_card(extended=True)
             if not card:
                 raise ExtendedAgentCardNotConfigured()

@@ -19,7 +19,6 @@ from django.views.decorators.csrf import csrf_exempt
 from a2a.face.context import build_context, check_version
 from a2a.face.db import db_call
 from a2a.face.errors import (
-    AgentNotFound,
     MethodNotAllowed,
     MethodNotFound,
     as_face_error,
@@ -124,14 +123,12 @@ async def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResp
 
 def _card_and_time(tenant: str | None) -> tuple[dict[str, Any], float | None]:
     from a2a import cards
-    from agent_profiles.models import AgentProfile, AgentStatus, Skill
+    from a2a.face.visibility import tenant_agent
+    from agent_profiles.models import AgentProfile, Skill
 
     stamps = [Skill.objects.aggregate(at=Max("updated_at"))["at"]]
     if tenant:
-        # A disabled agent's card is gone, as on /api/a2a/agent-card/{id}.
-        agent = AgentProfile.objects.filter(pk=tenant).exclude(status=AgentStatus.DISABLED).first()
-        if agent is None:
-            raise AgentNotFound(f"No agent {tenant!r}.", metadata={"agentId": tenant})
+        agent = tenant_agent(tenant)
         card = cards.agent_card(agent)
         stamps.append(agent.updated_at)
     else:

@@ -1,4 +1,5 @@
-"""Which tasks a caller may see, and a task as the caller sees it.
+"""Which tasks a caller may see, a task as the caller sees it, and which agents a tenant
+route serves.
 
 A caller sees only the tasks it created (a user, an agent calling with its key, or the
 anonymous callers together); a tenant route further restricts to that agent's tasks.
@@ -14,9 +15,10 @@ from django.db.models import QuerySet
 
 from a2a.face import queries
 from a2a.face.context import CallContext
-from a2a.face.errors import TaskNotFound
+from a2a.face.errors import AgentNotFound, TaskNotFound
 from a2a.face.serializers import task_json
 from a2a.models import Task
+from agent_profiles.models import AgentProfile, AgentStatus
 
 
 def task_id(raw: Any) -> uuid.UUID:
@@ -52,3 +54,12 @@ def task_payload(
     return task_json(
         task, history=history, history_length=history_length, include_artifacts=include_artifacts
     )
+
+
+def tenant_agent(agent_id: str) -> AgentProfile:
+    """The agent of the tenant route ``/v1/a2a/{agentId}``; AGENT_NOT_FOUND for an unknown
+    or disabled one (a disabled agent's card is gone, as on ``/api/a2a/agent-card/{id}``)."""
+    agent = AgentProfile.objects.filter(pk=agent_id).exclude(status=AgentStatus.DISABLED).first()
+    if agent is None:
+        raise AgentNotFound(f"No agent {agent_id!r}.", metadata={"agentId": agent_id})
+    return agent
