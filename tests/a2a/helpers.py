@@ -115,3 +115,23 @@ def push(task: Task, body: Any, *, token: str | None = "", attempt: int = 1) -> 
     if token == "":
         token = agent_push_tokens.token_for(task.pk, task.agent_id, attempt)
     return post(f"/api/a2a/push/{task.pk}/{task.agent_id}/{attempt}", body, token)
+
+
+T3 = "2026-12-01T10:00:03Z"
+
+
+def done(output: Any, timestamp: str = T3) -> dict[str, Any]:
+    """A push of the agent's task ``agent-task-1``, COMPLETED with ``output``."""
+    return {
+        "task": {
+            "id": "agent-task-1",
+            "contextId": "c",
+            "status": {"state": "TASK_STATE_COMPLETED", "timestamp": timestamp},
+            "artifacts": [{"artifactId": "a1", "parts": [{"data": output}]}],
+        }
+    }
+
+
+def fresh(task: Task) -> Task:
+    task.refresh_from_db()
+    return task
