@@ -7,7 +7,6 @@ an excerpt's ``…``), left the start of one cut there."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -19,6 +18,7 @@ from a2a.transports.jsonrpc import JsonRpcTransport
 from a2a.wire import user_message
 from agent_profiles.interfaces import JSONRPC, CallTarget
 from tests.a2a.test_secret_echoes import agent_with, run, stored
+from tests.support.serving import threaded
 
 SECRET = "SUPERSECRET-RPC-ID-TOKEN-0123456789abcdef"
 
@@ -53,14 +53,8 @@ class EchoInId(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def echo() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), EchoInId)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with threaded(ThreadingHTTPServer(("127.0.0.1", 0), EchoInId)) as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)

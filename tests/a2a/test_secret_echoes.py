@@ -28,6 +28,7 @@ from a2a.states import TERMINAL_STATES, Transport
 from a2a.transports import credentials as outbound_credentials
 from agent_profiles.credentials import set_credentials
 from agent_profiles.models import AgentProfile
+from tests.support.serving import threaded
 
 pytestmark = pytest.mark.django_db
 
@@ -104,13 +105,8 @@ class Echo(BaseHTTPRequestHandler):
 def echo() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
     server.calls = 0  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with threaded(server) as url:
+        yield url
 
 
 @pytest.fixture

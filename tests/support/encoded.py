@@ -20,11 +20,12 @@ import functools
 import gzip
 import json
 import sys
-import threading
 import zlib
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.support.serving import threaded
 
 Answer = tuple[int, dict[str, str], bytes]
 Route = Answer | Callable[[Any], Answer]
@@ -106,14 +107,8 @@ def encoded_server(routes: dict[str, Route]) -> Iterator[str]:
     """Serve ``routes`` on 127.0.0.1 until exit; yields the base URL."""
     server = _Server(("127.0.0.1", 0), _Handler)
     server.routes = routes
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with threaded(server) as url:
+        yield url
 
 
 @contextlib.contextmanager

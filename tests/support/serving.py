@@ -1,4 +1,5 @@
-"""Serving a test peer: free ports, refused URLs, and an ASGI app under uvicorn in a thread.
+"""Serving a test peer: free ports, refused URLs, a stdlib HTTP server in a thread, and an
+ASGI app under uvicorn in a thread.
 
 Django-free on purpose: benchmarks and ``python -m tests.support.agents`` use it outside
 a Django process.
@@ -12,6 +13,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from http.server import HTTPServer
 from typing import Protocol, TypeVar
 
 import uvicorn
@@ -40,6 +42,19 @@ def free_port() -> int:
 def down_url() -> str:
     """The URL of a port nobody listens on: every call is refused."""
     return f"http://127.0.0.1:{free_port()}"
+
+
+@contextlib.contextmanager
+def threaded(server: HTTPServer) -> Iterator[str]:
+    """Serve ``server`` (bound to 127.0.0.1) on a thread until exit; yields its base URL."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
 
 
 class _Server(uvicorn.Server):
