@@ -8,10 +8,11 @@ so it waited until its deadline and failed, although the agent was back seconds 
 The registry tells this module when such an agent answers again (a passing health check,
 a call that succeeded: ``agent_profiles.health.register_recovery``, registered in
 ``a2a.apps``). Each of its offline tasks still active and within its deadline whose last
-answer says the endpoint did not answer (:data:`UNANSWERED`) then has its gateway
-assignment withdrawn and goes back to A2A, sent at once with its HTTP retries there
-again (:meth:`Task.back_to_http`). Agents that use the gateway keep their offline tasks
-waiting for it, as before.
+answer says the endpoint did not answer (:data:`UNANSWERED`) then has what waits for it
+on the gateway withdrawn (its assignment, or a person's reply to the agent's question)
+and goes back to A2A, sent at once with its HTTP retries there again
+(:meth:`Task.back_to_http`): a first send, or the reply. Agents that use the gateway
+keep their offline tasks waiting for it, as before.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ log = logging.getLogger("a2a.lifecycle")
 # would be refused again, and the task go offline again, at every check until its deadline.
 UNANSWERED = frozenset({"agent_unreachable", "agent_timeout", "agent_http_error", "agent_busy"})
 
-WITHDRAWN = "withdrawn"  # what the gateway's follow_up answers for an assignment withdrawn
+WITHDRAWN_REASON = "withdrawn: the agent answers over HTTP again; sent to it over HTTP"
 
 
 def send_again(agents: Iterable[AgentProfile]) -> int:
@@ -80,12 +81,10 @@ def _send_again(pk: Any) -> bool:
             or (task.error or {}).get("code") not in UNANSWERED
         ):
             return False
-        # The gateway's own withdrawal (as a cancel of a task the agent never received,
-        # which reassign uses too), so a later connection of the agent does not get the
-        # task as well. Anything else than "withdrawn" means there was no pending
-        # assignment (a reply waiting, or a connection took it meanwhile): the cancel
-        # frame it queued then is undone with this transaction, and the task stays.
-        if transports.gateway().follow_up(task, "cancel", None) != WITHDRAWN:
+        # What the gateway holds for the agent (the assignment, or a reply to its
+        # question) is withdrawn, so a later connection of the agent does not get it as
+        # well. Nothing to withdraw means a connection took it meanwhile: the task stays.
+        if not transports.gateway().withdraw(task, WITHDRAWN_REASON):
             transaction.set_rollback(True)
             return False
         if not task.back_to_http(metadata=_way_back(task)):

@@ -26,7 +26,7 @@ from django.utils import timezone
 from a2a.exceptions import A2ACallError, A2AProtocolError
 from a2a.models import Task
 from a2a.states import Transport
-from gateway import presence, services
+from gateway import offline, presence, services
 from gateway.models import OPEN_STATUSES, Delivery, DeliveryKind
 
 
@@ -95,6 +95,9 @@ class GatewayFallback:
 
     def follow_up(self, task: Task, kind: str, message: dict[str, Any] | None) -> str:
         return services.send_followup(task, "message" if kind == "reply" else kind, message)
+
+    def withdraw(self, task: Task, reason: str) -> bool:
+        return offline.withdraw_unsent(task, reason)
 
 
 GATEWAY = GatewayFallback()

@@ -41,6 +41,20 @@ def close_open_deliveries(task_id: Any, reason: str) -> int:
         return int(cursor.rowcount)
 
 
+def withdraw_unsent(task: Task, reason: str) -> bool:
+    """Withdraw a task's deliveries the agent never received (its assignment, a reply),
+    all or none: none while one of them is out on a socket (sent, not acked), which the
+    agent may act on. True when some were withdrawn. Within the caller's transaction,
+    the rows locked."""
+    with transaction.atomic():
+        owed = Delivery.objects.select_for_update().filter(task=task, status__in=OPEN_STATUSES)
+        statuses = set(owed.values_list("status", flat=True))
+        if statuses != {DeliveryStatus.PENDING}:
+            return False
+        owed.update(status=DeliveryStatus.CANCELED, closed_reason=reason[:500])
+    return True
+
+
 def expire_offline_tasks(limit: int = 500) -> int:
     """Fail tasks whose assignment waited past ``OFFLINE_TASK_TTL``; returns how many."""
     now = timezone.now()

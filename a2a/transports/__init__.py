@@ -66,6 +66,11 @@ class GatewayTransport(Protocol):
     def follow_up(self, task: Task, kind: str, message: dict[str, Any] | None) -> str:
         """Send a reply (``"message"``) or a ``"cancel"`` for a task the gateway holds."""
 
+    def withdraw(self, task: Task, reason: str) -> bool:
+        """Take back what the gateway holds for the task and never gave the agent (its
+        assignment, a reply), closed with ``reason``; False, and nothing changed, when
+        there is nothing to take back or part of it reached the agent."""
+
 
 _gateway: GatewayTransport | None = None
 

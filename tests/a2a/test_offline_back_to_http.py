@@ -17,10 +17,10 @@ from a2a.models import Task
 from a2a.states import NextAction, TaskState, Transport
 from agent_profiles import health
 from agent_profiles.models import AgentProfile
-from gateway.models import OPEN_STATUSES, Delivery
+from gateway.models import OPEN_STATUSES, Delivery, DeliveryStatus
 from tests.a2a.test_peers import drive, settled
-from tests.support.agents import run_agent
-from tests.support.serving import free_port
+from tests.support.agents import TestAgent, build_app, run_agent
+from tests.support.serving import free_port, serve_agent
 
 pytestmark = pytest.mark.django_db
 
@@ -137,4 +137,50 @@ def test_a_task_the_agent_refused_is_not_sent_again(make_agent: Any, skill: Any,
         task.refresh_from_db()
         assert task.transport == Transport.OFFLINE
         assert open_deliveries(task) == 1
+        assert peer.sends == 0
+
+
+def test_a_reply_gone_offline_goes_back_over_http_when_the_agent_answers_again(
+    make_agent: Any, skill: Any, user: Any
+) -> None:
+    """A person's answer to the agent's question, sent while the agent restarts: its
+    retries used up, the reply waited on the gateway, which the agent never connects to.
+    When the agent answers again, the reply goes to it over HTTP, and the task ends."""
+    agent = TestAgent(port=free_port())
+    app = build_app(agent)  # its task store outlives a restart: the agent keeps its task
+    make_agent(skills=[skill], a2a_endpoint=agent.url)
+    data = {"product": "lamp", "behaviour": "ask"}
+    with serve_agent(agent, app):
+        task = services.create_task(skill_id="ce-review", input=data, user=user)
+        task = drive(task, lambda t: t.state == TaskState.INPUT_REQUIRED or settled(t))
+        assert task.state == TaskState.INPUT_REQUIRED
+    services.reply_to_task(task, text="EU")  # the agent is down now
+    task = drive(task, offline_or_settled)
+    assert (task.state, task.transport) == (TaskState.WORKING, Transport.OFFLINE)
+    assert task.error["code"] == "agent_unreachable"
+    assert open_deliveries(task) == 1  # the reply, waiting on the gateway
+    with serve_agent(agent, app):
+        assert health.check_agents() == {"agent-one": "healthy"}
+        task.refresh_from_db()
+        assert (task.transport, task.next_action) == (Transport.A2A, NextAction.SEND)
+        assert open_deliveries(task) == 0
+        withdrawn = Delivery.objects.get(task=task)
+        assert "answers over HTTP again" in withdrawn.closed_reason
+        task = drive(task, settled)
+    assert (task.state, task.output["answer"]) == (TaskState.COMPLETED, "EU")
+    assert len(agent.replies[task.remote_task_id]) == 1
+
+
+def test_a_task_whose_assignment_is_out_on_a_socket_stays_with_the_gateway(
+    make_agent: Any, skill: Any, user: Any
+) -> None:
+    """The agent took the assignment over a socket meanwhile (sent, not acked yet): it may
+    act on it, so the task is not sent over HTTP as well."""
+    task, port = gone_offline(make_agent, skill, user)
+    Delivery.objects.filter(task=task).update(status=DeliveryStatus.SENT)
+    with run_agent(port=port) as peer:
+        assert health.check_agents() == {"agent-one": "healthy"}
+        task.refresh_from_db()
+        assert (task.transport, task.next_action) == (Transport.OFFLINE, NextAction.NONE)
+        assert Delivery.objects.get(task=task).status == DeliveryStatus.SENT
         assert peer.sends == 0
