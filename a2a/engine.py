@@ -43,6 +43,7 @@ from a2a import (
     agent_answers,
     agent_calls,
     agent_listing,
+    agent_reads,
     agent_registry,
     follow_policy,
     remote_ids,
@@ -194,7 +195,7 @@ class Polled:
 @cpu_stage("poll")
 def _call(polled: Polled) -> Polled:
     try:
-        polled.reply = agent_calls.read_task(polled.target, polled.task.remote_task_id)
+        polled.reply = agent_reads.read_task(polled.target, polled.task.remote_task_id)
     except A2ACallError as exc:
         polled.error = exc
     except Exception as exc:  # a bug in a transport must not sink the batch

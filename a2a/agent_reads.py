@@ -1,0 +1,112 @@
+"""Reading an agent's task back (``GetTask``): a poll's read, and the read after a
+follow-up the agent refused (:func:`read_after_refusal`); for the worker's calls
+(:mod:`a2a.agent_calls`) and the batched polls (:mod:`a2a.engine`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from a2a import agent_answers, transports
+from a2a.agent_updates import apply_agent_reply
+from a2a.exceptions import A2AAuthError, A2ACallError, A2APermanentError
+from a2a.follow_policy import POLL
+from a2a.models import Task
+from a2a.states import INTERRUPTED_STATES, TaskState, normalize_state
+from a2a.task_actions import ask_again
+from a2a.transports.base import AgentReply
+from a2a.wire import task_output
+from agent_profiles.interfaces import CallTarget
+
+log = logging.getLogger(__name__)
+
+
+def read_task(target: CallTarget, remote_task_id: str) -> AgentReply:
+    """A poll's ``GetTask`` (the worker's and the batched engine's): the task without its
+    conversation, read once more with its last message when that may hold the output."""
+    transport = transports.transport_for(target)
+    reply = transport.get_task(remote_task_id)
+    if _output_in_history(reply):
+        reply = transport.get_task(remote_task_id, history=1)
+    return reply
+
+
+def _output_in_history(reply: AgentReply) -> bool:
+    """Whether a poll found the task COMPLETED with no output (no value, no text) in its
+    artifacts or status message: then its output may be the agent's last message, which
+    a poll leaves out (LangGraph's server keeps a task's result there). Once per task, at
+    its end, and only for agents that answer so."""
+    remote = reply.task or {}
+    status = remote.get("status") or {}
+    if normalize_state(status.get("state")) != TaskState.COMPLETED or remote.get("history"):
+        return False
+    return task_output(remote.get("artifacts"), status.get("message")) is None
+
+
+# Codes of a send the agent refused (HTTP 4xx, a JSON-RPC error): not its credentials
+# (A2AAuthError), a task it does not know, a version it does not speak.
+_REFUSALS = ("agent_refused", "unsupported_operation")
+
+
+def read_after_refusal(task: Task, exc: A2ACallError) -> bool:
+    """A follow-up (a reply, naming the agent's task) the agent refused: read the agent's
+    task (``GetTask``) and go on from what it says. True when that was done; False when
+    the task cannot be read (or the failure is no refusal), for
+    :func:`~a2a.task_actions.handle_send_failure` to decide as for any failed send.
+
+    Why: a reply sent again after the worker that sent it died (the agent took it and
+    ended its task before the platform recorded the answer) is refused for the task's
+    end (a2a-sdk: HTTP 400, reason UNSUPPORTED_OPERATION, "Task … is in terminal
+    state"), not for what it says. Handed to the gateway as an agent that takes no sends,
+    the task then failed at its deadline while the agent held its result. So:
+
+    * the agent's task ended, works on, or asks a new question: applied as a poll's
+      answer (a COMPLETED's output validated) and followed;
+    * it still asks the question the reply answers (its repeat is stale news to
+      :func:`~a2a.agent_updates.apply_agent_update`, so the task did not move): the reply
+      was refused for what it says, and the person answers again
+      (:func:`~a2a.task_actions.ask_again`), whatever the refusal's code.
+    """
+    metadata = task.metadata or {}
+    if (
+        not task.remote_task_id
+        or not isinstance(exc, A2APermanentError)
+        or isinstance(exc, A2AAuthError)  # GetTask would be refused the same way
+        or exc.code not in _REFUSALS
+        or not task.agent.polling
+        or metadata.get("noPolling")  # no GetTask to ask
+    ):
+        return False
+    state_before = task.state
+    news: dict[str, Any] = {}
+    try:
+        target = agent_answers.target_of(task)
+        reply = read_task(target, task.remote_task_id)
+        # Before the answer is applied: it may fail the task (an invalid output), and
+        # that error must stand.
+        agent_answers.answered(task)  # the agent answered: no send failure stands
+        # Checked (another task's id, a state it cannot read...) before anything is kept.
+        apply_agent_reply(task, task_json=reply.task, message=None, via="a2a", pending=news)
+    except A2ACallError as unread:
+        log.info(
+            "task %s: agent %s refused the follow-up (%s) and its task %s cannot be read (%s)",
+            task.pk,
+            task.agent_id,
+            exc.code,
+            task.remote_task_id,
+            unread.code,
+        )
+        return False
+    log.info(
+        "task %s: agent %s refused the follow-up (%s); its task %s is %s",
+        task.pk,
+        task.agent_id,
+        exc.code,
+        task.remote_task_id,
+        reply.state,
+    )
+    if reply.state in INTERRUPTED_STATES and task.state == state_before:
+        ask_again(task, exc)
+        return True
+    agent_answers.after_answer(task, target, reply, state_before, POLL, news)
+    return True
