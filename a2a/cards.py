@@ -6,9 +6,10 @@ An agent's card points at the platform's tenant routes ``/v1/a2a/{agentId}``: cl
 reach the agent through the platform, with the platform's capabilities.
 
 The JSON-RPC URL also serves A2A 0.3 (see :mod:`a2a.face.legacy`), listed as a third
-interface with protocol version 0.3. Like the official SDK's servers, the card also carries
-the top-level fields a 0.3 client reads (``url``, ``preferredTransport``,
-``protocolVersion``, ``additionalInterfaces``), pointing at that interface; 1.0 clients
+interface with protocol version 0.3. Rendered as the official SDK's servers render cards,
+the card also carries the fields a 0.3 client reads (``url``, ``preferredTransport``,
+``protocolVersion``, ``additionalInterfaces`` pointing at that interface, ``security``,
+``supportsAuthenticatedExtendedCard`` and the 0.3 keys of the bearer scheme); 1.0 clients
 ignore them.
 """
 
@@ -19,16 +20,23 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from google.protobuf.json_format import MessageToDict
 
-from a2a.compat.v0_3.conversions import to_compat_agent_card
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.types import a2a_pb2 as pb
 from agent_profiles.models import AgentProfile, AgentStatus, Skill
 
 PROTOCOL_VERSION = "1.0"
 LEGACY_PROTOCOL_VERSION = "0.3"
-# The 0.3 card fields added beside the 1.0 ones (a 0.3 client reads nothing else).
-LEGACY_CARD_FIELDS = ("url", "preferredTransport", "protocolVersion", "additionalInterfaces")
+# The top-level 0.3 card fields added beside the 1.0 ones (a 0.3 client reads nothing
+# else); the bearer scheme also gets its 0.3 keys (``type``, ``scheme``).
+LEGACY_CARD_FIELDS = (
+    "url",
+    "preferredTransport",
+    "protocolVersion",
+    "additionalInterfaces",
+    "security",
+    "supportsAuthenticatedExtendedCard",
+)
 PLATFORM_VERSION = "1.0.0"
 DEFAULT_MODES = ["application/json", "text/plain"]
 BEARER_SCHEME = "bearer"
@@ -139,16 +147,15 @@ def _offering_agents(skill: Skill) -> list[str]:
 
 
 def _to_dict(card: pb.AgentCard) -> dict[str, Any]:
-    # Capabilities are reported even when false, so a client never has to guess.
-    data = MessageToDict(card)
+    # The official SDK's rendering, with the 0.3 fields a 0.3 client reads merged in
+    # (its interface, ``security`` and the 0.3 form of the bearer scheme, without which
+    # a 0.3 SDK's auth interceptor sends no credentials, ``supportsAuthenticatedExtendedCard``).
+    data = agent_card_to_dict(card)
     data.setdefault("skills", [])  # required by A2A even when empty
+    # Capabilities are reported even when false, so a client never has to guess.
     data["capabilities"] = {
         "streaming": card.capabilities.streaming,
         "pushNotifications": card.capabilities.push_notifications,
         "extendedAgentCard": card.capabilities.extended_agent_card,
     }
-    legacy = to_compat_agent_card(card).model_dump(mode="json", by_alias=True, exclude_none=True)
-    for key in LEGACY_CARD_FIELDS:
-        if key in legacy:
-            data[key] = legacy[key]
     return data

@@ -562,6 +562,9 @@ LOGGING = {
         # one INFO line per admin login and logout; failures and lockouts are WARNING
         "axes.handlers.database": {"level": "WARNING"},
         "django.request": {"filters": ["no_favicon"]},
+        # a2a-sdk's card rendering warns at every fetch of a card with no skill yet (a
+        # fresh install's own card): nothing for an operator to act on.
+        "a2a.utils.proto_utils": {"level": "ERROR"},
     },
 }
 if EMBEDDED:

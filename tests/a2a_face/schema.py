@@ -39,8 +39,21 @@ JSONRPC_RESULTS: dict[str, str | None] = {
     "DeleteTaskPushNotificationConfig": None,
     "GetExtendedAgentCard": "Agent Card",
 }
-# The 0.3 fields a card carries for 0.3 clients (see a2a/cards.py), as the SDK's do.
+# The 0.3 fields a card carries for 0.3 clients (see a2a/cards.py), as the SDK's do:
+# top-level ones, and the 0.3 keys beside each security scheme's 1.0 one.
 CARD_COMPAT_KEYS = set(LEGACY_CARD_FIELDS)
+SCHEME_COMPAT_KEYS = {"type", "scheme", "description", "in", "name", "bearerFormat"}
+
+
+def core_card(card: dict[str, Any]) -> dict[str, Any]:
+    """The card without its 0.3 compatibility fields: what the 1.0 schema describes."""
+    core = {k: v for k, v in card.items() if k not in CARD_COMPAT_KEYS}
+    if isinstance(core.get("securitySchemes"), dict):
+        core["securitySchemes"] = {
+            name: {k: v for k, v in scheme.items() if k not in SCHEME_COMPAT_KEYS}
+            for name, scheme in core["securitySchemes"].items()
+        }
+    return core
 
 
 @cache
@@ -114,7 +127,7 @@ def _check_result(definition: str | None, value: Any) -> None:
         assert value in ({}, None), value
         return
     if definition == "Agent Card" and isinstance(value, dict):
-        value = {k: v for k, v in value.items() if k not in CARD_COMPAT_KEYS}
+        value = core_card(value)
     if isinstance(value, dict) and "error" in value and definition == "Stream Response":
         check_rest_error(value, None)
         return

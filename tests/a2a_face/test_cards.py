@@ -7,11 +7,14 @@ import types
 from typing import Any
 
 import pytest
+from a2a.compat.v0_3 import types as v03
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.types import a2a_pb2 as pb
 from django.test import Client
+from google.protobuf.json_format import ParseDict
 
-from a2a.cards import LEGACY_CARD_FIELDS
 from tests.a2a_face.conftest import FaceClient, error_reason
-from tests.a2a_face.schema import validate
+from tests.a2a_face.schema import core_card, validate
 
 pytestmark = pytest.mark.django_db
 
@@ -128,7 +131,7 @@ def test_the_real_card_advertises_both_bindings(skill: Any, settings: Any) -> No
     # What a 0.3 client reads: the 0.3 JSON-RPC interface.
     assert body["url"] == f"{settings.PUBLIC_URL}/v1/a2a/jsonrpc"
     assert (body["preferredTransport"], body["protocolVersion"]) == ("JSONRPC", "0.3")
-    validate("Agent Card", {k: v for k, v in body.items() if k not in LEGACY_CARD_FIELDS})
+    validate("Agent Card", core_card(body))
     assert body["capabilities"]["streaming"] is True
     assert body["capabilities"]["pushNotifications"] is True
     assert [s["id"] for s in body["skills"]] == ["ce-review"]
@@ -141,3 +144,25 @@ def test_the_real_card_changes_its_etag_when_a_skill_changes(skill: Any) -> None
     second = Client().get("/.well-known/agent-card.json", headers={"If-None-Match": first["ETag"]})
     assert second.status_code == 200
     assert second["ETag"] != first["ETag"]
+
+
+@pytest.mark.parametrize(
+    "path", ["/.well-known/agent-card.json", "/v1/a2a/agent-one/.well-known/agent-card.json"]
+)
+def test_a_0_3_client_reads_the_security_and_the_extended_card_the_official_server_gives(
+    path: str, agent: Any, settings: Any
+) -> None:
+    """A 0.3 client (a2a-sdk 0.3, @a2a-js/sdk 0.3) reads ``security`` and the 0.3 form of
+    the bearer scheme to send its credentials (without them its auth interceptor sends
+    none, and every call is refused), and ``supportsAuthenticatedExtendedCard`` to fetch
+    the extended card; the official a2a-sdk server puts them on the same card."""
+    settings.A2A_EXTENDED_CARD_BEARER_TOKEN = "s3cret-extended"
+    served = Client().get(path).json()
+    official = agent_card_to_dict(ParseDict(served, pb.AgentCard(), ignore_unknown_fields=True))
+    assert served == official
+    legacy = v03.AgentCard.model_validate(served)  # as a 0.3 client reads it
+    assert legacy.security == [{"bearer": []}]
+    assert isinstance(legacy.security_schemes["bearer"].root, v03.HTTPAuthSecurityScheme)
+    assert legacy.security_schemes["bearer"].root.scheme == "Bearer"
+    assert legacy.supports_authenticated_extended_card is True
+    validate("Agent Card", core_card(served))
