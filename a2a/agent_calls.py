@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -73,13 +73,30 @@ log = logging.getLogger(__name__)
 
 
 def _apply_timeout(task: Task, target: CallTarget, followup: bool) -> None:
-    """The agent's ``timeoutMs`` replaces ``A2A_TASK_TIMEOUT`` for this task's deadline."""
+    """The agent's ``timeoutMs`` replaces ``A2A_TASK_TIMEOUT`` for this task's deadline:
+    from the reply for a follow-up, from the attempt's start for a first message."""
     if not target.timeout_seconds or target.timeout_seconds <= 0:
         return
-    start = timezone.now() if followup else task.created_at
+    start = timezone.now() if followup else _attempt_began(task)
     deadline = start + timedelta(seconds=target.timeout_seconds)
     if deadline != task.deadline_at:
         task.note(deadline_at=deadline)
+
+
+def _attempt_began(task: Task) -> datetime:
+    """When the task's current attempt began: its creation, or the last person's retry or
+    reassignment (each a fresh attempt whose deadline starts again; from the creation, a
+    task retried later than ``timeoutMs`` after it was sent with its deadline past)."""
+    began = task.created_at
+    metadata = task.metadata or {}
+    for key in ("retries", "reassignments"):
+        steps = metadata.get(key)
+        if isinstance(steps, list) and steps and isinstance(steps[-1], dict):
+            try:
+                began = max(began, datetime.fromisoformat(str(steps[-1].get("at"))))
+            except (TypeError, ValueError):
+                continue  # an edited row: the creation stands
+    return began
 
 
 # --- send ---------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""An agent's own call settings: ``timeoutMs`` replaces A2A_TASK_TIMEOUT for its tasks,
-``pollIntervalMs`` is the first poll interval."""
+"""An agent's own call settings: ``timeoutMs`` replaces A2A_TASK_TIMEOUT for its tasks
+(from each attempt's start), ``pollIntervalMs`` is the first poll interval."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
-from a2a import agent_calls, follow_policy, services
+from a2a import agent_calls, follow_policy, services, worker
 from a2a.models import Task
+from a2a.states import ACTIVE_STATES, NextAction, TaskState
 from agent_profiles.interfaces import call_target
+from tests.support.agents import TestAgent
 
 pytestmark = pytest.mark.django_db
 
@@ -43,3 +46,48 @@ def test_a_timeout_names_the_agents_setting(task: Task) -> None:
 
     assert worker.fail_timeout(task)
     assert "7 s (the agent's timeoutMs)" in task.error["message"]
+
+
+def _failed_an_hour_ago(task: Task) -> Task:
+    """The task as one created an hour ago that failed (longer ago than ``timeoutMs``)."""
+    an_hour_ago = timezone.now() - timedelta(hours=1)
+    Task.objects.filter(pk=task.pk).update(
+        created_at=an_hour_ago,
+        state=TaskState.FAILED,
+        error={"code": "agent_failed", "message": "it broke"},
+        next_action=NextAction.NONE,
+        next_poll_at=None,
+        lease_until=None,
+    )
+    task.refresh_from_db()
+    return task
+
+
+@pytest.mark.parametrize("again", ["retry", "reassign"])
+def test_a_fresh_attempt_gets_the_agents_timeout_from_its_start(
+    again: str, peer: TestAgent, make_skill: Any, make_agent: Any, make_user: Any, settings: Any
+) -> None:
+    """A person's retry or reassignment starts a fresh attempt, whose deadline starts
+    again: from the creation, a task retried later than the agent's ``timeoutMs`` after it
+    was sent with its deadline past, and failed ``timeout`` at the next sweep."""
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_LIST_INTERVAL = 0
+    skill = make_skill()
+    make_agent(skills=[skill], a2a_endpoint=peer.url, timeout=60.0)
+    make_agent(id="agent-two", skills=[skill], a2a_endpoint=peer.url, timeout=60.0)
+    data = {"product": "lamp", "behaviour": "working"}
+    task = services.create_task(skill_id=skill.id, input=data, user=make_user())
+    task = _failed_an_hour_ago(task)
+    if again == "retry":
+        services.retry_task(task)
+    else:
+        services.reassign_task(task, agent_id="agent-two")
+    began = timezone.now()
+    worker.process_task(task.pk)  # the fresh attempt's send
+    task.refresh_from_db()
+    assert task.remote_task_id
+    assert task.state in ACTIVE_STATES
+    assert began < task.deadline_at <= began + timedelta(seconds=61)
+    worker.expire_overdue()  # what the next sweep does
+    task.refresh_from_db()
+    assert task.state in ACTIVE_STATES, task.error
