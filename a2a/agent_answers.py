@@ -20,7 +20,13 @@ from a2a.exceptions import A2ACallError
 from a2a.follow_policy import POLL, base_interval, schedule_poll
 from a2a.hints import queue_processing
 from a2a.models import Task
-from a2a.states import ACTIVE_STATES, NextAction, TaskState, Transport
+from a2a.states import (
+    ACTIVE_STATES,
+    TERMINAL_STATES,
+    NextAction,
+    TaskState,
+    Transport,
+)
 from a2a.transports import AgentReply
 from agent_profiles.interfaces import CallTarget
 
@@ -84,7 +90,13 @@ def after_answer(
             return
     if news:
         task.note(**news)
-    if task.state == TaskState.CANCELED and task.remote_task_id and not task.next_action:
+    if (
+        task.state == TaskState.CANCELED
+        and task.remote_task_id
+        and not task.next_action
+        and "remoteCancel" not in (task.metadata or {})  # the agent was told already
+        and reply.state not in TERMINAL_STATES  # its task ended anyway
+    ):
         # Canceled while our call was on the wire: the agent has a task now; stop it.
         task.schedule(NextAction.CANCEL)
         queue_processing(task.pk)
