@@ -15,6 +15,14 @@ def new_config_id() -> str:
     return uuid.uuid4().hex
 
 
+class PushProtocol(models.TextChoices):
+    """The A2A version whose method stored a config: its webhook expects that version's
+    notification (1.0: a ``StreamResponse``; 0.3: the bare 0.3 ``Task``)."""
+
+    V1_0 = "1.0", "A2A 1.0"
+    V0_3 = "0.3", "A2A 0.3"
+
+
 class PushNotificationConfig(models.Model):
     """A client's webhook for one task: every state change is POSTed to ``url``."""
 
@@ -29,6 +37,11 @@ class PushNotificationConfig(models.Model):
     consecutive_failures = models.PositiveIntegerField(default=0)
     disabled_reason = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # Which version's method set it (configs stored before this field are 1.0's): a 0.3
+    # client's webhook cannot parse a 1.0 payload.
+    protocol_version = models.CharField(
+        max_length=8, choices=PushProtocol.choices, default=PushProtocol.V1_0
+    )
 
     class Meta:
         ordering = ["created_at", "id"]

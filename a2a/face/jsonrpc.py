@@ -106,6 +106,9 @@ class _Call:
             self.version = PROTOCOL_VERSION
         # The whole body was checked for bad text when it was read.
         self.params = read_params(self.operation, raw_params, checked=True)
+        if self.legacy:
+            # After reading, which would drop the mark: a 0.3 client's webhook gets 0.3.
+            legacy.mark_push_config(self.operation, self.params)
 
     def result(self, result: Any) -> Any:
         return legacy.result_out(self.operation, result) if self.legacy else result

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from a2a.compat.v0_3 import types as v03
+from a2a.face.context import LEGACY_VERSION
 from a2a.face.errors import InvalidParams
 from a2a.states import INTERRUPTED_STATES, TERMINAL_STATES
 
@@ -146,6 +147,26 @@ def params_in(method: str, raw: Any) -> dict[str, Any]:
     if p.get("historyLength") is not None:
         out["historyLength"] = p["historyLength"]
     return out
+
+
+# Under this key the params of a 0.3 call say that its push config is 0.3's (its webhook
+# gets 0.3 notifications: :mod:`a2a.face.push`). Set after the params are read, which drops
+# every field the request message does not have; no ProtoJSON name starts with ``@``, so
+# no client, of either version, can send it.
+PUSH_VERSION_KEY = "@protocolVersion"
+
+
+def mark_push_config(operation: str, params: dict[str, Any]) -> None:
+    """Mark the push config in a 0.3 call's (read) params, if any, as set over 0.3: the
+    ``tasks/pushNotificationConfig/set`` config, or a send's
+    ``configuration.pushNotificationConfig``."""
+    if operation == "create_push_config":
+        params[PUSH_VERSION_KEY] = LEGACY_VERSION
+    elif operation in ("send_message", "stream_message"):
+        configuration = params.get("configuration")
+        push = configuration.get("taskPushNotificationConfig") if configuration else None
+        if isinstance(push, dict):
+            push[PUSH_VERSION_KEY] = LEGACY_VERSION
 
 
 # --- answers: 1.0 → 0.3 ---------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 On every state change (see :mod:`a2a.face.signals`) one :class:`PushDelivery` row per
 enabled config is stored with the ``StreamResponse`` payload, then a Celery task POSTs it
-with ``Authorization: <scheme> <credentials>`` and ``X-A2A-Notification-Token``. A
+with ``Authorization: <scheme> <credentials>`` and ``X-A2A-Notification-Token``. A config
+set over A2A 0.3 is sent what 0.3 servers send instead: the bare 0.3 ``Task``, without
+``A2A-Version`` (a 0.3 client's webhook cannot parse a ``StreamResponse``). A
 config's deliveries go out one at a time, in the order of the task's events: one waits
 while an earlier one is pending, and each that ends (delivered, or failed for good)
 starts the next, so a webhook never sees a WORKING after the COMPLETED. A failed
@@ -28,9 +30,10 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from a2a.face import push_repair
+from a2a.face import legacy, push_repair
 from a2a.face.errors import InvalidParams
 from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
+from a2a.push_models import PushProtocol
 from agent_profiles.deadlines import whole_answer_by, whole_answer_seconds
 from agent_profiles.urlguard import UnsafeURL, check_url, guarded_client
 
@@ -74,7 +77,8 @@ def _check_length(name: str, value: str) -> None:
 
 
 def clean_config(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Validate a ``TaskPushNotificationConfig``; its id ("" for a new one) and fields."""
+    """Validate a ``TaskPushNotificationConfig``; its id ("" for a new one) and fields
+    (the protocol version: 0.3 when the 0.3 binding marked the params, else 1.0)."""
     url = str(params.get("url") or "").strip()
     token = str(params.get("token") or "")
     auth = params.get("authentication") or {}
@@ -109,6 +113,12 @@ def clean_config(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         "enabled": True,
         "consecutive_failures": 0,
         "disabled_reason": "",
+        # Replacing a config (same id) takes the version of the method that replaced it.
+        "protocol_version": (
+            PushProtocol.V0_3
+            if params.get(legacy.PUSH_VERSION_KEY) == PushProtocol.V0_3
+            else PushProtocol.V1_0
+        ),
     }
     return config_id, fields
 
@@ -172,17 +182,31 @@ def enabled_config_ids(task_id: Any) -> list[int]:
         return [row[0] for row in cursor.fetchall()]
 
 
+def _legacy_config_ids(config_ids: list[int]) -> set[int]:
+    """Those of ``config_ids`` set over A2A 0.3 (asked only when the task has configs)."""
+    return set(
+        PushNotificationConfig.objects.filter(
+            pk__in=config_ids, protocol_version=PushProtocol.V0_3
+        ).values_list("pk", flat=True)
+    )
+
+
 def queue_deliveries(config_ids: list[int], seq: int, task: dict[str, Any]) -> None:
-    """Store one delivery per config for this event and queue its first attempt."""
+    """Store one delivery per config for this event and queue its first attempt. The
+    payload is what the config's webhook is POSTed, in its version: a ``StreamResponse``
+    for 1.0, the bare Task in the 0.3 shape the face's 0.3 ``tasks/get`` answers for 0.3."""
     now = timezone.now()
     created: list[int] = []
+    legacy_ids = _legacy_config_ids(config_ids) if config_ids else set()
+    legacy_task = legacy.task_out(task) if legacy_ids else None
     for config_id in config_ids:
+        payload = legacy_task if config_id in legacy_ids else {"task": task}
         delivery, was_created = PushDelivery.objects.get_or_create(
             config_id=config_id,
             seq=seq,
             defaults={
-                "task_state": task["status"]["state"],
-                "payload": {"task": task},
+                "task_state": task["status"]["state"],  # the 1.0 name, whatever the payload
+                "payload": payload,
                 "next_attempt_at": now,
             },
         )
@@ -193,7 +217,10 @@ def queue_deliveries(config_ids: list[int], seq: int, task: dict[str, Any]) -> N
 
 
 def _headers(config: PushNotificationConfig) -> dict[str, str]:
-    headers = {"Content-Type": "application/json", "A2A-Version": "1.0"}
+    """The POST's headers. No ``A2A-Version`` for a 0.3 config: 0.3 servers send none."""
+    headers = {"Content-Type": "application/json"}
+    if config.protocol_version != PushProtocol.V0_3:
+        headers["A2A-Version"] = "1.0"
     if config.token:
         headers[TOKEN_HEADER] = config.token
     if config.auth_scheme and config.auth_credentials:
