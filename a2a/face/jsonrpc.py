@@ -29,7 +29,7 @@ from a2a.face.errors import (
 )
 from a2a.face.handler import handler
 from a2a.face.protojson import read_body, read_params
-from a2a.face.responses import json_response, sse_response
+from a2a.face.responses import json_response, sse_event, sse_response
 from platform_site.text import find_bad_text
 
 # 1.0 method name → (handler operation, streams?).
@@ -60,6 +60,23 @@ def error_response(
     return json_response(
         jsonrpc_error_body(error, request_id), status=status, headers=error.headers
     )
+
+
+def _stream_error_response(exc: BaseException, request_id: Any, operation: str) -> HttpResponse:
+    """A 0.3 streaming method's error (``message/stream``, ``tasks/resubscribe``) as its
+    stream's one event, as 0.3 servers send it: a 0.3 SDK client (Python, JavaScript)
+    reads nothing but ``text/event-stream`` there, and took a JSON body for a broken
+    stream, losing the error's code. Transport-level refusals (401, 413, ...) stay JSON."""
+    error = as_face_error(exc, operation)
+    if mapping_for(error).http_status in _TRANSPORT_STATUSES:
+        return error_response(exc, request_id, operation)
+    response = HttpResponse(
+        sse_event(jsonrpc_error_body(error, request_id)), content_type="text/event-stream"
+    )
+    response["Cache-Control"] = "no-cache"
+    for name, value in error.headers.items():
+        response[name] = value
+    return response
 
 
 def _envelope(body: dict[str, Any]) -> tuple[Any, str, Any]:
@@ -126,12 +143,15 @@ class _Call:
 async def endpoint(request: HttpRequest, tenant: str | None = None) -> HttpResponse:
     request_id: Any = None
     operation = ""
+    legacy_stream = False
     try:
         if request.method != "POST":
             raise MethodNotAllowed("JSON-RPC takes POST.", headers={"Allow": "POST"})
         body = read_body(request, required=True)
         request_id, _method_name, raw_params = _envelope(body)
-        call = _Call(_method(body, request_id), raw_params)
+        method = _method(body, request_id)
+        legacy_stream = method in legacy.METHODS and legacy.METHODS[method][1]
+        call = _Call(method, raw_params)
         operation = call.operation
         check_version(request, call.version)
         ctx = build_context(request, tenant or call.params.get("tenant") or None)
@@ -148,6 +168,8 @@ async def endpoint(request: HttpRequest, tenant: str | None = None) -> HttpRespo
             last=call.ends,
         )
     except Exception as exc:
+        if legacy_stream:
+            return _stream_error_response(exc, request_id, operation)
         return error_response(exc, request_id, operation)
 
 

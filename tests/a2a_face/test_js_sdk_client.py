@@ -83,3 +83,4 @@ def test_the_javascript_sdk_0_3_client_uses_the_platform(world: dict[str, Any]) 
         "after": 0,
     }
     assert seen["unknown"] == {"taskNotFound": True, "name": "TaskNotFoundJSONRPCError"}
+    assert seen["unknownStream"] == seen["unknown"]

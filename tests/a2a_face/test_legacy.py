@@ -80,8 +80,39 @@ def test_cancel_and_its_errors_in_0_3(
     assert again["error"]["code"] == -32002
     missing = _rpc(as_alice, "tasks/get", {"id": str(uuid.uuid4())})
     assert missing["error"]["code"] == -32001
-    finished = _rpc(as_alice, "tasks/resubscribe", {"id": str(task.id)})
+    finished = _stream_error(as_alice, "tasks/resubscribe", {"id": str(task.id)})
     assert finished["error"]["code"] == -32004
+
+
+def _stream_error(client: FaceClient, method: str, params: Any) -> Any:
+    """The one event of a 0.3 streaming method's stream, as 0.3 servers send an error."""
+    response = client.rpc(method, params, **V03)
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/event-stream")
+    body = b"".join(response.streaming_content) if response.streaming else response.content
+    (event,) = sse_events(body)
+    assert (event["jsonrpc"], event["id"]) == ("2.0", "1")
+    return event
+
+
+def test_errors_of_0_3_streaming_methods_are_their_streams_one_event(
+    as_alice: FaceClient, agent: Any
+) -> None:
+    """a2a-sdk 0.3 and @a2a-js/sdk 0.3 read a streaming method's answer only as an event
+    stream (0.3 servers send its error as the one event); a JSON body made them raise
+    "Invalid SSE response" / "Invalid response Content-Type", and the error's code was
+    lost. Refusals of the request itself (401, 413...) stay JSON, as for any method."""
+    unknown = _stream_error(as_alice, "tasks/resubscribe", {"id": str(uuid.uuid4())})
+    assert unknown["error"]["code"] == -32001
+    bad = _stream_error(as_alice, "message/stream", {"message": {"kind": "message"}})
+    assert bad["error"]["code"] == -32602
+    refused = FaceClient(None).rpc("message/stream", {"message": _message()}, **V03)
+    assert refused.status_code == 401
+    assert refused["Content-Type"].startswith("application/json")
+    # 1.0 streaming methods answer an ordinary JSON error before any stream starts.
+    current = as_alice.rpc("SubscribeToTask", {"id": str(uuid.uuid4())})
+    assert current["Content-Type"].startswith("application/json")
+    assert current.json()["error"]["code"] == -32001
 
 
 def test_push_configs_in_0_3_shapes(

@@ -111,6 +111,8 @@ def test_an_a2a_0_3_client_uses_the_platform(world: dict[str, Any]) -> None:
     assert seen["resubscribe"][0] == "input-required"
     assert seen["resubscribe"][-1] == "completed"
     assert seen["push"] == {"stored": hook.url, "read": "tok-03", "task": True}
+    assert seen["resubscribe_unknown"] == "A2AClientJSONRPCError"
+    assert seen["auth_interceptor"] == "completed"
 
 
 @pytest.mark.slow

@@ -3,9 +3,10 @@
 Run as ``<legacy_python> tests/support/legacy_client.py BASE_URL TOKEN SKILL_ID HOOK_URL``
 (see :func:`tests.support.legacy_sdk.legacy_python`): it discovers the platform from its
 card with the 0.3 SDK, then sends (blocking), gets, sends without blocking and cancels,
-streams, resubscribes across an INPUT_REQUIRED round trip, and sets and reads a push
-config. It prints one JSON object saying what it saw; the test asserts on it. It imports
-nothing of the platform: it is an independent 0.3 client.
+streams, resubscribes across an INPUT_REQUIRED round trip, sets and reads a push
+config, resubscribes to an unknown task and sends with its credentials given through the
+SDK's auth interceptor. It prints one JSON object saying what it saw; the test asserts on
+it. It imports nothing of the platform: it is an independent 0.3 client.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 
 import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.client.auth import AuthInterceptor, InMemoryContextCredentialStore
+from a2a.client.middleware import ClientCallContext
 from a2a.types import (
     DataPart,
     GetTaskPushNotificationConfigParams,
@@ -125,7 +128,35 @@ async def scenario(base: str, token: str, skill_id: str, hook: str) -> dict[str,
             "read": read.push_notification_config.token,
             "task": read.task_id == asked.id,
         }
+
+        # A streaming method's error, sent as the stream's one event: the SDK's own error.
+        try:
+            await states(streamer.resubscribe(TaskIdParams(id=str(uuid.uuid4()))))
+            seen["resubscribe_unknown"] = None
+        except Exception as exc:  # which one is what the test asserts
+            seen["resubscribe_unknown"] = type(exc).__name__
+    seen["auth_interceptor"] = await through_auth_interceptor(base, token, skill_id)
     return seen
+
+
+async def through_auth_interceptor(base: str, token: str, skill_id: str) -> str:
+    """A send whose credentials come from the SDK's own auth path (``AuthInterceptor``
+    and a credential store keyed by the card's security scheme name), not from headers
+    set by hand: it finds the scheme in the card's 0.3 ``security`` fields."""
+    async with httpx.AsyncClient(timeout=30) as bare:
+        card = await A2ACardResolver(bare, base).get_agent_card()
+        store = InMemoryContextCredentialStore()
+        await store.set_credentials("session", "bearer", token)
+        config = ClientConfig(httpx_client=bare, supported_transports=["JSONRPC"], streaming=False)
+        client = ClientFactory(config).create(card, interceptors=[AuthInterceptor(store)])
+        context = ClientCallContext(state={"sessionId": "session"})
+        try:
+            events = [
+                e async for e in client.send_message(message(skill_id, "complete"), context=context)
+            ]
+        except Exception as exc:  # reported to the test
+            return f"{type(exc).__name__}: {exc}"[:300]
+        return last_task(events).status.state.value
 
 
 def main() -> None:

@@ -85,6 +85,15 @@ async function main() {
   };
 
   seen.unknown = await errorOf(() => client.getTask({ id: 'no-such-task' }), TaskNotFoundError);
+  // A streaming method's error comes as its stream's one event, which the SDK reads: it
+  // throws an Error whose cause is the JSON-RPC error (a JSON body had no cause).
+  try {
+    for await (const _event of client.resubscribeTask({ id: 'no-such-task' })) { /* none */ }
+    seen.unknownStream = null;
+  } catch (error) {
+    const cause = error.cause ?? error;
+    seen.unknownStream = { taskNotFound: cause instanceof TaskNotFoundError, name: cause.constructor.name };
+  }
   console.log(JSON.stringify(seen));
 }
 
