@@ -43,6 +43,7 @@ from a2a.states import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
     TaskState,
+    Transport,
     normalize_state,
 )
 from platform_site.errors import Conflict, NotFound, PayloadTooLarge
@@ -87,6 +88,22 @@ class Applied:
     state: str
     read_back: bool = False
     too_large: int | None = None  # the artifacts' size, when refused for it
+
+
+def legacy_push(task_id: uuid.UUID) -> Applied:
+    """A push to the task's webhook address of before an upgrade (see
+    :class:`~a2a.agent_push_tokens.Hook`): its body is not applied, but an active task
+    the agent holds over A2A is polled now, so the news is read within one pass instead
+    of at a safety-net poll backed off to minutes (``A2A_SAFETY_POLL_INTERVAL_MAX``)."""
+    task = _read(task_id, lock=False)
+    if (
+        task.state in ACTIVE_STATES
+        and task.transport == Transport.A2A
+        and task.remote_task_id
+        and task.poll_soon()
+    ):
+        queue_processing(task.pk)
+    return Applied(state=task.state, read_back=True)
 
 
 def _read(task_id: uuid.UUID, *, lock: bool) -> Task:

@@ -107,6 +107,9 @@ async def _handle(scope: dict[str, Any], receive: Any) -> tuple[int, dict[str, A
             "Missing or wrong push token: send the token of this webhook's "
             "taskPushNotificationConfig in X-A2A-Notification-Token or as a Bearer token.",
         )
+    if hook.legacy:  # an address given out before an upgrade: the body is not applied
+        applied = await pool.call(agent_push.legacy_push)(hook.task_id)
+        return 202, {"state": applied.state, "readBack": True}
     try:
         raw = await _read_body(receive, settings.AGENT_PUSH_MAX_BYTES)
     except _TooLarge:

@@ -54,8 +54,12 @@ def token_for(task_id: Any, agent_id: str, attempt: int) -> str:
 
 
 def token_matches(hook: Hook, presented: str) -> bool:
-    """Constant-time check of a presented token."""
-    expected = token_for(hook.task_id, hook.agent_id, hook.attempt)
+    """Constant-time check of a presented token (of its address's form)."""
+    if hook.legacy:
+        message = f"{hook.task_id}:{hook.attempt}".encode()
+        expected = hmac.new(_key(settings.SECRET_KEY), message, hashlib.sha256).hexdigest()
+    else:
+        expected = token_for(hook.task_id, hook.agent_id, hook.attempt)
     return hmac.compare_digest(expected.encode(), presented.encode())
 
 
@@ -111,21 +115,32 @@ def is_push_path(path: str) -> bool:
 
 @dataclass(frozen=True)
 class Hook:
-    """One webhook: the task, the agent it was given to, and that agent's attempt."""
+    """One webhook: the task, the agent it was given to, and that agent's attempt.
+
+    ``legacy``: an address of the form given out before the agent was part of it,
+    ``/api/a2a/push/{taskId}/{attempt}`` (its token an HMAC of the task and attempt), which
+    agents that took a task before an upgrade still push to. Such a push is not applied:
+    its token would be valid for another agent's attempt of the same number after a
+    reassignment. It only has the task polled at once (:func:`a2a.agent_push.legacy_push`).
+    """
 
     task_id: uuid.UUID
     agent_id: str
     attempt: int
+    legacy: bool = False
 
 
 _AGENT_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")  # agent ids are slugs
 
 
 def parse_path(path: str) -> Hook:
-    """The :class:`Hook` of ``/api/a2a/push/{taskId}/{agentId}/{attempt}``; 404 otherwise."""
+    """The :class:`Hook` of ``/api/a2a/push/{taskId}/{agentId}/{attempt}`` (or of a legacy
+    ``/api/a2a/push/{taskId}/{attempt}``); 404 otherwise."""
     tail = path[len(PATH_PREFIX) :].strip("/")
     parts = tail.split("/")
     try:
+        if len(parts) == 2:
+            return Hook(uuid.UUID(parts[0]), "", int(parts[1]), legacy=True)
         if len(parts) != 3 or not _AGENT_ID.fullmatch(parts[1]):
             raise ValueError
         return Hook(uuid.UUID(parts[0]), parts[1], int(parts[2]))

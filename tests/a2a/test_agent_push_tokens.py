@@ -1,19 +1,22 @@
 """The push webhook's addresses and tokens: one per task, agent and attempt, an HMAC
 checked before anything is read; a token of another task, attempt or agent (the one a
-reassigned task was taken from) is refused and changes nothing."""
+reassigned task was taken from) is refused and changes nothing. An address of the form
+given out before an upgrade has its task polled at once, and nothing more."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from a2a import agent_push_tokens
 from a2a.models import Task
 from a2a.reassign import reassign_task
-from a2a.states import TaskState
+from a2a.states import NextAction, TaskState
 from tests.a2a.helpers import done, fresh, post, push, status_update
 
 
@@ -116,3 +119,45 @@ def test_the_agent_a_task_was_reassigned_from_cannot_push_to_it(
     assert response.json()["error"]["code"] == "stale_update"
     assert fresh(task).state != TaskState.COMPLETED
     assert fresh(task).output is None
+
+
+def _legacy_token(task_id: Any, attempt: int) -> str:
+    """The token given out with the webhook addresses of before the agent was part of
+    them (``/api/a2a/push/{taskId}/{attempt}``): Django's salted HMAC of "task:attempt"."""
+    from django.utils.crypto import salted_hmac
+
+    return salted_hmac("a2a.agent_push", f"{task_id}:{attempt}", algorithm="sha256").hexdigest()
+
+
+def test_a_push_to_an_address_of_before_an_upgrade_has_the_task_polled_at_once(
+    task: Task,
+) -> None:
+    """Agents that took a task before the upgrade push to its old address. The body is not
+    applied (its token would be valid for another agent's attempt 1 after a reassignment),
+    but the task is polled at once: before, the push was a 404 and the task's end waited
+    for its safety-net poll, backed off to minutes."""
+    later = timezone.now() + timedelta(seconds=600)
+    Task.objects.filter(pk=task.pk).update(
+        state=TaskState.WORKING, next_action=NextAction.POLL, next_poll_at=later
+    )
+    response = post(
+        f"/api/a2a/push/{task.pk}/1", done({"verdict": "pass"}), _legacy_token(task.pk, 1)
+    )
+    assert response.status_code == 202
+    assert response.json() == {"state": TaskState.WORKING, "readBack": True}
+    task = fresh(task)
+    assert task.state == TaskState.WORKING  # the body was not applied
+    assert (task.next_action, task.next_poll_at <= timezone.now()) == (NextAction.POLL, True)
+
+
+def test_an_address_of_before_an_upgrade_takes_only_its_own_token(task: Task) -> None:
+    later = timezone.now() + timedelta(seconds=600)
+    Task.objects.filter(pk=task.pk).update(next_action=NextAction.POLL, next_poll_at=later)
+    for token in (
+        agent_push_tokens.token_for(task.pk, task.agent_id, 1),  # today's token
+        _legacy_token(task.pk, 2),  # another attempt's
+        _legacy_token(uuid.uuid4(), 1),  # another task's
+    ):
+        response = post(f"/api/a2a/push/{task.pk}/1", done({"verdict": "pass"}), token)
+        assert response.status_code == 401
+    assert fresh(task).next_poll_at == later
