@@ -33,10 +33,13 @@ from agent_profiles.models import AgentProfile
 
 log = logging.getLogger("a2a.lifecycle")
 
-# The last answers of an endpoint that did not answer (connection refused, timeout, 5xx,
+# The last answers of an endpoint that did not take the message (connection refused, 5xx,
 # 429): a passing check says it answers now. Not a refusal (4xx, credentials): that one
 # would be refused again, and the task go offline again, at every check until its deadline.
-UNANSWERED = frozenset({"agent_unreachable", "agent_timeout", "agent_http_error", "agent_busy"})
+# Not a timeout either: the agent got the message and may be working on it, only slower
+# than A2A_HTTP_TIMEOUT; sent again at every passing check, it was made to start the work
+# over and over (its HTTP retries there again each time) until the deadline.
+UNANSWERED = frozenset({"agent_unreachable", "agent_http_error", "agent_busy"})
 
 WITHDRAWN_REASON = "withdrawn: the agent answers over HTTP again; sent to it over HTTP"
 

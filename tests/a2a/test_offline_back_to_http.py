@@ -184,3 +184,22 @@ def test_a_task_whose_assignment_is_out_on_a_socket_stays_with_the_gateway(
         assert (task.transport, task.next_action) == (Transport.OFFLINE, NextAction.NONE)
         assert Delivery.objects.get(task=task).status == DeliveryStatus.SENT
         assert peer.sends == 0
+
+
+def test_a_task_whose_sends_timed_out_is_not_sent_again(
+    make_agent: Any, skill: Any, user: Any
+) -> None:
+    """A send that timed out reached the agent, which may be working on it, only slower
+    than ``A2A_HTTP_TIMEOUT``: sent again at every passing check, with its HTTP retries
+    there again each time, the agent was made to start the work over until the deadline
+    (21 sends in five minutes, live)."""
+    task, port = gone_offline(make_agent, skill, user)
+    error = {"code": "agent_timeout", "message": "no answer within 10 s", "details": {}}
+    task.note(error=error)
+    with run_agent(port=port) as peer:
+        assert health.check_agents() == {"agent-one": "healthy"}
+        agent_registry.record_call_outcome(AgentProfile.objects.get(pk="agent-one"))
+        task.refresh_from_db()
+        assert task.transport == Transport.OFFLINE
+        assert open_deliveries(task) == 1
+        assert peer.sends == 0
