@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -33,11 +33,21 @@ log = logging.getLogger("a2a.lifecycle")
 BATCH = 200  # tasks per transaction: on SQLite under 30 ms of the write lock each
 PAUSE = 0.01  # seconds between batches, for the writers waiting on the database
 RUN_SECONDS = 60.0  # most one beat run spends; the next run goes on
+EARLIEST = datetime.min.replace(tzinfo=UTC)  # the cutoff of a retention beyond the calendar
 
 
 def cutoff(days: float, now: datetime | None = None) -> datetime:
-    """Tasks that ended before this are past a retention of ``days``."""
-    return (now or timezone.now()) - timedelta(days=days)
+    """Tasks that ended before this are past a retention of ``days``.
+
+    A retention reaching back past the calendar's first day (``TASK_RETENTION_DAYS=800000``,
+    "practically forever") is that first moment: no task ended before it, so none goes.
+    """
+    try:
+        return (now or timezone.now()) - timedelta(days=days)
+    except OverflowError:
+        if days > 0:
+            return EARLIEST
+        raise  # a negative retention is refused by every caller before this
 
 
 def expired(before: datetime) -> QuerySet[Task]:

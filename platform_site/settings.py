@@ -93,6 +93,23 @@ ALLOWED_HOSTS = [h.strip() for h in envstr("ALLOWED_HOSTS", "*").split(",") if h
 CSRF_TRUSTED_ORIGINS = [
     o.strip() for o in envstr("CSRF_TRUSTED_ORIGINS", PUBLIC_URL).split(",") if o.strip()
 ]
+# Reverse proxies in front of daphne: throttles and the login lockout then key on the real
+# client address from X-Forwarded-For (platform_site.clientip). Unset: the socket's peer.
+NUM_PROXIES = envint("NUM_PROXIES", 0) if os.environ.get("NUM_PROXIES") else None
+# An https PUBLIC_URL means TLS ends before daphne (a TLS-terminating proxy, as deploy/
+# sets it up): the admin's session and CSRF cookies then never travel over plain http.
+# The embedded default (http://127.0.0.1:8000) keeps them plain, or no login would stick.
+PUBLIC_URL_HTTPS = PUBLIC_URL.lower().startswith("https://")
+SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", PUBLIC_URL_HTTPS)
+CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", PUBLIC_URL_HTTPS)
+# Behind such a proxy daphne sees plain http: the proxy's X-Forwarded-Proto says what the
+# client used, so links built from a request (the API's pagination ``next``) stay on https
+# and a client following them never sends its token in clear. Trusted only when the
+# operator says a proxy is in front (an https PUBLIC_URL, or NUM_PROXIES): that proxy sets
+# the header, replacing whatever a client sent.
+USE_X_FORWARDED_PROTO = envbool("USE_X_FORWARDED_PROTO", PUBLIC_URL_HTTPS or bool(NUM_PROXIES))
+if USE_X_FORWARDED_PROTO:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 INSTALLED_APPS = [
     "daphne",
@@ -254,9 +271,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "platform_site.pagination.StrictLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_THROTTLE_RATES": {"registration": envstr("REGISTRATION_THROTTLE", "30/min")},
-    # Reverse proxies in front of daphne: throttles then key on the real client address
-    # from X-Forwarded-For. Unset: DRF's default guess.
-    "NUM_PROXIES": envint("NUM_PROXIES", 0) if os.environ.get("NUM_PROXIES") else None,
+    "NUM_PROXIES": NUM_PROXIES,  # see NUM_PROXIES above
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {

@@ -200,3 +200,30 @@ def test_a_row_another_transaction_holds_is_left_for_the_next_run(
         holder.join(10)
     assert retention.prune(retention.cutoff(30)) == 1
     assert left(*tasks) == set()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("days", [800_000.0, 99_999_999.0, 1e308])
+def test_a_retention_beyond_the_calendar_keeps_everything_in_beat(
+    settings: Any, make: Any, days: float
+) -> None:
+    """A retention of "practically forever" reaches back past year 1: the hourly prune must
+    delete nothing rather than fail every hour with an OverflowError from the date math."""
+    task = make(TaskState.COMPLETED, ended=400)
+    settings.TASK_RETENTION_DAYS = days
+    assert a2a_tasks.prune() == 0
+    assert left(task) == {str(task.pk)}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("days", ["800000", "99999999", "1e308"])
+def test_the_command_with_days_beyond_the_calendar_deletes_nothing(
+    make: Any, capsys: Any, days: str
+) -> None:
+    """The same for --days: nothing ended that long ago, said in the usual line."""
+    task = make(TaskState.COMPLETED, ended=400)
+    call_command("prunetasks", "--days", days, "--dry-run")
+    assert capsys.readouterr().out.startswith("0 task(s) ended before 0001-01-01")
+    call_command("prunetasks", "--days", days)
+    assert capsys.readouterr().out.startswith("Deleted 0 task(s) that ended before 0001-01-01")
+    assert left(task) == {str(task.pk)}

@@ -24,6 +24,9 @@ def port_problem(host: str, port: int) -> str | None:
     before migrations and workers start: a taken port must not leave a worker running
     against the database for a moment and then exit 0.
     """
+    if not 1 <= port <= 65535:
+        # bind() raises OverflowError, not OSError, for these: a traceback for a typo.
+        return f"port {port} is out of range (1-65535; set PORT=... to another)"
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

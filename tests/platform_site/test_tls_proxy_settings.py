@@ -1,0 +1,149 @@
+"""Behind the documented TLS deploy (``PUBLIC_URL=https://...`` with a TLS-terminating proxy
+in front of daphne, as deploy/systemd/platform.env.example sets it) the platform knows its
+requests are https: the admin's cookies are Secure and links built from a request (the
+API's pagination ``next``) stay on https, so a client following them never sends its
+token over plain http. The embedded default (http://127.0.0.1:8000) stays plain, or a
+login over http would not stick.
+
+Each case loads the settings in a fresh interpreter, as a start does: the test process's
+own settings are loaded once and cannot be read again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from tests.support.processes import BASE_DIR
+
+VARIABLES = {
+    "PUBLIC_URL",
+    "ALLOWED_HOSTS",
+    "NUM_PROXIES",
+    "SESSION_COOKIE_SECURE",
+    "CSRF_COOKIE_SECURE",
+    "USE_X_FORWARDED_PROTO",
+    "HOST",
+    "PORT",
+}
+HTTPS = {"PUBLIC_URL": "https://agents.example.com", "ALLOWED_HOSTS": "agents.example.com"}
+# What a request through the proxy looks like to daphne: plain http, the proxy's headers.
+READ = """
+import django, json
+django.setup()
+from django.conf import settings
+from django.test import RequestFactory
+from rest_framework.request import Request
+from platform_site.pagination import StrictLimitOffsetPagination
+
+request = Request(RequestFactory().get(
+    "/api/tasks?limit=10", HTTP_HOST="agents.example.com", HTTP_X_FORWARDED_PROTO="https"
+))
+paging = StrictLimitOffsetPagination()
+paging.paginate_queryset(list(range(30)), request)
+print(json.dumps({
+    "session": settings.SESSION_COOKIE_SECURE,
+    "csrf": settings.CSRF_COOKIE_SECURE,
+    "header": settings.SECURE_PROXY_SSL_HEADER,
+    "next": paging.get_next_link(),
+}))
+"""
+
+CHECK_DEPLOY = (
+    "from django.core.management import execute_from_command_line; "
+    "execute_from_command_line(['manage.py', 'check', '--deploy'])"
+)
+
+
+def _run(env: dict[str, str], code: str = READ) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in VARIABLES}
+    clean.update(env, DJANGO_SETTINGS_MODULE="platform_site.settings")
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=clean,
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _read(**env: str) -> dict[str, Any]:
+    result = _run({"ALLOWED_HOSTS": "agents.example.com", **env})
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_an_https_public_url_makes_cookies_secure_and_links_https() -> None:
+    """The documented deploy: Secure cookies, and a ``next`` link a client can follow with
+    its token without leaving https."""
+    read = _read(**HTTPS)
+    assert read["session"] is True
+    assert read["csrf"] is True
+    assert read["header"] == ["HTTP_X_FORWARDED_PROTO", "https"]
+    assert read["next"] == "https://agents.example.com/api/tasks?limit=10&offset=10"
+
+
+def test_the_embedded_default_stays_plain_http_and_trusts_no_header() -> None:
+    """`make run`: an admin login over http://127.0.0.1:8000 must keep its cookies, and with
+    no proxy in front a client's own X-Forwarded-Proto means nothing; an operator may still
+    ask for Secure cookies."""
+    read = _read()
+    assert (read["session"], read["csrf"], read["header"]) == (False, False, None)
+    assert read["next"] == "http://agents.example.com/api/tasks?limit=10&offset=10"
+    forced = _read(SESSION_COOKIE_SECURE="true", CSRF_COOKIE_SECURE="yes")
+    assert (forced["session"], forced["csrf"]) == (True, True)
+
+
+@pytest.mark.parametrize(
+    ("off", "kept"),
+    [
+        ("SESSION_COOKIE_SECURE", ("csrf", "header")),
+        ("CSRF_COOKIE_SECURE", ("session", "header")),
+        ("USE_X_FORWARDED_PROTO", ("session", "csrf")),
+    ],
+)
+def test_each_https_default_turns_off_on_its_own(off: str, kept: tuple[str, str]) -> None:
+    """E.g. trying an https install's settings on a laptop over http, or a proxy that does
+    not set X-Forwarded-Proto (then a client's own header must not be believed)."""
+    read = _read(**HTTPS, **{off: "false"})
+    assert all(read[name] for name in kept), read
+    turned_off = {"SESSION_COOKIE_SECURE": "session", "CSRF_COOKIE_SECURE": "csrf"}
+    assert not read[turned_off.get(off, "header")]
+    if off == "USE_X_FORWARDED_PROTO":
+        assert read["next"].startswith("http://")
+
+
+def test_num_proxies_alone_trusts_the_proxy_scheme_header() -> None:
+    """A proxy in front said so (NUM_PROXIES), even on an http PUBLIC_URL: the proxy may
+    serve https under another name. Cookies follow PUBLIC_URL only; no proxy (0): no trust."""
+    behind = _read(NUM_PROXIES="1")
+    assert behind["header"] == ["HTTP_X_FORWARDED_PROTO", "https"]
+    assert (behind["session"], behind["csrf"]) == (False, False)
+    assert _read(NUM_PROXIES="0")["header"] is None
+
+
+@pytest.mark.parametrize(
+    "name", ["SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "USE_X_FORWARDED_PROTO"]
+)
+def test_a_switch_that_is_not_a_boolean_stops_the_start(name: str) -> None:
+    """A typo stops the start naming the variable, like every other setting."""
+    result = _run({name: "maybe"}, "import django; django.setup()")
+    assert result.returncode != 0
+    assert f"{name} must be a boolean (true/false), got 'maybe'" in result.stderr
+
+
+def test_check_deploy_has_no_cookie_warnings_with_the_deploy_example() -> None:
+    """`manage.py check --deploy` with deploy/systemd/platform.env.example's settings no
+    longer warns that the session and CSRF cookies are not Secure."""
+    env = {**HTTPS, "SECRET_KEY": "a-long-and-varied-key-for-this-check-only-0123456789-XYZ"}
+    result = _run(env, CHECK_DEPLOY)
+    output = result.stdout + result.stderr
+    assert "System check identified" in output, output  # the check ran
+    assert "security.W012" not in output, output
+    assert "security.W016" not in output, output
