@@ -12,10 +12,16 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
+from django.db import IntegrityError, transaction
 
 PREFIX_LEN = 8
+# Draws of a prefix before giving up. Prefixes are 32 random bits, unique, and revoked rows
+# keep theirs, so a collision is rare but certain to happen one day; several in a row
+# mean something else is wrong.
+PREFIX_TRIES = 5
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -38,6 +44,27 @@ def generate(kind: str) -> NewKey:
     prefix = secrets.token_hex(PREFIX_LEN // 2)
     raw = f"{kind}_{prefix}_{secrets.token_urlsafe(32)}"
     return NewKey(raw=raw, prefix=prefix, digest=digest(raw))
+
+
+def create_row(model: Any, kind: str, **fields: Any) -> str:
+    """Create a ``model`` row (``ApiKey`` or ``UserToken``) holding a new key of ``kind``
+    and return the key (shown once).
+
+    A prefix already taken is drawn again: each insert runs in a savepoint, so the caller's
+    transaction survives the IntegrityError (PostgreSQL aborts it otherwise).
+    """
+    for attempt in range(1, PREFIX_TRIES + 1):
+        new = generate(kind)
+        try:
+            with transaction.atomic():
+                model.objects.create(prefix=new.prefix, digest=new.digest, **fields)
+        except IntegrityError:
+            taken = model.objects.filter(prefix=new.prefix).exists()
+            if not taken or attempt == PREFIX_TRIES:
+                raise  # another constraint, or a run of collisions no chance explains
+            continue
+        return new.raw
+    raise AssertionError("unreachable")  # the last attempt returns or raises
 
 
 def parse_prefix(raw: str, kind: str) -> str | None:

@@ -233,9 +233,7 @@ class AgentProfile(models.Model):
     def issue_key(self) -> str:
         """Revoke the agent's keys and return a new one (shown once, stored hashed)."""
         ApiKey.objects.filter(agent=self, revoked_at__isnull=True).update(revoked_at=timezone.now())
-        new = keys.generate("a2a")
-        ApiKey.objects.create(agent=self, prefix=new.prefix, digest=new.digest)
-        return new.raw
+        return keys.create_row(ApiKey, "a2a", agent=self)
 
     @property
     def key_prefix(self) -> str:
@@ -325,9 +323,7 @@ class UserToken(models.Model):
     @classmethod
     def issue(cls, user: Any) -> str:
         """Create a token for ``user`` and return it (shown once)."""
-        new = keys.generate("usr")
-        cls.objects.create(user=user, prefix=new.prefix, digest=new.digest)
-        return new.raw
+        return keys.create_row(cls, "usr", user=user)
 
     @classmethod
     def authenticate(cls, raw: str) -> Any | None:

@@ -74,6 +74,8 @@ def load_skills(items: Any) -> SkillLoadResult:
 
 
 def _parse_skill(item: Any, index: int) -> dict[str, Any]:
+    """The model fields of one file entry, checked; :class:`ValidationFailed` names the
+    skill (by id when it has a string one, else by position) and the field."""
     label = f"skill #{index + 1}"
     if not isinstance(item, dict):
         raise ValidationFailed(f"{label}: must be an object, got {type(item).__name__}.")
@@ -87,9 +89,24 @@ def _parse_skill(item: Any, index: int) -> dict[str, Any]:
         raise ValidationFailed(f"{label}: unknown fields {', '.join(unknown)}.", {"skill": label})
     fields: dict[str, Any] = {}
     for key, value in item.items():
+        # ``domain:`` with nothing after it is YAML null; full_clean skips blank fields, so
+        # without this check a null reached the database as a NOT NULL IntegrityError.
+        if value is None and not Skill._meta.get_field(SKILL_KEYS[key]).null:
+            raise ValidationFailed(
+                f"{label}: '{key}' has no value (null); give it one or leave the key out.",
+                {"skill": label, "field": key},
+            )
         fields[SKILL_KEYS[key]] = value
     if "id" not in fields:
         raise ValidationFailed(f"{label}: 'id' is required.", {"skill": label})
+    if not isinstance(fields["id"], str):
+        # A number would pass the slug check as its text, but then ``1`` and ``"1"`` are
+        # not seen as duplicates and the count of loaded skills is wrong.
+        raise ValidationFailed(
+            f"{label}: 'id' must be a string, got {type(fields['id']).__name__} "
+            "(quote it in YAML).",
+            {"skill": label, "field": "id"},
+        )
     if "name" not in fields:
         fields["name"] = fields["id"]
     for name in ("input_schema", "output_schema"):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from agent_profiles.models import UserToken
@@ -27,8 +28,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        username = clean_username(opts["username"])
+        model = get_user_model()
         with transaction.atomic():
-            user, created = get_user_model().objects.get_or_create(username=opts["username"])
+            user, created = model.objects.get_or_create(**{model.USERNAME_FIELD: username})
             if created:
                 user.set_unusable_password()
             if opts["staff"]:
@@ -39,3 +42,20 @@ class Command(BaseCommand):
         if created:
             self.stderr.write(f"Created user {user.get_username()}.")
         self.stdout.write(token)
+
+
+def clean_username(raw: str) -> str:
+    """``raw`` normalized and checked as the user model's username field checks it (its
+    validators and max_length), or :class:`CommandError`.
+
+    Checked before the lookup: ``apitoken "$USER"`` with the variable unset must not create
+    a user named "" with a working token, and a name longer than the column is a DataError
+    on PostgreSQL.
+    """
+    model = get_user_model()
+    field = model._meta.get_field(model.USERNAME_FIELD)
+    try:
+        return field.clean(model.normalize_username(raw), None)
+    except ValidationError as exc:
+        problem = " ".join(exc.messages) if raw.strip() else "it is empty."
+        raise CommandError(f"Invalid username {raw!r}: {problem}") from None

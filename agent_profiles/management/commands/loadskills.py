@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -40,16 +41,25 @@ class Command(BaseCommand):
 def read_skills_file(name: str) -> Any:
     """The parsed content of a JSON or YAML skills file."""
     if name == "-":
-        import sys
-
-        text, suffix = sys.stdin.read(), ""
+        # The bytes, not sys.stdin's text: its encoding is the locale's, not UTF-8.
+        stream = getattr(sys.stdin, "buffer", None)
+        data = stream.read() if stream is not None else sys.stdin.read().encode()
+        suffix = ""
     else:
         path = Path(name)
         try:
-            text = path.read_text(encoding="utf-8")
+            data = path.read_bytes()
         except OSError as exc:
             raise CommandError(f"Cannot read {name}: {exc.strerror or exc}.") from None
         suffix = path.suffix.lower()
+    try:
+        # utf-8-sig: a BOM (which some Windows editors write) is not part of the content.
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CommandError(
+            f"Cannot read {name}: it is not UTF-8 (bad byte at offset {exc.start}); "
+            "save it as UTF-8."
+        ) from None
     if suffix == ".json":
         try:
             return parse_json(text)
