@@ -68,7 +68,7 @@ def after_answer(
     where there were two for every answer that leaves the task in its state.
     """
     news = dict(news or {})
-    if task.state in ACTIVE_STATES and task.transport == Transport.A2A:
+    if _followed(task, mode) and task.transport == Transport.A2A:
         if mode == POLL:
             grow = task.state == state_before
             if schedule_poll(task, target, grow=grow, retry_after=reply.retry_after, also=news):
@@ -77,12 +77,13 @@ def after_answer(
             NextAction.FOLLOW, base_interval(task, target), if_state=task.state, **news
         ):
             return
-        task.refresh_from_db()  # someone changed it meanwhile (a cancel, or a push)
+        task.refresh_from_db()  # someone changed it meanwhile (a cancel, a push, a reply)
         news = _still_news(task, news)
         if (
             mode == POLL
-            and task.state in ACTIVE_STATES
+            and _followed(task, mode)
             and task.transport == Transport.A2A
+            and not _send_queued_meanwhile(task)
             and schedule_poll(task, target, grow=False, retry_after=reply.retry_after, also=news)
         ):
             # The agent's push moved the task while our call was on the wire: it goes on
@@ -102,6 +103,22 @@ def after_answer(
         queue_processing(task.pk)
     elif task.lease_until is not None:
         task.release()
+
+
+def _followed(task: Task, mode: str) -> bool:
+    """Whether the task is still followed after an answer: while it is in flight, and,
+    when it is polled, while it waits for authorization. A2A 1.0 (7.6): an agent that
+    asked for it may go on by itself once the person signed in elsewhere, with no message
+    from the client, which SHOULD keep following the task; until then the polls back off
+    as for a task that works on unchanged. (A question for input waits for the reply.)"""
+    return task.state in ACTIVE_STATES or (task.state == TaskState.AUTH_REQUIRED and mode == POLL)
+
+
+def _send_queued_meanwhile(task: Task) -> bool:
+    """Whether a send was queued while this call was out (a person's reply to the
+    authorization the task was polled in): it stands, and the poll is not scheduled over
+    it. A send of this worker's own still holds its claim."""
+    return task.next_action == NextAction.SEND and task.lease_until is None
 
 
 def _still_news(task: Task, news: dict[str, Any]) -> dict[str, Any]:

@@ -174,7 +174,15 @@ def _check_order(task: Task, push: Push) -> datetime | None:
             {"taskId": str(task.id)},
         )
     state = normalize_state((push.status or {}).get("state"))
-    if task.state in INTERRUPTED_STATES and state in ACTIVE_STATES:
+    # An agent may go on from AUTH_REQUIRED by itself (A2A 1.0, 7.6): a status newer than
+    # the question says it did. Any other active state is older than the question.
+    resumed = (
+        task.state == TaskState.AUTH_REQUIRED
+        and stamp is not None
+        and seen is not None
+        and stamp > seen
+    )
+    if task.state in INTERRUPTED_STATES and state in ACTIVE_STATES and not resumed:
         raise StaleUpdate(
             f"Task {task.id} waits for a person's answer ({task.state}); a pushed {state} "
             "is older than the question.",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -274,9 +274,13 @@ def _move(
     Without one, the news in ``fields`` go into ``pending`` when given. ``history``: the
     agent task's messages, where a COMPLETED without output in its artifacts may have it."""
     if state in ACTIVE_STATES:
-        if (state == TaskState.WORKING and task.state != TaskState.WORKING) or (
-            task.state in INTERRUPTED_STATES
-        ):
+        if task.state in INTERRUPTED_STATES:
+            # The agent went on by itself (signed in elsewhere: an AUTH_REQUIRED it
+            # left): its time starts again, as after a person's reply, not from before
+            # the wait, which may be past already.
+            fields.setdefault("deadline_at", _fresh_deadline(task))
+            return task.start_work(f"agent reports {state} {via_text}", **fields)
+        if state == TaskState.WORKING and task.state != TaskState.WORKING:
             return task.start_work(f"agent reports {state} {via_text}", **fields)
     elif state in INTERRUPTED_STATES:
         if task.state != state:
@@ -298,6 +302,14 @@ def _move(
     else:
         _update(task, fields)
     return True
+
+
+def _fresh_deadline(task: Task) -> datetime:
+    """A deadline from now: the agent's ``timeoutMs``, else ``A2A_TASK_TIMEOUT``."""
+    seconds = getattr(task.agent, "timeout", None)
+    if not seconds or seconds <= 0:
+        seconds = settings.A2A_TASK_TIMEOUT
+    return timezone.now() + timedelta(seconds=seconds)
 
 
 def _update(task: Task, fields: dict[str, Any]) -> None:

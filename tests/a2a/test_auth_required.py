@@ -1,0 +1,164 @@
+"""A task waiting for authorization is still followed (A2A 1.0, 7.6): the agent may go on
+by itself once the person signed in elsewhere, with no message from the client, which
+SHOULD keep following the task. Polled tasks are polled on through AUTH_REQUIRED (backing
+off), a pushed newer status resumes them, the time left starts again when the agent goes
+on, and a person's reply sent meanwhile is not overwritten by a poll's schedule."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_rest_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import a2a_pb2 as pb
+from django.utils import timezone
+from starlette.applications import Starlette
+
+from a2a import agent_answers, services, worker
+from a2a.follow_policy import POLL
+from a2a.models import Task
+from a2a.states import NextAction, TaskState
+from a2a.transports import AgentReply
+from agent_profiles.interfaces import call_target
+from tests.a2a.helpers import embedded_workers, fresh, push, status_update, wait_for
+from tests.support.agents import TestAgent, agent_card, run_agent
+
+
+class SignsInElsewhere(AgentExecutor):
+    """Asks for authorization, then (the person signed in at the identity provider)
+    completes by itself."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+        await event_queue.enqueue_event(
+            pb.Task(
+                id=context.task_id,
+                context_id=context.context_id,
+                status=pb.TaskStatus(state=pb.TaskState.TASK_STATE_SUBMITTED),
+            )
+        )
+        await updater.requires_auth(
+            updater.new_agent_message([pb.Part(text="Sign in at https://idp.example/auth")])
+        )
+        await asyncio.sleep(1.0)  # the credential arrives out of band
+        await updater.start_work()
+        part = pb.Part()
+        part.data.struct_value.update({"verdict": "pass"})
+        await updater.add_artifact([part], name="result")
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        return None
+
+
+@pytest.fixture
+def signs_in_elsewhere() -> Iterator[TestAgent]:
+    def build(agent: TestAgent) -> Any:
+        card = agent_card(agent.url)
+        handler = DefaultRequestHandler(
+            agent_executor=SignsInElsewhere(), task_store=InMemoryTaskStore(), agent_card=card
+        )
+        return Starlette(routes=[*create_agent_card_routes(card), *create_rest_routes(handler)])
+
+    with run_agent(build=build) as agent:
+        yield agent
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_task_the_agent_resumes_after_signing_in_elsewhere_completes(
+    settings: Any,
+    make_skill: Any,
+    make_agent: Any,
+    make_user: Any,
+    signs_in_elsewhere: TestAgent,
+) -> None:
+    """Before, polling stopped at AUTH_REQUIRED: the task stayed there for good while the
+    agent had completed it."""
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_POLL_INTERVAL = 0.2
+    settings.A2A_LIST_INTERVAL = 0  # followed by GetTask polls (as every 0.3 agent is)
+    make_agent(skills=[make_skill(id="ce-review")], a2a_endpoint=signs_in_elsewhere.url)
+    with embedded_workers():
+        task = services.create_task(skill_id="ce-review", input={"product": "x"}, user=make_user())
+        asked = wait_for(task, lambda t: t.state == TaskState.AUTH_REQUIRED, timeout=10)
+        assert asked.next_action == NextAction.POLL  # still followed
+        assert asked.question is not None
+        task = wait_for(task, timeout=10)
+    assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "pass"})
+
+
+@pytest.fixture
+def waiting(pushed_task: Task) -> Task:
+    """A task whose agent asked for authorization an hour ago (its deadline past)."""
+    question = {"messageId": "q1", "role": "ROLE_AGENT", "parts": [{"text": "Sign in"}]}
+    assert pushed_task.require_input(question, auth=True)
+    past = timezone.now() - timedelta(hours=1)
+    Task.objects.filter(pk=pushed_task.pk).update(deadline_at=past)
+    return fresh(pushed_task)
+
+
+def test_the_agent_going_on_by_itself_gets_fresh_time(waiting: Task) -> None:
+    """Its deadline was set before the wait: kept, the sweep failed the task at once."""
+    task = Task.objects.select_related("agent").get(pk=waiting.pk)
+    reply = AgentReply(task={"id": "agent-task-1", "status": {"state": "TASK_STATE_WORKING"}})
+    from a2a.agent_updates import apply_agent_reply
+
+    apply_agent_reply(task, task_json=reply.task, message=None, via="a2a")
+    task = fresh(task)
+    assert task.state == TaskState.WORKING
+    assert task.deadline_at > timezone.now()
+    worker.expire_overdue()
+    assert fresh(task).state == TaskState.WORKING
+
+
+def test_a_reply_sent_while_a_poll_was_out_stands(waiting: Task) -> None:
+    """The poll of a task waiting for authorization is out when the person answers: the
+    poll's answer (still AUTH_REQUIRED) must not schedule a poll over the reply's send."""
+    task = Task.objects.select_related("agent").get(pk=waiting.pk)
+    lease = timezone.now() + timedelta(seconds=30)
+    Task.objects.filter(pk=task.pk).update(next_action=NextAction.POLL, lease_until=lease)
+    task = Task.objects.select_related("agent").get(pk=task.pk)  # the poll's claim
+    services.reply_to_task(Task.objects.get(pk=task.pk), text="signed in")  # meanwhile
+    answer = AgentReply(
+        task={"id": "agent-task-1", "status": {"state": "TASK_STATE_AUTH_REQUIRED"}}
+    )
+    agent_answers.after_answer(task, call_target(task.agent), answer, TaskState.AUTH_REQUIRED, POLL)
+    task = fresh(task)
+    assert (task.state, task.next_action) == (TaskState.WORKING, NextAction.SEND)
+    assert task.outbound_message["parts"]
+
+
+@pytest.mark.parametrize(
+    ("stamp", "status"), [("2026-12-01T10:00:05Z", 200), ("2026-12-01T10:00:01Z", 409)]
+)
+def test_a_pushed_status_newer_than_the_authorization_request_resumes_the_task(
+    pushed_task: Task, stamp: str, status: int
+) -> None:
+    """A newer WORKING says the agent went on (it was refused as older than the
+    question); an older one still is."""
+    asked = push(pushed_task, status_update("TASK_STATE_AUTH_REQUIRED", "2026-12-01T10:00:02Z"))
+    assert asked.status_code == 200
+    assert fresh(pushed_task).state == TaskState.AUTH_REQUIRED
+    answer = push(pushed_task, status_update("TASK_STATE_WORKING", stamp))
+    assert answer.status_code == status
+    expected = TaskState.WORKING if status == 200 else TaskState.AUTH_REQUIRED
+    assert fresh(pushed_task).state == expected
+
+
+def test_a_pushed_working_after_a_question_for_input_is_still_older_than_it(
+    pushed_task: Task,
+) -> None:
+    """A question for input waits for the person's reply: an agent does not go on by
+    itself there, so a WORKING pushed after it is an old one arriving late."""
+    asked = push(pushed_task, status_update("TASK_STATE_INPUT_REQUIRED", "2026-12-01T10:00:02Z"))
+    assert asked.status_code == 200
+    answer = push(pushed_task, status_update("TASK_STATE_WORKING", "2026-12-01T10:00:05Z"))
+    assert answer.status_code == 409
+    assert fresh(pushed_task).state == TaskState.INPUT_REQUIRED
