@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -24,11 +27,12 @@ from a2a.task_page import page_context
 from a2a.wire import said_text
 from agent_profiles.models import AgentProfile, AgentStatus
 from platform_site import console
+from platform_site.admin_forms import TextRuleCharField, TextRuleJSONField
 from platform_site.errors import PlatformError
 from platform_site.templatetags.console import badge, human_duration
 
 
-class OptionalJSONField(forms.JSONField):
+class OptionalJSONField(TextRuleJSONField):
     """A JSON field that shows an empty box, not ``null``, when there is no value."""
 
     def prepare_value(self, value: Any) -> Any:
@@ -36,9 +40,10 @@ class OptionalJSONField(forms.JSONField):
 
 
 class ReplyForm(forms.Form):
-    """The answer to an agent's question: text, JSON data, or both."""
+    """The answer to an agent's question: text, JSON data, or both. Both fields hold to the
+    text rule of ``POST /api/tasks/{id}/reply`` (:mod:`platform_site.admin_forms`)."""
 
-    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 80}), required=False)
+    text = TextRuleCharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 80}), required=False)
     data = OptionalJSONField(
         required=False,
         help_text='Optional JSON object sent as a data part, e.g. {"market": "EU"}.',
@@ -52,6 +57,15 @@ class ReplyForm(forms.Form):
         if cleaned.get("data") not in (None, "") and not isinstance(cleaned["data"], dict):
             raise forms.ValidationError("data must be a JSON object.")
         return cleaned
+
+
+def is_uuid(text: str) -> bool:
+    """Whether ``text`` is a UUID as the task id field reads one (hyphens optional)."""
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
 
 
 class WaitingFilter(admin.SimpleListFilter):
@@ -136,7 +150,20 @@ class TaskAdmin(admin.ModelAdmin):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
-        """A read-only page that reads top-down; nothing to save (actions post elsewhere)."""
+        """A read-only page that reads top-down; nothing to save (actions post elsewhere).
+
+        The list shows ids cut to 8 characters, and operators paste those: an id that is
+        not a whole UUID leads to the list searched for it, not to a 500.
+        """
+        object_id = unquote(object_id)
+        if not is_uuid(object_id):
+            self.message_user(
+                request,
+                f"“{object_id}” is not a whole task id; the tasks whose id holds it are listed.",
+                messages.WARNING,
+            )
+            changelist = reverse("admin:a2a_task_changelist")
+            return HttpResponseRedirect(f"{changelist}?{urlencode({'q': object_id})}")
         task = get_object_or_404(
             Task.objects.select_related("skill", "agent", "created_by"), pk=object_id
         )

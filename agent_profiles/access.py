@@ -6,7 +6,9 @@ closes the agent's open gateway sockets at once. Bulk ``queryset.update`` sends 
 
 The registry cannot import the gateway (imports point gateway → a2a → agent_profiles), so
 it sends :data:`access_revoked` after commit; the gateway's receiver closes the sockets
-(``gateway.receivers``).
+(``gateway.receivers``). Deleting a live key or an agent (the admin's "Delete selected", a
+cascade) takes access away without passing here; the gateway's ``pre_delete`` receivers
+close those sockets (4401) the same way.
 """
 
 from __future__ import annotations

@@ -29,7 +29,9 @@ from agent_profiles.models import (
 )
 from agent_profiles.urlguard import check_url
 from platform_site import console
+from platform_site.admin_forms import TextRuleJSONField
 from platform_site.errors import PlatformError
+from platform_site.text import find_bad_text, loads_bounded
 
 
 class PrettyJSONWidget(forms.Textarea):
@@ -39,15 +41,33 @@ class PrettyJSONWidget(forms.Textarea):
         super().__init__(attrs={"rows": rows, "cols": 100, "style": "font-family: monospace"})
 
     def format_value(self, value: Any) -> str | None:
-        try:
-            return json.dumps(json.loads(value), indent=2, ensure_ascii=False)
-        except (TypeError, ValueError):
+        # Bounded, and only text the rule allows: what a person typed and the form
+        # refused (nested 100,000 deep, a "\\ud800") is shown as typed, never re-parsed.
+        if not isinstance(value, str):
             return value
+        try:
+            parsed = loads_bounded(value)
+        except ValueError:
+            return value
+        if find_bad_text(parsed) is not None:
+            return value
+        return json.dumps(parsed, indent=2, ensure_ascii=False)
+
+
+# Typed in as JSON; parsed and checked like an API body (platform_site.admin_forms).
+SKILL_JSON_FIELDS = (
+    "tags",
+    "examples",
+    "input_modes",
+    "output_modes",
+    "input_schema",
+    "output_schema",
+)
 
 
 class SkillForm(forms.ModelForm):
     """Skill editor: ``Skill.clean`` checks both schemas and names the bad spot, which the
-    form shows under the field."""
+    form shows under the field. JSON fields hold to the REST API's text and depth rule."""
 
     class Meta:
         model = Skill
@@ -67,6 +87,7 @@ class SkillForm(forms.ModelForm):
             "output_schema",
             "max_attempts",
         ]
+        field_classes = dict.fromkeys(SKILL_JSON_FIELDS, TextRuleJSONField)
         widgets = {
             "input_schema": PrettyJSONWidget(),
             "output_schema": PrettyJSONWidget(),
@@ -139,6 +160,7 @@ class AgentProfileForm(admin_calls.CallSettingsForm):
             "metadata",
             *admin_calls.CALL_FIELDS,
         ]
+        field_classes = {"metadata": TextRuleJSONField}
         widgets = {"metadata": PrettyJSONWidget(rows=6)}
 
     def clean_a2a_endpoint(self) -> str:
