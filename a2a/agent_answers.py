@@ -11,6 +11,7 @@ Used by :mod:`a2a.agent_calls`, :mod:`a2a.agent_streams` and the batched polls
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
@@ -59,19 +60,28 @@ def after_answer(
     state_before: str,
     mode: str,
     news: dict[str, Any] | None = None,
+    *,
+    held: datetime | None = None,
 ) -> None:
     """Keep following a task that is still active; tell the agent if we canceled meanwhile.
 
     ``task`` is current: transitions update it, and a lost compare-and-set reloads it.
     ``news``: fields of the answer not written yet (``pending`` of
     :func:`~a2a.agent_updates.apply_agent_update`), written with the schedule: one UPDATE
-    where there were two for every answer that leaves the task in its state.
+    where there were two for every answer that leaves the task in its state. ``held``: the
+    lease of the poll this answers (its claim, as the poll began): its next poll never
+    replaces an action queued while it was out (a person's reply to an AUTH_REQUIRED
+    polled on), and only that claim is given up, not another worker's on that action.
     """
     news = dict(news or {})
+    retry_after = reply.retry_after
+    polled = held is not None
     if _followed(task, mode) and task.transport == Transport.A2A:
         if mode == POLL:
             grow = task.state == state_before
-            if schedule_poll(task, target, grow=grow, retry_after=reply.retry_after, also=news):
+            if schedule_poll(
+                task, target, grow=grow, retry_after=retry_after, also=news, polled=polled
+            ):
                 return
         elif task.schedule(
             NextAction.FOLLOW, base_interval(task, target), if_state=task.state, **news
@@ -83,8 +93,9 @@ def after_answer(
             mode == POLL
             and _followed(task, mode)
             and task.transport == Transport.A2A
-            and not _send_queued_meanwhile(task)
-            and schedule_poll(task, target, grow=False, retry_after=reply.retry_after, also=news)
+            and schedule_poll(
+                task, target, grow=False, retry_after=retry_after, also=news, polled=polled
+            )
         ):
             # The agent's push moved the task while our call was on the wire: it goes on
             # from the state the push left (never the send again).
@@ -95,14 +106,22 @@ def after_answer(
         task.state == TaskState.CANCELED
         and task.remote_task_id
         and not task.next_action
-        and "remoteCancel" not in (task.metadata or {})  # the agent was told already
+        and not _told_of_cancel(task)
         and reply.state not in TERMINAL_STATES  # its task ended anyway
     ):
         # Canceled while our call was on the wire: the agent has a task now; stop it.
         task.schedule(NextAction.CANCEL)
         queue_processing(task.pk)
     elif task.lease_until is not None:
-        task.release()
+        task.release(held=held)
+
+
+def _told_of_cancel(task: Task) -> bool:
+    """Whether the agent's current task was told of the cancel already (by the worker's
+    ``CancelTask``): ``remoteCancel`` names the agent task it went to, and one left from
+    an earlier attempt (a retry, a reassignment) names another."""
+    told = (task.metadata or {}).get("remoteCancel")
+    return isinstance(told, dict) and told.get("taskId") == task.remote_task_id
 
 
 def _followed(task: Task, mode: str) -> bool:
@@ -112,13 +131,6 @@ def _followed(task: Task, mode: str) -> bool:
     from the client, which SHOULD keep following the task; until then the polls back off
     as for a task that works on unchanged. (A question for input waits for the reply.)"""
     return task.state in ACTIVE_STATES or (task.state == TaskState.AUTH_REQUIRED and mode == POLL)
-
-
-def _send_queued_meanwhile(task: Task) -> bool:
-    """Whether a send was queued while this call was out (a person's reply to the
-    authorization the task was polled in): it stands, and the poll is not scheduled over
-    it. A send of this worker's own still holds its claim."""
-    return task.next_action == NextAction.SEND and task.lease_until is None
 
 
 def _still_news(task: Task, news: dict[str, Any]) -> dict[str, Any]:

@@ -254,7 +254,7 @@ def _start_attempt(task: Task, target: CallTarget, mode: str, followup: bool) ->
 
 def poll(task: Task) -> None:
     """Ask the agent for its task (``GetTask``)."""
-    state_before = task.state
+    state_before, held = task.state, task.lease_until
     target = agent_answers.target_of(task)
     news: dict[str, Any] = {}
     try:
@@ -269,7 +269,7 @@ def poll(task: Task) -> None:
         agent_answers.outcome(task, exc)
         poll_failed(task, target, exc)
         return
-    agent_answers.after_answer(task, target, reply, state_before, POLL, news)
+    agent_answers.after_answer(task, target, reply, state_before, POLL, news, held=held)
 
 
 def poll_failed(task: Task, target: CallTarget, exc: A2ACallError) -> None:
@@ -308,11 +308,13 @@ def no_polling(task: Task, target: CallTarget, exc: A2ACallError) -> None:
 def cancel(task: Task) -> None:
     """Propagate a cancel to the agent: one try; the outcome is noted in metadata."""
     metadata = dict(task.metadata or {})
+    # Which agent task was told: a later attempt's (a retry, a reassignment) is not.
+    told = {"at": timezone.now().isoformat(), "taskId": task.remote_task_id}
     try:
         target = agent_answers.target_of(task)
         reply = transports.transport_for(target).cancel(task.remote_task_id)
-        metadata["remoteCancel"] = {"at": timezone.now().isoformat(), "state": reply.state}
+        metadata["remoteCancel"] = {**told, "state": reply.state}
     except A2ACallError as exc:
         agent_answers.outcome(task, exc)
-        metadata["remoteCancel"] = {"at": timezone.now().isoformat(), "error": exc.as_error()}
+        metadata["remoteCancel"] = {**told, "error": exc.as_error()}
     task.cancel_propagated(metadata=metadata)

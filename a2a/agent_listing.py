@@ -41,10 +41,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from a2a import agent_push, agent_push_body, agent_registry, transports
+from a2a.claims import lease_seconds
 from a2a.exceptions import A2ACallError, A2AProtocolError, A2AUnsupportedOperation
 from a2a.listing_models import AgentListing
 from a2a.models import Task
-from a2a.scheduling import lease_seconds
 from a2a.states import TERMINAL_STATES, NextAction, Transport
 from a2a.transports import AgentReply
 from agent_profiles.interfaces import V1_0, CallTarget

@@ -100,7 +100,7 @@ def legacy_push(task_id: uuid.UUID) -> Applied:
         task.state in ACTIVE_STATES
         and task.transport == Transport.A2A
         and task.remote_task_id
-        and task.poll_soon()
+        and task.poll_soon(over_send=False)  # it may come from the agent of an old attempt
     ):
         queue_processing(task.pk)
     return Applied(state=task.state, read_back=True)
@@ -175,12 +175,14 @@ def _check_order(task: Task, push: Push) -> datetime | None:
         )
     state = normalize_state((push.status or {}).get("state"))
     # An agent may go on from AUTH_REQUIRED by itself (A2A 1.0, 7.6): a status newer than
-    # the question says it did. Any other active state is older than the question.
+    # the question says it did, newer than the last pushed status and than the question's
+    # arrival (which a poll may have brought: no pushed time then). Any other active state
+    # is older than the question.
     resumed = (
         task.state == TaskState.AUTH_REQUIRED
         and stamp is not None
-        and seen is not None
-        and stamp > seen
+        and stamp > task.state_changed_at
+        and (seen is None or stamp > seen)
     )
     if task.state in INTERRUPTED_STATES and state in ACTIVE_STATES and not resumed:
         raise StaleUpdate(

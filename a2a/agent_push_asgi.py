@@ -108,7 +108,10 @@ async def _handle(scope: dict[str, Any], receive: Any) -> tuple[int, dict[str, A
             "taskPushNotificationConfig in X-A2A-Notification-Token or as a Bearer token.",
         )
     if hook.legacy:  # an address given out before an upgrade: the body is not applied
-        applied = await pool.call(agent_push.legacy_push)(hook.task_id)
+        try:
+            applied = await pool.call(agent_push.legacy_push)(hook.task_id)
+        except PlatformError as exc:  # a task deleted since (retention): 404
+            return exc.status_code, error_body(exc.code, exc.message, exc.details)
         return 202, {"state": applied.state, "readBack": True}
     try:
         raw = await _read_body(receive, settings.AGENT_PUSH_MAX_BYTES)

@@ -40,6 +40,7 @@ from a2a.wire import (
     schema_errors,
     task_output,
 )
+from agent_profiles.interfaces import call_target
 from platform_site.text import find_bad_text
 
 
@@ -278,8 +279,11 @@ def _move(
             # The agent went on by itself (signed in elsewhere: an AUTH_REQUIRED it
             # left): its time starts again, as after a person's reply, not from before
             # the wait, which may be past already.
-            fields.setdefault("deadline_at", _fresh_deadline(task))
-            return task.start_work(f"agent reports {state} {via_text}", **fields)
+            fields.setdefault(
+                "deadline_at", timezone.now() + timedelta(seconds=task_timeout(task)[0])
+            )
+            # The question is answered, or was not needed any more.
+            return task.start_work(f"agent reports {state} {via_text}", question=None, **fields)
         if state == TaskState.WORKING and task.state != TaskState.WORKING:
             return task.start_work(f"agent reports {state} {via_text}", **fields)
     elif state in INTERRUPTED_STATES:
@@ -304,12 +308,14 @@ def _move(
     return True
 
 
-def _fresh_deadline(task: Task) -> datetime:
-    """A deadline from now: the agent's ``timeoutMs``, else ``A2A_TASK_TIMEOUT``."""
-    seconds = getattr(task.agent, "timeout", None)
-    if not seconds or seconds <= 0:
-        seconds = settings.A2A_TASK_TIMEOUT
-    return timezone.now() + timedelta(seconds=seconds)
+def task_timeout(task: Task) -> tuple[float, str]:
+    """The task's timeout in seconds and what set it: the agent's ``timeoutMs`` when it
+    has one (it set the deadline: ``agent_calls``), else ``A2A_TASK_TIMEOUT``. A timeout's
+    message and its ``details`` take it from here (:mod:`a2a.worker`), so they agree."""
+    seconds = call_target(task.agent).timeout_seconds
+    if seconds and seconds > 0:
+        return seconds, "the agent's timeoutMs"
+    return settings.A2A_TASK_TIMEOUT, "A2A_TASK_TIMEOUT"
 
 
 def _update(task: Task, fields: dict[str, Any]) -> None:

@@ -50,9 +50,9 @@ from a2a import (
     transports,
 )
 from a2a.agent_updates import apply_agent_reply
+from a2a.claims import due_filter, lease_seconds
 from a2a.exceptions import A2ACallError, A2AUnsupportedOperation
 from a2a.models import Task
-from a2a.scheduling import due_filter, lease_seconds
 from a2a.states import NextAction, normalize_state
 from agent_profiles.interfaces import CallTarget
 from platform_site.metrics import cpu_stage
@@ -239,7 +239,7 @@ def reschedule_quiet(quiet: list[Polled], lease: Any) -> int:
 
 def _apply_one(polled: Polled) -> None:
     task, target = polled.task, polled.target
-    state_before = task.state
+    state_before, held = task.state, task.lease_until
     news: dict[str, Any] = {}  # written with the next poll's schedule
     try:
         if polled.error is not None:
@@ -257,7 +257,9 @@ def _apply_one(polled: Polled) -> None:
         polled.error = exc
         _failed(polled)
         return
-    agent_answers.after_answer(task, target, polled.reply, state_before, follow_policy.POLL, news)
+    agent_answers.after_answer(
+        task, target, polled.reply, state_before, follow_policy.POLL, news, held=held
+    )
 
 
 def _failed(polled: Polled) -> None:

@@ -165,14 +165,17 @@ def schedule_poll(
     grow: bool,
     retry_after: float | None = None,
     also: dict[str, Any] | None = None,
+    polled: bool = False,
 ) -> bool:
     """Poll again later: from the base interval, times A2A_POLL_BACKOFF while nothing changes.
 
-    Conditional on the state the worker saw, so a person's cancel or reply meanwhile wins.
-    ``also``: more fields written in the same UPDATE.
+    Conditional on the state the worker saw, so a person's cancel or reply meanwhile wins;
+    ``polled``: after a poll, also on no other action queued meanwhile (see
+    :meth:`~a2a.scheduling.TaskScheduling.schedule_poll`). ``also``: more fields written in
+    the same UPDATE.
     """
     delay, interval = next_poll(task, target, grow=grow, retry_after=retry_after)
-    if not task.schedule_poll(delay, interval, **(also or {})):
+    if not task.schedule_poll(delay, interval, polled=polled, **(also or {})):
         return False
     if settings.A2A_POLL_MESSAGES and delay < settings.A2A_SWEEP_INTERVAL * 2:
         queue_processing(task.pk, countdown=delay)

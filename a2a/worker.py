@@ -32,9 +32,10 @@ from a2a import (
     rows,
     send_watch,
 )
+from a2a.agent_updates import task_timeout
+from a2a.claims import lease_seconds
 from a2a.hints import queue_processing
 from a2a.models import Task
-from a2a.scheduling import lease_seconds
 from a2a.states import ACTIVE_STATES, NextAction, Transport
 from agent_profiles.interfaces import call_target
 from platform_site.dbthreads import ConnectionPool, tidy_connections
@@ -102,18 +103,8 @@ def overdue(now: datetime) -> QuerySet[Task]:
     return tasks.order_by("deadline_at").select_related("skill", "agent")
 
 
-def _timeout_of(task: Task) -> tuple[float, str]:
-    """The task's timeout in seconds and what set it: the agent's ``timeoutMs`` when it
-    has one (it set the deadline: ``agent_calls``), else ``A2A_TASK_TIMEOUT``. The
-    timeout's message and its ``details`` both take it from here, so they agree."""
-    seconds = call_target(task.agent).timeout_seconds
-    if seconds and seconds > 0:
-        return seconds, "the agent's timeoutMs"
-    return settings.A2A_TASK_TIMEOUT, "A2A_TASK_TIMEOUT"
-
-
 def _timeout_text(task: Task) -> str:
-    seconds, source = _timeout_of(task)
+    seconds, source = task_timeout(task)
     return f"{seconds:g} s ({source})"
 
 
@@ -127,7 +118,7 @@ def fail_timeout(task: Task) -> bool:
         fields = {"next_action": NextAction.CANCEL, "next_poll_at": timezone.now()}
     last = (task.error or {}).get("message") if isinstance(task.error, dict) else None
     sent = bool(task.attempts or task.remote_task_id) or task.transport != Transport.A2A
-    seconds, source = _timeout_of(task)
+    seconds, source = task_timeout(task)
     if sent:
         message = (
             f"Timed out: agent '{task.agent_id}' gave no final answer within "

@@ -161,3 +161,28 @@ def test_an_address_of_before_an_upgrade_takes_only_its_own_token(task: Task) ->
         response = post(f"/api/a2a/push/{task.pk}/1", done({"verdict": "pass"}), token)
         assert response.status_code == 401
     assert fresh(task).next_poll_at == later
+
+
+def test_a_push_to_an_old_address_leaves_a_waiting_send_as_it_is(task: Task) -> None:
+    """A person's reply waiting out its retry backoff (its send due later): a push to the
+    old address, the agent's or one of the agent the task was taken from, must not turn
+    the send into a poll (the reply was lost)."""
+    later = timezone.now() + timedelta(seconds=30)
+    Task.objects.filter(pk=task.pk).update(
+        state=TaskState.WORKING, next_action=NextAction.SEND, next_poll_at=later
+    )
+    response = post(
+        f"/api/a2a/push/{task.pk}/1", done({"verdict": "pass"}), _legacy_token(task.pk, 1)
+    )
+    assert response.status_code == 202
+    task = fresh(task)
+    assert (task.next_action, task.next_poll_at) == (NextAction.SEND, later)
+
+
+def test_a_push_to_an_old_address_of_a_deleted_task_is_a_404(task: Task) -> None:
+    """A task deleted since (retention): the same 404 as on today's addresses, not a 500
+    with a traceback at every push."""
+    gone = uuid.uuid4()
+    response = post(f"/api/a2a/push/{gone}/1", done({"verdict": "pass"}), _legacy_token(gone, 1))
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"

@@ -22,6 +22,7 @@ from django.utils import timezone
 from starlette.applications import Starlette
 
 from a2a import agent_answers, services, worker
+from a2a.agent_updates import apply_agent_reply
 from a2a.follow_policy import POLL
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
@@ -108,48 +109,97 @@ def test_the_agent_going_on_by_itself_gets_fresh_time(waiting: Task) -> None:
     """Its deadline was set before the wait: kept, the sweep failed the task at once."""
     task = Task.objects.select_related("agent").get(pk=waiting.pk)
     reply = AgentReply(task={"id": "agent-task-1", "status": {"state": "TASK_STATE_WORKING"}})
-    from a2a.agent_updates import apply_agent_reply
-
     apply_agent_reply(task, task_json=reply.task, message=None, via="a2a")
     task = fresh(task)
-    assert task.state == TaskState.WORKING
+    assert (task.state, task.question) == (TaskState.WORKING, None)
     assert task.deadline_at > timezone.now()
     worker.expire_overdue()
     assert fresh(task).state == TaskState.WORKING
 
 
-def test_a_reply_sent_while_a_poll_was_out_stands(waiting: Task) -> None:
-    """The poll of a task waiting for authorization is out when the person answers: the
-    poll's answer (still AUTH_REQUIRED) must not schedule a poll over the reply's send."""
-    task = Task.objects.select_related("agent").get(pk=waiting.pk)
+def _poll_answers(task: Task, state: str) -> None:
+    """What the worker does with its poll's answer (``agent_calls.poll``), on the task as
+    its claim read it."""
+    news: dict[str, Any] = {}
+    held = task.lease_until
+    answer = AgentReply(task={"id": "agent-task-1", "status": {"state": state}})
+    apply_agent_reply(task, task_json=answer.task, message=None, via="a2a", pending=news)
+    target = call_target(task.agent)
+    agent_answers.after_answer(task, target, answer, TaskState.AUTH_REQUIRED, POLL, news, held=held)
+
+
+@pytest.mark.parametrize("state", ["TASK_STATE_AUTH_REQUIRED", "TASK_STATE_WORKING"])
+@pytest.mark.parametrize("send_claimed", [False, True])
+def test_a_reply_sent_while_a_poll_was_out_stands(
+    waiting: Task, state: str, send_claimed: bool
+) -> None:
+    """The poll of a task waiting for authorization is out when the person answers. The
+    poll's answer (still asking, or working: the agent went on as the person signed in)
+    must not schedule a poll over the reply's send, whether a worker holds that send yet
+    or not: the reply was lost."""
     lease = timezone.now() + timedelta(seconds=30)
-    Task.objects.filter(pk=task.pk).update(next_action=NextAction.POLL, lease_until=lease)
-    task = Task.objects.select_related("agent").get(pk=task.pk)  # the poll's claim
-    services.reply_to_task(Task.objects.get(pk=task.pk), text="signed in")  # meanwhile
-    answer = AgentReply(
-        task={"id": "agent-task-1", "status": {"state": "TASK_STATE_AUTH_REQUIRED"}}
-    )
-    agent_answers.after_answer(task, call_target(task.agent), answer, TaskState.AUTH_REQUIRED, POLL)
-    task = fresh(task)
+    Task.objects.filter(pk=waiting.pk).update(next_action=NextAction.POLL, lease_until=lease)
+    claimed = Task.objects.select_related("agent").get(pk=waiting.pk)  # the poll's claim
+    services.reply_to_task(Task.objects.get(pk=waiting.pk), text="signed in")  # meanwhile
+    sending = timezone.now() + timedelta(seconds=60)
+    if send_claimed:  # another worker took the reply's send
+        Task.objects.filter(pk=waiting.pk).update(lease_until=sending)
+    _poll_answers(claimed, state)
+    task = fresh(claimed)
     assert (task.state, task.next_action) == (TaskState.WORKING, NextAction.SEND)
-    assert task.outbound_message["parts"]
+    assert task.outbound_message["parts"][0]["text"] == "signed in"
+    assert task.lease_until == (sending if send_claimed else None)
 
 
-@pytest.mark.parametrize(
-    ("stamp", "status"), [("2026-12-01T10:00:05Z", 200), ("2026-12-01T10:00:01Z", 409)]
-)
+def test_a_poll_answer_keeps_an_authorization_request_followed(waiting: Task) -> None:
+    """The poll that brings the question (WORKING to AUTH_REQUIRED, which clears what is
+    due) schedules the next poll."""
+    Task.objects.filter(pk=waiting.pk).update(state=TaskState.WORKING)
+    lease = timezone.now() + timedelta(seconds=30)
+    Task.objects.filter(pk=waiting.pk).update(next_action=NextAction.POLL, lease_until=lease)
+    claimed = Task.objects.select_related("agent").get(pk=waiting.pk)
+    _poll_answers(claimed, "TASK_STATE_AUTH_REQUIRED")
+    task = fresh(claimed)
+    assert (task.state, task.next_action) == (TaskState.AUTH_REQUIRED, NextAction.POLL)
+    assert task.lease_until is None
+
+
+def _stamp(seconds: float) -> str:
+    """An agent's status time, ``seconds`` from now."""
+    return (timezone.now() + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+
+@pytest.mark.parametrize(("after", "status"), [(5, 200), (-5, 409)])
 def test_a_pushed_status_newer_than_the_authorization_request_resumes_the_task(
-    pushed_task: Task, stamp: str, status: int
+    pushed_task: Task, after: float, status: int
 ) -> None:
     """A newer WORKING says the agent went on (it was refused as older than the
     question); an older one still is."""
-    asked = push(pushed_task, status_update("TASK_STATE_AUTH_REQUIRED", "2026-12-01T10:00:02Z"))
+    asked = push(pushed_task, status_update("TASK_STATE_AUTH_REQUIRED", _stamp(0)))
     assert asked.status_code == 200
     assert fresh(pushed_task).state == TaskState.AUTH_REQUIRED
-    answer = push(pushed_task, status_update("TASK_STATE_WORKING", stamp))
+    answer = push(pushed_task, status_update("TASK_STATE_WORKING", _stamp(after)))
     assert answer.status_code == status
-    expected = TaskState.WORKING if status == 200 else TaskState.AUTH_REQUIRED
-    assert fresh(pushed_task).state == expected
+    task = fresh(pushed_task)
+    if status == 200:
+        assert (task.state, task.question) == (TaskState.WORKING, None)
+    else:
+        assert task.state == TaskState.AUTH_REQUIRED
+
+
+def test_a_late_push_does_not_undo_an_authorization_request_a_poll_brought(
+    pushed_task: Task,
+) -> None:
+    """WORKING pushed at t1, AUTH_REQUIRED read by a poll at t3, a delayed push of a
+    WORKING from t2: older than the question, though newer than the last push."""
+    first = push(pushed_task, status_update("TASK_STATE_WORKING", _stamp(-10)))
+    assert first.status_code == 200
+    task = Task.objects.select_related("agent").get(pk=pushed_task.pk)
+    _poll_answers(task, "TASK_STATE_AUTH_REQUIRED")
+    assert fresh(task).state == TaskState.AUTH_REQUIRED
+    late = push(pushed_task, status_update("TASK_STATE_WORKING", _stamp(-5)))
+    assert late.status_code == 409
+    assert fresh(task).state == TaskState.AUTH_REQUIRED
 
 
 def test_a_pushed_working_after_a_question_for_input_is_still_older_than_it(
@@ -157,8 +207,8 @@ def test_a_pushed_working_after_a_question_for_input_is_still_older_than_it(
 ) -> None:
     """A question for input waits for the person's reply: an agent does not go on by
     itself there, so a WORKING pushed after it is an old one arriving late."""
-    asked = push(pushed_task, status_update("TASK_STATE_INPUT_REQUIRED", "2026-12-01T10:00:02Z"))
+    asked = push(pushed_task, status_update("TASK_STATE_INPUT_REQUIRED", _stamp(0)))
     assert asked.status_code == 200
-    answer = push(pushed_task, status_update("TASK_STATE_WORKING", "2026-12-01T10:00:05Z"))
+    answer = push(pushed_task, status_update("TASK_STATE_WORKING", _stamp(5)))
     assert answer.status_code == 409
     assert fresh(pushed_task).state == TaskState.INPUT_REQUIRED

@@ -60,3 +60,26 @@ def test_a_cancel_of_a_streamed_task_reaches_the_agent_once(
         assert task.metadata["remoteCancel"]["state"] == TaskState.CANCELED
     agent = AgentProfile.objects.get(pk="streamer")
     assert agent.last_call_ok is not False, (agent.last_call_code, agent.last_call_error)
+
+
+def test_a_cancel_told_to_an_earlier_attempts_task_does_not_count_for_the_new_one(
+    pushed_task: Any,
+) -> None:
+    """Attempt 1's cancel went to its agent task; the person retried, then canceled while
+    the new send was on the wire: the send's answer names the new agent task, which must
+    be told too (``remoteCancel`` left from attempt 1 kept it from being told)."""
+    from a2a import agent_answers
+    from a2a.follow_policy import POLL
+    from a2a.models import Task
+    from a2a.states import NextAction
+    from a2a.transports import AgentReply
+    from agent_profiles.interfaces import call_target
+
+    told = {"at": "2026-12-01T10:00:00+00:00", "taskId": "old-agent-task", "state": "x"}
+    Task.objects.filter(pk=pushed_task.pk).update(metadata={"remoteCancel": told})
+    task = Task.objects.select_related("agent").get(pk=pushed_task.pk)
+    assert task.cancel("canceled by a person")
+    answer = AgentReply(task={"id": "agent-task-1", "status": {"state": "TASK_STATE_WORKING"}})
+    agent_answers.after_answer(task, call_target(task.agent), answer, TaskState.SUBMITTED, POLL)
+    task.refresh_from_db()
+    assert task.next_action == NextAction.CANCEL

@@ -83,7 +83,7 @@ def test_a_task_waiting_for_a_person_is_not_claimed(task: Task) -> None:
 def test_the_plain_claim_takes_exactly_what_the_due_filter_names(
     task: Task, action: str, due_in: int | None, held_for: int | None, claimed: bool
 ) -> None:
-    from a2a.scheduling import due_filter
+    from a2a.claims import due_filter
 
     now = timezone.now()
     Task.objects.filter(pk=task.pk).update(
