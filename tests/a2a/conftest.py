@@ -79,3 +79,20 @@ def polled_user(
     settings.A2A_LIST_INTERVAL = 0  # polled one by one, not by listings
     make_agent(skills=[make_skill(id="ce-review")], a2a_endpoint=module_peer.url)
     return make_user()
+
+
+@pytest.fixture
+def asked_task(make_skill: Any, make_agent: Any, make_user: Any) -> Task:
+    """A task whose agent (``r-1`` in context ``c-1``) asks "EU or UK?": what the admin's
+    reply form answers."""
+    skill = make_skill()
+    make_agent(skills=[skill])
+    task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
+    question = {"messageId": "q1", "role": "ROLE_AGENT", "parts": [{"text": "EU or UK?"}]}
+    services.apply_agent_update(
+        task,
+        status={"state": "TASK_STATE_INPUT_REQUIRED", "message": question},
+        remote={"id": "r-1", "contextId": "c-1"},
+        via="a2a",
+    )
+    return task

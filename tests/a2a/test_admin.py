@@ -15,18 +15,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def task(make_skill: Any, make_agent: Any, make_user: Any) -> Task:
-    skill = make_skill()
-    make_agent(skills=[skill])
-    task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
-    question = {"messageId": "q1", "role": "ROLE_AGENT", "parts": [{"text": "EU or UK?"}]}
-    services.apply_agent_update(
-        task,
-        status={"state": "TASK_STATE_INPUT_REQUIRED", "message": question},
-        remote={"id": "r-1", "contextId": "c-1"},
-        via="a2a",
-    )
-    return task
+def task(asked_task: Task) -> Task:
+    return asked_task
 
 
 def test_the_list_shows_tasks(admin_client: Any, task: Task) -> None:
