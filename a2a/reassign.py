@@ -4,9 +4,11 @@ Part of :mod:`a2a.services` (import from there). A task that waits (submitted or
 at an agent that does not answer, offline at the gateway, waiting for input) or has
 failed can go to another active agent of its skill: the one named, or the matcher's pick
 among the others. The old agent is told to drop it (best effort: a cancel over A2A, or
-its gateway assignment withdrawn / a ``task.cancel`` frame), the task starts again as a
-fresh attempt at the new agent, and the move is recorded in the history (a
-``TaskEvent``) and in ``metadata.reassignments``.
+its gateway assignment withdrawn / a ``task.cancel`` frame, which also closes the
+assignment it holds unacknowledged so that it is not sent again), the task starts again
+as a fresh attempt at the new agent (over the gateway, a new ``task.assign`` of its own),
+and the move is recorded in the history (a ``TaskEvent``) and in
+``metadata.reassignments``.
 """
 
 from __future__ import annotations
@@ -52,7 +54,11 @@ def _new_agent(task: Task, agent_id: str | None) -> tuple[AgentProfile, dict[str
 
 
 def _tell_old_agent(task: Task) -> dict[str, Any]:
-    """Best effort: the old agent should stop working on it. What happened, for metadata."""
+    """Best effort: the old agent should stop working on it. What happened, for metadata.
+
+    Over the gateway: an assignment it never received is withdrawn (``"withdrawn"``); one
+    it was sent gets a ``task.cancel``, and its open assignment and replies are closed
+    (``gateway.services.send_followup``)."""
     note: dict[str, Any] = {}
     if task.transport != Transport.A2A:
         note["gateway"] = transports.gateway().follow_up(task, "cancel", None)

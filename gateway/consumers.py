@@ -30,7 +30,7 @@ from gateway.connections import local
 from gateway.db import db
 from gateway.frames import FrameError
 from gateway.middleware import CLOSE_TRY_AGAIN
-from gateway.sessions import end_session
+from gateway.sessions import AccessLost, end_session
 from platform_site import logs
 
 log = logging.getLogger(__name__)
@@ -275,6 +275,8 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         async with _start_gate():
             try:
                 await self._join(agent)
+            except AccessLost as exc:  # the key revoked or the agent disabled meanwhile
+                await self._refuse(exc.code)
             except Exception:
                 # Redis (the group) or the database (presence, outbox) failed: "try again
                 # later", as for a key that could not be checked, not a 1011 crash.

@@ -56,11 +56,17 @@ def withdraw_unsent(task: Task, reason: str) -> bool:
 
 
 def expire_offline_tasks(limit: int = 500) -> int:
-    """Fail tasks whose assignment waited past ``OFFLINE_TASK_TTL``; returns how many."""
+    """Close deliveries unacknowledged past ``OFFLINE_TASK_TTL`` (their ``expires_at``) and
+    fail the tasks whose assignment it was; returns how many deliveries expired.
+
+    Replies and cancels expire too, or one the agent never acks would be sent on each of
+    its connections forever; they fail nothing (a cancel's task has ended or is another
+    agent's now, and a reply's waits for its deadline like any task).
+    """
     now = timezone.now()
-    due = Delivery.objects.filter(
-        kind=DeliveryKind.ASSIGN, status__in=OPEN_STATUSES, expires_at__lt=now
-    ).select_related("task")[:limit]
+    due = Delivery.objects.filter(status__in=OPEN_STATUSES, expires_at__lt=now).select_related(
+        "task"
+    )[:limit]
     expired = 0
     for delivery in due:
         if not Delivery.objects.filter(pk=delivery.pk, status=delivery.status).update(
@@ -69,7 +75,11 @@ def expire_offline_tasks(limit: int = 500) -> int:
             continue  # delivered or withdrawn meanwhile
         expired += 1
         task = delivery.task
-        if task.state in TERMINAL_STATES:
+        if (
+            delivery.kind != DeliveryKind.ASSIGN
+            or task.state in TERMINAL_STATES
+            or task.agent_id != delivery.agent_id  # reassigned: it goes on elsewhere
+        ):
             continue
         # The wait as it was set (OFFLINE_TASK_TTL, or the agent's offline_wait).
         waited = (delivery.expires_at - delivery.queued_at).total_seconds()

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from a2a.models import Task
 from a2a.states import TERMINAL_STATES, Transport
+from agent_profiles import keys
 from agent_profiles.models import AgentProfile, ApiKey
 from gateway import frames, observe, presence
 from gateway.models import OPEN_STATUSES, Delivery, DeliveryKind, DeliveryStatus, Presence
@@ -36,7 +37,12 @@ CLOSE_DISABLED = 4403
 
 
 def authenticate_key(raw: str | None) -> tuple[AgentProfile | None, int | None]:
-    """The agent owning an API key, or the close code to refuse the connection with."""
+    """The agent owning an API key, or the close code to refuse the connection with.
+
+    The agent carries the key's prefix as ``gateway_key_prefix``: the session start checks
+    that this key is still live (:func:`gateway.sessions.start_session`), since it may be
+    revoked while the connection waits to start.
+    """
     if not raw:
         return None, CLOSE_BAD_KEY
     agent = ApiKey.authenticate(raw)
@@ -44,6 +50,7 @@ def authenticate_key(raw: str | None) -> tuple[AgentProfile | None, int | None]:
         return None, CLOSE_BAD_KEY
     if not agent.is_active:
         return None, CLOSE_DISABLED
+    agent.gateway_key_prefix = keys.parse_prefix(raw, "a2a")
     return agent, None
 
 
@@ -80,7 +87,7 @@ def push_task(task: Task, *, reason: str = "") -> str:
     """Hand ``task`` to its agent over the gateway; returns the transport used.
 
     Saves the ``task.assign`` delivery first (idempotent: an open assignment of the task
-    is reused, never duplicated), then pushes it to the agent's group after commit.
+    to its agent is reused, never duplicated), then pushes it to the agent's group after commit.
     ``"websocket"`` when the agent holds a live connection, else ``"offline"``: the row
     waits as an :class:`~gateway.models.OfflineTask` until the agent connects or it
     expires. A non-empty ``reason`` records a fallback ``{at, from, to, reason}`` in
@@ -91,8 +98,10 @@ def push_task(task: Task, *, reason: str = "") -> str:
         if task.state in TERMINAL_STATES:
             raise PlatformError(f"Task {task.id} is {task.state}; it cannot be pushed.")
         transport = Transport.WEBSOCKET if presence.is_online(task.agent_id) else Transport.OFFLINE
+        # Only an assignment to the task's agent: one still open at an agent the task was
+        # taken from (reassigned) would never reach the new agent.
         delivery = Delivery.objects.filter(
-            task=task, kind=DeliveryKind.ASSIGN, status__in=OPEN_STATUSES
+            task=task, agent_id=task.agent_id, kind=DeliveryKind.ASSIGN, status__in=OPEN_STATUSES
         ).first()
         if delivery is None:
             delivery = Delivery(task=task, agent_id=task.agent_id, kind=DeliveryKind.ASSIGN)
@@ -153,7 +162,9 @@ def send_followup(task: Task, kind: str, message: dict[str, Any] | None = None) 
 
     Saved first like an assignment and delivered in order after it. Cancelling a task whose
     assignment the agent never received withdraws the assignment instead: there is
-    nothing to cancel on the agent's side. Returns ``"websocket"``, ``"offline"`` or
+    nothing to cancel on the agent's side. A cancel also closes what the agent was sent
+    for the task and has not acknowledged (its assignment, a reply): they are not sent
+    again after it. Returns ``"websocket"``, ``"offline"`` or
     ``"withdrawn"``.
     """
     if kind not in (DeliveryKind.MESSAGE, DeliveryKind.CANCEL):
@@ -170,6 +181,14 @@ def send_followup(task: Task, kind: str, message: dict[str, Any] | None = None) 
                     status=DeliveryStatus.CANCELED, closed_reason="task canceled before delivery"
                 )
                 return "withdrawn"
+            # A task that ended has these closed by the task_changed receiver; a task
+            # reassigned to another agent goes on, and only this keeps its old agent from
+            # getting the old assignment on every reconnect.
+            Delivery.objects.filter(
+                task=task, agent_id=task.agent_id, status__in=OPEN_STATUSES
+            ).exclude(kind=DeliveryKind.CANCEL).update(
+                status=DeliveryStatus.CANCELED, closed_reason="task canceled at this agent"
+            )
         delivery = Delivery(task=task, agent_id=task.agent_id, kind=kind)
         if kind == DeliveryKind.MESSAGE:
             # Over the socket the agent's task id is ours: follow-ups name it, as they

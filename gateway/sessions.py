@@ -8,13 +8,13 @@ import logging
 import uuid
 from typing import Any
 
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from a2a import rows
 from a2a.models import Task
-from a2a.states import TERMINAL_STATES, Transport
-from agent_profiles.models import AgentProfile
+from a2a.states import TERMINAL_STATES, TaskState, Transport, normalize_state
+from agent_profiles.models import AgentProfile, AgentStatus, ApiKey
 from gateway import presence
 from gateway.frames import FrameError
 from gateway.models import OPEN_STATUSES, Delivery, DeliveryKind, DeliveryStatus
@@ -45,9 +45,28 @@ def _outbox_order(row: tuple[str, Any, uuid.UUID]) -> tuple[int, Any, str]:
     return (0 if status == DeliveryStatus.SENT else 1, created_at, str(delivery_id))
 
 
+class AccessLost(Exception):
+    """The agent lost access while its connection was starting: close with ``code``."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"access lost (close {code})")
+        self.code = code
+
+
 def start_session(agent: AgentProfile, channel_name: str, remote_addr: str) -> list[uuid.UUID]:
-    """A connection joined: record its presence, note the agent as seen, return its outbox."""
+    """A connection joined: record its presence, note the agent as seen, return its outbox.
+
+    The key was checked at the handshake, but the connection may have waited since (the
+    start gate, the group join), and a key revoked or an agent disabled meanwhile found no
+    presence row, so no connection to close. With the row in place (anything later finds
+    it), access is checked again; lost, the row goes and :class:`AccessLost` tells the
+    consumer to close (4401 / 4403).
+    """
     presence.register(agent.id, channel_name, remote_addr)
+    lost = _access_lost(agent)
+    if lost is not None:
+        presence.unregister(channel_name)
+        raise AccessLost(lost)
     if agent.gateway_seen_at is None:
         # The agent uses the gateway: its offline tasks may wait for it (OFFLINE_TASK_TTL).
         agent.gateway_seen_at = timezone.now()
@@ -56,6 +75,25 @@ def start_session(agent: AgentProfile, channel_name: str, remote_addr: str) -> l
     if seen is None or (timezone.now() - seen).total_seconds() > 60:
         agent.touch()
     return outbox(agent.id, channel_name)
+
+
+def _access_lost(agent: AgentProfile) -> int | None:
+    """The close code when the key the connection opened with (``gateway_key_prefix``, set
+    by :func:`gateway.services.authenticate_key`; any live key of the agent without it) no
+    longer works (4401) or the agent is no longer active (4403); None while both hold.
+    One query."""
+    from gateway.services import CLOSE_BAD_KEY, CLOSE_DISABLED
+
+    live = ApiKey.objects.filter(agent_id=OuterRef("pk"), revoked_at__isnull=True)
+    prefix = getattr(agent, "gateway_key_prefix", None)
+    if prefix:
+        live = live.filter(prefix=prefix)
+    row = AgentProfile.objects.filter(pk=agent.pk).values_list("status", Exists(live)).first()
+    if row is None or not row[1]:
+        return CLOSE_BAD_KEY  # deleted with its keys, or the key revoked
+    if row[0] != AgentStatus.ACTIVE:
+        return CLOSE_DISABLED
+    return None
 
 
 def end_session(channel_name: str) -> int:
@@ -95,7 +133,8 @@ def claim(
     A conditional UPDATE, so of several connections (in any process) exactly one sends a
     pending delivery. ``resend`` (a new connection's outbox) also takes deliveries sent
     on a connection that is gone, i.e. not acked and not held by a live connection. A
-    delivery of a task that ended meanwhile is closed instead of sent (cancels still go).
+    delivery of a task that ended meanwhile, or that was given to another agent, is closed
+    instead of sent (cancels still go).
     """
     rows = Delivery.objects.filter(pk=delivery_id, agent_id=agent_id)
     if resend:
@@ -111,9 +150,13 @@ def claim(
     if delivery is None or delivery.channel_name == channel_name:
         return None
     task = delivery.task
-    if task.state in TERMINAL_STATES and delivery.kind != DeliveryKind.CANCEL:
-        rows.update(status=DeliveryStatus.CANCELED, closed_reason=f"task {task.state}")
-        return None
+    if delivery.kind != DeliveryKind.CANCEL:
+        if task.state in TERMINAL_STATES:
+            rows.update(status=DeliveryStatus.CANCELED, closed_reason=f"task {task.state}")
+            return None
+        if task.agent_id != agent_id:
+            rows.update(status=DeliveryStatus.CANCELED, closed_reason="task reassigned")
+            return None
     claimed = rows.filter(status=delivery.status, channel_name=delivery.channel_name).update(
         status=DeliveryStatus.SENT,
         channel_name=channel_name,
@@ -144,8 +187,11 @@ def apply_update(
 ) -> Task:
     """Apply a ``task.update`` frame: the agent's own gateway task only.
 
-    Any update of a task also acknowledges what was sent to the agent for it (it plainly
-    received it). The status then goes through the one mapping shared with A2A polling.
+    Any update of a task first acknowledges what was sent to the agent for it (it plainly
+    received it), also for a task taken from it: its answer to that task's ``task.cancel``
+    is accepted and changes nothing. A task that ended takes only its final state again
+    (a ``CANCELED`` answering its cancel); anything else is ``invalid_state`` and changes
+    nothing. The status then goes through the one mapping shared with A2A polling.
     """
     try:
         task_uuid = uuid.UUID(task_id)
@@ -154,7 +200,17 @@ def apply_update(
     # The compiled read by id (a2a.rows), then the owner check: the ORM's filtered read was
     # compiled anew for every frame.
     task = rows.task(task_uuid) if task_uuid else None
+    if task is not None:
+        # Before the owner check: a task reassigned away from this agent is no longer its
+        # own, and its cancel would be sent again on every reconnect. Only rows sent to
+        # this agent, so nothing about another agent's task is disclosed or changed.
+        Delivery.objects.filter(
+            task_id=task.pk, agent_id=agent_id, status=DeliveryStatus.SENT
+        ).update(status=DeliveryStatus.ACKED, acked_at=timezone.now())
+    state = normalize_state(status.get("state")) if isinstance(status, dict) else None
     if task is None or task.agent_id != agent_id:
+        if task is not None and _answers_cancel(task, agent_id, state):
+            return task
         # Same answer for "no such task" and "not yours": existence is not disclosed.
         raise FrameError("task_not_found", f"Task {task_id!r} is not one of this agent's tasks.")
     if task.transport == Transport.A2A:
@@ -162,9 +218,13 @@ def apply_update(
             "not_gateway_task",
             f"Task {task_id} is served over A2A HTTP; report its status there.",
         )
-    Delivery.objects.filter(task=task, agent_id=agent_id, status=DeliveryStatus.SENT).update(
-        status=DeliveryStatus.ACKED, acked_at=timezone.now()
-    )
+    if task.state in TERMINAL_STATES and state is not None and state != task.state:
+        # A late or duplicate answer (a FAILED after a COMPLETED, a COMPLETED after the
+        # offline TTL failed the task): the agent hears that it was not taken.
+        raise FrameError(
+            "invalid_state",
+            f"Task {task_id} already ended in {task.state}; the update was not applied.",
+        )
     from a2a import services as a2a_services
 
     try:
@@ -173,3 +233,14 @@ def apply_update(
         )
     except PlatformError as exc:
         raise FrameError(exc.code, exc.message) from None
+
+
+def _answers_cancel(task: Task, agent_id: str, state: str | None) -> bool:
+    """Whether an update of a task that is not the agent's (any more) is its ``CANCELED``
+    answer to the ``task.cancel`` it was sent when the task was taken from it."""
+    return (
+        state == TaskState.CANCELED
+        and Delivery.objects.filter(
+            task_id=task.pk, agent_id=agent_id, kind=DeliveryKind.CANCEL
+        ).exists()
+    )

@@ -1,0 +1,141 @@
+"""A ``task.cancel`` (or ``task.message``) is not sent forever: the agent's answer to the
+cancel of a task taken from it acknowledges it, and unacknowledged ones expire at the
+offline TTL without failing anything."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from a2a import services as a2a_services
+from a2a.models import Task
+from a2a.states import Transport
+from agent_profiles.models import AgentProfile, Skill
+from gateway import services
+from gateway.models import Delivery, DeliveryKind, DeliveryStatus
+from tests.gateway.conftest import db_async, open_client
+from tests.gateway.test_consumer import ping_pong
+
+pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
+
+
+def _long_past(task: Task, kind: str) -> None:
+    """Queue the task's ``kind`` deliveries 30 days ago, expired a day later."""
+    past = timezone.now() - timedelta(days=30)
+    Delivery.objects.filter(task=task, kind=kind).update(
+        queued_at=past, created_at=past, expires_at=past + timedelta(days=1)
+    )
+
+
+async def test_an_unacked_cancel_does_not_outlive_the_offline_ttl(
+    agent: AgentProfile, make_task: Callable[..., Task]
+) -> None:
+    """Only assignments expired: a cancel the agent never acks was sent on every one of
+    its connections, long after OFFLINE_TASK_TTL."""
+    task = await db_async(make_task)()
+    client = await open_client(agent.raw_key)
+    await ping_pong(client)
+    await db_async(services.push_task)(task)
+    assign = await client.recv()
+    await client.send({"type": "task.ack", "deliveryId": assign["deliveryId"]})
+    await ping_pong(client)
+    await client.close()
+    await db_async(a2a_services.cancel_task)(await db_async(Task.objects.get)(pk=task.pk))
+
+    await db_async(_long_past)(task, DeliveryKind.CANCEL)
+    assert await db_async(services.expire_offline_tasks)() == 1
+    cancel = await db_async(Delivery.objects.get)(task=task, kind=DeliveryKind.CANCEL)
+    assert cancel.status == DeliveryStatus.EXPIRED
+    client = await open_client(agent.raw_key)
+    await ping_pong(client)  # the pong comes first: no task.cancel any more
+    await client.close()
+    assert (await db_async(Task.objects.get)(pk=task.pk)).state == "TASK_STATE_CANCELED"
+
+
+async def test_answering_the_cancel_of_a_reassigned_task_acknowledges_it(
+    agent: AgentProfile, skill: Skill, make_task: Callable[..., Task], make_agent: Callable
+) -> None:
+    """The task is no longer the agent's, so its CANCELED answer (as docs/gateway.md asks)
+    was refused with task_not_found before the ack, and the cancel came back forever."""
+    other = await db_async(make_agent)(skills=[skill], id="agent-two", a2a_endpoint="")
+    task = await db_async(make_task)()
+    client = await open_client(agent.raw_key)
+    await ping_pong(client)
+    await db_async(services.push_task)(task)
+    assign = await client.recv()
+    await client.send({"type": "task.ack", "deliveryId": assign["deliveryId"]})
+    await ping_pong(client)
+    await db_async(a2a_services.reassign_task)(
+        await db_async(Task.objects.get)(pk=task.pk), agent_id=other.id
+    )
+    cancel = await client.recv()
+    assert cancel["type"] == "task.cancel"
+    await client.send(
+        {"type": "task.update", "taskId": str(task.id), "status": {"state": "TASK_STATE_CANCELED"}}
+    )
+    await ping_pong(client)  # no error frame before the pong
+    await client.close()
+    row = await db_async(Delivery.objects.get)(pk=cancel["deliveryId"])
+    assert row.status == DeliveryStatus.ACKED
+    moved = await db_async(Task.objects.get)(pk=task.pk)
+    assert (moved.agent_id, moved.state) == ("agent-two", "TASK_STATE_SUBMITTED")
+    client = await open_client(agent.raw_key)
+    await ping_pong(client)  # nothing owed any more
+    await client.close()
+
+
+async def test_another_update_of_a_task_taken_from_the_agent_is_not_found(
+    agent: AgentProfile, skill: Skill, make_task: Callable[..., Task], make_agent: Callable
+) -> None:
+    """Only a CANCELED answers the cancel; anything else about a task that is another
+    agent's now is refused as before (and acknowledges the agent's own frames)."""
+    other = await db_async(make_agent)(skills=[skill], id="agent-two", a2a_endpoint="")
+    task = await db_async(make_task)(transport=Transport.WEBSOCKET)
+    await db_async(services.send_followup)(task, "cancel")
+    await db_async(Task.objects.filter(pk=task.pk).update)(agent=other)
+    client = await open_client(agent.raw_key)
+    cancel = await client.recv()
+    assert cancel["type"] == "task.cancel"
+    await client.send(
+        {"type": "task.update", "taskId": str(task.id), "status": {"state": "TASK_STATE_WORKING"}}
+    )
+    error = await client.recv()
+    assert (error["type"], error["code"]) == ("error", "task_not_found")
+    await client.close()
+    row = await db_async(Delivery.objects.get)(pk=cancel["deliveryId"])
+    assert row.status == DeliveryStatus.ACKED
+
+
+def test_an_expired_reply_or_cancel_fails_nothing(
+    agent: AgentProfile, make_task: Callable[..., Task]
+) -> None:
+    """A reply or a cancel past its expiry closes; the task (waiting for input here) is
+    left to its own deadline."""
+    task = make_task(transport=Transport.WEBSOCKET, state="TASK_STATE_INPUT_REQUIRED")
+    message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "France"}]}
+    services.send_followup(task, "message", message)
+    _long_past(task, DeliveryKind.MESSAGE)
+    assert services.expire_offline_tasks() == 1
+    row = Delivery.objects.get(task=task)
+    assert (row.status, row.closed_reason) == (DeliveryStatus.EXPIRED, "offline TTL passed")
+    task.refresh_from_db()
+    assert task.state == "TASK_STATE_INPUT_REQUIRED"
+
+
+def test_an_expired_assignment_of_a_task_taken_from_its_agent_fails_nothing(
+    agent: AgentProfile, skill: Skill, make_task: Callable[..., Task], make_agent: Callable
+) -> None:
+    """The task goes on at its new agent: the old agent's leftover assignment expiring
+    must not fail it with offline_expired."""
+    task = make_task()
+    services.push_task(task)
+    other = make_agent(skills=[skill], id="agent-two", a2a_endpoint="")
+    Task.objects.filter(pk=task.pk).update(agent=other)
+    _long_past(task, DeliveryKind.ASSIGN)
+    before = Task.objects.get(pk=task.pk).state
+    assert services.expire_offline_tasks() == 1
+    task.refresh_from_db()
+    assert (task.state, task.error) == (before, None)
