@@ -8,7 +8,7 @@
   :func:`mark_early_return_seen` — it was seen not to;
 * :func:`record_call_outcome` — feeds the agent's health (an ``agent_auth_failed`` shows
   there as a credential problem). Outcomes that say nothing about the agent's health (its
-  task is unknown, it cannot be polled) are not recorded.
+  task is unknown, it cannot be polled, it has no HTTP endpoint) are not recorded.
 """
 
 from __future__ import annotations
@@ -22,8 +22,13 @@ from agent_profiles.models import AgentProfile
 
 log = logging.getLogger(__name__)
 
-# Failures that concern one task, not the agent's health.
-NOT_HEALTH = frozenset({"remote_task_not_found", "task_not_cancelable", "unsupported_operation"})
+# Failures that concern one task, not the agent's health. ``no_endpoint``: an agent with
+# no A2A endpoint works over the gateway alone, so an HTTP send (a retry's or a
+# reassignment's) meets none; nothing was called, and recording it would show the agent
+# unhealthy for good (no HTTP answer ever clears it) and keep it out of matching.
+NOT_HEALTH = frozenset(
+    {"remote_task_not_found", "task_not_cancelable", "unsupported_operation", "no_endpoint"}
+)
 
 
 def target_for(profile: AgentProfile, *, first_call: bool = False) -> CallTarget:

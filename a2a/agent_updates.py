@@ -147,7 +147,7 @@ def apply_agent_update(
     if isinstance(artifacts, list) and artifacts:
         fields["artifacts"] = artifacts
     if task.is_terminal:
-        _update(task, fields)
+        _update(task, _after_the_end(fields))
         return task
     if state in INTERRUPTED_STATES and task.state in ACTIVE_STATES and _asked_again(task, status):
         # A question a person already answered, reported again before the agent took the
@@ -160,7 +160,7 @@ def apply_agent_update(
     if not _move(task, state, message, artifacts, fields, f"via {via}", pending, history):
         # Someone moved the task first (a person's cancel, say): the state stays theirs,
         # but what the agent told us (its task id above all) is kept.
-        _update(task, fields)
+        _update(task, _after_the_end(fields) if task.is_terminal else fields)
     return task
 
 
@@ -316,6 +316,16 @@ def task_timeout(task: Task) -> tuple[float, str]:
     if seconds and seconds > 0:
         return seconds, "the agent's timeoutMs"
     return settings.A2A_TASK_TIMEOUT, "A2A_TASK_TIMEOUT"
+
+
+def _after_the_end(fields: dict[str, Any]) -> dict[str, Any]:
+    """What of an agent's news is kept on a task that already ended: its ids (and the
+    caller's ``also``), never ``artifacts`` or ``status_message``. A finished task's
+    artifacts are those its end was judged on (a COMPLETED's were checked against the
+    output schema), and its status message belongs to its final status: a late or
+    duplicated answer (a FAILED after a COMPLETED) must not replace what GET serves with
+    something never validated. Its messages are still recorded in the conversation."""
+    return {k: v for k, v in fields.items() if k not in ("artifacts", "status_message")}
 
 
 def _update(task: Task, fields: dict[str, Any]) -> None:

@@ -468,17 +468,25 @@ class Gateway {
       const task = frame.task || {};
       const message = frame.message || {};
       const known = store.tasks.get(task.id);
-      if (known) return this.send({ type: "task.update", taskId: task.id, status: known.task.status, artifacts: known.task.artifacts });
+      // The same messageId: a re-delivery, answered with where the task is. The same task
+      // with a new messageId: the platform's retry (or a reassignment back here), run again.
+      if (known && (!message.messageId || known.messageIds.has(message.messageId))) {
+        return this.send({ type: "task.update", taskId: task.id, status: known.task.status, artifacts: known.task.artifacts });
+      }
+      if (known && known.controller) known.controller.abort(); // the old attempt stops
       if (!message.metadata) message.metadata = {};
       if (frame.skillId && !message.metadata.skillId) message.metadata.skillId = frame.skillId;
-      log(`task ${task.id} assigned over the WebSocket`);
-      store.start(message, { taskId: task.id, contextId: task.contextId, via: "websocket" });
-    } else if (frame.type === "task.message") {
+      log(`task ${task.id} assigned over the WebSocket${known ? " again (a retry)" : ""}`);
+      const entry = store.start(message, { taskId: task.id, contextId: task.contextId, via: "websocket" });
+      if (known) for (const id of known.messageIds) entry.messageIds.add(id); // still answered
+    } else if (frame.type === "task.message" || frame.type === "task.cancel") {
+      // Acked whether or not the task is known here (the store is in memory: after a
+      // restart none is); unacked, it would be sent again on every connection.
+      if (frame.deliveryId) this.send({ type: "task.ack", deliveryId: frame.deliveryId });
       const entry = store.tasks.get(frame.taskId);
-      if (entry) store.reply(entry, frame.message || {});
-    } else if (frame.type === "task.cancel") {
-      const entry = store.tasks.get(frame.taskId);
-      if (entry && !store.cancel(entry)) this.update(entry, {});
+      if (!entry) return log(`${frame.type} for unknown task ${frame.taskId}: acknowledged`);
+      if (frame.type === "task.message") store.reply(entry, frame.message || {});
+      else if (!store.cancel(entry)) this.update(entry, {});
     } else if (frame.type === "error") {
       log(`gateway error ${frame.code}: ${frame.message}`);
     }

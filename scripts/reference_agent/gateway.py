@@ -41,9 +41,11 @@ class GatewayTask:
 class Gateway:
     """Keeps a WebSocket to ``/ws/agent-gateway/`` open and serves the frames it carries.
 
-    Frames (DESIGN.md): ``task.assign`` → ``task.ack`` then ``task.update`` frames;
-    ``task.message`` (an answer) → the next turn; ``task.cancel`` → CANCELED; ``ping``
-    every ``ping_interval``. Updates made while disconnected are sent on reconnect.
+    Frames (DESIGN.md): ``task.assign`` → ``task.ack`` then ``task.update`` frames (a
+    known messageId: the last update again; a known task with a new one: a retry, run
+    again); ``task.message`` (an answer) → ``task.ack``, the next turn; ``task.cancel`` →
+    ``task.ack``, CANCELED; ``ping`` every ``ping_interval``. Updates made while
+    disconnected are sent on reconnect.
     """
 
     def __init__(self, agent: ReferenceAgent) -> None:
@@ -131,7 +133,9 @@ class Gateway:
 
     async def _on_assign(self, frame: dict[str, Any]) -> None:
         # Ack first: the platform stops re-sending it. Delivery is at least once, so an
-        # assignment we already have (same task id or messageId) is answered, not re-run.
+        # assignment whose messageId we already have is answered, not re-run; the same
+        # task with a new messageId is the platform's retry (or a reassignment back to
+        # us): a new attempt, run again.
         await self._send({"type": "task.ack", "deliveryId": frame.get("deliveryId")})
         task = frame.get("task") or {}
         message = frame.get("message") or {}
@@ -139,14 +143,20 @@ class Gateway:
         if not task_id:
             log.warning("task.assign without a task id: ignored")
             return
+        message_id = message.get("messageId", "")
         known = self.tasks.get(task_id)
-        if known is not None:
+        if known is not None and (not message_id or message_id in known.message_ids):
             if known.last_update is not None:
                 await self._send(known.last_update)
             return
         context_id = task.get("contextId") or message.get("contextId") or str(uuid.uuid4())
         entry = GatewayTask(job=Job(input=input_of(message)), context_id=context_id)
-        entry.message_ids.add(message.get("messageId", ""))
+        if known is not None:
+            log.info("task %s assigned again (a retry): running it again", task_id)
+            if known.running is not None and not known.running.done():
+                known.running.cancel()  # the old attempt's updates would now mislead
+            entry.message_ids |= known.message_ids  # its messages stay answered
+        entry.message_ids.add(message_id)
         self.tasks[task_id] = entry
         skill_id = frame.get("skillId") or (message.get("metadata") or {}).get("skillId")
         if skill_id and skill_id != self.agent.skill["id"]:
@@ -156,11 +166,19 @@ class Gateway:
         log.info("task %s assigned over the WebSocket", task_id)
         entry.running = asyncio.create_task(self._turn(task_id))
 
+    async def _ack(self, frame: dict[str, Any]) -> None:
+        """Acknowledge a ``task.message`` or ``task.cancel`` by its deliveryId, whether or
+        not we know its task: unacknowledged, it is sent again on every connection (our
+        task table is in memory, so after a restart we know none of them)."""
+        if frame.get("deliveryId"):
+            await self._send({"type": "task.ack", "deliveryId": frame["deliveryId"]})
+
     async def _on_message(self, frame: dict[str, Any]) -> None:
+        await self._ack(frame)
         task_id, message = frame.get("taskId", ""), frame.get("message") or {}
         entry = self.tasks.get(task_id)
         if entry is None:
-            log.warning("task.message for unknown task %s: ignored", task_id)
+            log.warning("task.message for unknown task %s: acknowledged, ignored", task_id)
             return
         if message.get("messageId") and message["messageId"] in entry.message_ids:
             return  # the same answer re-sent
@@ -169,8 +187,10 @@ class Gateway:
         entry.running = asyncio.create_task(self._turn(task_id))
 
     async def _on_cancel(self, frame: dict[str, Any]) -> None:
+        await self._ack(frame)
         entry = self.tasks.get(frame.get("taskId", ""))
-        if entry is None:
+        if entry is None:  # nothing runs here: the ack is the whole answer
+            log.info("task.cancel for unknown task %s: acknowledged", frame.get("taskId"))
             return
         if entry.running is not None and not entry.running.done():
             entry.running.cancel()
