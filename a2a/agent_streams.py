@@ -14,13 +14,21 @@ from django.conf import settings
 
 from a2a import agent_answers, transports
 from a2a.agent_updates import apply_agent_reply
-from a2a.exceptions import A2ACallError, A2AUnsupportedOperation
-from a2a.follow_policy import LEASE_MARGIN, STREAM, can_subscribe, long_call_seconds
+from a2a.exceptions import A2ACallError, A2AProtocolError, A2AUnsupportedOperation
+from a2a.follow_policy import (
+    FOLLOWED_BY,
+    LEASE_MARGIN,
+    STREAM,
+    can_subscribe,
+    long_call_seconds,
+)
 from a2a.hints import queue_processing
 from a2a.models import Task
 from a2a.states import ACTIVE_STATES, NextAction, Transport
 from a2a.task_actions import handle_send_failure
 from a2a.transports import AgentReply
+from a2a.transports.answers import AgentErrorEvent
+from a2a.transports.shapes import task_copy
 from agent_profiles.interfaces import CallTarget
 
 log = logging.getLogger(__name__)
@@ -49,6 +57,10 @@ def follow_events(
     the stream's whole view of the task, so the next one applied (at the latest when the
     stream ends or breaks) carries those held back; a worker that dies meanwhile picks
     the task up again with a subscribe, which brings the task whole.
+
+    An error event after the stream named its task is the agent's last word: the task
+    fails with the agent's error, once (:func:`_agent_error`). A sending stream that ends
+    without telling its task's state is an error too, never a subscribe to no task.
     """
     state_before = task.state
     last: AgentReply | None = None
@@ -68,7 +80,7 @@ def follow_events(
                 held = reply
                 continue
             held = None
-            apply_agent_reply(task, task_json=reply.task, message=reply.message, via="stream")
+            _apply(task, reply, with_message=True)
             applied = (status, time.monotonic())
             if sending and task.remote_task_id and task.next_action == NextAction.SEND:
                 task.mark_sent()  # a crash from here on subscribes, never sends again
@@ -76,7 +88,12 @@ def follow_events(
                 break
         if held is not None:  # the stream ended: what it held back goes in now
             final, held = held, None
-            apply_agent_reply(task, task_json=final.task, message=None, via="stream")
+            _apply(task, final)
+    except AgentErrorEvent as exc:
+        if held is not None:  # what came before the error is kept
+            _apply_held(task, held)
+        _agent_error(task, exc)
+        return
     except A2AUnsupportedOperation as exc:
         _stream_unsupported(task, exc, sending=sending and last is None)
         return
@@ -95,27 +112,62 @@ def follow_events(
             )
             return
         task.note(error=exc.as_error(), if_state=task.state)
+    if sending and last is None:
+        # A 2xx stream that closed before naming its task: nothing to follow (a subscribe
+        # needs the agent's task id), and a send again might run the task twice.
+        exc = A2AProtocolError(
+            f"Agent '{task.agent_id}' closed its stream without an event naming its task."
+        )
+        agent_answers.outcome(task, exc)
+        handle_send_failure(task, exc)
+        return
     reply = last or AgentReply()
     agent_answers.after_answer(task, target, reply, state_before, STREAM)
+
+
+def _apply(task: Task, reply: AgentReply, *, with_message: bool = False) -> None:
+    """Apply one event: a copy of its task, which the stream's view goes on changing."""
+    task_json = task_copy(reply.task) if reply.task is not None else None
+    message = reply.message if with_message else None
+    apply_agent_reply(task, task_json=task_json, message=message, via="stream")
 
 
 def _apply_held(task: Task, held: AgentReply) -> None:
     """Apply an event held back before the stream broke (its own refusal is only noted:
     the break is what the task's error says)."""
     try:
-        apply_agent_reply(task, task_json=held.task, message=None, via="stream")
+        _apply(task, held)
     except A2ACallError:
         log.warning("task %s: the stream's last held event could not be applied", task.pk)
+
+
+def _agent_error(task: Task, exc: AgentErrorEvent) -> None:
+    """The agent ended its task's stream with an error (a2a-sdk's when its executor
+    raises): the task fails with the agent's error. Not a break: following again would
+    find the task ended (a subscribe is refused then), and the first message is never
+    sent again (the agent would run it twice)."""
+    if task.is_terminal:
+        return  # its last event ended it already (or a person canceled meanwhile)
+    task.fail(
+        exc.code,
+        f"Agent '{task.agent_id}' ended the stream of its task with an error: {exc.message}",
+        exc.as_error()["details"],
+    )
 
 
 def _stream_unsupported(task: Task, exc: A2ACallError, *, sending: bool) -> None:
     """The agent refused a stream: ``message:stream`` itself (``sending``), or a subscribe
     (its task may have ended already). A first message is sent again the next way (a
-    stream after a failed subscribe, a blocking send after a refused stream); a follow-up
-    cannot be, and waits out its deadline with the reason in its error."""
+    blocking send after a refused stream; a stream after a failed subscribe, the one way
+    left to learn how the task of an agent found unpollable ended) — but not one sent
+    over a stream already, whose agent task is known: the agent had it, and sent again it
+    would run it twice. That one, and a follow-up, wait out the deadline with the reason
+    in their error."""
     key = "noStreaming" if sending else "noSubscribe"
     metadata = {**(task.metadata or {}), key: exc.message[:500]}
-    if not (task.outbound_message or {}).get("taskId"):
+    first_message = not (task.outbound_message or {}).get("taskId")
+    streamed = (task.metadata or {}).get(FOLLOWED_BY) == STREAM and bool(task.remote_task_id)
+    if first_message and (sending or not streamed):
         task.schedule(NextAction.SEND, 0.0, if_state=task.state, metadata=metadata)
         queue_processing(task.pk)
         return

@@ -49,8 +49,16 @@ def follow_mode(task: Task, target: CallTarget) -> str:
 
 
 def can_subscribe(task: Task, target: CallTarget) -> bool:
+    """Whether the agent's task can be followed with ``SubscribeToTask``: the agent
+    streams (and did not refuse to), and its task id is known (a subscribe to no id is
+    refused, or worse, taken as another route)."""
     metadata = task.metadata or {}
-    return target.streaming and not metadata.get("noStreaming") and not metadata.get("noSubscribe")
+    return (
+        bool(task.remote_task_id)
+        and target.streaming
+        and not metadata.get("noStreaming")
+        and not metadata.get("noSubscribe")
+    )
 
 
 def base_interval(task: Task, target: CallTarget) -> float:

@@ -14,12 +14,12 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 from django.conf import settings
 
-from a2a.exceptions import A2AProtocolError
+from a2a.exceptions import A2ACallError, A2AProtocolError
 from a2a.transports.base import excerpt
 from agent_profiles.bodies import iter_decoded
 from agent_profiles.guarded_pool import AnswerTooLarge, PlainResponse
@@ -66,7 +66,7 @@ _LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 def _lines(response: httpx.Response, limit: int) -> Iterator[bytes | None]:
-    """The lines of a stream (CRLF, LF or CR ends one); a line longer than ``limit``
+    """The ended lines of a stream (CRLF, LF or CR ends one); a line longer than ``limit``
     raises :class:`AnswerTooLarge` before it is held whole. ``None`` after a chunk that
     ended no line: the reader's clock is checked on every chunk, so a line trickled a byte
     at a time without its end cannot hold the stream past its deadline (nor compressed
@@ -85,8 +85,20 @@ def _lines(response: httpx.Response, limit: int) -> Iterator[bytes | None]:
             yield None
         if len(rest) > limit:
             raise AnswerTooLarge(limit)
-    if rest:
-        yield rest.rstrip(b"\r")
+    # A line the stream ended without ending is dropped: it can only belong to an event
+    # that never got its blank line (which the reader discards anyway).
+
+
+class AgentErrorEvent(A2ACallError):
+    """An error event on a stream that had named its task: the agent's last word on that
+    task (a2a-sdk sends one when its executor raises), not a break to follow again. It
+    carries the agent's error as the binding maps it (its code, message and status).
+    Raised by the bindings' stream readers; :mod:`a2a.agent_streams` fails the task with
+    it. An error before any event is the answer to the call itself, raised as it is."""
+
+    def __init__(self, error: A2ACallError) -> None:
+        super().__init__(error.message, error.details, code=error.code, status=error.status)
+        self.error = error
 
 
 class StreamOverdue(Exception):
@@ -94,17 +106,29 @@ class StreamOverdue(Exception):
     alive (with comments, say) holds no worker past its time."""
 
 
-def iter_sse(
+class SseEvent(NamedTuple):
+    """One server-sent event: its ``event`` name (``""`` when it has none) and its data."""
+
+    name: str
+    data: str
+
+
+def iter_events(
     response: httpx.Response,
     limit: int | None = None,
     *,
     until: float | None = None,
     deadline: float | None = None,
-) -> Iterator[str]:
-    """The ``data`` of each server-sent event (multi-line data joined with newlines).
+) -> Iterator[SseEvent]:
+    """The server-sent events of a stream: the ``event`` name (an agent's ``error``
+    event is its error, not a StreamResponse) and the ``data`` (multi-line data joined
+    with newlines).
 
-    Lines are split here, not by httpx, so that no event (or endless line) held in memory
-    grows past ``limit`` (``AGENT_ANSWER_MAX_BYTES``): :class:`AnswerTooLarge` instead.
+    An event is dispatched at its blank line only: as the SSE spec says, one the stream
+    ends without is discarded (a stream cut in the middle of an event is a stream that
+    ended, not an event that is not JSON). Lines are split here, not by httpx, so that no
+    event (or endless line) held in memory grows past ``limit``
+    (``AGENT_ANSWER_MAX_BYTES``): :class:`AnswerTooLarge` instead.
     ``until`` and ``deadline`` are ``time.monotonic()`` moments, checked at every line,
     comments included (an agent's keep-alives), and at every chunk received (a line that
     never ends): from either on, a stream that gave an event ends (as if the agent closed
@@ -112,6 +136,7 @@ def iter_sse(
     """
     limit = settings.AGENT_ANSWER_MAX_BYTES if limit is None else limit
     data: list[bytes] = []
+    name = b""
     held = 0
     given = False
     for line in _lines(response, limit):
@@ -125,21 +150,35 @@ def iter_sse(
             continue
         if not line:
             if data:
-                yield b"\n".join(data).decode("utf-8", errors="replace")
+                text = b"\n".join(data).decode("utf-8", errors="replace")
+                yield SseEvent(name.decode("utf-8", errors="replace"), text)
                 given = True
-                data, held = [], 0
+            data, name, held = [], b"", 0
             continue
         if line.startswith(b":"):
             continue
-        name, _, value = line.partition(b":")
-        if name == b"data":
-            value = value[1:] if value.startswith(b" ") else value
+        field, _, value = line.partition(b":")
+        value = value[1:] if value.startswith(b" ") else value
+        if field == b"data":
             held += len(value) + 1
             if held > limit:
                 raise AnswerTooLarge(limit)
             data.append(value)
-    if data:
-        yield b"\n".join(data).decode("utf-8", errors="replace")
+        elif field == b"event":
+            name = value[:100]  # a name, not a payload: kept short
+    # An event not ended by its blank line is discarded (the SSE spec's rule).
+
+
+def iter_sse(
+    response: httpx.Response,
+    limit: int | None = None,
+    *,
+    until: float | None = None,
+    deadline: float | None = None,
+) -> Iterator[str]:
+    """The ``data`` of each server-sent event (see :func:`iter_events`)."""
+    for event in iter_events(response, limit, until=until, deadline=deadline):
+        yield event.data
 
 
 def response_json(response: Response) -> Any:

@@ -243,7 +243,7 @@ class JsonRpcTransport(AgentTransport):
                 events: Iterator[Any] = iter([result])
             else:
                 events = (
-                    self._result(answers.parse_event_json(data), request_id, method)
+                    self._event_result(data, request_id, method, view)
                     for data in answers.iter_sse(response, until=until, deadline=deadline)
                 )
             for result in events:
@@ -254,3 +254,19 @@ class JsonRpcTransport(AgentTransport):
                 task = view.apply(kind, payload)
                 if task is not None:
                     yield AgentReply(task=task, agent_time=began)
+
+    def _event_result(
+        self, data: str, request_id: str, method: str, view: shapes.StreamView
+    ) -> Any:
+        """One event's ``result``. Its JSON-RPC ``error`` (a2a-sdk sends one when its
+        executor raises) is raised as it is before the stream named its task (the call's
+        answer), else as the agent's last word on that task
+        (:class:`~a2a.transports.answers.AgentErrorEvent`): not a break to follow again."""
+        event = answers.parse_event_json(data)
+        try:
+            return self._result(event, request_id, method)
+        except A2ACallError as exc:
+            said_error = isinstance(event, dict) and event.get("error") is not None
+            if said_error and view.task is not None:
+                raise answers.AgentErrorEvent(exc) from None
+            raise

@@ -14,8 +14,10 @@ from collections.abc import Generator, Iterator
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from a2a.exceptions import A2APermanentError
-from a2a.transports import answers, http, shapes
+import httpx
+
+from a2a.exceptions import A2ACallError, A2APermanentError
+from a2a.transports import answers, credentials, http, shapes
 from a2a.transports.base import (
     AgentReply,
     AgentTransport,
@@ -25,7 +27,9 @@ from a2a.transports.base import (
     parse_retry_after,
     send_params,
 )
+from agent_profiles.guarded_pool import PlainResponse
 from agent_profiles.interfaces import HTTP_JSON, V0_3
+from platform_site.text import loads_bounded
 
 
 class RestTransport(AgentTransport):
@@ -148,8 +152,7 @@ class RestTransport(AgentTransport):
             self.target, method, url, body, operation=operation, timeout=timeout
         ) as response:
             began = agent_time(response.headers.get("Date"))  # the agent's clock, as it took it
-            for data in answers.iter_sse(response, until=until, deadline=deadline):
-                event = answers.parse_event_json(data)
+            for event in self._read(response, method, url, operation, view, until, deadline):
                 kind, payload = shapes.read_stream_event(event, v03=self.v03, rest=True)
                 if kind == "message":
                     yield AgentReply(message=payload)
@@ -157,3 +160,73 @@ class RestTransport(AgentTransport):
                 task = view.apply(kind, payload)
                 if task is not None:
                     yield AgentReply(task=task, agent_time=began)
+
+    def _read(
+        self,
+        response: httpx.Response,
+        method: str,
+        url: str,
+        operation: str,
+        view: shapes.StreamView,
+        until: float | None,
+        deadline: float,
+    ) -> Iterator[Any]:
+        """The JSON of each event. A JSON body instead of a stream is the whole answer (as
+        the JSON-RPC binding reads one); an ``error`` event raises the agent's error: as
+        it is before the stream named its task (the call's answer), else as the agent's
+        last word on that task (:class:`~a2a.transports.answers.AgentErrorEvent`)."""
+        if "json" in response.headers.get("Content-Type", ""):
+            yield answers.read_json(answers.read_whole(response), f"answer to {operation}")
+            return
+        for name, data in answers.iter_events(response, until=until, deadline=deadline):
+            if name == "error":
+                error = self._error_event(data, method, url, operation)
+                raise error if view.task is None else answers.AgentErrorEvent(error)
+            yield answers.parse_event_json(data)
+
+    def _error_event(self, data: str, method: str, url: str, operation: str) -> A2ACallError:
+        """The error an ``event: error`` carries (a2a-sdk's: the A2A error body, ``code``
+        its HTTP status), mapped as an error answer with that status would be."""
+        status = _error_status(data)
+        answer = PlainResponse(status, {"Content-Type": "application/json"}, data.encode())
+        try:
+            http.check_status(
+                self.target, answer, method, url, credentials.scheme(self.target), operation
+            )
+        except A2ACallError as exc:
+            return exc
+        raise AssertionError("an error status raises")  # pragma: no cover
+
+
+# google.rpc.Code names an error body may give instead of its HTTP status (``code``).
+_STATUS_OF = {
+    "INVALID_ARGUMENT": 400,
+    "FAILED_PRECONDITION": 400,
+    "OUT_OF_RANGE": 400,
+    "UNAUTHENTICATED": 401,
+    "PERMISSION_DENIED": 403,
+    "NOT_FOUND": 404,
+    "ALREADY_EXISTS": 409,
+    "ABORTED": 409,
+    "RESOURCE_EXHAUSTED": 429,
+    "UNIMPLEMENTED": 501,
+    "UNAVAILABLE": 503,
+    "DEADLINE_EXCEEDED": 504,
+}
+
+
+def _error_status(data: str) -> int:
+    """The HTTP status an error event's body names: its ``code`` (4xx/5xx), else its
+    ``status`` name; 500 when it names neither (the agent said it failed, not why)."""
+    try:
+        body = loads_bounded(data)
+    except ValueError:
+        return 500
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return 500
+    code = error.get("code")
+    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599:
+        return code
+    status = error.get("status")
+    return _STATUS_OF.get(status, 500) if isinstance(status, str) else 500

@@ -45,7 +45,9 @@ EVENTS = (
 
 
 def test_events_are_the_same_however_the_bytes_are_split() -> None:
-    expected = ['{"a": 1}', "line one\nline two", "cr only", "last, no blank line"]
+    """The last event, which the stream ends without its blank line, is discarded (the
+    SSE rule: a stream cut in the middle of an event is a stream that ended)."""
+    expected = ['{"a": 1}', "line one\nline two", "cr only"]
     for chunks in split_everywhere(EVENTS):
         assert list(iter_sse(stream(*chunks), limit=1000)) == expected, chunks
 
