@@ -35,6 +35,9 @@ from platform_site import logs
 
 log = logging.getLogger(__name__)
 
+# Frame errors that are no fault of the frame: not counted toward GATEWAY_BAD_FRAME_LIMIT.
+_LATE_ANSWERS = frozenset({"invalid_state"})
+
 
 CLOSE_FLOOD = 4429
 # Session starts (group join, presence row, outbox) in flight per process: a reconnect
@@ -217,7 +220,13 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         try:
             await self._handle(frame)
         except FrameError as exc:
-            await self._bad_frame(exc)
+            if exc.code in _LATE_ANSWERS:
+                # An answer about a task that ended meanwhile (its deadline, a cancel):
+                # the agent is told, but a well-behaved agent finishing many such tasks at
+                # once is not closed as a flood of bad frames.
+                await self._send(frames.error(exc.code, exc.message))
+            else:
+                await self._bad_frame(exc)
         except Exception:
             # A platform fault (database down, a bug) must not drop the agent's socket: it
             # hears about it and may resend; nothing was acknowledged on its behalf.

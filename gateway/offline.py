@@ -47,7 +47,9 @@ def withdraw_unsent(task: Task, reason: str) -> bool:
     agent may act on. True when some were withdrawn. Within the caller's transaction,
     the rows locked."""
     with transaction.atomic():
-        owed = Delivery.objects.select_for_update().filter(task=task, status__in=OPEN_STATUSES)
+        owed = Delivery.objects.select_for_update().filter(
+            task=task, agent_id=task.agent_id, status__in=OPEN_STATUSES
+        )
         statuses = set(owed.values_list("status", flat=True))
         if statuses != {DeliveryStatus.PENDING}:
             return False
@@ -57,11 +59,12 @@ def withdraw_unsent(task: Task, reason: str) -> bool:
 
 def expire_offline_tasks(limit: int = 500) -> int:
     """Close deliveries unacknowledged past ``OFFLINE_TASK_TTL`` (their ``expires_at``) and
-    fail the tasks whose assignment it was; returns how many deliveries expired.
+    fail the tasks whose assignment or reply it was; returns how many deliveries expired.
 
-    Replies and cancels expire too, or one the agent never acks would be sent on each of
-    its connections forever; they fail nothing (a cancel's task has ended or is another
-    agent's now, and a reply's waits for its deadline like any task).
+    Cancels expire too, or one the agent never acks would be sent on each of its
+    connections forever; they fail nothing (their task has ended, or is another agent's
+    now). A reply's task fails as an assignment's does: an offline task is outside the
+    deadline sweep, so it would wait for good.
     """
     now = timezone.now()
     due = Delivery.objects.filter(status__in=OPEN_STATUSES, expires_at__lt=now).select_related(
@@ -76,7 +79,7 @@ def expire_offline_tasks(limit: int = 500) -> int:
         expired += 1
         task = delivery.task
         if (
-            delivery.kind != DeliveryKind.ASSIGN
+            delivery.kind == DeliveryKind.CANCEL
             or task.state in TERMINAL_STATES
             or task.agent_id != delivery.agent_id  # reassigned: it goes on elsewhere
         ):
@@ -84,14 +87,15 @@ def expire_offline_tasks(limit: int = 500) -> int:
         # The wait as it was set (OFFLINE_TASK_TTL, or the agent's offline_wait).
         waited = (delivery.expires_at - delivery.queued_at).total_seconds()
         span = f"{waited / 3600:g} h" if waited >= 3600 else f"{waited:.0f} s"
+        what = "the task" if delivery.kind == DeliveryKind.ASSIGN else "the reply to its question"
         if delivery.status == DeliveryStatus.PENDING:
             message = (
                 f"Agent {task.agent_id} did not connect to the gateway within "
-                f"{span}; the task was never delivered."
+                f"{span}; {what} was never delivered."
             )
         else:
             message = (
-                f"Agent {task.agent_id} received the task over the gateway but did not "
+                f"Agent {task.agent_id} received {what} over the gateway but did not "
                 f"acknowledge it within {span}."
             )
         last = task.error if isinstance(task.error, dict) else {}

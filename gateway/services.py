@@ -173,11 +173,16 @@ def send_followup(task: Task, kind: str, message: dict[str, Any] | None = None) 
         raise ValueError("a task.message follow-up needs an A2A Message")
     with transaction.atomic():
         if kind == DeliveryKind.CANCEL:
-            withdrawn = Delivery.objects.filter(
-                task=task, status=DeliveryStatus.PENDING, kind=DeliveryKind.ASSIGN
-            ).update(status=DeliveryStatus.CANCELED, closed_reason="task canceled before delivery")
+            # Only this agent's: another agent's pending cancel (of the task taken from it
+            # before) must still reach it.
+            mine = Delivery.objects.filter(
+                task=task, agent_id=task.agent_id, status=DeliveryStatus.PENDING
+            )
+            withdrawn = mine.filter(kind=DeliveryKind.ASSIGN).update(
+                status=DeliveryStatus.CANCELED, closed_reason="task canceled before delivery"
+            )
             if withdrawn:
-                Delivery.objects.filter(task=task, status=DeliveryStatus.PENDING).update(
+                mine.exclude(kind=DeliveryKind.CANCEL).update(
                     status=DeliveryStatus.CANCELED, closed_reason="task canceled before delivery"
                 )
                 return "withdrawn"

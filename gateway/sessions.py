@@ -157,6 +157,11 @@ def claim(
         if task.agent_id != agent_id:
             rows.update(status=DeliveryStatus.CANCELED, closed_reason="task reassigned")
             return None
+    elif task.state not in TERMINAL_STATES and task.agent_id == agent_id:
+        # The cancel of a task taken from this agent, given back to it since: it holds the
+        # task again, and the cancel (sent before its new assignment) would end it.
+        rows.update(status=DeliveryStatus.CANCELED, closed_reason="task given back")
+        return None
     claimed = rows.filter(status=delivery.status, channel_name=delivery.channel_name).update(
         status=DeliveryStatus.SENT,
         channel_name=channel_name,

@@ -85,8 +85,12 @@ def _lines(response: httpx.Response, limit: int) -> Iterator[bytes | None]:
             yield None
         if len(rest) > limit:
             raise AnswerTooLarge(limit)
-    # A line the stream ended without ending is dropped: it can only belong to an event
-    # that never got its blank line (which the reader discards anyway).
+    if rest.endswith(b"\r"):
+        # The CR kept back for a LF that can no longer come ended its line (CR-only line
+        # ends, as the SSE spec allows: often the final event's blank line).
+        yield from _LINE_END.split(rest[:-1])
+    # Any other line the stream ended without ending is dropped: it can only belong to
+    # an event that never got its blank line (which the reader discards anyway).
 
 
 class AgentErrorEvent(A2ACallError):

@@ -52,6 +52,13 @@ def test_events_are_the_same_however_the_bytes_are_split() -> None:
         assert list(iter_sse(stream(*chunks), limit=1000)) == expected, chunks
 
 
+def test_a_stream_that_ends_on_a_cr_only_blank_line_keeps_its_last_event() -> None:
+    """CR-only line ends (the SSE spec allows them): the CR kept back for a LF that might
+    follow ends its line when the stream ends; it was the last event's blank line."""
+    for chunks in split_everywhere(b'data: {"a": 1}\r\rdata: last\r\r'):
+        assert list(iter_sse(stream(*chunks), limit=1000)) == ['{"a": 1}', "last"], chunks
+
+
 def test_utf8_split_inside_a_character_is_whole_again() -> None:
     raw = "data: café ☕\n\n".encode()
     for chunks in split_everywhere(raw):

@@ -109,20 +109,50 @@ async def test_another_update_of_a_task_taken_from_the_agent_is_not_found(
     assert row.status == DeliveryStatus.ACKED
 
 
-def test_an_expired_reply_or_cancel_fails_nothing(
+def test_an_expired_cancel_fails_nothing(
     agent: AgentProfile, make_task: Callable[..., Task]
 ) -> None:
-    """A reply or a cancel past its expiry closes; the task (waiting for input here) is
-    left to its own deadline."""
-    task = make_task(transport=Transport.WEBSOCKET, state="TASK_STATE_INPUT_REQUIRED")
+    """A cancel past its expiry closes (an agent that never acks it is not sent it on
+    each of its connections forever); its task is left as it is."""
+    task = make_task(transport=Transport.WEBSOCKET, state="TASK_STATE_WORKING")
+    services.send_followup(task, "cancel")
+    _long_past(task, DeliveryKind.CANCEL)
+    assert services.expire_offline_tasks() == 1
+    row = Delivery.objects.get(task=task, kind=DeliveryKind.CANCEL)
+    assert (row.status, row.closed_reason) == (DeliveryStatus.EXPIRED, "offline TTL passed")
+    task.refresh_from_db()
+    assert task.state == "TASK_STATE_WORKING"
+
+
+def test_an_expired_reply_fails_its_task_as_an_assignment_does(
+    agent: AgentProfile, make_task: Callable[..., Task]
+) -> None:
+    """An offline task is outside the deadline sweep: left to it, a task whose reply
+    expired would wait for good, with nothing more to deliver."""
+    task = make_task(transport=Transport.OFFLINE, state="TASK_STATE_WORKING")
     message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "France"}]}
     services.send_followup(task, "message", message)
     _long_past(task, DeliveryKind.MESSAGE)
     assert services.expire_offline_tasks() == 1
-    row = Delivery.objects.get(task=task)
-    assert (row.status, row.closed_reason) == (DeliveryStatus.EXPIRED, "offline TTL passed")
     task.refresh_from_db()
-    assert task.state == "TASK_STATE_INPUT_REQUIRED"
+    assert (task.state, task.error["code"]) == ("TASK_STATE_FAILED", "offline_expired")
+    assert "the reply to its question was never delivered" in task.error["message"]
+
+
+def test_withdrawing_an_agents_assignment_leaves_another_agents_cancel(
+    agent: AgentProfile, skill: Skill, make_task: Callable[..., Task], make_agent: Callable
+) -> None:
+    """Reassigned A to B (A's cancel pending), then B to C before B connected: B's pending
+    assignment is withdrawn, and A must still hear of the cancel."""
+    task = make_task(transport=Transport.OFFLINE)
+    services.send_followup(task, "cancel")  # A's, pending: A is offline
+    b = make_agent(skills=[skill], id="agent-b", a2a_endpoint="")
+    Task.objects.filter(pk=task.pk).update(agent=b)
+    task.refresh_from_db()
+    services.push_task(task)  # B's assignment, pending
+    assert services.send_followup(task, "cancel") == "withdrawn"
+    a_cancel = Delivery.objects.get(task=task, agent_id=agent.id, kind=DeliveryKind.CANCEL)
+    assert a_cancel.status == DeliveryStatus.PENDING
 
 
 def test_an_expired_assignment_of_a_task_taken_from_its_agent_fails_nothing(

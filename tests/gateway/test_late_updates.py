@@ -127,3 +127,23 @@ async def test_another_answer_to_a_cancel_is_refused_but_acknowledges_it(
     row = await db_async(Delivery.objects.get)(pk=cancel["deliveryId"])
     assert row.status == DeliveryStatus.ACKED
     assert (await db_async(Task.objects.get)(pk=task.pk)).state == "TASK_STATE_CANCELED"
+
+
+async def test_late_answers_of_many_ended_tasks_do_not_close_the_connection(
+    agent: AgentProfile, make_task: Callable[..., Task], settings: Any
+) -> None:
+    """Tasks that ended at their deadline together, then answered by the agent: each is
+    told invalid_state, but they are no bad frames, and the connection the agent uses for
+    its other tasks stays open (it was closed 4429 past GATEWAY_BAD_FRAME_LIMIT)."""
+    settings.GATEWAY_BAD_FRAME_LIMIT = 3
+    tasks = []
+    for _ in range(5):
+        task = await db_async(make_task)(transport=Transport.WEBSOCKET)
+        await db_async(task.fail)("timeout", "Timed out.")
+        tasks.append(task)
+    client = await open_client(agent.raw_key)
+    for task in tasks:
+        answered = await update(client, task, "TASK_STATE_COMPLETED", GOOD)
+        assert [f["code"] for f in answered] == ["invalid_state"]
+    await ping_pong(client)  # still open: it answers
+    await client.close()

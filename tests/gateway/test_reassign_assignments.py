@@ -12,7 +12,7 @@ from a2a import services as a2a_services
 from a2a import worker
 from a2a.models import Task
 from agent_profiles.models import AgentProfile, Skill
-from gateway import services
+from gateway import services, sessions
 from gateway.models import Delivery, DeliveryKind, DeliveryStatus
 from tests.gateway.conftest import db_async, open_client
 from tests.gateway.test_consumer import ping_pong
@@ -112,3 +112,19 @@ def test_cancelling_closes_what_the_agent_holds_unacknowledged(
     assert assign.status == DeliveryStatus.CANCELED
     cancel = Delivery.objects.get(task=task, kind=DeliveryKind.CANCEL)
     assert cancel.status == DeliveryStatus.PENDING
+
+
+def test_a_cancel_left_for_an_agent_does_not_end_the_task_given_back_to_it(
+    agent: AgentProfile, skill: Skill, make_task: Callable[..., Task], make_agent: Callable
+) -> None:
+    """Taken from A (a cancel for A waits, A offline), then given back to A: A's next
+    connection must not get that old cancel, which would end the task it holds again."""
+    task = make_task()
+    services.send_followup(task, "cancel")  # A's, waiting
+    cancel = Delivery.objects.get(task=task, kind=DeliveryKind.CANCEL)
+    other = make_agent(skills=[skill], id="agent-two", a2a_endpoint="")
+    Task.objects.filter(pk=task.pk).update(agent=other)
+    Task.objects.filter(pk=task.pk).update(agent=agent)  # given back
+    assert sessions.claim(cancel.id, agent.id, "channel-1") is None
+    cancel.refresh_from_db()
+    assert (cancel.status, cancel.closed_reason) == (DeliveryStatus.CANCELED, "task given back")
