@@ -7,6 +7,7 @@ on, and a person's reply sent meanwhile is not overwritten by a poll's schedule.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -33,8 +34,11 @@ from tests.support.agents import TestAgent, agent_card, run_agent
 
 
 class SignsInElsewhere(AgentExecutor):
-    """Asks for authorization, then (the person signed in at the identity provider)
-    completes by itself."""
+    """Asks for authorization, then, once the person signed in at the identity provider
+    (``signed_in``, which the test sets), completes by itself."""
+
+    def __init__(self) -> None:
+        self.signed_in = threading.Event()
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
@@ -48,7 +52,7 @@ class SignsInElsewhere(AgentExecutor):
         await updater.requires_auth(
             updater.new_agent_message([pb.Part(text="Sign in at https://idp.example/auth")])
         )
-        await asyncio.sleep(1.0)  # the credential arrives out of band
+        await asyncio.to_thread(self.signed_in.wait, 30)  # the credential, out of band
         await updater.start_work()
         part = pb.Part()
         part.data.struct_value.update({"verdict": "pass"})
@@ -60,16 +64,26 @@ class SignsInElsewhere(AgentExecutor):
 
 
 @pytest.fixture
-def signs_in_elsewhere() -> Iterator[TestAgent]:
+def executor() -> SignsInElsewhere:
+    return SignsInElsewhere()
+
+
+@pytest.fixture
+def signs_in_elsewhere(executor: SignsInElsewhere) -> Iterator[TestAgent]:
     def build(agent: TestAgent) -> Any:
         card = agent_card(agent.url)
         handler = DefaultRequestHandler(
-            agent_executor=SignsInElsewhere(), task_store=InMemoryTaskStore(), agent_card=card
+            agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card
         )
         return Starlette(routes=[*create_agent_card_routes(card), *create_rest_routes(handler)])
 
     with run_agent(build=build) as agent:
         yield agent
+
+
+def _followed_while_asking(task: Task) -> bool:
+    """Still followed while it waits (before, nothing was due: it stayed there)."""
+    return task.state == TaskState.AUTH_REQUIRED and task.next_action == NextAction.POLL
 
 
 @pytest.mark.django_db(transaction=True)
@@ -79,6 +93,7 @@ def test_a_task_the_agent_resumes_after_signing_in_elsewhere_completes(
     make_agent: Any,
     make_user: Any,
     signs_in_elsewhere: TestAgent,
+    executor: SignsInElsewhere,
 ) -> None:
     """Before, polling stopped at AUTH_REQUIRED: the task stayed there for good while the
     agent had completed it."""
@@ -88,10 +103,10 @@ def test_a_task_the_agent_resumes_after_signing_in_elsewhere_completes(
     make_agent(skills=[make_skill(id="ce-review")], a2a_endpoint=signs_in_elsewhere.url)
     with embedded_workers():
         task = services.create_task(skill_id="ce-review", input={"product": "x"}, user=make_user())
-        asked = wait_for(task, lambda t: t.state == TaskState.AUTH_REQUIRED, timeout=10)
-        assert asked.next_action == NextAction.POLL  # still followed
+        asked = wait_for(task, _followed_while_asking, timeout=30)
         assert asked.question is not None
-        task = wait_for(task, timeout=10)
+        executor.signed_in.set()
+        task = wait_for(task, timeout=30)
     assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "pass"})
 
 
