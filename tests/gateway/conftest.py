@@ -95,6 +95,22 @@ async def open_client(key: str | None = None, *, auth_frame: bool = False) -> Cl
 db_async = database_sync_to_async
 
 
+async def holding(key: str, task: Task) -> tuple[Client, dict[str, Any]]:
+    """A connection (with ``key``) that was handed ``task`` and acknowledged it; the
+    connection and the ``task.assign`` frame."""
+    from gateway import services
+
+    client = await open_client(key)
+    await client.send({"type": "ping"})
+    assert await client.recv() == {"type": "pong"}  # the session started
+    await db_async(services.push_task)(task)
+    assign = await client.recv()
+    await client.send({"type": "task.ack", "deliveryId": assign["deliveryId"]})
+    await client.send({"type": "ping"})
+    assert await client.recv() == {"type": "pong"}  # the ack was applied
+    return client, assign
+
+
 @pytest.fixture(autouse=True)
 def _no_persistent_connections_in_threads() -> Any:
     """The consumer runs ORM code on the gateway's database threads, which keep their

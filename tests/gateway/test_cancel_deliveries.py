@@ -16,7 +16,7 @@ from a2a.states import Transport
 from agent_profiles.models import AgentProfile, Skill
 from gateway import services
 from gateway.models import Delivery, DeliveryKind, DeliveryStatus
-from tests.gateway.conftest import db_async, open_client
+from tests.gateway.conftest import db_async, holding, open_client
 from tests.gateway.test_consumer import ping_pong
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
@@ -36,12 +36,7 @@ async def test_an_unacked_cancel_does_not_outlive_the_offline_ttl(
     """Only assignments expired: a cancel the agent never acks was sent on every one of
     its connections, long after OFFLINE_TASK_TTL."""
     task = await db_async(make_task)()
-    client = await open_client(agent.raw_key)
-    await ping_pong(client)
-    await db_async(services.push_task)(task)
-    assign = await client.recv()
-    await client.send({"type": "task.ack", "deliveryId": assign["deliveryId"]})
-    await ping_pong(client)
+    client, _ = await holding(agent.raw_key, task)
     await client.close()
     await db_async(a2a_services.cancel_task)(await db_async(Task.objects.get)(pk=task.pk))
 
@@ -62,12 +57,7 @@ async def test_answering_the_cancel_of_a_reassigned_task_acknowledges_it(
     was refused with task_not_found before the ack, and the cancel came back forever."""
     other = await db_async(make_agent)(skills=[skill], id="agent-two", a2a_endpoint="")
     task = await db_async(make_task)()
-    client = await open_client(agent.raw_key)
-    await ping_pong(client)
-    await db_async(services.push_task)(task)
-    assign = await client.recv()
-    await client.send({"type": "task.ack", "deliveryId": assign["deliveryId"]})
-    await ping_pong(client)
+    client, _ = await holding(agent.raw_key, task)
     await db_async(a2a_services.reassign_task)(
         await db_async(Task.objects.get)(pk=task.pk), agent_id=other.id
     )

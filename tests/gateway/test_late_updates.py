@@ -12,9 +12,8 @@ from a2a import services as a2a_services
 from a2a.models import Task
 from a2a.states import Transport
 from agent_profiles.models import AgentProfile
-from gateway import services
 from gateway.models import Delivery, DeliveryStatus
-from tests.gateway.conftest import db_async, open_client
+from tests.gateway.conftest import db_async, holding, open_client
 from tests.gateway.test_consumer import ping_pong
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
@@ -92,12 +91,7 @@ async def test_a_canceled_answer_to_a_cancel_is_accepted_and_acknowledges_it(
     agent: AgentProfile, make_task: Callable[..., Task]
 ) -> None:
     task = await db_async(make_task)()
-    client = await open_client(agent.raw_key)
-    await ping_pong(client)
-    await db_async(services.push_task)(task)
-    assign = await client.recv()
-    await client.send({"type": "task.ack", "deliveryId": assign["deliveryId"]})
-    await ping_pong(client)
+    client, _ = await holding(agent.raw_key, task)
     await db_async(a2a_services.cancel_task)(await db_async(Task.objects.get)(pk=task.pk))
     cancel = await client.recv()
     assert cancel["type"] == "task.cancel"
@@ -113,12 +107,7 @@ async def test_another_answer_to_a_cancel_is_refused_but_acknowledges_it(
     """The agent finished just before the cancel: its COMPLETED is not taken (the task
     was canceled), and the cancel it answers is not sent again."""
     task = await db_async(make_task)()
-    client = await open_client(agent.raw_key)
-    await ping_pong(client)
-    await db_async(services.push_task)(task)
-    assign = await client.recv()
-    await client.send({"type": "task.ack", "deliveryId": assign["deliveryId"]})
-    await ping_pong(client)
+    client, _ = await holding(agent.raw_key, task)
     await db_async(a2a_services.cancel_task)(await db_async(Task.objects.get)(pk=task.pk))
     cancel = await client.recv()
     answered = await update(client, task, "TASK_STATE_COMPLETED", GOOD)
