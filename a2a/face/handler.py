@@ -64,6 +64,23 @@ def _decode_cursor(token: str) -> tuple[datetime, uuid.UUID]:
         ) from None
 
 
+def _encode_config_cursor(last_pk: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps(["config", last_pk]).encode()).decode().rstrip("=")
+
+
+def _decode_config_cursor(token: str) -> int:
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        kind, last_pk = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        if kind != "config" or type(last_pk) is not int or not 0 <= last_pk < 2**63:
+            raise ValueError(token)
+        return last_pk
+    except (ValueError, TypeError):
+        raise InvalidParams(
+            "pageToken is not a token this server issued.", violations=[("pageToken", "invalid")]
+        ) from None
+
+
 def _list_status(params: dict[str, Any]) -> str | None:
     status = opt_str(params, "status") or None
     if status is None or status == "TASK_STATE_UNSPECIFIED":
@@ -227,8 +244,20 @@ class FaceHandler:
         def run() -> dict[str, Any]:
             ctx.require_caller()
             task = visible_task(ctx, params.get("taskId"))
-            configs = PushNotificationConfig.objects.filter(task=task).order_by("created_at", "id")
-            return {"configs": [push.config_json(c) for c in configs], "nextPageToken": ""}
+            # A task holds few configs (A2A_MAX_PUSH_CONFIGS_PER_TASK): without a pageSize
+            # they all come in one page; with one, pages follow the creation order.
+            page_size = opt_int(params, "pageSize", low=1, high=MAX_PAGE_SIZE) or MAX_PAGE_SIZE
+            token = opt_str(params, "pageToken")
+            configs = PushNotificationConfig.objects.filter(task=task).order_by("id")
+            if token:
+                configs = configs.filter(id__gt=_decode_config_cursor(token))
+            rows = list(configs[: page_size + 1])
+            more = len(rows) > page_size
+            rows = rows[:page_size]
+            return {
+                "configs": [push.config_json(c) for c in rows],
+                "nextPageToken": _encode_config_cursor(rows[-1].pk) if more else "",
+            }
 
         return await db_call(run)()
 

@@ -64,6 +64,40 @@ def test_configs_over_jsonrpc(as_alice: FaceClient, task: Task, webhook: Webhook
     assert "error" not in deleted
 
 
+def test_configs_are_listed_in_pages_of_the_asked_size(
+    as_alice: FaceClient, task: Task, webhook: Webhook
+) -> None:
+    """ListTaskPushNotificationConfigs has pageSize and pageToken (A2A 1.0): a client
+    that pages gets pages, on both bindings, in the order the configs were made."""
+    base = f"/v1/a2a/tasks/{task.id}/pushNotificationConfigs"
+    for n in range(3):
+        as_alice.post(base, {"url": webhook.url, "id": f"cfg-{n}"})
+    first = as_alice.get(base, {"pageSize": "2"}).json()
+    assert [c["id"] for c in first["configs"]] == ["cfg-0", "cfg-1"]
+    assert first["nextPageToken"]
+    second = as_alice.get(base, {"pageSize": "2", "pageToken": first["nextPageToken"]}).json()
+    assert [c["id"] for c in second["configs"]] == ["cfg-2"]
+    assert second["nextPageToken"] == ""
+    rpc = as_alice.rpc(
+        "ListTaskPushNotificationConfigs", {"taskId": str(task.id), "pageSize": 1}
+    ).json()["result"]
+    assert [c["id"] for c in rpc["configs"]] == ["cfg-0"]
+    assert [c["id"] for c in as_alice.get(base).json()["configs"]] == ["cfg-0", "cfg-1", "cfg-2"]
+
+
+@pytest.mark.parametrize("token", ["nonsense", "WyJjb25maWciLCAiMSJd", "WyJjb25maWciLCAtMV0"])
+def test_a_push_config_page_token_not_issued_here_is_invalid_params(
+    as_alice: FaceClient, task: Task, token: str
+) -> None:
+    """A made-up token (or a string or negative position) is the client's error, not a
+    500 or a silently restarted list."""
+    response = as_alice.get(
+        f"/v1/a2a/tasks/{task.id}/pushNotificationConfigs", {"pageToken": token}
+    )
+    assert response.status_code == 400
+    assert error_reason(response) == "INVALID_PARAMS"
+
+
 @pytest.mark.parametrize(
     "config",
     [
