@@ -116,7 +116,8 @@ INSTALLED_APPS = [
     # Before the admin: its templates (admin/base_site.html, the dashboard) override the
     # admin's own.
     "platform_site",
-    "django.contrib.admin",
+    # django.contrib.admin, whose site checks an action's selected ids (a 500 otherwise).
+    "platform_site.admin_site.PlatformAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
