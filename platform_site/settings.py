@@ -110,6 +110,21 @@ CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", PUBLIC_URL_HTTPS)
 USE_X_FORWARDED_PROTO = envbool("USE_X_FORWARDED_PROTO", PUBLIC_URL_HTTPS or bool(NUM_PROXIES))
 if USE_X_FORWARDED_PROTO:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# An https-only site can say so (check --deploy's W004 and W008). Off by default: HSTS is
+# remembered by browsers for its whole lifetime, and a redirect needs the proxy's scheme
+# header (above) or every request would redirect again. Health and metrics stay plain, as
+# load balancers and scrapers on the host probe them over http.
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", False)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+if SECURE_HSTS_SECONDS < 0:
+    raise ImproperlyConfigured(f"SECURE_HSTS_SECONDS must be 0 or more, got {SECURE_HSTS_SECONDS}")
+if SECURE_SSL_REDIRECT and not USE_X_FORWARDED_PROTO:
+    raise ImproperlyConfigured(
+        "SECURE_SSL_REDIRECT needs USE_X_FORWARDED_PROTO: daphne sees plain http behind the "
+        "TLS proxy, so without the proxy's header every request would be redirected again."
+    )
 
 INSTALLED_APPS = [
     "daphne",

@@ -28,6 +28,9 @@ VARIABLES = {
     "SESSION_COOKIE_SECURE",
     "CSRF_COOKIE_SECURE",
     "USE_X_FORWARDED_PROTO",
+    "SECURE_HSTS_SECONDS",
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS",
+    "SECURE_SSL_REDIRECT",
     "HOST",
     "PORT",
 }
@@ -147,3 +150,78 @@ def test_check_deploy_has_no_cookie_warnings_with_the_deploy_example() -> None:
     assert "System check identified" in output, output  # the check ran
     assert "security.W012" not in output, output
     assert "security.W016" not in output, output
+
+
+# Through the whole middleware stack: plain http (what daphne sees without the proxy's
+# header), the same through the proxy, and a health probe over plain http.
+REDIRECTS = """
+import django, json
+django.setup()
+from django.test import Client
+
+client = Client(HTTP_HOST="agents.example.com")
+plain = client.get("/api/tasks")
+proxied = client.get("/healthz", HTTP_X_FORWARDED_PROTO="https")
+health = client.get("/healthz")
+print(json.dumps({
+    "plain": [plain.status_code, plain.get("Location")],
+    "hsts": proxied.get("Strict-Transport-Security"),
+    "health": health.status_code,
+}))
+"""
+
+
+def test_an_https_only_site_redirects_plain_http_and_sends_hsts() -> None:
+    """SECURE_SSL_REDIRECT and SECURE_HSTS_SECONDS, as platform.env.example sets them: a
+    plain http request is sent to https, a request through the proxy gets the HSTS header,
+    and a health probe over plain http still answers (load balancers use it)."""
+    env = {**HTTPS, "SECURE_SSL_REDIRECT": "true", "SECURE_HSTS_SECONDS": "3600"}
+    result = _run({**env}, REDIRECTS)
+    assert result.returncode == 0, result.stderr
+    read = json.loads(result.stdout)
+    assert read["plain"] == [301, "https://agents.example.com/api/tasks"]
+    assert read["hsts"] == "max-age=3600"
+    assert read["health"] == 200
+
+
+def test_the_https_only_switches_are_off_by_default() -> None:
+    result = _run(HTTPS, REDIRECTS)
+    assert result.returncode == 0, result.stderr
+    read = json.loads(result.stdout)
+    assert read["plain"][0] != 301
+    assert read["hsts"] is None
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        (
+            {"SECURE_SSL_REDIRECT": "true", "USE_X_FORWARDED_PROTO": "false"},
+            "SECURE_SSL_REDIRECT needs USE_X_FORWARDED_PROTO",
+        ),
+        ({"SECURE_HSTS_SECONDS": "-1"}, "SECURE_HSTS_SECONDS must be 0 or more, got -1"),
+    ],
+)
+def test_an_https_only_setting_that_cannot_work_stops_the_start(
+    env: dict[str, str], said: str
+) -> None:
+    """A redirect without the proxy's scheme header would redirect every request again."""
+    result = _run({**HTTPS, **env}, "import django; django.setup()")
+    assert result.returncode != 0
+    assert said in result.stderr
+
+
+def test_check_deploy_is_clean_of_https_warnings_with_the_deploy_example() -> None:
+    """With platform.env.example's https-only settings, check --deploy no longer warns about
+    HSTS (W004) or the redirect (W008)."""
+    env = {
+        **HTTPS,
+        "SECRET_KEY": "a-long-and-varied-key-for-this-check-only-0123456789-XYZ",
+        "SECURE_SSL_REDIRECT": "true",
+        "SECURE_HSTS_SECONDS": "3600",
+    }
+    result = _run(env, CHECK_DEPLOY)
+    output = result.stdout + result.stderr
+    assert "System check identified" in output, output
+    assert "security.W004" not in output, output
+    assert "security.W008" not in output, output
