@@ -8,8 +8,9 @@ with :func:`find_bad_text` and refuses what it finds, naming the field.
 :func:`loads_bounded` parses JSON after a cheap nesting-depth scan, so a body nested
 100,000 levels is refused before the parser's recursion can fail. Every parser here
 (:func:`parse_json`) refuses ``NaN``, ``Infinity`` and numbers too large for a float
-(``1e400``, which Python reads as infinity): none is JSON a peer can rely on, and
-PostgreSQL's jsonb refuses them, so a body holding one would fail at the database.
+(``1e400``, which Python reads as infinity, or an integer as large): none is JSON a peer
+can rely on. PostgreSQL's jsonb refuses the first ones, so a body holding one would fail at
+the database; A2A's SDKs read numbers as doubles and refuse the integers.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from typing import Any
 
 # Deeper JSON than any A2A or platform shape needs; refused before parsing.
@@ -123,8 +125,24 @@ def _finite(text: str) -> float:
     return number
 
 
+_FLOAT_MAX = int(sys.float_info.max)
+
+
+def _int_in_range(text: str) -> int:
+    # A2A carries JSON numbers as doubles (protobuf's Value): an agent's SDK refuses an
+    # integer beyond a float's range ("int too large to convert to float"), so the task
+    # would wait offline until its deadline. Short ones (all real ids and counts) skip the
+    # comparison.
+    number = int(text)
+    if len(text) > 300 and abs(number) > _FLOAT_MAX:
+        raise ValueError(f"the number {text[:40]}... is too large")
+    return number
+
+
 # One decoder, built once (``json.loads`` with hooks builds one per call).
-_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
+_DECODER = json.JSONDecoder(
+    parse_constant=_no_constant, parse_float=_finite, parse_int=_int_in_range
+)
 
 
 def parse_json(raw: str | bytes) -> Any:

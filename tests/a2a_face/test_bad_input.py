@@ -138,11 +138,12 @@ def test_a_push_config_field_longer_than_its_column_is_refused(
     assert Task.objects.count() == 1  # the send stored no task
 
 
-@pytest.mark.parametrize("number", ["NaN", "Infinity", "1e400", "-1e999"])
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "1e400", "-1e999", "1" + "0" * 400])
 def test_nan_infinity_and_numbers_beyond_a_float_are_not_json(
     as_alice: FaceClient, agent: Any, number: str
 ) -> None:
-    """Python reads 1e400 as infinity; PostgreSQL's jsonb refuses it and NaN (a 500)."""
+    """Python reads 1e400 as infinity; PostgreSQL's jsonb refuses it and NaN (a 500). An
+    integer as large reached the agent, whose SDK (numbers are doubles) refused it."""
     message = '{"messageId": "m", "role": "ROLE_USER", "parts": [{"data": {"n": N}}]}'
     message = message.replace("N", number)
     rest = as_alice.post("/v1/a2a/message:send", '{"message": ' + message + "}")
