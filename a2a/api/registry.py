@@ -77,9 +77,9 @@ class AgentCardView(PublicView):
         tags=["a2a"],
     )
     def get(self, request: Request, agent_id: str) -> Response:
-        agent = (
-            AgentProfile.objects.filter(pk=agent_id).exclude(status=AgentStatus.DISABLED).first()
-        )
+        # Only an approved agent has a card: a pending one's name and description are a
+        # stranger's (self-registration), published here as the platform's.
+        agent = AgentProfile.objects.filter(pk=agent_id, status=AgentStatus.ACTIVE).first()
         if agent is None:
             raise NotFound(f"No agent '{agent_id}' is registered.", {"agentId": agent_id})
         return Response(cards.agent_card(agent))

@@ -57,9 +57,10 @@ def task_payload(
 
 
 def tenant_agent(agent_id: str) -> AgentProfile:
-    """The agent of the tenant route ``/v1/a2a/{agentId}``; AGENT_NOT_FOUND for an unknown
-    or disabled one (a disabled agent's card is gone, as on ``/api/a2a/agent-card/{id}``)."""
-    agent = AgentProfile.objects.filter(pk=agent_id).exclude(status=AgentStatus.DISABLED).first()
+    """The agent of the tenant route ``/v1/a2a/{agentId}``; AGENT_NOT_FOUND for an unknown,
+    disabled or pending one (its card is gone, as on ``/api/a2a/agent-card/{id}``: a
+    pending agent's name and description are a stranger's until staff approve them)."""
+    agent = AgentProfile.objects.filter(pk=agent_id, status=AgentStatus.ACTIVE).first()
     if agent is None:
         raise AgentNotFound(f"No agent {agent_id!r}.", metadata={"agentId": agent_id})
     return agent

@@ -76,9 +76,13 @@ def test_a_disabled_agent_is_no_caller_and_keeps_no_access_to_its_tasks(
     assert Task.objects.filter(created_by_agent=caller).count() == 1
 
 
-def test_a_disabled_agents_card_is_gone_from_the_tenant_routes(
-    agent: Any, alice: Any, settings: Any
+@pytest.mark.parametrize("status", [AgentStatus.DISABLED, AgentStatus.PENDING])
+def test_a_disabled_or_pending_agents_card_is_gone_from_the_tenant_routes(
+    agent: Any, alice: Any, settings: Any, status: str
 ) -> None:
+    """A pending agent (self-registered, not yet approved) has no card either: anyone may
+    register in approval mode, and its name and description were published on the
+    platform's origin, as its provider, before staff looked at it."""
     settings.A2A_EXTENDED_CARD_BEARER_TOKEN = "xcard"
     client = Client()
     public = f"/v1/a2a/{agent.pk}/.well-known/agent-card.json"
@@ -86,7 +90,7 @@ def test_a_disabled_agents_card_is_gone_from_the_tenant_routes(
     headers = {"Authorization": "Bearer xcard", "A2A-Version": "1.0"}
     assert client.get(public).status_code == 200
     assert client.get(extended, headers=headers).status_code == 200
-    AgentProfile.objects.filter(pk=agent.pk).update(status=AgentStatus.DISABLED)
+    AgentProfile.objects.filter(pk=agent.pk).update(status=status)
     assert client.get(f"/api/a2a/agent-card/{agent.pk}").status_code == 404
     for response in (client.get(public), client.get(extended, headers=headers)):
         assert response.status_code == 404

@@ -99,8 +99,11 @@ def test_agent_card_is_404_for_unknown_agents(client: Any, db: None) -> None:
     assert "nobody" in response.json()["error"]["message"]
 
 
-def test_agent_card_is_404_for_disabled_agents(client: Any, make_agent: Any) -> None:
-    make_agent(id="off", status="disabled")
+@pytest.mark.parametrize("status", ["disabled", "pending"])
+def test_agent_card_is_404_for_disabled_and_pending_agents(
+    client: Any, make_agent: Any, status: str
+) -> None:
+    make_agent(id="off", status=status)
     assert client.get("/api/a2a/agent-card/off").status_code == 404
 
 
