@@ -59,6 +59,10 @@ class ReplyForm(forms.Form):
         return cleaned
 
 
+# The task page's buttons, all off: for users who may view tasks but not change them.
+NO_BUTTONS = {"can_cancel": False, "can_retry": False, "can_reassign": False}
+
+
 def is_uuid(text: str) -> bool:
     """Whether ``text`` is a UUID as the task id field reads one (hyphens optional)."""
     try:
@@ -169,10 +173,14 @@ class TaskAdmin(admin.ModelAdmin):
         )
         if not self.has_view_or_change_permission(request, task):
             return HttpResponse(status=403)
+        # Who may only view tasks gets no Cancel / Retry / Reassign buttons: their views
+        # answer 403, and the list offers them no actions either.
+        view_only = {} if self.has_change_permission(request, task) else NO_BUTTONS
         context = {
             **self.admin_site.each_context(request),
             **page_context(task),
             **self.reassign_context(task),
+            **view_only,
             "title": f"Task {task.pk}",
             "subtitle": None,
             "opts": self.model._meta,
@@ -207,13 +215,15 @@ class TaskAdmin(admin.ModelAdmin):
         if done:
             self.message_user(request, f"{verb} {done} task(s).", messages.SUCCESS)
 
-    @admin.action(description="Cancel selected tasks (tells the agent)")
+    # Both change tasks: offered only to users who may change them, as the task page's
+    # buttons (``_task_for``) require; a view-only staff user sees no action.
+    @admin.action(description="Cancel selected tasks (tells the agent)", permissions=["change"])
     def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
         self._each(
             request, queryset, "Canceled", lambda t: services.cancel_task(t, by=request.user)
         )
 
-    @admin.action(description="Retry selected failed/rejected tasks")
+    @admin.action(description="Retry selected failed/rejected tasks", permissions=["change"])
     def retry_selected(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
         self._each(request, queryset, "Retried", lambda t: services.retry_task(t, by=request.user))
 

@@ -9,6 +9,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
+from django.contrib.auth import get_permission_codename
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -261,18 +262,23 @@ class AgentProfileAdmin(admin.ModelAdmin):
         live = [k for k in agent.api_keys.all() if k.revoked_at is None]
         return max(live, key=lambda k: k.created_at).prefix if live else "—"
 
-    @admin.action(description="Approve (activate) selected agents")
+    # Every action changes agents: offered only to users who may change them (a view-only
+    # staff user sees none), as the agent page's "Rotate the key" button checks too.
+    @admin.action(description="Approve (activate) selected agents", permissions=["change"])
     def approve(self, request: HttpRequest, queryset: QuerySet[AgentProfile]) -> None:
         count = access.set_status(queryset, AgentStatus.ACTIVE)
         self.message_user(request, f"{count} agent(s) approved.", messages.SUCCESS)
 
-    @admin.action(description="Disable selected agents")
+    @admin.action(description="Disable selected agents", permissions=["change"])
     def disable(self, request: HttpRequest, queryset: QuerySet[AgentProfile]) -> None:
         # Through the service, not queryset.update alone: open sockets close at once.
         count = access.disable(queryset)
         self.message_user(request, f"{count} agent(s) disabled.", messages.SUCCESS)
 
-    @admin.action(description="Rotate API key of selected agents (old keys stop working)")
+    @admin.action(
+        description="Rotate API key of selected agents (old keys stop working)",
+        permissions=["change"],
+    )
     def rotate_key(self, request: HttpRequest, queryset: QuerySet[AgentProfile]) -> None:
         for agent in queryset:
             key = access.rotate_key(agent)  # also closes the agent's open sockets
@@ -289,14 +295,22 @@ console.add_agent_panel("registry", agent_console.agent_panel, order=10)
 
 class ReadOnlyAdmin(admin.ModelAdmin):
     """Keys and tokens are issued by commands and actions, never typed in; only the
-    readable prefix is shown, never the digest. They can be revoked."""
+    readable prefix is shown, never the digest. They can be revoked, by users holding the
+    model's change permission."""
 
     actions = ["revoke"]
 
-    @admin.action(description="Revoke selected (they stop working at once)")
+    @admin.action(description="Revoke selected (they stop working at once)", permissions=["revoke"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
         self.message_user(request, f"{count} revoked.", messages.SUCCESS)
+
+    def has_revoke_permission(self, request: HttpRequest) -> bool:
+        """Whether the user may revoke: the model's change permission. Not
+        ``has_change_permission``, which is always False here so no row has a Save button;
+        without a check at all, a view-only staff user could revoke every key."""
+        codename = get_permission_codename("change", self.opts)
+        return request.user.has_perm(f"{self.opts.app_label}.{codename}")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -307,7 +321,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(ReadOnlyAdmin):
-    @admin.action(description="Revoke selected (they stop working at once)")
+    @admin.action(description="Revoke selected (they stop working at once)", permissions=["revoke"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         count = access.revoke_keys(queryset)  # also closes the agents' open sockets
         self.message_user(request, f"{count} revoked.", messages.SUCCESS)

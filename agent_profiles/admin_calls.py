@@ -123,7 +123,8 @@ def health(agent: AgentProfile) -> str:
     )
 
 
-@admin.action(description="Refresh the agent card of selected agents")
+# It rewrites the agents' card and interface: for users who may change agents.
+@admin.action(description="Refresh the agent card of selected agents", permissions=["change"])
 def refresh_cards(
     modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[AgentProfile]
 ) -> None:

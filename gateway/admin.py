@@ -7,10 +7,12 @@ import time
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.contrib.auth import get_permission_codename
+from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from a2a.models import Task
 from agent_profiles.models import AgentProfile
 from gateway import console as gateway_console
 from gateway import presence, services
@@ -53,14 +55,26 @@ def _age(since: Any) -> str:
     return f"{hours}h {rest // 60:02d}m" if hours else f"{rest // 60}m {rest % 60:02d}s"
 
 
+def may(request: HttpRequest, action: str, model: type[Model]) -> bool:
+    """Whether the user holds ``action`` ("change", ...) permission on ``model``."""
+    opts = model._meta
+    return request.user.has_perm(f"{opts.app_label}.{get_permission_codename(action, opts)}")
+
+
 class ViewOnly(admin.ModelAdmin):
-    """Rows the gateway writes: shown, never edited (no Save buttons); actions still run."""
+    """Rows the gateway writes: shown, never edited (no Save buttons). Their actions run
+    for users holding the model's change permission (``has_change_permission`` is always
+    False here, so it cannot be what the actions check)."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        """Whether the user may run this list's actions: the model's change permission."""
+        return may(request, "change", self.model)
 
 
 @admin.register(Presence)
@@ -111,12 +125,20 @@ class OfflineTaskAdmin(ViewOnly):
     def skill(self, obj: OfflineTask) -> str:
         return obj.task.skill_id
 
-    @admin.action(description="Requeue: restart the expiry clock and push again now")
+    @admin.action(
+        description="Requeue: restart the expiry clock and push again now",
+        permissions=["operate"],
+    )
     def requeue(self, request: HttpRequest, queryset: QuerySet[OfflineTask]) -> None:
         done = sum(services.requeue_offline(row) for row in queryset)
         self.message_user(request, f"Requeued {done} offline task(s).", messages.SUCCESS)
 
-    @admin.action(description="Cancel the selected tasks")
+    @admin.action(description="Cancel the selected tasks", permissions=["cancel"])
     def cancel(self, request: HttpRequest, queryset: QuerySet[OfflineTask]) -> None:
         done = sum(services.cancel_offline(row, by=request.user) for row in queryset)
         self.message_user(request, f"Canceled {done} task(s).", messages.SUCCESS)
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        """Canceling cancels the platform task too: it also takes the permission to change
+        tasks, which the task page's Cancel button and the task list's action require."""
+        return self.has_operate_permission(request) and may(request, "change", Task)

@@ -58,7 +58,8 @@ class PushNotificationConfigAdmin(admin.ModelAdmin):
     inlines = [PushDeliveryInline]
     actions = ["enable_again"]
 
-    @admin.action(description="Enable again (reset the failure count)")
+    # It changes the configs: offered only to users who may change them.
+    @admin.action(description="Enable again (reset the failure count)", permissions=["change"])
     def enable_again(
         self, request: HttpRequest, queryset: QuerySet[PushNotificationConfig]
     ) -> None:
