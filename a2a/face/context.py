@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.http import HttpRequest
 
+from a2a.face.db import db_call
 from a2a.face.errors import Unauthenticated, VersionNotSupported
 from agent_profiles.authentication import AgentPrincipal, authenticate_bearer, bearer_token
 from agent_profiles.models import AgentStatus
@@ -61,13 +62,8 @@ class CallContext:
         self.authenticated = True
         if self.raw_token is not None and not self.token_invalid:
             principal = principal_cache.lookup(self.raw_token)
-            if (
-                isinstance(principal, AgentPrincipal)
-                and principal.agent.status != AgentStatus.ACTIVE
-            ):
-                # A pending agent has a key but no standing yet (in the approval mode anyone
-                # may register one), a disabled one none any more: neither is a caller.
-                self.refused = f"Agent '{principal.agent.pk}' is {principal.agent.status}."
+            self.refused = refusal(principal)
+            if self.refused:
                 principal = None
             self.principal = principal
             self.token_invalid = principal is None
@@ -98,6 +94,61 @@ class CallContext:
         )
 
 
+def refusal(principal: Any) -> str:
+    """Why a looked-up principal is no caller, or "" when it is one."""
+    if isinstance(principal, AgentPrincipal) and principal.agent.status != AgentStatus.ACTIVE:
+        # A pending agent has a key but no standing yet (in the approval mode anyone may
+        # register one), a disabled one none any more: neither is a caller.
+        return f"Agent '{principal.agent.pk}' is {principal.agent.status}."
+    return ""
+
+
+class CallerWatch:
+    """An open stream's re-check of its caller: revoking a token or a key, deactivating a
+    user or disabling an agent ends the caller's streams too, not only its next request.
+
+    The caller is looked up again as a new request would be, through the
+    :data:`principal_cache`: while the cache holds a fresh entry for the token the stream
+    trusts it until that entry expires (no query, and one lookup refreshes every stream
+    and request of that token in the process); after that one lookup on a database thread.
+    With the cache off (``A2A_FACE_AUTH_CACHE_SECONDS`` 0) a stream looks its caller up at
+    most every ``A2A_STREAM_RECHECK``, the pace at which a quiet stream re-reads its task.
+    Anonymous callers have no standing to lose."""
+
+    def __init__(self, ctx: CallContext) -> None:
+        self.ctx = ctx
+        # Cache off: the request that opened the stream looked the caller up just now.
+        self.until = 0.0 if _cache_seconds() > 0 else time.monotonic() + _recheck_seconds()
+
+    async def check(self) -> None:
+        """Raise :class:`Unauthenticated` (as a new request would get it) once the caller
+        has lost access; cheap while its last look-up is fresh."""
+        raw = self.ctx.raw_token
+        now = time.monotonic()
+        if raw is None or self.ctx.principal is None or now < self.until:
+            return
+        hit = principal_cache.cached(raw)
+        if hit is None:
+            principal = await db_call(principal_cache.lookup)(raw)
+            hit = principal_cache.cached(raw)
+            until = hit[1] if hit is not None else now + _recheck_seconds()
+        else:
+            principal, until = hit
+        refused = refusal(principal) if principal is not None else "Invalid or revoked token."
+        if refused:
+            raise Unauthenticated(f"{refused} The stream ends: its caller lost access.")
+        self.until = until
+
+
+def _cache_seconds() -> float:
+    return float(settings.A2A_FACE_AUTH_CACHE_SECONDS)
+
+
+def _recheck_seconds() -> float:
+    # sse.recheck_seconds, read here: sse imports this module (through stream_slots).
+    return float(getattr(settings, "A2A_STREAM_RECHECK", 5.0))
+
+
 class PrincipalCache:
     """Recently authenticated tokens (keyed by a hash, never the token), for
     ``A2A_FACE_AUTH_CACHE_SECONDS``: a revoked token keeps working at most that long in a
@@ -108,17 +159,30 @@ class PrincipalCache:
         self._lock = threading.Lock()
         self._entries: OrderedDict[bytes, tuple[float, Any]] = OrderedDict()
 
-    def lookup(self, raw: str) -> Any:
-        ttl = float(settings.A2A_FACE_AUTH_CACHE_SECONDS)
-        if ttl <= 0:
-            return authenticate_bearer(raw)
+    def cached(self, raw: str) -> tuple[Any, float] | None:
+        """The fresh entry for ``raw``, ``(principal, expiry on the monotonic clock)``, or
+        None; never touches the database."""
+        if _cache_seconds() <= 0:
+            return None
         key = hashlib.sha256(raw.encode()).digest()
-        now = time.monotonic()
         with self._lock:
             hit = self._entries.get(key)
-            if hit is not None and hit[0] > now:
+            if hit is not None and hit[0] > time.monotonic():
                 self._entries.move_to_end(key)
-                return hit[1]
+                return hit[1], hit[0]
+        return None
+
+    def lookup(self, raw: str) -> Any:
+        """The principal of ``raw`` (None if it is no valid token), from the cache while
+        fresh. Touches the database otherwise: call from a DB thread."""
+        ttl = _cache_seconds()
+        if ttl <= 0:
+            return authenticate_bearer(raw)
+        hit = self.cached(raw)
+        if hit is not None:
+            return hit[0]
+        key = hashlib.sha256(raw.encode()).digest()
+        now = time.monotonic()
         principal = authenticate_bearer(raw)
         if principal is not None:
             with self._lock:

@@ -22,7 +22,7 @@ from django.db.models import Q
 
 from a2a import services
 from a2a.face import push, sending, sse
-from a2a.face.context import CallContext
+from a2a.face.context import CallContext, CallerWatch
 from a2a.face.db import db_call
 from a2a.face.errors import (
     ExtendedAgentCardNotConfigured,
@@ -93,6 +93,29 @@ def _list_status(params: dict[str, Any]) -> str | None:
     return status
 
 
+# --- streams --------------------------------------------------------------------------
+
+
+async def while_a_caller(
+    stream: AsyncIterator[dict[str, Any] | None], ctx: CallContext
+) -> AsyncIterator[dict[str, Any] | None]:
+    """``stream``'s events while its caller keeps access: before each one (a quiet stream
+    yields a keep-alive every ``A2A_STREAM_RECHECK``, so a waiting one is checked too) the
+    caller is re-checked (:class:`~a2a.face.context.CallerWatch`); once it lost access,
+    :class:`Unauthenticated` ends the stream, which the binding sends as its last, in-band
+    error event. The task stream is closed however this ends (its subscription goes, its
+    stream slot is given back)."""
+    watch = CallerWatch(ctx)
+    try:
+        async for item in stream:
+            await watch.check()
+            yield item
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
 # --- the handler ----------------------------------------------------------------------
 
 
@@ -100,7 +123,13 @@ class FaceHandler:
     """The A2A operations of the platform, one coroutine each."""
 
     send_message = staticmethod(sending.send_message)
-    stream_message = staticmethod(sending.stream_message)
+
+    async def stream_message(
+        self, params: dict[str, Any], ctx: CallContext
+    ) -> AsyncIterator[dict[str, Any] | None]:
+        """SendStreamingMessage (:func:`a2a.face.sending.stream_message`), ended should
+        its caller lose access while it runs."""
+        return while_a_caller(await sending.stream_message(params, ctx), ctx)
 
     # ---- tasks: reading ----
 
@@ -207,7 +236,7 @@ class FaceHandler:
             return task, stream_slots.take(ctx)
 
         task, slot = await db_call(run)()
-        return sse.task_stream(task.id, watched=task.watched, slot=slot)
+        return while_a_caller(sse.task_stream(task.id, watched=task.watched, slot=slot), ctx)
 
     # ---- push notification configs ----
 
