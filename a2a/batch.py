@@ -11,12 +11,17 @@ uses too (counted at most once per ``A2A_LOAD_CACHE_SECONDS``: a stream of small
 must not count every active task per request; the batch's own picks are counted in, so
 the load spreads over the candidates), one INSERT per row kind for all new tasks and
 one Celery message to start them. If a concurrent request takes one of the keys
-meanwhile (the INSERT fails on the unique constraint), nothing of the batch was written
-and the requests are created one by one instead, each with the single-task rules.
+meanwhile (the INSERT fails on the unique constraint), or another process deleted an
+agent or skill this one still had cached (it breaks a foreign key), nothing of the batch
+was written and the requests are created one by one instead, each with the single-task
+rules (:func:`a2a.creation.create_task` chooses again after a deleted agent). Each one's
+error is its own result there, whatever it is: the requests before it were committed, so
+the batch must not fail as a whole.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,10 +37,20 @@ from a2a.creation import (
     check_same,
     choose_agent,
     create_task,
+    foreign_key_violation,
     insert,
 )
 from a2a.models import Task
-from platform_site.errors import PlatformError
+from platform_site.errors import PlatformError, outage_error
+
+log = logging.getLogger(__name__)
+
+
+class ItemFailed(PlatformError):
+    """A batch item that failed on the platform's side (500 for that item alone)."""
+
+    code = "internal_error"
+    status_code = 500
 
 
 @dataclass
@@ -91,8 +106,11 @@ def create_tasks(requests: list[TaskRequest], *, user: Any) -> list[Outcome]:
     try:
         with transaction.atomic():
             insert([item.new for item in fresh if item.new is not None])
-    except IntegrityError:
-        # A concurrent request took one of the keys: one by one, with the single rules.
+    except IntegrityError as exc:
+        # A concurrent request took one of the keys, or an agent was deleted elsewhere:
+        # one by one, with the single rules (and, after a deletion, fresh registry data).
+        if foreign_key_violation(exc):
+            lookups.clear()
         for item in fresh:
             item.outcome = _create_one(item.request, user)
     else:
@@ -159,4 +177,8 @@ def _create_one(request: TaskRequest, user: Any) -> Outcome:
         )
     except PlatformError as exc:
         return Outcome(error=exc)
+    except Exception as exc:  # the items before it are committed: answer for each
+        log.exception("batch item for skill %s could not be created", request.skill_id)
+        error = outage_error(exc) or ItemFailed("The platform failed to create this task.")
+        return Outcome(error=error)
     return Outcome(task=task, created=bool(getattr(task, "created", True)))

@@ -67,6 +67,12 @@ def register_gateway_hand_off(func: GatewayHandOff | None) -> None:
     _gateway_hand_off = func
 
 
+# A caller's message made fit for the agent once it is chosen (the A2A face maps its
+# ``referenceTaskIds`` to that agent's own task ids): given the agent's id and the message,
+# the message to store and send, and more task metadata.
+ForAgent = Callable[[str, dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]]
+
+
 def _user_id(user: Any) -> Any:
     return user if user is not None and getattr(user, "is_authenticated", False) else None
 
@@ -173,12 +179,26 @@ def check_same(task: Task, skill_id: str, data: Any, agent_id: str | None) -> No
             {"taskId": str(task.id)},
             code="idempotency_conflict",
         )
-    if agent_id and task.agent_id != agent_id:
+    first = first_agent(task)
+    if agent_id and first != agent_id:
+        since = "" if first == task.agent_id else f" (reassigned since to '{task.agent_id}')"
         raise Conflict(
-            f"This idempotencyKey was already used for a task sent to agent '{task.agent_id}'.",
+            f"This idempotencyKey was already used for a task sent to agent '{first}'{since}.",
             {"taskId": str(task.id)},
             code="idempotency_conflict",
         )
+
+
+def first_agent(task: Task) -> str:
+    """The agent ``task`` was created for (a caller naming its agent got exactly that one):
+    a repeat is compared with it, not with where a person moved the task since; each move
+    is in ``metadata.reassignments``, the first one's ``from`` is that agent."""
+    moves = (task.metadata or {}).get("reassignments")
+    if isinstance(moves, list) and moves and isinstance(moves[0], dict):
+        origin = moves[0].get("from")
+        if isinstance(origin, str) and origin:
+            return origin
+    return str(task.agent_id)
 
 
 @dataclass
@@ -204,12 +224,17 @@ def build(
     origin: str = "api",
     watched: bool = False,
     metadata: dict[str, Any] | None = None,
+    for_agent: ForAgent | None = None,
 ) -> NewTask:
     """The unsaved rows of a new task (SUBMITTED, next action SEND; for a socket-only
     agent with a gateway hand-off registered: no next action, see :func:`insert`).
     ``watched``: something will follow it besides its row (``Task.watched``);
-    ``metadata``: more of the task's metadata (the face's caller's output modes)."""
+    ``metadata``: more of the task's metadata (the face's caller's output modes);
+    ``for_agent``: fits ``message`` to the chosen agent (see :data:`ForAgent`)."""
     context = context_id or (message or {}).get("contextId") or str(uuid.uuid4())
+    if message is not None and for_agent is not None:
+        message, more = for_agent(agent.id, message)
+        metadata = {**(metadata or {}), **more}
     if message is not None:
         outbound = relay_message(message)
     else:
@@ -305,15 +330,20 @@ def create_task(
     validate_input: bool = True,
     watched: bool = False,
     metadata: dict[str, Any] | None = None,
+    for_agent: ForAgent | None = None,
 ) -> Task:
     """Validate, choose an agent, store the task (SUBMITTED, next action SEND) and queue it.
 
     Returns the task; ``task.created`` is False when ``idempotency_key`` matched an earlier
     task of the same caller (that task is returned unchanged). Raises a 400 error for an
     unknown/inactive skill or agent, input failing the skill's ``input_schema`` or no
-    agent for the skill, and 409 when the key was used for a different request.
+    agent for the skill, and 409 when the key was used for a different request. An agent
+    or skill deleted by another process while this one still had it cached breaks the
+    INSERT's foreign key: the cache is dropped and the agent chosen once more from the
+    database (or the 400 a request naming what is gone gets).
     ``watched``: the caller will follow it too (a stream, a push config; see ``build``);
-    ``metadata``: more of the task's metadata (see ``build``).
+    ``metadata``: more of the task's metadata (see ``build``); ``for_agent``: fits the
+    message to the chosen agent (see ``build``).
     """
     skill = active_skill(skill_id)
     data = {} if input is None else input
@@ -323,31 +353,56 @@ def create_task(
     existing = _existing(user, agent_caller, key)
     if existing is not None:
         return same_request(existing, skill.id, input, agent_id)
-    agent, match = choose_agent(skill, agent_id)
-    new = build(
-        skill=skill,
-        agent=agent,
-        match=match,
-        data=data,
-        user=user,
-        agent_caller=agent_caller,
-        idempotency_key=key,
-        message=message,
-        context_id=context_id,
-        origin=origin,
-        watched=watched,
-        metadata=metadata,
-    )
-    try:
-        if in_one_statement([new]):
-            insert([new])  # one statement, atomic by itself: two round trips fewer
-        else:
-            with transaction.atomic():
-                insert([new])
-    except IntegrityError:
-        # A concurrent request with the same idempotency key won the race.
-        existing = _existing(user, agent_caller, key)
-        if existing is None:
-            raise
-        return same_request(existing, skill.id, input, agent_id)
-    return new.task
+    for again in (False, True):
+        agent, match = choose_agent(skill, agent_id)
+        new = build(
+            skill=skill,
+            agent=agent,
+            match=match,
+            data=data,
+            user=user,
+            agent_caller=agent_caller,
+            idempotency_key=key,
+            message=message,
+            context_id=context_id,
+            origin=origin,
+            watched=watched,
+            metadata=metadata,
+            for_agent=for_agent,
+        )
+        try:
+            _store(new)
+        except IntegrityError as exc:
+            # A concurrent request with the same idempotency key won the race.
+            existing = _existing(user, agent_caller, key)
+            if existing is not None:
+                return same_request(existing, skill.id, input, agent_id)
+            if again or not foreign_key_violation(exc):
+                raise
+            # Not the key: the agent (or skill) the registry cache still held was deleted
+            # by another process. Choose once more from the database, which refuses as
+            # for any request naming what is gone (unknown_skill/unknown_agent/no_agent).
+            log.info("task creation: %s was deleted elsewhere; choosing again", agent.id)
+            lookups.clear()
+            skill = active_skill(skill_id)
+            if validate_input:
+                check_input(skill, data)
+            continue
+        return new.task
+    raise AssertionError("not reached: the second attempt returns or raises")
+
+
+def _store(new: NewTask) -> None:
+    """Insert one new task: as one statement where it can, else in a transaction."""
+    if in_one_statement([new]):
+        insert([new])  # one statement, atomic by itself: two round trips fewer
+        return
+    with transaction.atomic():
+        insert([new])
+
+
+def foreign_key_violation(exc: IntegrityError) -> bool:
+    """Whether ``exc`` is a broken foreign key (a registry row deleted meanwhile), not a
+    repeated unique key: PostgreSQL's SQLSTATE 23503, SQLite's message."""
+    sqlstate = getattr(exc.__cause__, "sqlstate", None)
+    return sqlstate == "23503" or "FOREIGN KEY constraint failed" in str(exc)

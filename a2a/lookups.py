@@ -9,8 +9,11 @@ offers (Django signals). A change made in another process, or by a bulk ``update
 that sends no signal (the admin's approve/disable actions), is seen within that many
 seconds, except that a refusal is never taken from the cache: an unknown skill or agent
 is looked up again before the caller is told no (an agent registered on another daphne
-a moment ago can take a task at once). The cached objects are shared between threads
-and must be treated as read-only.
+a moment ago can take a task at once). An agent or skill deleted in another process
+is still picked from the cache meanwhile: the new task's INSERT then breaks its foreign
+key, and :func:`a2a.creation.create_task` drops the cache (:func:`clear`) and chooses
+again from the database. The cached objects are shared between threads and must be
+treated as read-only.
 
 The candidates' load (their active task counts, which the matcher weighs) is counted once
 per ``A2A_LOAD_CACHE_SECONDS`` per process instead of on every creation, and every task

@@ -71,3 +71,49 @@ def for_caller(value: Any) -> Any:
     if isinstance(value, str) and _NAMESPACED.match(value):
         return value[TAG_LENGTH + 1 :]
     return value
+
+
+# --- referenceTaskIds ---------------------------------------------------------------------
+
+# Where a task keeps how the ``referenceTaskIds`` of its caller's messages were sent: each
+# agent-side id and the caller's (platform) task id it stands for, to show the caller its
+# own ids again (:func:`references_for_caller`).
+REFERENCES = "referenceTaskIds"
+
+# A caller's referenced task, as the lookup found it: its agent and the id that agent
+# knows it by.
+Referenced = tuple[str, str]
+
+
+def references_toward(
+    message: dict[str, Any], known: dict[str, Referenced], agent_id: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """``message`` with its ``referenceTaskIds`` as ``agent_id`` knows them, and what was
+    mapped (agent-side id → the caller's id).
+
+    A caller names the platform's tasks; an agent knows its own ids. Each id of a task in
+    ``known`` (the caller's own, that it may see) on this agent becomes that agent's id;
+    every other id is left out: the agent could not resolve it, and another caller's task
+    must never be named to an agent by the id it knows it by (a socket-only agent knows
+    tasks by the platform's ids)."""
+    ids = message.get("referenceTaskIds")
+    if not isinstance(ids, list):
+        return message, {}
+    mapped: dict[str, str] = {}
+    for raw in ids:
+        found = known.get(raw) if isinstance(raw, str) else None
+        if found is not None and found[0] == agent_id and found[1] not in mapped:
+            mapped[found[1]] = raw
+    out = {k: v for k, v in message.items() if k != "referenceTaskIds"}
+    if mapped:
+        out["referenceTaskIds"] = list(mapped)
+    return out, mapped
+
+
+def references_for_caller(ids: Any, metadata: dict[str, Any] | None) -> Any:
+    """A stored message's ``referenceTaskIds`` as its caller gave them (see
+    :data:`REFERENCES`); an id not mapped (stored before) is shown as it is."""
+    mapped = (metadata or {}).get(REFERENCES)
+    if not isinstance(ids, list) or not isinstance(mapped, dict):
+        return ids
+    return [mapped.get(i, i) if isinstance(i, str) else i for i in ids]

@@ -19,6 +19,7 @@ from a2a.compat.v0_3 import types as v03
 from a2a.face.context import LEGACY_VERSION
 from a2a.face.errors import InvalidParams
 from a2a.states import INTERRUPTED_STATES, TERMINAL_STATES
+from a2a.transports.shapes import data_to_03
 
 # 0.3 method → (handler operation, streams?, the 0.3 params model).
 METHODS: dict[str, tuple[str, bool, type[Any]]] = {
@@ -177,8 +178,7 @@ def _part_out(part: dict[str, Any]) -> dict[str, Any]:
     if "text" in part:
         out = {"kind": "text", "text": part["text"]}
     elif "data" in part:
-        data = part["data"]
-        out = {"kind": "data", "data": data if isinstance(data, dict) else {"value": data}}
+        out = {"kind": "data", "data": data_to_03(part["data"])}
     elif "url" in part or "raw" in part:
         file: dict[str, Any] = {"uri": part["url"]} if "url" in part else {"bytes": part["raw"]}
         if part.get("mediaType"):

@@ -18,17 +18,25 @@ from django.conf import settings
 from django.db import transaction
 
 from a2a import lookups, services
+from a2a.creation import ForAgent
 from a2a.face import push, queries, sse
 from a2a.face.context import CallContext
 from a2a.face.db import db_call
 from a2a.face.errors import AgentNotFound, InvalidParams, UnsupportedOperation
-from a2a.face.ids import MAX_CLIENT_ID, caller_tag, toward_agent
+from a2a.face.ids import (
+    MAX_CLIENT_ID,
+    REFERENCES,
+    Referenced,
+    caller_tag,
+    references_toward,
+    toward_agent,
+)
 from a2a.face.params import opt_bool, opt_int, opt_str_list
 from a2a.face.serializers import OUTPUT_MODES, agent_message, caller_context, task_json
 from a2a.face.stream_slots import Slot, stream_slots
-from a2a.face.visibility import visible_task
+from a2a.face.visibility import visible_task, visible_tasks
 from a2a.models import Direction, Task, TaskEvent, TaskMessage
-from a2a.states import TaskState
+from a2a.states import TaskState, Transport
 from agent_profiles.models import Skill
 
 # What the dispatcher records when an agent answers with a bare Message.
@@ -137,6 +145,42 @@ def validate_send(params: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
+def referenced(ctx: CallContext, message: dict[str, Any]) -> dict[str, Referenced]:
+    """The tasks the message's ``referenceTaskIds`` name that this caller may see, each as
+    ``(agent id, the id that agent knows it by)``: the agent's own task id, or, for a task
+    the gateway carries, ours (its frames name tasks so). A task the agent never got
+    (not sent yet, or answered with a bare Message) is left out, as is any other id."""
+    ids = message.get("referenceTaskIds")
+    wanted: dict[uuid.UUID, list[str]] = {}
+    for raw in ids if isinstance(ids, list) else []:
+        try:
+            wanted.setdefault(uuid.UUID(str(raw)), []).append(raw)
+        except ValueError:
+            continue  # names no task of ours
+    if not wanted:
+        return {}
+    rows = visible_tasks(ctx).filter(pk__in=list(wanted))
+    known: dict[str, Referenced] = {}
+    for pk, agent_id, remote_id, transport in rows.values_list(
+        "pk", "agent_id", "remote_task_id", "transport"
+    ):
+        agent_side = remote_id or (str(pk) if transport != Transport.A2A else "")
+        if agent_side:
+            known.update((raw, (agent_id, agent_side)) for raw in wanted[pk])
+    return known
+
+
+def _for_agent(known: dict[str, Referenced]) -> ForAgent:
+    """The hook :func:`a2a.services.create_task` calls once the agent is chosen: the
+    message with its references for that agent, and the task metadata that records them."""
+
+    def for_agent(agent_id: str, message: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        relayed, mapped = references_toward(message, known, agent_id)
+        return relayed, ({REFERENCES: mapped} if mapped else {})
+
+    return for_agent
+
+
 def _send_sync(
     ctx: CallContext, params: dict[str, Any], *, watched: bool, modes: list[str]
 ) -> tuple[Task, int | None]:
@@ -144,10 +188,13 @@ def _send_sync(
     event sequence number the answer must move past. ``watched``: the caller will wait
     for it or stream it, or gave a push config (a new task is stored watched, so neither
     needs another write); ``modes``: the output modes the caller accepts, kept on the
-    task (:func:`a2a.face.serializers.text_only`)."""
+    task (:func:`a2a.face.serializers.text_only`). The message's ``referenceTaskIds`` go
+    to the agent as its own ids (:func:`a2a.face.ids.references_toward`)."""
     message = params["message"]
     tag = caller_tag(ctx)
     message_id = toward_agent(tag, message["messageId"])
+    references = "referenceTaskIds" in message
+    known = referenced(ctx, message) if references else {}
     if message.get("taskId"):
         task = visible_task(ctx, message["taskId"])
         mine = caller_context(task)
@@ -166,8 +213,14 @@ def _send_sync(
         # Counted before the reply: an interruption the agent reports quickly (even
         # within reply_to_task) is then still newer than the reply's own transition.
         before = TaskEvent.objects.filter(task=task).count()
-        if modes and (task.metadata or {}).get(OUTPUT_MODES) != modes:
-            task.note(metadata={**(task.metadata or {}), OUTPUT_MODES: modes}, if_state=task.state)
+        message, mapped = references_toward(message, known, task.agent_id)
+        metadata = dict(task.metadata or {})
+        if modes:
+            metadata[OUTPUT_MODES] = modes
+        if mapped:
+            metadata[REFERENCES] = {**(metadata.get(REFERENCES) or {}), **mapped}
+        if metadata != (task.metadata or {}):
+            task.note(metadata=metadata, if_state=task.state)
         relayed = {**message, "messageId": message_id, "contextId": task.context_id}
         task = services.reply_to_task(task, message=relayed, by=ctx.user)
         task.refresh_from_db()
@@ -186,6 +239,7 @@ def _send_sync(
         validate_input=False,
         watched=watched,
         metadata={OUTPUT_MODES: modes} if modes else None,
+        for_agent=_for_agent(known) if references else None,
     )
     return task, None
 

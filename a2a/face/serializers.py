@@ -1,8 +1,9 @@
 """Task rows as A2A 1.0 JSON (camelCase, enum names, UTC timestamps ending in ``Z``).
 
-Messages stored in a task's conversation may carry the remote agent's own ``taskId`` and
-``contextId``; the face's clients only ever see the platform's task id and their own
-context and message ids (see :mod:`a2a.face.ids`), so these are rewritten.
+Messages stored in a task's conversation may carry the remote agent's own ``taskId``,
+``contextId`` and ``referenceTaskIds``; the face's clients only ever see the platform's
+task ids and their own context and message ids (see :mod:`a2a.face.ids`), so these are
+rewritten.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from a2a.face.ids import for_caller
+from a2a.face.ids import for_caller, references_for_caller
 from a2a.models import Direction, Task, TaskMessage
 from a2a.states import INTERRUPTED_STATES, TaskState
+from a2a.transports.shapes import part_from_03
 from a2a.wire import data_as_text
 from agent_profiles.negotiation import admits_json, admits_text
 
@@ -33,21 +35,11 @@ _LEGACY_ROLES = {"user": ROLE_USER, "agent": ROLE_AGENT}
 
 
 def part_json(part: Any) -> Any:
-    """A 1.0 Part from what an agent sent: 0.3 parts (``kind``, ``file``) are rewritten."""
+    """A 1.0 Part from what an agent sent: 0.3 parts (``kind``, ``file``) are rewritten,
+    by the transports' own reader (:func:`a2a.transports.shapes.part_from_03`)."""
     if not isinstance(part, dict) or ("kind" not in part and "file" not in part):
         return part
-    out = {k: v for k, v in part.items() if k not in ("kind", "file")}
-    file = part.get("file")
-    if isinstance(file, dict):
-        if file.get("uri"):
-            out["url"] = file["uri"]
-        if file.get("bytes"):
-            out["raw"] = file["bytes"]
-        if file.get("mimeType"):
-            out["mediaType"] = file["mimeType"]
-        if file.get("name"):
-            out["filename"] = file["name"]
-    return out
+    return part_from_03(part, rest=False)
 
 
 # Where a task keeps the output modes its caller accepts (``acceptedOutputModes`` of the
@@ -89,6 +81,8 @@ def _as_ours(message: dict[str, Any], task: Task, role: str) -> dict[str, Any]:
         out.pop("contextId", None)
     if role == ROLE_USER and "messageId" in out:  # what went to the agent, in our namespace
         out["messageId"] = for_caller(out["messageId"])
+    if role == ROLE_USER and "referenceTaskIds" in out:  # went as the agent's own task ids
+        out["referenceTaskIds"] = references_for_caller(out["referenceTaskIds"], task.metadata)
     out["role"] = _LEGACY_ROLES.get(out.get("role"), out.get("role") or role)
     if "parts" in out:
         out["parts"] = _parts(out["parts"], role == ROLE_AGENT and text_only(task))

@@ -58,7 +58,9 @@ def check_task(task: dict[str, Any], what: str) -> dict[str, Any]:
 
 
 def part_from_03(part: Any, *, rest: bool) -> Any:
-    """One 0.3 part as a 1.0 part (``rest``: the HTTP+JSON binding's protobuf JSON)."""
+    """One 0.3 part as a 1.0 part (``rest``: the HTTP+JSON binding's protobuf JSON). A
+    file's content is told by presence: ``bytes: ""`` is an empty file, not no content. A
+    ``{"value": ...}`` data part stays as it is (the face does not unwrap it either)."""
     if not isinstance(part, dict):
         return part
     out = {k: v for k, v in part.items() if k not in ("kind", "file", "data")}
@@ -69,11 +71,11 @@ def part_from_03(part: Any, *, rest: bool) -> Any:
         out["data"] = data
     if isinstance(part.get("file"), dict):
         file = part["file"]
-        uri = file.get("uri") or file.get("fileWithUri")
-        raw = file.get("bytes") or file.get("fileWithBytes")
-        if uri:
+        uri = file.get("uri", file.get("fileWithUri"))
+        raw = file.get("bytes", file.get("fileWithBytes"))
+        if uri is not None and (uri or raw is None):
             out["url"] = uri
-        elif raw:
+        elif raw is not None:
             out["raw"] = raw
         if file.get("mimeType"):
             out["mediaType"] = file["mimeType"]
@@ -132,12 +134,24 @@ def task_from_03(task: Any, *, rest: bool) -> Any:
 # --- A2A 1.0 → 0.3 (what we send) ----------------------------------------------------
 
 
+def data_to_03(data: Any) -> dict[str, Any]:
+    """A 1.0 data part's value (any JSON) as 0.3's DataPart holds it: an object (a 0.3
+    peer refuses anything else, and the whole message with it), so a non-object goes as
+    ``{"value": ...}``, to 0.3 agents and to the face's 0.3 clients alike."""
+    return data if isinstance(data, dict) else {"value": data}
+
+
 def part_to_03(part: dict[str, Any], *, rest: bool) -> dict[str, Any]:
+    """One 1.0 part in 0.3 spelling: the JSON-RPC pydantic shape, or (``rest``) the 0.3
+    proto's JSON (``text``, ``file``, ``data``, ``metadata`` and nothing else). Both carry
+    every part's ``metadata`` and every file's ``name``."""
     meta = {"metadata": part["metadata"]} if isinstance(part.get("metadata"), dict) else {}
     if "text" in part:
-        return {"text": part["text"], **meta} if rest else {"kind": "text", "text": part["text"]}
+        if rest:
+            return {"text": part["text"], **meta}
+        return {"kind": "text", "text": part["text"], **meta}
     if "data" in part:
-        data = part["data"]
+        data = data_to_03(part["data"])
         if rest:
             return {"data": {"data": data}, **meta}
         return {"kind": "data", "data": data, **meta}
@@ -148,20 +162,28 @@ def part_to_03(part: dict[str, Any], *, rest: bool) -> dict[str, Any]:
         file["fileWithBytes" if rest else "bytes"] = part["raw"]
     if "mediaType" in part:
         file["mimeType"] = part["mediaType"]
-    if "filename" in part and not rest:
+    if "filename" in part:
         file["name"] = part["filename"]
     return {"file": file, **meta} if rest else {"kind": "file", "file": file, **meta}
 
 
+# The 0.3 proto's Message fields besides ``role`` and ``content``: a 1.0 Message's others
+# (``referenceTaskIds``) have none there, and a2a-sdk 0.3's HTTP+JSON server (a strict
+# protobuf parse) answers a message holding one with HTTP 500.
+MESSAGE_FIELDS_03_REST = ("messageId", "contextId", "taskId", "metadata", "extensions")
+
+
 def message_to_03(message: dict[str, Any], *, rest: bool) -> dict[str, Any]:
-    """Our 1.0 Message in 0.3 spelling (JSON-RPC pydantic shape, or the REST proto JSON)."""
-    out = {k: v for k, v in message.items() if k not in ("parts", "role")}
+    """Our 1.0 Message in 0.3 spelling (JSON-RPC pydantic shape, or the REST proto JSON:
+    only the proto's fields, see :data:`MESSAGE_FIELDS_03_REST`)."""
     parts = [part_to_03(p, rest=rest) for p in message.get("parts") or [] if isinstance(p, dict)]
     role = str(message.get("role") or "ROLE_USER")
     if rest:
+        out = {k: message[k] for k in MESSAGE_FIELDS_03_REST if message.get(k) is not None}
         out["role"] = role if role.startswith("ROLE_") else ROLES_03.get(role, "ROLE_USER")
         out["content"] = parts
     else:
+        out = {k: v for k, v in message.items() if k not in ("parts", "role")}
         out["kind"] = "message"
         out["role"] = ROLES_TO_03.get(role, role if role in ROLES_03 else "user")
         out["parts"] = parts
