@@ -1,19 +1,27 @@
-"""Callers' ``contextId`` and ``messageId`` toward agents: the platform's own, per caller.
+"""Callers' ``contextId`` and ``messageId`` toward agents: the platform's own.
 
 Agents deduplicate on ``messageId`` and keep conversation state per ``contextId``. Two
 callers who pick the same ids (``"session-1"``) must never meet at an agent, while one
-caller's multi-turn conversation must stay one context. So every id a caller gives is
-put in that caller's namespace before it goes to the agent::
+caller's multi-turn conversation must stay one context. So every context id a caller gives
+is put in that caller's namespace before it goes to the agent::
 
     toward the agent:  <caller tag>:<caller's id>      e.g. 3f9c0a2b7d1e4c65:session-1
     toward the caller: the caller's id                 (the prefix taken off again)
 
 The tag is an HMAC of the caller's identity (user, agent key or anonymous) under
 ``SECRET_KEY``: stable, so the same caller and id always give the same agent-side id;
-opaque, so an agent learns nothing about who the caller is. The task row stores the
-agent-side context (``Task.context_id``, what dispatch and the WebSocket gateway send);
-everything the face renders goes through :func:`for_caller`: the caller's context, and the
-``messageId`` of the messages that went to the agent (never an agent's own ids).
+opaque, so an agent learns nothing about who the caller is.
+
+A ``messageId`` is not: clients reuse them (``"1"`` for every message), and a
+deduplicating agent answered a new task with the earlier task that had the same id (the
+second input was never worked on). Each message a caller sends gets a random prefix of the
+tag's shape instead (:func:`message_toward_agent`), stored with the message, so its
+re-sends keep it and no two messages share it.
+
+The task row stores the agent-side context (``Task.context_id``, what dispatch and the
+WebSocket gateway send); everything the face renders goes through :func:`for_caller`: the
+caller's context, and the ``messageId`` of the messages that went to the agent (never an
+agent's own ids).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+import secrets
 from functools import lru_cache
 from typing import Any
 
@@ -57,8 +66,15 @@ def caller_tag(ctx: Any) -> str:
 
 
 def toward_agent(tag: str, client_id: str) -> str:
-    """The agent-side id of a caller's id."""
+    """The agent-side id of a caller's context id."""
     return f"{tag}:{client_id}"
+
+
+def message_toward_agent(client_id: str) -> str:
+    """The agent-side id of a message a caller sends: its own, whatever id the caller
+    reused (see the module docstring); shaped like a tagged id, so :func:`for_caller`
+    gives the caller's id back."""
+    return f"{secrets.token_hex(TAG_LENGTH // 2)}:{client_id}"
 
 
 _NAMESPACED = re.compile(rf"^[0-9a-f]{{{TAG_LENGTH}}}:")

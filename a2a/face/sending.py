@@ -28,6 +28,7 @@ from a2a.face.ids import (
     REFERENCES,
     Referenced,
     caller_tag,
+    message_toward_agent,
     references_toward,
     toward_agent,
 )
@@ -192,7 +193,7 @@ def _send_sync(
     to the agent as its own ids (:func:`a2a.face.ids.references_toward`)."""
     message = params["message"]
     tag = caller_tag(ctx)
-    message_id = toward_agent(tag, message["messageId"])
+    message_id = message_toward_agent(message["messageId"])
     references = "referenceTaskIds" in message
     known = referenced(ctx, message) if references else {}
     if message.get("taskId"):

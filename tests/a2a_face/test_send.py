@@ -51,7 +51,9 @@ def test_send_creates_a_task_relaying_the_message_unchanged(
     for key in ("parts", "metadata", "role"):
         assert relayed[key] == msg[key]
     tag = ids.caller_tag(CallContext(principal=alice))
-    assert relayed["messageId"] == f"{tag}:{msg['messageId']}"
+    prefix, _, client_id = relayed["messageId"].partition(":")
+    assert (len(prefix), client_id) == (ids.TAG_LENGTH, msg["messageId"])
+    assert prefix != tag  # the message's own, not the caller's (see the reuse test)
     assert relayed["contextId"] == f"{tag}:ctx-mine" == task.context_id
     assert task.input == {"product": "lamp"}
 
@@ -62,10 +64,32 @@ def test_send_generates_a_context_id(as_alice: FaceClient, agent: Any) -> None:
 
 
 def test_message_ids_may_be_reused(as_alice: FaceClient, agent: Any) -> None:
+    """A client reusing a messageId makes two tasks, and the agent sees two messages: a
+    deduplicating agent answered the second task with the first one's agent task, so its
+    input was never worked on. The caller still sees its own id on both."""
     msg = message()
-    first = send(as_alice, msg).json()["task"]["id"]
-    second = send(as_alice, msg).json()["task"]["id"]
-    assert first != second
+    first = send(as_alice, msg).json()["task"]
+    second = send(as_alice, msg).json()["task"]
+    assert first["id"] != second["id"]
+    sent = [Task.objects.get(pk=t["id"]).outbound_message["messageId"] for t in (first, second)]
+    assert sent[0] != sent[1]
+    assert first["history"][0]["messageId"] == second["history"][0]["messageId"] == msg["messageId"]
+
+
+def test_a_reused_message_id_in_follow_ups_reaches_the_agent_as_two_messages(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    """Two answers to one task with the same messageId: each is a message of its own
+    toward the agent (one id would be a duplicate it drops) and in the task's history."""
+    task = make_task(alice, remote_task_id="remote-1")
+    for answer in ("red", "blue"):
+        task.refresh_from_db()
+        task.require_input({"messageId": f"q-{answer}", "parts": [{"text": "Which colour?"}]})
+        reply = message(taskId=str(task.id), messageId="same", parts=[{"text": answer}])
+        assert send(as_alice, reply, configuration={"returnImmediately": True}).status_code == 200
+    relayed = TaskMessage.objects.filter(task=task, message_id__endswith=":same")
+    assert relayed.count() == 2
+    assert len({m.message["messageId"] for m in relayed}) == 2
 
 
 @pytest.mark.parametrize(
