@@ -271,15 +271,14 @@ def _apply_locked(
         too_large = refuse_oversize_artifacts(task, artifacts)
         if too_large is not None:
             return Applied(task.state, too_large=too_large)
-    elif state == TaskState.COMPLETED:
-        artifacts = list(task.artifacts or [])
     seen: dict[str, Any] = {}
     if stamp is not None:
         seen = {"metadata": {**(task.metadata or {}), "agentStatusAt": stamp.isoformat()}}
     remote = {"id": push.remote_id, "contextId": push.remote_context}
-    if state == TaskState.COMPLETED and not artifacts:
+    if state == TaskState.COMPLETED and not (artifacts or task.artifacts):
         return _read_back(task, remote, seen)
-    # Sized already: the pushed artifacts above, the stored ones when they were stored.
+    # Sized already: the pushed artifacts above. A COMPLETED without any is judged on
+    # those stored (pushed with artifactUpdate), as on every path (apply_agent_update).
     apply_agent_update(
         task, status=status, artifacts=artifacts, remote=remote, via=via, also=seen, sized=True
     )

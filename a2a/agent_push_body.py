@@ -3,7 +3,9 @@
 The webhook (:mod:`a2a.agent_push_asgi`) and the listing (:mod:`a2a.agent_listing`)
 read bodies here and apply them with :func:`a2a.agent_push.apply`. Accepted: a 1.0
 ``StreamResponse`` — ``task``, ``statusUpdate``, ``artifactUpdate`` or ``message`` — and
-the bare Task and ``kind``-tagged events of A2A 0.3; anything else is ``400 not_a2a``.
+the bare Task and ``kind``-tagged events of A2A 0.3; anything else, and one whose
+artifacts or messages hold a part that is not an A2A 1.0 Part (:mod:`a2a.answer_parts`),
+is ``400 not_a2a``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from a2a import answer_parts
 from a2a.remote_ids import ID_LIMITS
 from a2a.states import normalize_state
 from platform_site.errors import ValidationFailed
@@ -67,7 +70,26 @@ def _text(value: Any, what: str, *, required: bool = True) -> str:
 
 
 def parse(body: Any) -> Push:
-    """The push in ``body`` (a StreamResponse, or an A2A 0.3 Task / event); 400 otherwise."""
+    """The push in ``body`` (a StreamResponse, or an A2A 0.3 Task / event); 400 otherwise,
+    also when a part of its artifacts or messages is not an A2A 1.0 Part: kept, it would
+    be served to the task's caller, whose client would fail on it."""
+    push = _read(body)
+    if push.kind == "artifact":
+        bad = answer_parts.parts_problem((push.artifact or {}).get("parts"), "artifact")
+    elif push.kind == "message":
+        bad = answer_parts.message_problem(push.message)
+    else:
+        bad = answer_parts.answer_problem(push.status, push.artifacts)
+    if bad is not None:
+        raise NotA2A(
+            f"Not an A2A 1.0 Part: {bad}; nothing of the push was applied.",
+            {"part": bad.where, "problem": bad.what},
+        )
+    return push
+
+
+def _read(body: Any) -> Push:
+    """The push in ``body``, its parts not checked yet (:func:`parse`)."""
     if not isinstance(body, dict):
         raise NotA2A("A push must be a JSON object: an A2A StreamResponse.")
     kind = body.get("kind")

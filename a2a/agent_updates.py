@@ -21,7 +21,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from a2a import lookups, observe, remote_ids
+from a2a import answer_parts, lookups, observe, remote_ids
 from a2a.exceptions import A2AProtocolError
 from a2a.hints import queue_processing
 from a2a.models import Direction, Task, TaskMessage
@@ -77,10 +77,12 @@ def apply_agent_reply(
 ) -> Task:
     """Apply an agent's answer — its Task (1.0 shape) or a bare Message — to ``task``.
 
-    A bare Message is the agent's whole answer: its data parts are the output.
+    A bare Message is the agent's whole answer: its data parts are the output. One whose
+    parts are not all A2A Parts is refused before it is kept (:mod:`a2a.answer_parts`).
     ``pending``: see :func:`apply_agent_update`.
     """
     if task_json is None and isinstance(message, dict):
+        answer_parts.refuse(task, answer_parts.message_problem(message))
         record_message(task, Direction.FROM_AGENT, message)
         artifacts = [{"artifactId": "message", "parts": message.get("parts") or []}]
         status = {"state": TaskState.COMPLETED}
@@ -115,11 +117,15 @@ def apply_agent_update(
     when no part holds a value: :func:`a2a.wire.task_output`) is validated against the
     skill's ``output_schema`` (valid → COMPLETED with ``output``; invalid → FAILED
     ``output_invalid`` with the errors); FAILED/REJECTED/CANCELED → the matching verb.
-    News about a task that already ended is recorded (conversation, remote ids) and
-    otherwise ignored. Raises :class:`A2AProtocolError` for a status we cannot read, and,
-    before anything is applied, for an answer about another agent task than the one the
-    task follows or with an id longer than the platform keeps
-    (:func:`a2a.remote_ids.remote_fields`).
+    An update that carries no artifacts keeps those stored: a COMPLETED without any (an
+    a2a-sdk ``TaskUpdater`` adds its artifact, then completes) is judged on the artifacts
+    the agent reported before. News about a task that already ended is recorded
+    (conversation, remote ids) and otherwise ignored. Raises :class:`A2AProtocolError`
+    for a status we cannot read, and, before anything is applied, for an answer about
+    another agent task than the one the task follows or with an id longer than the
+    platform keeps (:func:`a2a.remote_ids.remote_fields`), and for one holding a part that
+    is not an A2A 1.0 Part (:mod:`a2a.answer_parts`: served again, it would make the
+    caller's whole task list unreadable).
     ``also``: more non-state fields to store in the same write (a push's metadata).
     ``sized``: the caller already held ``artifacts`` to ``TASK_ARTIFACTS_MAX_BYTES``.
     ``pending``: when the agent reports the state the task is in (only news: its ids, a
@@ -132,6 +138,7 @@ def apply_agent_update(
     # First: an answer about another agent task (or with an id we cannot keep) must not
     # fail, cancel or complete this one through the checks below.
     remote_fields = remote_ids.remote_fields(task, remote)
+    answer_parts.refuse(task, answer_parts.answer_problem(status, artifacts))
     if _refuse_bad_text(task, status, artifacts, remote):
         return task
     if not sized and refuse_oversize_artifacts(task, artifacts) is not None:
@@ -291,8 +298,11 @@ def _move(
             auth = state == TaskState.AUTH_REQUIRED
             return task.require_input(question_of(message, artifacts), auth=auth, **fields)
     elif state == TaskState.COMPLETED:
+        # A completion that carries no artifacts is judged on those reported before (a
+        # WORKING's, pushed or streamed ones), which it keeps: on every path alike.
+        artifacts = artifacts or list(task.artifacts or [])
         output = task_output(artifacts, message, history)
-        return _complete(task, output, artifacts or [], fields, via_text)
+        return _complete(task, output, artifacts, fields, via_text)
     elif state == TaskState.FAILED:
         text = message_text(message) or "The agent reported the task as failed."
         return task.fail("agent_failed", f"Agent '{task.agent_id}': {text}", **fields)

@@ -20,7 +20,7 @@ from urllib3.exceptions import ConnectTimeoutError, ReadTimeoutError
 
 from a2a.agent_updates import apply_agent_reply
 from a2a.creation import create_task
-from a2a.exceptions import A2AUnsupportedOperation
+from a2a.exceptions import A2AProtocolError, A2AUnsupportedOperation
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
 from a2a.task_actions import reply_to_task
@@ -310,22 +310,26 @@ def test_a_question_said_in_an_artifact_is_the_question(
     }
 
 
-def test_a_question_from_parts_of_the_wrong_shape_is_kept_as_it_came(
-    skill: Any, user: Any, make_agent: Any
+@pytest.mark.parametrize("artifacts", [[{"artifactId": "a-1", "parts": 3}, 4], None])
+def test_a_question_from_parts_of_the_wrong_shape_is_refused_not_a_crash(
+    skill: Any, user: Any, make_agent: Any, artifacts: Any
 ) -> None:
-    """Parts that are not a list (in the message or an artifact) are nothing to show: the
-    status message is the question as it came, and no worker crashes on it."""
+    """Parts that are not a list (in the message or an artifact) are not A2A: the answer
+    is refused as one (``not_a2a``, handled by each path as any answer that is not A2A;
+    served again, it would break the caller's client), nothing of it kept, and no worker
+    crashes on it."""
     make_agent(skills=[skill])
     task = start(user, "ask")
     message = {"messageId": "m-1", "role": "ROLE_AGENT", "parts": 5}
     remote = {
         "id": "agent-task-1",
         "status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": message},
-        "artifacts": [{"artifactId": "a-1", "parts": 3}, 4],
+        "artifacts": artifacts,
     }
-    apply_agent_reply(task, task_json=remote, message=None, via="a2a")
+    with pytest.raises(A2AProtocolError, match="parts is not a list"):
+        apply_agent_reply(task, task_json=remote, message=None, via="a2a")
     task.refresh_from_db()
-    assert (task.state, task.question) == (TaskState.INPUT_REQUIRED, message)
+    assert (task.state, task.question) == (TaskState.SUBMITTED, None)
 
 
 def test_a_held_agent_that_refuses_the_stream_gets_a_plain_send(

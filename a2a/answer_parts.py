@@ -1,0 +1,136 @@
+"""The parts of an agent's answer, checked against A2A 1.0 ``Part`` before anything of the
+answer is kept.
+
+What an agent answers is stored and served again by the platform's A2A face, where every
+a2a-sdk 1.x client parses the whole Task (and the whole page of a ``ListTasks``) at once:
+one part that is not a Part (``raw`` that is not base64, as a 0.3 agent's ``file.bytes``
+may hold; a part with both ``text`` and ``data``) would make every task list of the
+caller holding it unreadable. So an answer holding one is a bad answer (``not_a2a``),
+refused whole as any answer that is not A2A is on the path it came by:
+:func:`a2a.agent_updates.apply_agent_update` (polls, streams, sends, gateway frames,
+pushed Tasks and statuses) and :func:`a2a.agent_push_body.parse` (every push).
+
+A Part holds exactly one of ``text``, ``raw``, ``url``, ``data``; ``raw`` is standard
+base64 (the specification's JSON schema: ``^[A-Za-z0-9+/]*={0,2}$``, padded); ``text``,
+``url``, ``filename`` and ``mediaType`` are strings, ``metadata`` an object. A 0.3 file
+part (``file`` with ``uri`` or ``bytes``, which the face serves as ``url`` / ``raw``) is
+checked as it is served. Fields the Part does not name are left to the face.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from typing import Any
+
+from a2a.exceptions import A2AProtocolError
+from a2a.models import Task
+
+# The members of Part's ``content`` oneof.
+CONTENT = ("text", "raw", "url", "data")
+# A 0.3 file's content (JSON-RPC names, then the REST binding's), as the 1.0 member it
+# is served as.
+FILE_CONTENT = (("uri", "url"), ("bytes", "raw"), ("fileWithUri", "url"), ("fileWithBytes", "raw"))
+# String fields of a Part (``raw`` too: base64 in JSON), and of a 0.3 file.
+STRINGS = ("text", "raw", "url", "filename", "mediaType")
+FILE_STRINGS = ("uri", "bytes", "fileWithUri", "fileWithBytes", "mimeType", "name")
+
+
+@dataclass(frozen=True)
+class BadPart:
+    """Where an answer holds a part that is not a Part (``artifact 0 part 1``), and why."""
+
+    where: str
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.what}"
+
+
+def part_problem(part: Any) -> str | None:
+    """What makes ``part`` no A2A 1.0 Part; None when it is one."""
+    if not isinstance(part, dict):
+        return "is not an object"
+    file = part.get("file")
+    if file is not None and not isinstance(file, dict):
+        return "file is not an object"
+    file = file or {}
+    # null is a JSON value for data (google.protobuf.Value); for the strings it is unset.
+    members = [(k, k, part[k]) for k in CONTENT if k in part]
+    members = [m for m in members if m[0] == "data" or m[2] is not None]
+    members += [(f"file.{k}", as_, file[k]) for k, as_ in FILE_CONTENT if file.get(k) is not None]
+    if not members:
+        return "has none of text, raw, url, data"
+    if len(members) > 1:
+        return f"has both {members[0][0]} and {members[1][0]} (a Part holds exactly one)"
+    strings = [(k, part.get(k)) for k in STRINGS]
+    for name, value in strings + [(f"file.{k}", file.get(k)) for k in FILE_STRINGS]:
+        if value is not None and not isinstance(value, str):
+            return f"{name} is not a string"
+    name, member, value = members[0]
+    if member == "raw" and not _is_base64(value):
+        return f"{name} is not base64"
+    metadata = part.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        return "metadata is not an object"
+    return None
+
+
+def _is_base64(value: str) -> bool:
+    """Whether ``value`` is standard, padded base64 (what a 1.0 client decodes)."""
+    try:
+        base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):  # not the alphabet, bad padding, not ASCII
+        return False
+    return True
+
+
+def parts_problem(parts: Any, where: str) -> BadPart | None:
+    """The first bad part of ``parts`` (a Message's or an Artifact's), named from
+    ``where``; None when all are Parts (or there are none)."""
+    if parts is None:
+        return None
+    if not isinstance(parts, list):
+        return BadPart(where, "parts is not a list")
+    for index, part in enumerate(parts):
+        what = part_problem(part)
+        if what is not None:
+            return BadPart(f"{where} part {index}", what)
+    return None
+
+
+def message_problem(message: Any, where: str = "message") -> BadPart | None:
+    """The first bad part of a Message; None when all its parts are Parts, or it is no
+    object (nothing of it is kept then: the callers read a message only from an object)."""
+    if not isinstance(message, dict):
+        return None
+    return parts_problem(message.get("parts"), where)
+
+
+def artifacts_problem(artifacts: Any) -> BadPart | None:
+    """The first bad part of a list of Artifacts (a non-list is the caller's to refuse)."""
+    for index, artifact in enumerate(artifacts if isinstance(artifacts, list) else []):
+        if not isinstance(artifact, dict):
+            return BadPart(f"artifact {index}", "is not an object")
+        bad = parts_problem(artifact.get("parts"), f"artifact {index}")
+        if bad is not None:
+            return bad
+    return None
+
+
+def answer_problem(status: Any, artifacts: Any) -> BadPart | None:
+    """The first bad part of an answer: its artifacts', then its status message's."""
+    message = status.get("message") if isinstance(status, dict) else None
+    return artifacts_problem(artifacts) or message_problem(message, "status message")
+
+
+def refuse(task: Task, bad: BadPart | None) -> None:
+    """Raise :class:`A2AProtocolError` (``not_a2a``) naming ``bad``; nothing when None."""
+    if bad is None:
+        return
+    raise A2AProtocolError(
+        f"Agent '{task.agent_id}' answered with a part that is not an A2A 1.0 Part ({bad}); "
+        "the answer was not applied.",
+        {"part": bad.where, "problem": bad.what},
+    )
