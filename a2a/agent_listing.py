@@ -47,6 +47,7 @@ from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.states import TERMINAL_STATES, NextAction, Transport
 from a2a.transports import AgentReply
+from a2a.transports.credentials import describe_failure
 from agent_profiles.interfaces import V1_0, CallTarget
 from agent_profiles.models import AgentProfile
 from platform_site.errors import PlatformError
@@ -146,7 +147,9 @@ def _fetch(listing: Listing) -> Listing:
         listing.error = exc
     except Exception as exc:  # a bug must not sink the other agents' listings
         log.exception("agent %s: listing failed", listing.target.agent_id)
-        listing.error = A2ACallError(f"internal error while listing: {exc!r}")
+        # Not its repr: an encoding error's quotes the header it failed on (a credential).
+        said = describe_failure(exc, listing.target)
+        listing.error = A2ACallError(f"internal error while listing: {said}")
     return listing
 
 

@@ -54,6 +54,7 @@ from a2a.claims import due_filter, lease_seconds
 from a2a.exceptions import A2ACallError, A2AUnsupportedOperation
 from a2a.models import Task
 from a2a.states import NextAction, normalize_state
+from a2a.transports.credentials import describe_failure
 from agent_profiles.interfaces import CallTarget
 from platform_site.metrics import cpu_stage
 
@@ -200,7 +201,9 @@ def _call(polled: Polled) -> Polled:
         polled.error = exc
     except Exception as exc:  # a bug in a transport must not sink the batch
         log.exception("task %s: poll failed", polled.task.pk)
-        polled.error = A2ACallError(f"internal error while polling: {exc!r}")
+        # Not its repr: an encoding error's quotes the header it failed on (a credential).
+        said = describe_failure(exc, polled.target)
+        polled.error = A2ACallError(f"internal error while polling: {said}")
     return polled
 
 

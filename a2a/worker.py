@@ -37,6 +37,7 @@ from a2a.claims import lease_seconds
 from a2a.hints import queue_processing
 from a2a.models import Task
 from a2a.states import ACTIVE_STATES, NextAction, Transport
+from a2a.transports import credentials
 from agent_profiles.interfaces import call_target
 from platform_site.dbthreads import ConnectionPool, tidy_connections
 from platform_site.metrics import cpu_stage
@@ -211,7 +212,7 @@ def _internal_error(task: Task, exc: Exception) -> None:
         if count >= MAX_INTERNAL_ERRORS and not task.is_terminal:
             task.fail(
                 "internal_error",
-                f"The platform failed {count} times processing this task: {exc!r}",
+                f"The platform failed {count} times processing this task: {_described(task, exc)}",
                 metadata=metadata,
             )
             return
@@ -223,6 +224,17 @@ def _internal_error(task: Task, exc: Exception) -> None:
         task.defer(min(settings.A2A_POLL_INTERVAL_MAX, 2.0**count), metadata=metadata)
     except Exception:
         log.exception("task %s: could not record the internal error", task.pk)
+
+
+def _described(task: Task, exc: Exception) -> str:
+    """``exc`` for the task's error, shown in the API and the admin: never its repr (an
+    encoding error's holds the header it failed on, the agent's credential), its text with
+    the agent's secrets redacted (:func:`a2a.transports.credentials.describe_failure`)."""
+    try:
+        target = call_target(task.agent) if task.agent_id else None
+    except Exception:  # its credential unreadable, its interface broken: the type alone
+        target = None
+    return credentials.describe_failure(exc, target)
 
 
 # --- the sweep ---------------------------------------------------------------------------

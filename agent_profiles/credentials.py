@@ -10,7 +10,9 @@ A credential is what the platform presents when it calls an agent (DESIGN.md, Re
 It is write-only: stored as a Fernet token (``AgentProfile.auth_encrypted``) under a key
 from ``CREDENTIALS_KEY`` (or derived from ``SECRET_KEY``), decrypted only for a call
 (:func:`read_credentials`), and never returned, shown or logged. Error messages name the
-field at fault, never its value.
+field at fault, never its value. A value the platform puts in a header (the bearer token,
+the API key) must be sendable as one (:func:`header_value_problem`): refused here, it
+would fail every call.
 """
 
 from __future__ import annotations
@@ -44,6 +46,12 @@ HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
 RESERVED_HEADERS = frozenset(
     {"host", "content-length", "content-type", "transfer-encoding", "connection", "a2a-version"}
 )
+# What every HTTP stack on the way (urllib3, httpx, the agent's server) carries in a header
+# value: visible ASCII (RFC 9110 field-vchar without obs-text, which httpx refuses). A bearer
+# token is token68 (RFC 7235), so one word; a field value (an API key header) may hold
+# spaces and tabs between its characters, never at its ends (a receiver trims them).
+_ONE_WORD = re.compile(r"[\x21-\x7e]+")
+_FIELD_VALUE = re.compile(r"[\x21-\x7e](?:[\x21-\x7e \t]*[\x21-\x7e])?")
 FIELDS: dict[str, tuple[str, ...]] = {
     "bearer": ("type", "token"),
     "apiKey": ("type", "in", "name", "value"),
@@ -70,6 +78,34 @@ def _secret(auth: dict[str, Any], field: str) -> str:
     return value
 
 
+def header_value_problem(value: str, *, spaces: bool) -> str | None:
+    """Why ``value`` cannot go out as an HTTP header value (never quoting it), or None.
+
+    ``spaces``: whether spaces and tabs may stand between its characters (a field value,
+    such as an API key header) or not (a bearer token: one token68 word).
+    """
+    if (_FIELD_VALUE if spaces else _ONE_WORD).fullmatch(value):
+        return None
+    if spaces:
+        return (
+            "must be visible ASCII characters (spaces or tabs only between them): "
+            "an HTTP header cannot carry anything else"
+        )
+    return (
+        "must be visible ASCII characters without spaces: an HTTP header cannot carry anything else"
+    )
+
+
+def _header_secret(auth: dict[str, Any], field: str, *, spaces: bool) -> str:
+    """A secret the platform sends as (part of) a header value: :func:`_secret`, and
+    sendable as one (refused here, where it was a UnicodeEncodeError at every call)."""
+    value = _secret(auth, field)
+    problem = header_value_problem(value, spaces=spaces)
+    if problem is not None:
+        raise _fail(field, problem)
+    return value
+
+
 def validate_credentials(auth: Any) -> dict[str, Any]:
     """The credential in its canonical shape, or :class:`InvalidCredentials` naming the
     field at fault (never echoing a value)."""
@@ -85,7 +121,7 @@ def validate_credentials(auth: Any) -> dict[str, Any]:
     if unknown:
         raise _fail(unknown[0], f"is not a field of a {kind} credential")
     if kind == "bearer":
-        return {"type": "bearer", "token": _secret(auth, "token")}
+        return {"type": "bearer", "token": _header_secret(auth, "token", spaces=False)}
     if kind == "apiKey":
         if auth.get("in") != "header":
             raise _fail("in", "must be 'header' (the only place the platform sends a key)")
@@ -94,7 +130,8 @@ def validate_credentials(auth: Any) -> dict[str, Any]:
             raise _fail("name", "must be an HTTP header name")
         if name.lower() in RESERVED_HEADERS:
             raise _fail("name", "is a header the platform sets itself")
-        return {"type": "apiKey", "in": "header", "name": name, "value": _secret(auth, "value")}
+        value = _header_secret(auth, "value", spaces=True)
+        return {"type": "apiKey", "in": "header", "name": name, "value": value}
     token_url = auth.get("tokenUrl")
     if not isinstance(token_url, str) or not token_url:
         raise _fail("tokenUrl", "must be the token endpoint's http(s) URL")

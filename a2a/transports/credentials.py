@@ -2,9 +2,15 @@
 
 The credential is :attr:`CallTarget.auth` (decrypted by the registry, one of DESIGN.md's
 shapes). It is put on every call and never logged: error messages name the agent and the
-scheme, never a value. OAuth2 tokens are fetched from ``tokenUrl`` (client credentials,
-client authentication with HTTP Basic), kept in this process until shortly before they
-expire, and fetched again once when the agent answers 401.
+scheme, never a value. A value that cannot go out as a header (stored before the registry
+refused such values, or an access token so answered) is an auth error naming the field.
+
+OAuth2 tokens are fetched from ``tokenUrl`` (client credentials, client authentication with
+HTTP Basic), kept in this process until shortly before they expire (:func:`kept_for`), and
+fetched again once when the agent answers 401. The cache is per process, in the embedded
+mode and in each distributed worker alike (a token is a secret: it is not put in Redis):
+within a process one fetch per credential serves every call that needs it meanwhile
+(:class:`_Flight`), so tasks starting together do not each ask the token endpoint.
 
 An agent or token endpoint may echo the request in its error answer, and the platform
 quotes what it answered in the task's error (and so in logs): :func:`redactor` knows every
@@ -15,8 +21,10 @@ URL- or form-encoded), so those quotes can be cleaned of it.
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import json
+import os
 import re
 import threading
 import time
@@ -30,14 +38,18 @@ from django.conf import settings
 from a2a.exceptions import A2AAuthError, A2ACallError, A2ATransientError
 from a2a.transports.answers import read_capped
 from a2a.transports.base import excerpt
+from agent_profiles.credentials import header_value_problem
 from agent_profiles.deadlines import whole_answer_by, whole_answer_seconds
 from agent_profiles.guarded_pool import AnswerTooLarge
 from agent_profiles.interfaces import CallTarget
 from agent_profiles.urlguard import UnsafeURL
 from platform_site.text import loads_bounded
 
-# Seconds a token is taken as expired before its ``expires_in`` says (clock skew, call time).
+# Seconds a token is taken as expired before its ``expires_in`` says (clock skew, call
+# time), and at most this share of its lifetime: a token living 20 s is kept 18 s (a flat
+# 30 s kept it not at all, and every call fetched one).
 EARLY_EXPIRY = 30.0
+EARLY_EXPIRY_SHARE = 0.1
 # A token without ``expires_in`` is kept this long.
 DEFAULT_TOKEN_LIFETIME = 300.0
 # A token endpoint's answer is a few hundred bytes; more than this is refused unread.
@@ -57,6 +69,22 @@ _sent_tokens: dict[tuple[str, ...], tuple[str, ...]] = {}
 _tokens_lock = threading.Lock()
 
 
+class _Flight:
+    """One token fetch in progress: the calls that need the same token meanwhile wait for
+    its outcome (the token, or its error) instead of each asking the token endpoint."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.token: str | None = None
+        self.error: BaseException | None = None
+
+
+# Fetches in progress, per cache key, in this process (``_flights_pid``: after a fork, a
+# parent's fetch never ends in the child, and must not be waited for).
+_flights: dict[tuple[str, ...], _Flight] = {}
+_flights_pid = os.getpid()
+
+
 def scheme(target: CallTarget) -> str:
     """The credential's scheme name for messages (``bearer``, ``apiKey``, ``oauth2``, ``none``)."""
     auth = target.auth
@@ -65,15 +93,16 @@ def scheme(target: CallTarget) -> str:
     return str(auth.get("type") or "unknown")
 
 
-def apply(target: CallTarget, headers: dict[str, str], *, refresh: bool = False) -> str:
-    """Put the target's credential on ``headers``; returns the scheme name."""
+def apply(target: CallTarget, headers: dict[str, str], *, refused: str | None = None) -> str:
+    """Put the target's credential on ``headers``; returns the scheme name. ``refused``:
+    the OAuth2 token the agent just answered 401 to (another one is used)."""
     auth = target.auth
     name = scheme(target)
     if name == "none":
         return name
     assert isinstance(auth, dict)
     if name == "bearer":
-        headers["Authorization"] = f"Bearer {_field(target, auth, 'token')}"
+        headers["Authorization"] = f"Bearer {_sendable(target, auth, 'token', spaces=False)}"
     elif name == "apiKey":
         where = auth.get("in", "header")
         if where != "header":
@@ -81,9 +110,9 @@ def apply(target: CallTarget, headers: dict[str, str], *, refresh: bool = False)
                 f"Agent '{target.agent_id}': an apiKey credential in {where!r} is not "
                 "supported; the platform sends API keys as a header.",
             )
-        headers[_field(target, auth, "name")] = _field(target, auth, "value")
+        headers[_field(target, auth, "name")] = _sendable(target, auth, "value", spaces=True)
     elif name == "oauth2":
-        headers["Authorization"] = f"Bearer {oauth2_token(target, refresh=refresh)}"
+        headers["Authorization"] = f"Bearer {oauth2_token(target, refused=refused)}"
     else:
         raise A2AAuthError(
             f"Agent '{target.agent_id}' has a credential of unknown type {name!r}.",
@@ -96,6 +125,20 @@ def _field(target: CallTarget, auth: dict[str, Any], key: str) -> str:
     if not isinstance(value, str) or not value:
         raise A2AAuthError(
             f"Agent '{target.agent_id}': its {scheme(target)} credential has no {key!r}.",
+        )
+    return value
+
+
+def _sendable(target: CallTarget, auth: dict[str, Any], key: str, *, spaces: bool) -> str:
+    """The credential's ``key``, refused (named, never quoted) where no HTTP stack can send
+    it: stored before the registry refused such values, it failed every call with a
+    ``UnicodeEncodeError`` quoting it whole."""
+    value = _field(target, auth, key)
+    problem = header_value_problem(value, spaces=spaces)
+    if problem is not None:
+        raise A2AAuthError(
+            f"Agent '{target.agent_id}': the {key!r} of its {scheme(target)} credential "
+            f"cannot be sent ({problem}); set the credential again.",
         )
     return value
 
@@ -115,22 +158,76 @@ def forget_tokens() -> None:
     with _tokens_lock:
         _tokens.clear()
         _sent_tokens.clear()
+        _flights.clear()  # their fetches end as they will, for their own callers
 
 
-def oauth2_token(target: CallTarget, *, refresh: bool = False) -> str:
-    """A bearer token for ``target``: the cached one while valid, else a fresh one."""
+def kept_for(lifetime: float) -> float:
+    """Seconds a token that lives ``lifetime`` seconds is used: all of it but a margin of
+    :data:`EARLY_EXPIRY` seconds, or of :data:`EARLY_EXPIRY_SHARE` of it if less."""
+    lifetime = max(0.0, lifetime)
+    return lifetime - min(EARLY_EXPIRY, lifetime * EARLY_EXPIRY_SHARE)
+
+
+def oauth2_token(target: CallTarget, *, refused: str | None = None) -> str:
+    """A bearer token for ``target``: the cached one while valid, else a fresh one.
+
+    ``refused``: the token the agent just answered 401 to (revoked early): another one,
+    which a concurrent call may have fetched already. Calls that need a token while one
+    is being fetched for the same credential wait for that fetch and share its outcome.
+    """
+    global _flights_pid
     auth = target.auth or {}
     key = _cache_key(target, auth)
-    now = time.monotonic()
     with _tokens_lock:
         cached = _tokens.get(key)
-        if cached and not refresh and cached[1] > now:
+        if cached and cached[1] > time.monotonic() and cached[0] != refused:
             return cached[0]
-    token, lifetime = _fetch_token(target, auth)
-    with _tokens_lock:
-        _tokens[key] = (token, time.monotonic() + max(0.0, lifetime - EARLY_EXPIRY))
-        _sent_tokens[key] = (token, *_sent_tokens.get(key, ()))[:TOKENS_REMEMBERED]
-    return token
+        if _flights_pid != os.getpid():
+            _flights.clear()
+            _flights_pid = os.getpid()
+        flight = _flights.get(key)
+        leading = flight is None
+        if flight is None:
+            flight = _flights[key] = _Flight()
+    if not leading:
+        return _wait_for(flight, target)
+    try:
+        token, lifetime = _fetch_token(target, auth)
+        with _tokens_lock:
+            _tokens[key] = (token, time.monotonic() + kept_for(lifetime))
+            _sent_tokens[key] = (token, *_sent_tokens.get(key, ()))[:TOKENS_REMEMBERED]
+        flight.token = token
+        return token
+    except BaseException as exc:
+        flight.error = exc
+        raise
+    finally:
+        with _tokens_lock:
+            if _flights.get(key) is flight:
+                del _flights[key]
+        flight.done.set()
+
+
+def _wait_for(flight: _Flight, target: CallTarget) -> str:
+    """The outcome of another call's fetch of the same token: its token, or its error
+    (a copy: each call's error is redacted and stored on its own)."""
+    who = f"an OAuth2 token for agent '{target.agent_id}'"
+    # The fetch is bounded by its whole-answer deadline; a margin over it for the guard.
+    bound = whole_answer_seconds(settings.A2A_CONNECT_TIMEOUT, settings.A2A_HTTP_TIMEOUT)
+    if not flight.done.wait(bound + settings.A2A_CONNECT_TIMEOUT):
+        raise A2ATransientError(
+            f"Gave up waiting for {who}: the fetch in progress took too long.",
+            code="agent_auth_failed",
+        )
+    if flight.token is not None:
+        return flight.token
+    if isinstance(flight.error, A2ACallError):
+        raise copy.copy(flight.error)
+    # Not a call's error (a bug): named by its type only, its text may quote anything.
+    raise A2ATransientError(
+        f"Could not get {who}: {type(flight.error).__name__} in the fetch it waited for.",
+        code="agent_auth_failed",
+    )
 
 
 def _fetch_token(target: CallTarget, auth: dict[str, Any]) -> tuple[str, float]:
@@ -196,6 +293,9 @@ def _fetch_token(target: CallTarget, auth: dict[str, Any]) -> tuple[str, float]:
             raise A2AAuthError(
                 f"{The} did not answer an OAuth2 token (no access_token in a JSON object)."
             )
+        problem = header_value_problem(token.strip(), spaces=False)
+        if problem is not None:  # it would fail every call, quoted in the encoding error
+            raise A2AAuthError(f"{The} answered an access_token that {problem}.")
         token_type = body.get("token_type", "Bearer")
         if not isinstance(token_type, str) or token_type.lower() != "bearer":
             raise A2AAuthError(
@@ -290,6 +390,23 @@ def _encodings(value: str) -> list[str]:
         escaped,
         escaped.replace("/", "\\/"),
     ]
+
+
+def describe_failure(exc: BaseException, target: CallTarget | None) -> str:
+    """``exc`` as text to store or log where no transport redacted it (a task's internal
+    error, a failed poll or listing): its type and an excerpt of its text with every secret
+    a call to ``target`` sends redacted; only its type where ``target`` is unknown.
+
+    Never its repr: a ``UnicodeEncodeError``'s holds the whole string it could not encode,
+    say a header with the credential (of a ``UnicodeError`` only the reason is shown: its
+    text quotes a character of that string).
+    """
+    name = type(exc).__name__
+    if target is None:
+        return name
+    said = str(getattr(exc, "reason", "")) if isinstance(exc, UnicodeError) else str(exc)
+    said = redactor(target).text(excerpt(said))
+    return f"{name}: {said}" if said else name
 
 
 def redactor(target: CallTarget, extra: Iterable[str] = ()) -> Redactor:

@@ -148,11 +148,12 @@ def _request(
     send: Callable[[str, str, dict[str, str], bytes | None], R],
 ) -> tuple[R, str]:
     content = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+    refused: str | None = None
     for attempt in (1, 2):
         headers = outgoing_headers(target, accept=accept)
         if content is not None:
             headers["Content-Type"] = "application/json"
-        scheme = credentials.apply(target, headers, refresh=attempt == 2)
+        scheme = credentials.apply(target, headers, refused=refused)
         try:
             response = send(method, url, headers, content)
         except (httpx.ReadTimeout, AnswerTimedOut) as exc:
@@ -167,6 +168,8 @@ def _request(
                 code="agent_timeout",
             ) from None
         except (httpx.TransportError, CallFailed) as exc:
+            if isinstance(exc, httpx.LocalProtocolError) and scheme != "none":
+                raise _unsendable(target, scheme, exc) from None  # h11 quotes the header
             # The text may quote the agent's own bytes (http.client's bad status line
             # holds whatever it sent, NULs included): an excerpt, storable on PostgreSQL.
             said = excerpt(str(exc)) or type(exc).__name__
@@ -181,11 +184,28 @@ def _request(
             ) from None
         except AnswerTooLarge as exc:
             raise too_large(target, method, url, exc.limit) from None
+        except ValueError as exc:  # UnicodeEncodeError too
+            if scheme == "none":
+                raise
+            raise _unsendable(target, scheme, exc) from None
         if response.status_code == 401 and scheme == "oauth2" and attempt == 1:
             response.close()  # the token may have been revoked early: fetch one more
+            refused = headers["Authorization"].removeprefix("Bearer ")
             continue
         return response, scheme
     raise AssertionError("unreachable")
+
+
+def _unsendable(target: CallTarget, scheme: str, exc: Exception) -> A2AAuthError:
+    """The error for headers that could not be encoded: the credential's (the others are
+    the platform's ASCII), which no check before caught. The original's text and repr
+    quote the header value, the secret: it is named by its type only (and the caller does
+    not chain it, or a logged traceback would show it)."""
+    return A2AAuthError(
+        f"Agent '{target.agent_id}': the request could not be built with its {scheme} "
+        f"credential ({type(exc).__name__}: a value an HTTP header cannot carry); "
+        "set the credential again.",
+    )
 
 
 def _plain(
