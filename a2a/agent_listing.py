@@ -47,7 +47,7 @@ from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.states import TERMINAL_STATES, NextAction, Transport
 from a2a.transports import AgentReply
-from a2a.transports.credentials import describe_failure
+from a2a.transports.redaction import describe_failure
 from agent_profiles.interfaces import V1_0, CallTarget
 from agent_profiles.models import AgentProfile
 from platform_site.errors import PlatformError

@@ -54,7 +54,7 @@ from a2a.claims import due_filter, lease_seconds
 from a2a.exceptions import A2ACallError, A2AUnsupportedOperation
 from a2a.models import Task
 from a2a.states import NextAction, normalize_state
-from a2a.transports.credentials import describe_failure
+from a2a.transports.redaction import describe_failure
 from agent_profiles.interfaces import CallTarget
 from platform_site.metrics import cpu_stage
 

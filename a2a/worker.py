@@ -37,7 +37,7 @@ from a2a.claims import lease_seconds
 from a2a.hints import queue_processing
 from a2a.models import Task
 from a2a.states import ACTIVE_STATES, NextAction, Transport
-from a2a.transports import credentials
+from a2a.transports.redaction import describe_failure
 from agent_profiles.interfaces import call_target
 from platform_site.dbthreads import ConnectionPool, tidy_connections
 from platform_site.metrics import cpu_stage
@@ -229,12 +229,12 @@ def _internal_error(task: Task, exc: Exception) -> None:
 def _described(task: Task, exc: Exception) -> str:
     """``exc`` for the task's error, shown in the API and the admin: never its repr (an
     encoding error's holds the header it failed on, the agent's credential), its text with
-    the agent's secrets redacted (:func:`a2a.transports.credentials.describe_failure`)."""
+    the agent's secrets redacted (:func:`a2a.transports.redaction.describe_failure`)."""
     try:
         target = call_target(task.agent) if task.agent_id else None
     except Exception:  # its credential unreadable, its interface broken: the type alone
         target = None
-    return credentials.describe_failure(exc, target)
+    return describe_failure(exc, target)
 
 
 # --- the sweep ---------------------------------------------------------------------------

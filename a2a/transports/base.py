@@ -172,7 +172,7 @@ def _push_secrets(kwargs: dict[str, Any]) -> Iterable[str]:
 
 def _redact(exc: A2ACallError, transport: AgentTransport, kwargs: dict[str, Any]) -> None:
     # Imported here: credentials imports this module (excerpt), and only failures get here.
-    from a2a.transports.credentials import redactor
+    from a2a.transports.redaction import redactor
 
     redactor(transport.target, _push_secrets(kwargs)).error(exc)
 

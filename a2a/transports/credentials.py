@@ -12,25 +12,18 @@ mode and in each distributed worker alike (a token is a secret: it is not put in
 within a process one fetch per credential serves every call that needs it meanwhile
 (:class:`_Flight`), so tasks starting together do not each ask the token endpoint.
 
-An agent or token endpoint may echo the request in its error answer, and the platform
-quotes what it answered in the task's error (and so in logs): :func:`redactor` knows every
-form in which a credential went out (raw, as its header value, base64 in HTTP Basic,
-URL- or form-encoded), so those quotes can be cleaned of it.
+What an agent echoes of a credential is redacted by :mod:`a2a.transports.redaction`.
 """
 
 from __future__ import annotations
 
-import base64
 import copy
 import hashlib
-import json
 import os
-import re
 import threading
 import time
-from collections.abc import Iterable
 from typing import Any
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote
 
 import httpx
 from django.conf import settings
@@ -55,11 +48,6 @@ DEFAULT_TOKEN_LIFETIME = 300.0
 # A token endpoint's answer is a few hundred bytes; more than this is refused unread.
 TOKEN_MAX_BYTES = 64_000
 
-# What stands in for a secret in any text quoted from an answer.
-REDACTED = "[redacted]"
-# A quote cut short (``…``, see :func:`~a2a.transports.base.excerpt`) that ends in this many
-# characters or more of a secret's start has them redacted too; fewer tell nothing.
-PARTIAL = 4
 # The tokens last fetched per credential, kept to recognise them in an echo: a call may
 # have sent one that a concurrent refresh has replaced in the cache since.
 TOKENS_REMEMBERED = 3
@@ -159,6 +147,14 @@ def forget_tokens() -> None:
         _tokens.clear()
         _sent_tokens.clear()
         _flights.clear()  # their fetches end as they will, for their own callers
+
+
+def tokens_sent(target: CallTarget) -> tuple[str, ...]:
+    """The OAuth2 tokens last fetched for ``target``'s credential (and so maybe sent):
+    what :func:`a2a.transports.redaction.redactor` must recognise in an echo."""
+    auth = target.auth if isinstance(target.auth, dict) else {}
+    with _tokens_lock:
+        return _sent_tokens.get(_cache_key(target, auth), ())
 
 
 def kept_for(lifetime: float) -> float:
@@ -314,127 +310,3 @@ def _json_or_none(content: bytes) -> Any:
         return loads_bounded(content)
     except (ValueError, UnicodeDecodeError):
         return None
-
-
-# --- Redaction of echoed secrets -------------------------------------------------------
-
-
-class Redactor:
-    """Replaces given secret strings (every form of them) in text quoted from an answer.
-
-    Built only when a call failed (:func:`redactor`), so calls that succeed pay nothing.
-    """
-
-    def __init__(self, forms: Iterable[str]) -> None:
-        # Longest first: a regex alternation takes the first form that matches, and a
-        # whole header value ("Basic <b64>") must go as one, before a form inside it.
-        self.forms = sorted({form for form in forms if form}, key=len, reverse=True)
-        self._pattern = re.compile("|".join(map(re.escape, self.forms))) if self.forms else None
-
-    def text(self, text: str) -> str:
-        """``text`` with every secret form, and a secret's start cut off by ``…``, redacted."""
-        if self._pattern is None:
-            return text
-        text = self._pattern.sub(REDACTED, text)
-        return self._cut_tails(text) if "…" in text else text
-
-    def _cut_tails(self, text: str) -> str:
-        # An excerpt cut in the middle of a secret ends in its first characters, which
-        # no whole-form match finds: redact the longest secret start before each ``…``.
-        pieces = text.split("…")
-        for index, head in enumerate(pieces[:-1]):
-            cut = 0
-            for form in self.forms:
-                for size in range(min(len(form), len(head)), max(cut, PARTIAL - 1), -1):
-                    if head.endswith(form[:size]):
-                        cut = size
-                        break
-            if cut:
-                pieces[index] = head[:-cut] + REDACTED
-        return "…".join(pieces)
-
-    def value(self, value: Any) -> Any:
-        """``value`` (an error's details: JSON-like) with its strings redacted."""
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {key: self.value(item) for key, item in value.items()}
-        if isinstance(value, (list, tuple)):
-            return type(value)(self.value(item) for item in value)
-        return value
-
-    def error(self, exc: A2ACallError) -> None:
-        """Redact ``exc`` in place: its message (and ``args``, which ``str()`` and log
-        lines show) and its details, which become the task's ``error``."""
-        if self._pattern is None:
-            return
-        exc.message = self.text(exc.message)
-        exc.args = (exc.message, *exc.args[1:])
-        exc.details = self.value(exc.details)
-
-
-def _text(auth: dict[str, Any], key: str) -> str:
-    value = auth.get(key)
-    return value if isinstance(value, str) else ""
-
-
-def _encodings(value: str) -> list[str]:
-    """``value`` as it may come back: as sent, URL-encoded (a query, a path), form-encoded
-    (a form body) and JSON-escaped (an echo in a JSON string: ``"`` and ``\\``, or ``/``
-    as ``\\/`` from some serializers)."""
-    escaped = json.dumps(value)[1:-1]
-    return [
-        value,
-        quote(value, safe=""),
-        quote_plus(value),
-        escaped,
-        escaped.replace("/", "\\/"),
-    ]
-
-
-def describe_failure(exc: BaseException, target: CallTarget | None) -> str:
-    """``exc`` as text to store or log where no transport redacted it (a task's internal
-    error, a failed poll or listing): its type and an excerpt of its text with every secret
-    a call to ``target`` sends redacted; only its type where ``target`` is unknown.
-
-    Never its repr: a ``UnicodeEncodeError``'s holds the whole string it could not encode,
-    say a header with the credential (of a ``UnicodeError`` only the reason is shown: its
-    text quotes a character of that string).
-    """
-    name = type(exc).__name__
-    if target is None:
-        return name
-    said = str(getattr(exc, "reason", "")) if isinstance(exc, UnicodeError) else str(exc)
-    said = redactor(target).text(excerpt(said))
-    return f"{name}: {said}" if said else name
-
-
-def redactor(target: CallTarget, extra: Iterable[str] = ()) -> Redactor:
-    """A :class:`Redactor` of every secret a call to ``target`` sent: its credential in
-    each form it went out in, the OAuth2 tokens fetched for it, and ``extra`` (say, a
-    push-notification token in the request's body)."""
-    auth = target.auth if isinstance(target.auth, dict) else {}
-    kind = auth.get("type")
-    sent: list[str] = [value for value in extra if value]
-    if kind == "bearer":
-        token = _text(auth, "token")
-        sent += [token, f"Bearer {token}"] if token else []
-    elif kind == "apiKey":
-        sent.append(_text(auth, "value"))
-    elif kind == "oauth2":
-        client_id, secret = _text(auth, "clientId"), _text(auth, "clientSecret")
-        if secret:
-            sent.append(secret)
-            # HTTP Basic as httpx sends it (id and secret form-encoded first, RFC 6749
-            # 2.3.1) and as an agent's own client might: base64 of "id:secret".
-            for pair in (
-                f"{quote(client_id, safe='')}:{quote(secret, safe='')}",
-                f"{client_id}:{secret}",
-            ):
-                basic = base64.b64encode(pair.encode()).decode()
-                sent += [basic, f"Basic {basic}"]
-        with _tokens_lock:
-            tokens = _sent_tokens.get(_cache_key(target, auth), ())
-        for token in tokens:
-            sent += [token, f"Bearer {token}"]
-    return Redactor(form for value in sent if value for form in _encodings(value))

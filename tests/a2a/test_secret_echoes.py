@@ -26,6 +26,7 @@ from a2a import services, worker
 from a2a.models import Task
 from a2a.states import TERMINAL_STATES, Transport
 from a2a.transports import credentials as outbound_credentials
+from a2a.transports import redaction
 from agent_profiles.credentials import set_credentials
 from agent_profiles.models import AgentProfile
 from tests.support.serving import threaded
@@ -262,7 +263,7 @@ def test_redaction_covers_every_form_and_a_secret_cut_by_an_excerpt() -> None:
     from agent_profiles.interfaces import CallTarget
 
     target = CallTarget("a", auth={"type": "bearer", "token": BEARER})
-    redact = outbound_credentials.redactor(target, extra=["push-token-xyz"]).text
+    redact = redaction.redactor(target, extra=["push-token-xyz"]).text
     assert redact(f"a Bearer {BEARER} b") == "a [redacted] b"
     assert redact(f"q={quote(f'Bearer {BEARER}', safe='')}") == "q=[redacted]"
     assert redact("token push-token-xyz") == "token [redacted]"
@@ -270,5 +271,5 @@ def test_redaction_covers_every_form_and_a_secret_cut_by_an_excerpt() -> None:
     assert SECRET_START[:6] in cut
     assert SECRET_START[:4] not in redact(cut)
     assert redact("nothing here…") == "nothing here…"
-    nobody = outbound_credentials.redactor(CallTarget("a"))
+    nobody = redaction.redactor(CallTarget("a"))
     assert nobody.text(f"Bearer {BEARER}") == f"Bearer {BEARER}"

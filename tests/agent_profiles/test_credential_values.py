@@ -25,6 +25,7 @@ from a2a.exceptions import A2AAuthError
 from a2a.models import Task
 from a2a.states import TERMINAL_STATES, TaskState, Transport
 from a2a.transports import credentials as outbound_credentials
+from a2a.transports import redaction
 from a2a.transports.rest import RestTransport
 from agent_profiles.credentials import read_credentials, set_credentials
 from agent_profiles.interfaces import CallTarget, call_target
@@ -363,7 +364,5 @@ def test_describe_failure_redacts_the_agents_secrets_from_an_errors_text() -> No
     target = CallTarget(
         agent_id="peer", url="http://x", auth={"type": "apiKey", "name": "X", "value": "k-s3cr3t"}
     )
-    said = outbound_credentials.describe_failure(
-        ValueError("Invalid header value b'k-s3cr3t'"), target
-    )
+    said = redaction.describe_failure(ValueError("Invalid header value b'k-s3cr3t'"), target)
     assert said == "ValueError: Invalid header value b'[redacted]'"
