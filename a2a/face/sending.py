@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from a2a import lookups, services
-from a2a.creation import ForAgent
+from a2a.creation import ForAgent, foreign_key_violation
 from a2a.face import push, queries, sse
 from a2a.face.context import CallContext
 from a2a.face.db import db_call
@@ -267,10 +267,20 @@ def send_and_attach(
         return task, since_seq, config
     # One transaction: the task is started on its commit, once its config exists. Stored
     # after that commit, the config missed an end that came first (an instant agent).
-    with transaction.atomic():
-        task, since_seq = _send_sync(ctx, params, watched=watched, modes=modes)
-        push.create_config(task, {**push_config, "taskId": str(task.id)})
-    return task, since_seq, config
+    for last in (False, True):
+        try:
+            with transaction.atomic():
+                task, since_seq = _send_sync(ctx, params, watched=watched, modes=modes)
+                push.create_config(task, {**push_config, "taskId": str(task.id)})
+            return task, since_seq, config
+        except IntegrityError as exc:
+            # Foreign keys are checked at the commit, where create_task's own second
+            # choice cannot see it: the agent this process's registry cache still held was
+            # deleted by another one. Nothing was written; choose again from the database.
+            if last or not foreign_key_violation(exc):
+                raise
+            lookups.clear()
+    raise AssertionError("not reached: the second attempt returns or raises")
 
 
 def message_answer(task: Task, rows: list[TaskMessage]) -> dict[str, Any] | None:

@@ -20,9 +20,10 @@ from django.db.models.signals import m2m_changed, post_delete, post_save
 from rest_framework.test import APIClient
 
 from a2a import batch, creation, lookups, services
-from a2a.models import Task, TaskEvent, TaskMessage
+from a2a.models import PushNotificationConfig, Task, TaskEvent, TaskMessage
 from agent_profiles.models import AgentProfile, Skill
 from tests.a2a.test_api import client_for
+from tests.a2a_face.conftest import FaceClient
 
 ANY_INPUT = {"type": "object"}
 
@@ -272,3 +273,38 @@ def test_a_repeat_naming_the_agent_it_was_moved_to_is_another_request(
     assert error["code"] == "idempotency_conflict"
     assert "'agent-one' (reassigned since to 'agent-two')" in error["message"]
     assert error["details"] == {"taskId": task_id}
+
+
+# --- the A2A face's send with a push config -------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_face_send_with_a_push_config_for_an_agent_deleted_elsewhere_goes_to_another(
+    make_skill: Any, make_agent: Any, make_user: Any, elsewhere: None
+) -> None:
+    """A send carrying a push config creates the task and the config in one transaction,
+    whose foreign keys are checked only at its commit, after create_task's own second
+    choice: it answered 500. The face chooses again, once, and nothing is half-written."""
+    skill = make_skill(id="duo", input_schema=ANY_INPUT)
+    make_agent(skills=[skill], id="agent-a")
+    make_agent(skills=[skill], id="agent-b")
+    lookups.load(lookups.candidates(skill))
+    delete_agent("agent-a")
+    caller = FaceClient(make_user().raw_token, check=False)
+    caller.client.raise_request_exception = False
+    body = {
+        "message": {
+            "messageId": "m-1",
+            "role": "ROLE_USER",
+            "parts": [{"data": {}}],
+            "metadata": {"skillId": "duo"},
+        },
+        "configuration": {
+            "returnImmediately": True,
+            "taskPushNotificationConfig": {"url": "https://hooks.example/a2a"},
+        },
+    }
+    response = caller.post("/v1/a2a/message:send", body)
+    assert response.status_code == 200, response.content
+    assert Task.objects.get().agent_id == "agent-b"
+    assert PushNotificationConfig.objects.get().task_id == Task.objects.get().pk
