@@ -41,6 +41,7 @@ from a2a import (
 from a2a.agent_updates import apply_agent_reply
 from a2a.exceptions import (
     A2AAnswerLate,
+    A2AAuthError,
     A2ACallError,
     A2AUnsupportedOperation,
 )
@@ -52,6 +53,7 @@ from a2a.follow_policy import (
     POLL,
     PUSH,
     STREAM,
+    auth_refused,
     can_subscribe,
     follow_mode,
     long_call_seconds,
@@ -260,6 +262,8 @@ def poll(task: Task) -> None:
     try:
         reply = agent_reads.read_task(target, task.remote_task_id)
         if task.error:  # an earlier transient poll error: the agent answers again
+            if auth_refused(task):
+                agent_answers.outcome(task, None)  # the credential works: health says so
             task.note(error=None, if_state=task.state)
         apply_agent_reply(task, task_json=reply.task, message=None, via="a2a", pending=news)
     except A2AUnsupportedOperation as exc:
@@ -273,7 +277,11 @@ def poll(task: Task) -> None:
 
 
 def poll_failed(task: Task, target: CallTarget, exc: A2ACallError) -> None:
-    """Transient → keep polling (the deadline bounds it); otherwise the task fails."""
+    """Transient, or a refused credential → keep polling with backoff (the deadline bounds
+    it; :func:`poll_again_after_auth_failure`); otherwise the task fails."""
+    if isinstance(exc, A2AAuthError):
+        poll_again_after_auth_failure(task, target, exc)
+        return
     if exc.transient:
         task.note(error=exc.as_error(), if_state=task.state)
         schedule_poll(task, target, grow=True, retry_after=exc.retry_after)
@@ -282,6 +290,33 @@ def poll_failed(task: Task, target: CallTarget, exc: A2ACallError) -> None:
         exc.code,
         f"Lost track of the task at agent '{task.agent_id}': {exc.message}",
         exc.as_error()["details"],
+    )
+
+
+def poll_again_after_auth_failure(task: Task, target: CallTarget, exc: A2AAuthError) -> None:
+    """The agent refused the platform's credential (HTTP 401/403) on a poll of a task it
+    accepted: the task waits in its state, ``agent_auth_failed`` in its ``error``, and is
+    polled again with backoff until its deadline, where it times out naming the refusal.
+
+    Why not fail it: the usual cause is a credential rotated at the agent before it is
+    rotated at the platform. Failed at the first 401, the agent's work was lost (a retry
+    would redo it) although the operator set the new credential moments later; a send
+    refused so waits too (offline). A new credential (admin, registration) makes these
+    polls due at once (:func:`a2a.follow_policy.credentials_changed`). The agent's
+    health records the refusal as for any call, once per agent instance here: a batch of
+    polls (:mod:`a2a.engine`) shares one and would write it for every task.
+    """
+    if task.agent.last_call_code != exc.code:
+        agent_answers.outcome(task, exc)
+    if not auth_refused(task):
+        log.info(
+            "task %s: agent %s refused the platform's credential on a poll; polled again "
+            "until its deadline or a credential change",
+            task.pk,
+            task.agent_id,
+        )
+    schedule_poll(
+        task, target, grow=True, retry_after=exc.retry_after, also={"error": exc.as_error()}
     )
 
 

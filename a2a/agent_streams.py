@@ -14,13 +14,20 @@ from django.conf import settings
 
 from a2a import agent_answers, transports
 from a2a.agent_updates import apply_agent_reply
-from a2a.exceptions import A2ACallError, A2AProtocolError, A2AUnsupportedOperation
+from a2a.exceptions import (
+    A2AAuthError,
+    A2ACallError,
+    A2AProtocolError,
+    A2AUnsupportedOperation,
+)
 from a2a.follow_policy import (
     FOLLOWED_BY,
     LEASE_MARGIN,
     STREAM,
+    auth_refused,
     can_subscribe,
     long_call_seconds,
+    next_poll,
 )
 from a2a.hints import queue_processing
 from a2a.models import Task
@@ -70,6 +77,9 @@ def follow_events(
         for reply in events:
             if last is None and sending:
                 agent_answers.answered(task)
+            elif last is None and auth_refused(task):  # the credential works again
+                agent_answers.outcome(task, None)
+                task.note(error=None, if_state=task.state)
             last = reply
             status = (reply.task or {}).get("status")
             if (
@@ -104,6 +114,9 @@ def follow_events(
             agent_answers.outcome(task, exc)
             handle_send_failure(task, exc)
             return
+        if isinstance(exc, A2AAuthError) and not task.is_terminal:
+            _follow_again_later(task, target, exc)
+            return
         if not exc.transient and not task.is_terminal:
             task.fail(
                 exc.code,
@@ -123,6 +136,31 @@ def follow_events(
         return
     reply = last or AgentReply()
     agent_answers.after_answer(task, target, reply, state_before, STREAM)
+
+
+def _follow_again_later(task: Task, target: CallTarget, exc: A2AAuthError) -> None:
+    """The agent refused the platform's credential (HTTP 401/403) on a subscribe to a task
+    it accepted: the task waits in its state, ``agent_auth_failed`` in its ``error``, and
+    is subscribed to again with the polls' backoff (:func:`~a2a.follow_policy.next_poll`)
+    until its deadline, where it times out naming the refusal. A credential rotated at
+    the agent before the platform failed the task at once, the agent's work lost; a new
+    credential makes the subscribe due at once (:func:`a2a.follow_policy.credentials_changed`)."""
+    agent_answers.outcome(task, exc)
+    held = task.lease_until  # this worker's claim
+    if task.state in ACTIVE_STATES and task.transport == Transport.A2A:
+        delay, interval = next_poll(task, target, grow=True, retry_after=exc.retry_after)
+        if task.schedule(
+            NextAction.FOLLOW,
+            delay,
+            if_state=task.state,
+            error=exc.as_error(),
+            poll_interval=interval,
+        ):
+            return
+    # Moved meanwhile (a push, a person's cancel): what moved it stands, and the claim is
+    # let go at once rather than held for the stream's whole lease.
+    if held is not None:
+        task.release(held=held)  # another worker's later claim stands
 
 
 def _apply(task: Task, reply: AgentReply, *, with_message: bool = False) -> None:

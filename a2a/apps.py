@@ -13,7 +13,7 @@ class A2AConfig(AppConfig):
         # Metrics, lifecycle log lines and traces at the task's seams.
         from celery.signals import worker_ready, worker_shutdown
 
-        from a2a import hint_queue, http_again, local_dispatch, observe
+        from a2a import follow_policy, hint_queue, http_again, local_dispatch, observe
         from a2a.face import push, signals  # noqa: F401
         from a2a.match_stats import TaskTableStats
         from agent_profiles.health import register_recovery
@@ -31,3 +31,8 @@ class A2AConfig(AppConfig):
         # The registry announces agents reached only over HTTP that answer again: their
         # offline tasks are sent again over HTTP (docs/dispatch.md, "Never wait silently").
         register_recovery(http_again.send_again)
+        # A new credential for an agent (the admin, a registration): its tasks whose reads
+        # it refused with the old one are followed again at once (docs/dispatch.md,
+        # "Credentials"). Watched here, on the agents' saves: the registry does not know
+        # dispatch.
+        follow_policy.watch_credentials()

@@ -17,20 +17,32 @@ one ``ListTasks`` per agent and ``A2A_LIST_INTERVAL`` tells what changed, and ea
 task's own polls are the safety net, from ``A2A_LIST_POLL_INTERVAL`` seconds on. How a task is
 followed — ``push``, ``list``, ``poll``, ``stream`` or ``blocking`` — is recorded in
 ``metadata.followedBy``.
+
+A read while following (a poll, a subscribe) that the agent refuses for the platform's
+credential (HTTP 401/403, ``agent_auth_failed``) is tried again with the same backoff
+until the task's deadline; a new credential for the agent makes those reads due at once
+(:func:`credentials_changed`).
 """
 
 from __future__ import annotations
 
+import logging
 import random
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
+from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
 
 from a2a import agent_listing, agent_push
-from a2a.hints import queue_processing
+from a2a.exceptions import A2AAuthError
+from a2a.hints import queue_processing, queue_processing_many
 from a2a.models import Task
 from agent_profiles.interfaces import CallTarget
+from agent_profiles.models import AgentProfile
+
+log = logging.getLogger(__name__)
 
 POLL, STREAM, BLOCKING, PUSH = "poll", "stream", "blocking", "push"
 LIST = agent_listing.LIST
@@ -188,3 +200,82 @@ def schedule_poll(
     if settings.A2A_POLL_MESSAGES and delay < settings.A2A_SWEEP_INTERVAL * 2:
         queue_processing(task.pk, countdown=delay)
     return True
+
+
+# --- a new credential ----------------------------------------------------------------------
+
+# Tasks told at once of a new credential (a hint each); the sweep takes up the others,
+# due as well.
+CREDENTIAL_HINTS = 100
+# Set on an agent instance by :func:`_credential_saving` for :func:`_credential_saved`.
+_CHANGING = "_a2a_credential_changing"
+
+
+def credentials_changed(agent_id: str) -> int:
+    """The agent's credential changed: its tasks waiting on a refused one (a poll or a
+    subscribe answered 401/403, backing off until the deadline) are followed again now,
+    with the new credential; how many.
+
+    Called after the commit of every save of an agent that changes its stored
+    credential (the admin's form, a registration's ``auth``, ``set_credentials`` and a
+    save anywhere): the registry does not know dispatch, so dispatch watches the saves
+    (:func:`watch_credentials`, from ``a2a.apps``).
+    """
+    ids = Task.follow_again_now(agent_id, A2AAuthError.code)
+    if ids:
+        queue_processing_many(ids[:CREDENTIAL_HINTS])
+        log.info(
+            "agent %s: new credential; %d task(s) refused with the old one followed again now",
+            agent_id,
+            len(ids),
+            extra={"agent_id": agent_id},
+        )
+    return len(ids)
+
+
+def watch_credentials() -> None:
+    """Connect the receivers that notice an agent's credential change (at app start)."""
+    pre_save.connect(_credential_saving, sender=AgentProfile, dispatch_uid="a2a.credential_saving")
+    post_save.connect(_credential_saved, sender=AgentProfile, dispatch_uid="a2a.credential_saved")
+
+
+def _credential_saving(
+    sender: Any, instance: AgentProfile, raw: bool = False, update_fields: Any = None, **_: Any
+) -> None:
+    """Before an agent's save: note whether it writes another credential than the stored
+    one (one read of it, only for saves that write the credential: the admin's, a
+    registration's; a card refresh or the calls' health writes do not). The same
+    credential set again is a change too: its token is encrypted anew, and an operator
+    who sets it again means "try it again"."""
+    if raw or instance._state.adding or "auth_encrypted" not in instance.__dict__:
+        return  # a fixture, a new agent (no tasks yet), or a save without the credential
+    if update_fields is not None and "auth_encrypted" not in update_fields:
+        return
+    rows = AgentProfile.objects.filter(pk=instance.pk).values_list("auth_encrypted", flat=True)
+    stored = rows.first()
+    if stored is not None and stored != instance.auth_encrypted:
+        setattr(instance, _CHANGING, True)
+
+
+def _credential_saved(sender: Any, instance: AgentProfile, **_: Any) -> None:
+    """After an agent's save that changed its credential: once it is committed (the
+    reads must use it), its tasks waiting on a refused credential are followed again."""
+    if not instance.__dict__.pop(_CHANGING, False):
+        return
+    agent_id = instance.pk
+    transaction.on_commit(lambda: _follow_again(agent_id))
+
+
+def _follow_again(agent_id: str) -> None:
+    """:func:`credentials_changed`, never raising into the admin's or the API's request:
+    the tasks are polled again at their backoff anyway."""
+    try:
+        credentials_changed(agent_id)
+    except Exception:
+        log.exception("agent %s: could not follow its tasks again after a new credential", agent_id)
+
+
+def auth_refused(task: Task) -> bool:
+    """Whether the task's last read while following it was refused for the platform's
+    credential (``agent_auth_failed`` in its ``error``): it waits for one that works."""
+    return isinstance(task.error, dict) and task.error.get("code") == A2AAuthError.code

@@ -203,6 +203,26 @@ class TaskScheduling(TaskClaims):
         )
         return int(rows.update(next_poll_at=now, updated_at=now))
 
+    @classmethod
+    def follow_again_now(cls, agent_id: str, error_code: str) -> list[Any]:
+        """The agent's tasks followed over A2A (a poll or a subscribe due) whose last read
+        failed with ``error_code`` are due now, their backoff from the start again (unless
+        a worker holds one: its call goes on); their ids. For a new credential after
+        ``agent_auth_failed``: the next read uses it at once, not after the backoff."""
+        now = timezone.now()
+        free = Q(lease_until__isnull=True) | Q(lease_until__lt=now)
+        rows = cls._rows().filter(
+            free,
+            agent_id=agent_id,
+            transport=Transport.A2A,
+            next_action__in=(NextAction.POLL, NextAction.FOLLOW),
+            error__code=error_code,
+        )
+        ids = list(rows.values_list("pk", flat=True))
+        if ids:
+            rows.update(next_poll_at=now, poll_interval=0.0, updated_at=now)
+        return ids
+
     def note(self, *, if_state: str | None = None, **fields: Any) -> bool:
         """Store non-scheduling fields (error, metadata, attempts) without a transition."""
         if SCHEDULING_FIELDS & set(fields) or "state" in fields:
