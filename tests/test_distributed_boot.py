@@ -49,6 +49,9 @@ def test_daphne_and_a_worker_serve_a_registration_round_trip(transactional_db: N
         assert updated.status_code == 200, updated.text
         assert AgentProfile.objects.get().name == "Boot"
 
+        # A pending agent's card is not published; an approved one's is.
+        assert http.get("/api/a2a/agent-card/boot-agent").status_code == 404
+        AgentProfile.objects.filter(pk="boot-agent").update(status=AgentStatus.ACTIVE)
         card = http.get("/api/a2a/agent-card/boot-agent").json()
         assert card["supportedInterfaces"][0]["url"].endswith("/v1/a2a/boot-agent")
 
