@@ -18,16 +18,28 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.apps import AdminConfig
 from django.core.exceptions import ValidationError
+from django.db import connection, models
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 
 def _bad_selection(model_admin: admin.ModelAdmin, request: HttpRequest) -> str | None:
-    """The first posted selected id that is no primary key of the model, if any."""
+    """The first posted selected id that is no primary key of the model, if any: one the
+    field cannot read, or a number beyond what its column holds (SQLite raised
+    ``OverflowError``, PostgreSQL a ``DataError``)."""
     pk_field = model_admin.model._meta.pk
+    low, high = (
+        connection.ops.integer_field_range(pk_field.get_internal_type())
+        if isinstance(pk_field, models.IntegerField)
+        else (None, None)
+    )
     for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
         try:
-            pk_field.get_prep_value(pk_field.to_python(value))
+            prepared = pk_field.get_prep_value(pk_field.to_python(value))
         except (ValidationError, ValueError, TypeError):
+            return value
+        if isinstance(prepared, int) and not (
+            (low is None or prepared >= low) and (high is None or prepared <= high)
+        ):
             return value
     return None
 

@@ -45,6 +45,28 @@ def test_an_action_on_ids_that_cannot_be_ids_is_refused_with_a_message(
     assert any("'not-an-id' is not the id of a" in m for m in said), said
 
 
+@pytest.mark.parametrize(
+    ("changelist", "action"),
+    [
+        ("admin:agent_profiles_apikey_changelist", "revoke"),
+        ("admin:auth_user_changelist", "delete_selected"),
+    ],
+)
+def test_a_number_beyond_the_id_columns_range_is_refused_too(
+    admin_client: Any, changelist: str, action: str
+) -> None:
+    """A number the field reads but its column cannot hold: SQLite raised OverflowError,
+    PostgreSQL a DataError, both a 500."""
+    response = admin_client.post(
+        reverse(changelist),
+        {"action": action, "index": "0", "_selected_action": ["9" * 30]},
+        follow=True,
+    )
+    assert response.status_code == 200
+    said = [str(m) for m in response.context["messages"]]
+    assert any("is not the id of a" in m for m in said), said
+
+
 def test_a_good_selection_still_runs_the_action(admin_client: Any, task: Task) -> None:
     admin_client.post(
         reverse("admin:a2a_task_changelist"),
