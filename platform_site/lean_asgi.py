@@ -4,8 +4,9 @@ Under ASGI, Django runs each synchronous middleware with two thread hops and giv
 request a fresh sync thread (hence a fresh database connection). Some paths need none of
 the middleware (no session, no CSRF: they authenticate a token themselves), so they take a
 :class:`LeanASGIHandler` through :func:`route_to`. What those paths still get from the
-stack is kept here: the ``ALLOWED_HOSTS`` check (CommonMiddleware) and the default
-security headers (SecurityMiddleware, XFrameOptionsMiddleware).
+stack is kept here: the ``ALLOWED_HOSTS`` check (CommonMiddleware), the redirect of plain
+http to https and the HSTS header when the settings ask for them, and the default security
+headers (SecurityMiddleware, XFrameOptionsMiddleware).
 
 Subclasses: :class:`a2a.face.asgi.FaceASGIHandler` (async views, disconnect handling) and
 :class:`a2a.api.asgi.BearerAPIHandler` (sync views on a database thread pool).
@@ -29,6 +30,7 @@ from django.core.handlers.asgi import ASGIHandler, ASGIRequest
 from django.core.handlers.exception import convert_exception_to_response, response_for_exception
 from django.db import connections
 from django.http import HttpRequest, HttpResponse
+from django.middleware.security import SecurityMiddleware
 
 Scope = dict[str, Any]
 ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
@@ -105,23 +107,28 @@ class LeanASGIHandler(ASGIHandler):
         self._exception_middleware = []
         inner = self._get_response_async if self.async_views else self._get_response
         self._middleware_chain = convert_exception_to_response(inner)
+        # Its request and response hooks only (SECURE_SSL_REDIRECT, SECURE_HSTS_SECONDS):
+        # an https-only site means these paths too, where the bearer tokens travel.
+        self._security = SecurityMiddleware(lambda request: HttpResponse())
 
     def check_host(self, request: HttpRequest) -> HttpResponse | None:
         """An error response if the Host is not in ``ALLOWED_HOSTS`` (as CommonMiddleware
-        checks it), else ``None``."""
+        checks it), the redirect to https for a plain http request when
+        ``SECURE_SSL_REDIRECT`` asks for it (as SecurityMiddleware does), else ``None``."""
         try:
             request.get_host()
         except DisallowedHost as exc:
             return self.bad_host_response(request, exc)
-        return None
+        return self._security.process_request(request)
 
     def bad_host_response(self, request: HttpRequest, exc: DisallowedHost) -> HttpResponse:
         """Django's 400, logged as Django does; subclasses may answer in their API's shape."""
         return response_for_exception(request, exc)
 
-    @staticmethod
-    def add_security_headers(response: HttpResponse) -> HttpResponse:
-        """Set the default security headers the view did not set itself."""
+    def add_security_headers(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        """Set the default security headers the view did not set itself, and HSTS on an
+        https answer when ``SECURE_HSTS_SECONDS`` asks for it."""
+        self._security.process_response(request, response)
         for name, value in SECURITY_HEADERS.items():
             response.headers.setdefault(name, value)
         return response

@@ -44,7 +44,7 @@ class BearerAPIHandler(LeanASGIHandler):
         # DRF's responses render lazily; render on the pool thread, not the event loop.
         if hasattr(response, "render") and not getattr(response, "is_rendered", True):
             response.render()
-        return self.add_security_headers(response)
+        return self.add_security_headers(request, response)
 
     async def get_response_async(self, request: HttpRequest) -> HttpResponse:
         return await pool.call(self._respond)(request)

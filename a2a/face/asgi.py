@@ -93,7 +93,7 @@ class FaceASGIHandler(LeanASGIHandler):
         request.urlconf = "a2a.face.urls"
 
         async def respond() -> HttpResponse:
-            response = self.add_security_headers(await self.get_response_async(request))
+            response = self.add_security_headers(request, await self.get_response_async(request))
             with contextlib.suppress(asyncio.CancelledError):
                 await self.send_response(response, send)
             return response

@@ -225,3 +225,41 @@ def test_check_deploy_is_clean_of_https_warnings_with_the_deploy_example() -> No
     assert "System check identified" in output, output
     assert "security.W004" not in output, output
     assert "security.W008" not in output, output
+
+
+# The paths served by lean handlers, without Django's middleware: the A2A face, its card,
+# the tasks API; and one through the whole stack, for comparison.
+LEAN_PATHS = """
+import asyncio, json, django
+django.setup()
+import httpx
+from platform_site.asgi import application
+
+async def main():
+    transport = httpx.ASGITransport(app=application)
+    async with httpx.AsyncClient(transport=transport, base_url="http://agents.example.com") as c:
+        out = {}
+        for path in ("/api/a2a/skills", "/v1/a2a/tasks", "/.well-known/agent-card.json",
+                     "/api/tasks"):
+            plain = await c.get(path, headers={"Authorization": "Bearer x"})
+            proxied = await c.get(path, headers={"X-Forwarded-Proto": "https"})
+            out[path] = [plain.status_code, plain.headers.get("location"),
+                         proxied.headers.get("strict-transport-security")]
+        return out
+
+print(json.dumps(asyncio.run(main())))
+"""
+
+
+def test_the_lean_paths_are_redirected_and_get_hsts_too() -> None:
+    """The A2A face, its card and the tasks API skip Django's middleware for speed; an
+    https-only site means them too (their callers' bearer tokens above all): plain http
+    is redirected, and an https answer carries HSTS."""
+    env = {**HTTPS, "SECURE_SSL_REDIRECT": "true", "SECURE_HSTS_SECONDS": "3600"}
+    result = _run(env, LEAN_PATHS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    read = json.loads(result.stdout.strip().splitlines()[-1])
+    for path, (status, location, hsts) in read.items():
+        assert status == 301, (path, read)
+        assert location == f"https://agents.example.com{path}", (path, read)
+        assert hsts == "max-age=3600", (path, read)
