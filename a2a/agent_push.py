@@ -28,13 +28,14 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 
-from a2a import rows
+from a2a import answer_parts, rows
 from a2a.agent_push_body import Push, status_time
 from a2a.agent_updates import (
     apply_agent_update,
     message_key,
     record_message,
     refuse_oversize_artifacts,
+    reported_artifacts,
 )
 from a2a.hints import queue_processing
 from a2a.models import Direction, Task, TaskMessage
@@ -266,7 +267,8 @@ def _apply_locked(
     stamp = _check_order(task, push)
     status = push.status or {}
     state = normalize_state(status.get("state"))
-    artifacts = push.artifacts if push.kind == "task" else None
+    # Its bytes in standard, padded base64 before it is sized (as apply_agent_update keeps it).
+    artifacts = answer_parts.canonical_artifacts(push.artifacts) if push.kind == "task" else None
     if artifacts:
         too_large = refuse_oversize_artifacts(task, artifacts)
         if too_large is not None:
@@ -275,7 +277,10 @@ def _apply_locked(
     if stamp is not None:
         seen = {"metadata": {**(task.metadata or {}), "agentStatusAt": stamp.isoformat()}}
     remote = {"id": push.remote_id, "contextId": push.remote_context}
-    if state == TaskState.COMPLETED and not (artifacts or task.artifacts):
+    if state == TaskState.COMPLETED and not (artifacts or reported_artifacts(task)):
+        # Nothing reported since the last question (a question's artifacts are not the
+        # result: LangGraph asks with one): the output may be in the agent task's history,
+        # which a push does not carry; GetTask reads it.
         return _read_back(task, remote, seen)
     # Sized already: the pushed artifacts above. A COMPLETED without any is judged on
     # those stored (pushed with artifactUpdate), as on every path (apply_agent_update).
@@ -291,6 +296,7 @@ def _keep_message(task: Task, message: dict[str, Any]) -> None:
     rows, and every read of its history, without bound. A repeat of a message kept is a
     harmless repeat, even at the cap. Under the task's row lock, so two pushes cannot
     both take the last place."""
+    message = answer_parts.canonical_message(message)  # kept as the face serves it
     limit = settings.TASK_AGENT_MESSAGES_MAX
     kept = TaskMessage.objects.filter(task=task, direction=Direction.FROM_AGENT)
     if kept.count() >= limit and not kept.filter(message_id=message_key(message)).exists():
@@ -319,7 +325,7 @@ def _apply_artifact(task: Task, push: Push) -> Applied:
 def _merged_artifacts(task: Task, push: Push) -> list[Any]:
     """The task's artifacts with the pushed one added, or appended to or replacing the
     one of the same ``artifactId``."""
-    artifact = push.artifact or {}
+    artifact = answer_parts.canonical_artifacts([push.artifact or {}])[0]  # kept as served
     artifacts = list(task.artifacts or [])
     artifact_id = artifact.get("artifactId")
     for index, known in enumerate(artifacts):

@@ -41,7 +41,6 @@ from a2a.wire import (
     task_output,
 )
 from agent_profiles.interfaces import call_target
-from platform_site.text import find_bad_text
 
 
 def message_key(message: dict[str, Any]) -> str:
@@ -83,6 +82,7 @@ def apply_agent_reply(
     """
     if task_json is None and isinstance(message, dict):
         answer_parts.refuse(task, answer_parts.message_problem(message))
+        message = answer_parts.canonical_message(message)  # its bytes as the face serves them
         record_message(task, Direction.FROM_AGENT, message)
         artifacts = [{"artifactId": "message", "parts": message.get("parts") or []}]
         status = {"state": TaskState.COMPLETED}
@@ -119,13 +119,14 @@ def apply_agent_update(
     ``output_invalid`` with the errors); FAILED/REJECTED/CANCELED → the matching verb.
     An update that carries no artifacts keeps those stored: a COMPLETED without any (an
     a2a-sdk ``TaskUpdater`` adds its artifact, then completes) is judged on the artifacts
-    the agent reported before. News about a task that already ended is recorded
-    (conversation, remote ids) and otherwise ignored. Raises :class:`A2AProtocolError`
-    for a status we cannot read, and, before anything is applied, for an answer about
-    another agent task than the one the task follows or with an id longer than the
-    platform keeps (:func:`a2a.remote_ids.remote_fields`), and for one holding a part that
-    is not an A2A 1.0 Part (:mod:`a2a.answer_parts`: served again, it would make the
-    caller's whole task list unreadable).
+    the agent reported before, not on a question's (:func:`reported_artifacts`). News
+    about a task that already ended is recorded (conversation, remote ids) and otherwise
+    ignored. Raises :class:`A2AProtocolError` for a status we cannot read, and, before
+    anything is applied, for an answer about another agent task than the one the task
+    follows or with an id longer than the platform keeps
+    (:func:`a2a.remote_ids.remote_fields`), and for one holding a part that is not an A2A
+    1.0 Part (:mod:`a2a.answer_parts`: served again, it would make the caller's whole task
+    list unreadable; its bytes are kept in standard, padded base64).
     ``also``: more non-state fields to store in the same write (a push's metadata).
     ``sized``: the caller already held ``artifacts`` to ``TASK_ARTIFACTS_MAX_BYTES``.
     ``pending``: when the agent reports the state the task is in (only news: its ids, a
@@ -139,7 +140,10 @@ def apply_agent_update(
     # fail, cancel or complete this one through the checks below.
     remote_fields = remote_ids.remote_fields(task, remote)
     answer_parts.refuse(task, answer_parts.answer_problem(status, artifacts))
-    if _refuse_bad_text(task, status, artifacts, remote):
+    # Kept (and served again) with its bytes in standard, padded base64: an agent may send
+    # them URL-safe or unpadded, as ProtoJSON allows; the face's schema does not.
+    status, artifacts = answer_parts.canonical_answer(status, artifacts)
+    if answer_parts.refuse_bad_text(task, status, artifacts, remote):
         return task
     if not sized and refuse_oversize_artifacts(task, artifacts) is not None:
         return task
@@ -172,18 +176,51 @@ def apply_agent_update(
 
 
 # metadata: the keys (message_key) of the questions a person answered, the last few,
-# written with the reply's transition (:func:`answered`).
+# written with the reply's transition (:func:`answered`); digests of the artifacts the
+# task held when its last wait for a person ended (a reply, or the agent going on from
+# AUTH_REQUIRED by itself): its questions' (:func:`reported_artifacts`).
 ANSWERED = "answeredQuestions"
 ANSWERED_KEPT = 10
+ASKED_WITH = "questionArtifacts"
 
 
 def answered(task: Task) -> dict[str, Any]:
-    """The task's metadata with its question marked answered (a person's reply)."""
-    metadata = dict(task.metadata or {})
+    """The task's metadata with its question marked answered (a person's reply), and the
+    artifacts it holds marked as the question's (:func:`reported_artifacts`)."""
+    metadata = _wait_ended(task, dict(task.metadata or {}))
     question_id = message_key(task.question) if isinstance(task.question, dict) else None
     ids = [i for i in metadata.get(ANSWERED) or [] if i != question_id]
     metadata[ANSWERED] = ([*ids, question_id] if question_id else ids)[-ANSWERED_KEPT:]
     return metadata
+
+
+def _digest(artifact: Any) -> str:
+    return hashlib.sha256(json.dumps(artifact, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _wait_ended(task: Task, metadata: dict[str, Any]) -> dict[str, Any]:
+    """``metadata`` with the artifacts the task holds marked as its questions' (100 kept)."""
+    return {**metadata, ASKED_WITH: [_digest(a) for a in (task.artifacts or [])[:100]]}
+
+
+def reported_artifacts(task: Task) -> list[Any]:
+    """The stored artifacts a COMPLETED without any is judged on: those reported since
+    the task's last wait for a person ended (with a WORKING, pushed or streamed: a2a-sdk's
+    ``TaskUpdater`` adds its artifact, then completes). Not a question's: LangGraph's
+    server asks with an ``Interrupt`` artifact, and completes after the reply with none,
+    its result in the status message or history; judged on the question, it failed."""
+    asked = set((task.metadata or {}).get(ASKED_WITH) or [])
+    return [a for a in task.artifacts or [] if _digest(a) not in asked]
+
+
+def _judged_on(task: Task, message: Any, history: Any) -> list[Any]:
+    """What a COMPLETED without artifacts is judged on (and keeps): those reported since
+    the last question; all stored, a question's too, when neither these nor the message
+    or history hold an output (a result made, a confirmation asked, then completed)."""
+    fresh = reported_artifacts(task)
+    if len(fresh) == len(task.artifacts or []) or task_output(fresh, message, history) is not None:
+        return fresh
+    return list(task.artifacts)
 
 
 def _asked_again(task: Task, status: dict[str, Any]) -> bool:
@@ -212,25 +249,6 @@ def _before(status: dict[str, Any], moment: Any) -> bool:
     except ValueError:
         return False
     return stamp.tzinfo is not None and stamp <= moment
-
-
-def _refuse_bad_text(
-    task: Task, status: dict[str, Any], artifacts: Any, remote: dict[str, Any] | None
-) -> bool:
-    """Fail the task (``output_invalid``, once) if the agent's answer holds a NUL or a lone
-    surrogate, which cannot be stored (PostgreSQL) or passed on. Nothing of the answer is
-    stored; a re-send would only bring the same answer back. True when it was refused."""
-    bad = find_bad_text({"status": status, "artifacts": artifacts or [], "task": remote or {}})
-    if bad is None:
-        return False
-    if not task.is_terminal:
-        task.fail(
-            "output_invalid",
-            f"Agent '{task.agent_id}' answered with {bad.what} in {bad.where}, which the "
-            "platform cannot store or pass on; the answer was discarded.",
-            {"field": bad.where, "problem": bad.what},
-        )
-    return True
 
 
 def refuse_oversize_artifacts(task: Task, artifacts: Any) -> int | None:
@@ -289,8 +307,13 @@ def _move(
             fields.setdefault(
                 "deadline_at", timezone.now() + timedelta(seconds=task_timeout(task)[0])
             )
+            mine = "metadata" not in fields  # else the caller's (a push's), kept as given
+            fields["metadata"] = _wait_ended(task, fields.get("metadata") or task.metadata or {})
             # The question is answered, or was not needed any more.
-            return task.start_work(f"agent reports {state} {via_text}", question=None, **fields)
+            moved = task.start_work(f"agent reports {state} {via_text}", question=None, **fields)
+            if not moved and mine:  # never written over a change that won meanwhile
+                fields.pop("metadata")
+            return moved
         if state == TaskState.WORKING and task.state != TaskState.WORKING:
             return task.start_work(f"agent reports {state} {via_text}", **fields)
     elif state in INTERRUPTED_STATES:
@@ -298,9 +321,8 @@ def _move(
             auth = state == TaskState.AUTH_REQUIRED
             return task.require_input(question_of(message, artifacts), auth=auth, **fields)
     elif state == TaskState.COMPLETED:
-        # A completion that carries no artifacts is judged on those reported before (a
-        # WORKING's, pushed or streamed ones), which it keeps: on every path alike.
-        artifacts = artifacts or list(task.artifacts or [])
+        if not artifacts:  # judged on (and keeps) those reported before, on every path
+            artifacts = _judged_on(task, message, history)
         output = task_output(artifacts, message, history)
         return _complete(task, output, artifacts, fields, via_text)
     elif state == TaskState.FAILED:

@@ -10,11 +10,18 @@ refused whole as any answer that is not A2A is on the path it came by:
 :func:`a2a.agent_updates.apply_agent_update` (polls, streams, sends, gateway frames,
 pushed Tasks and statuses) and :func:`a2a.agent_push_body.parse` (every push).
 
-A Part holds exactly one of ``text``, ``raw``, ``url``, ``data``; ``raw`` is standard
-base64 (the specification's JSON schema: ``^[A-Za-z0-9+/]*={0,2}$``, padded); ``text``,
-``url``, ``filename`` and ``mediaType`` are strings, ``metadata`` an object. A 0.3 file
-part (``file`` with ``uri`` or ``bytes``, which the face serves as ``url`` / ``raw``) is
-checked as it is served. Fields the Part does not name are left to the face.
+A Part holds exactly one of ``text``, ``raw``, ``url``, ``data``; ``raw`` is base64 as
+ProtoJSON reads bytes (what a2a-sdk 1.x clients and agents parse): the standard or the
+URL-safe alphabet, with or without padding; ``text``, ``url``, ``filename`` and
+``mediaType`` are strings, ``metadata`` an object. A 0.3 file part (``file`` with ``uri``
+or ``bytes``, which the face serves as ``url`` / ``raw``) is checked as it is served.
+Fields the Part does not name are left to the face. An answer holding text that cannot
+be stored (a NUL, a lone surrogate) fails its task instead (:func:`refuse_bad_text`).
+
+What is kept of a valid answer has its bytes in standard, padded base64
+(:func:`canonical_answer` and the others below): the face serves ``raw`` as stored, and
+the specification's JSON schema for it is ``^[A-Za-z0-9+/]*={0,2}$`` (no URL-safe
+alphabet); padded, it is the one spelling every base64 decoder reads.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from typing import Any
 
 from a2a.exceptions import A2AProtocolError
 from a2a.models import Task
+from platform_site.text import find_bad_text
 
 # The members of Part's ``content`` oneof.
 CONTENT = ("text", "raw", "url", "data")
@@ -78,12 +86,80 @@ def part_problem(part: Any) -> str | None:
 
 
 def _is_base64(value: str) -> bool:
-    """Whether ``value`` is standard, padded base64 (what a 1.0 client decodes)."""
+    """Whether ``value`` is base64 as ProtoJSON reads bytes (see :func:`canonical_base64`)."""
+    return canonical_base64(value) is not None
+
+
+def canonical_base64(value: str) -> str | None:
+    """``value`` in standard, padded base64 when it is base64 as ProtoJSON reads bytes
+    (the standard or the URL-safe alphabet, padded or not: what a2a-sdk 1.x parses);
+    None when it is not (other characters, line breaks, a length no base64 has)."""
+    text = value.replace("-", "+").replace("_", "/")
+    text += "=" * (-len(text) % 4)
     try:
-        base64.b64decode(value, validate=True)
+        base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):  # not the alphabet, bad padding, not ASCII
-        return False
-    return True
+        return None
+    return text
+
+
+# Where a part holds bytes: ``raw``, and a 0.3 file's (JSON-RPC, then REST binding names).
+_FILE_BYTES = ("bytes", "fileWithBytes")
+
+
+def _canonical_part(part: Any) -> Any:
+    """``part`` with its bytes in standard, padded base64: a copy when that changes it,
+    else ``part`` itself. A value that is not base64 is left (it is refused, not kept)."""
+    if not isinstance(part, dict):
+        return part
+    raw = part.get("raw")
+    if isinstance(raw, str) and (fixed := canonical_base64(raw)) not in (None, raw):
+        part = {**part, "raw": fixed}
+    file = part.get("file")
+    if isinstance(file, dict):
+        changed = {
+            key: fixed
+            for key in _FILE_BYTES
+            if isinstance(file.get(key), str)
+            and (fixed := canonical_base64(file[key])) not in (None, file[key])
+        }
+        if changed:
+            part = {**part, "file": {**file, **changed}}
+    return part
+
+
+def _canonical_parts(holder: Any) -> Any:
+    """A Message or an Artifact with its parts' bytes in standard, padded base64 (a copy
+    when one changes, else ``holder`` itself)."""
+    parts = holder.get("parts") if isinstance(holder, dict) else None
+    if not isinstance(parts, list):
+        return holder
+    fixed = [_canonical_part(part) for part in parts]
+    if all(new is old for new, old in zip(fixed, parts, strict=True)):
+        return holder
+    return {**holder, "parts": fixed}
+
+
+def canonical_message(message: Any) -> Any:
+    """``message`` as it is kept: its parts' bytes in standard, padded base64."""
+    return _canonical_parts(message)
+
+
+def canonical_artifacts(artifacts: Any) -> Any:
+    """``artifacts`` as they are kept: their parts' bytes in standard, padded base64."""
+    if not isinstance(artifacts, list):
+        return artifacts
+    fixed = [_canonical_parts(artifact) for artifact in artifacts]
+    return artifacts if all(n is o for n, o in zip(fixed, artifacts, strict=True)) else fixed
+
+
+def canonical_answer(status: Any, artifacts: Any) -> tuple[Any, Any]:
+    """An answer's status (its message) and artifacts as they are kept."""
+    if isinstance(status, dict) and isinstance(status.get("message"), dict):
+        message = canonical_message(status["message"])
+        if message is not status["message"]:
+            status = {**status, "message": message}
+    return status, canonical_artifacts(artifacts)
 
 
 def parts_problem(parts: Any, where: str) -> BadPart | None:
@@ -134,3 +210,22 @@ def refuse(task: Task, bad: BadPart | None) -> None:
         "the answer was not applied.",
         {"part": bad.where, "problem": bad.what},
     )
+
+
+def refuse_bad_text(
+    task: Task, status: dict[str, Any], artifacts: Any, remote: dict[str, Any] | None
+) -> bool:
+    """Fail the task (``output_invalid``, once) if the agent's answer holds a NUL or a lone
+    surrogate, which cannot be stored (PostgreSQL) or passed on. Nothing of the answer is
+    stored; a re-send would only bring the same answer back. True when it was refused."""
+    bad = find_bad_text({"status": status, "artifacts": artifacts or [], "task": remote or {}})
+    if bad is None:
+        return False
+    if not task.is_terminal:
+        task.fail(
+            "output_invalid",
+            f"Agent '{task.agent_id}' answered with {bad.what} in {bad.where}, which the "
+            "platform cannot store or pass on; the answer was discarded.",
+            {"field": bad.where, "problem": bad.what},
+        )
+    return True

@@ -216,9 +216,10 @@ def _message_id(message: Any) -> Any:
 
 def is_quiet(task: Task, reply: transports.AgentReply) -> bool:
     """Whether the answer says nothing new: same state, same status message, no new
-    artifacts, same agent task."""
+    artifacts, same agent task, and no error of an earlier poll on the task (an answer
+    clears it, and a refused credential's in the agent's health: :func:`_apply_one`)."""
     remote = reply.task
-    if not isinstance(remote, dict) or reply.message is not None:
+    if not isinstance(remote, dict) or reply.message is not None or task.error:
         return False
     status = remote.get("status") or {}
     if normalize_state(status.get("state")) != task.state:
@@ -249,7 +250,12 @@ def _apply_one(polled: Polled) -> None:
             _failed(polled)
             return
         assert polled.reply is not None
-        if task.error:
+        if task.error:  # an earlier poll error: the agent answers again
+            if follow_policy.auth_refused(task):
+                # The credential works again: the agent's health says so too, as after a
+                # single poll (agent_calls.poll); else it stayed unhealthy (unreachable
+                # in matching, no "agent back") until some other call succeeded.
+                agent_answers.outcome(task, None)
             task.note(error=None, if_state=task.state)
         # An answer about another agent task is refused before its status time is taken
         # for a change the listings missed (which moves the agent's cursor).
