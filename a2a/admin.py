@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
+from django.contrib.admin.views.main import ORDER_VAR
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -23,6 +25,7 @@ from a2a import services
 from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.states import INTERRUPTED_STATES, TERMINAL_STATES
+from a2a.task_actions import QuestionChanged
 from a2a.task_page import page_context
 from a2a.wire import said_text
 from agent_profiles.models import AgentProfile, AgentStatus
@@ -41,7 +44,15 @@ class OptionalJSONField(TextRuleJSONField):
 
 class ReplyForm(forms.Form):
     """The answer to an agent's question: text, JSON data, or both. Both fields hold to the
-    text rule of ``POST /api/tasks/{id}/reply`` (:mod:`platform_site.admin_forms`)."""
+    text rule of ``POST /api/tasks/{id}/reply`` (:mod:`platform_site.admin_forms`).
+
+    ``asked`` says which question it answers (when it was asked: :func:`asked_token`), so
+    a form left open while the task was answered elsewhere and the agent asked again is
+    not sent as the answer to the new question. A post without it (a script) is not
+    checked, as the REST API's reply is not.
+    """
+
+    asked = forms.CharField(widget=forms.HiddenInput, required=False)
 
     text = TextRuleCharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 80}), required=False)
     data = OptionalJSONField(
@@ -49,6 +60,18 @@ class ReplyForm(forms.Form):
         help_text='Optional JSON object sent as a data part, e.g. {"market": "EU"}.',
         widget=forms.Textarea(attrs={"rows": 2, "cols": 80}),
     )
+
+    def clean_asked(self) -> datetime | None:
+        """The question's time as the form carries it (ISO 8601), None when absent."""
+        value = self.cleaned_data.get("asked") or ""
+        if not value:
+            return None
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            raise forms.ValidationError(
+                "The form does not say which question it answers: open the task again."
+            ) from None
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -59,8 +82,22 @@ class ReplyForm(forms.Form):
         return cleaned
 
 
+def asked_token(task: Task) -> str:
+    """Which question a reply form answers: when the task came to wait for it (each new
+    question, or the same one asked again after an answer, is a new transition)."""
+    return task.state_changed_at.isoformat()
+
+
+def reply_form(task: Task, data: Any = None) -> ReplyForm:
+    """The reply form for the question ``task`` asks now (bound to ``data`` when given)."""
+    return ReplyForm(data, initial={"asked": asked_token(task)})
+
+
 # The task page's buttons, all off: for users who may view tasks but not change them.
 NO_BUTTONS = {"can_cancel": False, "can_retry": False, "can_reassign": False}
+
+# Refusals a list action names in its one warning; the rest are counted.
+REFUSALS_SHOWN = 3
 
 
 def is_uuid(text: str) -> bool:
@@ -83,7 +120,8 @@ class WaitingFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Task]) -> QuerySet[Task]:
         if self.value() == "yes":
-            return queryset.filter(state__in=INTERRUPTED_STATES).order_by("state_changed_at")
+            # Longest waiting first: TaskAdmin.get_ordering (the list re-orders the rows).
+            return queryset.filter(state__in=INTERRUPTED_STATES)
         if self.value() == "running":
             return queryset.exclude(state__in=INTERRUPTED_STATES).exclude(state__in=TERMINAL_STATES)
         return queryset
@@ -114,6 +152,13 @@ class TaskAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # tasks are created through the API, with validation and matching
+
+    def get_ordering(self, request: HttpRequest) -> list[str]:
+        """The inbox (``?waiting=yes``) lists the longest waiting first, unless a column
+        is clicked; the changelist orders by this, over any order a filter gave."""
+        if request.GET.get(WaitingFilter.parameter_name) == "yes" and ORDER_VAR not in request.GET:
+            return ["state_changed_at"]
+        return list(super().get_ordering(request))
 
     # --- list columns -------------------------------------------------------------------
 
@@ -184,7 +229,7 @@ class TaskAdmin(admin.ModelAdmin):
             "title": f"Task {task.pk}",
             "subtitle": None,
             "opts": self.model._meta,
-            "reply_form": ReplyForm(),
+            "reply_form": reply_form(task),
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/a2a/task/detail.html", context)
@@ -205,15 +250,26 @@ class TaskAdmin(admin.ModelAdmin):
     # --- actions --------------------------------------------------------------------
 
     def _each(self, request: HttpRequest, tasks: QuerySet[Task], verb: str, fn: Any) -> None:
-        done = 0
+        """Run ``fn`` on each task; the refusals in one message (a message each, over
+        thousands of ended tasks selected, filled the session)."""
+        done, refused = 0, []
         for task in tasks.select_related("skill", "agent"):
             try:
                 fn(task)
                 done += 1
             except PlatformError as exc:
-                self.message_user(request, f"{task.id}: {exc.message}", messages.WARNING)
+                refused.append(exc.message)
         if done:
             self.message_user(request, f"{verb} {done} task(s).", messages.SUCCESS)
+        if refused:
+            shown = " ".join(refused[:REFUSALS_SHOWN])
+            more = len(refused) - REFUSALS_SHOWN
+            tail = f" And {more} more." if more > 0 else ""
+            self.message_user(
+                request,
+                f"{len(refused)} task(s) not {verb.lower()}: {shown}{tail}",
+                messages.WARNING,
+            )
 
     # Both change tasks: offered only to users who may change them, as the task page's
     # buttons (``_task_for``) require; a view-only staff user sees no action.
@@ -286,7 +342,7 @@ class TaskAdmin(admin.ModelAdmin):
         if isinstance(task, HttpResponse):
             return task
         change_url = reverse("admin:a2a_task_change", args=[task.pk])
-        form = ReplyForm(request.POST or None)
+        form = reply_form(task, request.POST or None)
         if request.method == "POST" and form.is_valid():
             data = form.cleaned_data.get("data")
             try:
@@ -295,7 +351,10 @@ class TaskAdmin(admin.ModelAdmin):
                     text=form.cleaned_data.get("text") or None,
                     data=data if isinstance(data, dict) else None,
                     by=request.user,
+                    asked_at=form.cleaned_data.get("asked"),
                 )
+            except QuestionChanged as exc:
+                return self.asked_again(request, task, exc)
             except PlatformError as exc:
                 self.message_user(request, exc.message, messages.ERROR)
             else:
@@ -312,6 +371,17 @@ class TaskAdmin(admin.ModelAdmin):
             "change_url": change_url,
         }
         return TemplateResponse(request, "admin/a2a/task/reply.html", context)
+
+    def asked_again(self, request: HttpRequest, task: Task, exc: QuestionChanged) -> HttpResponse:
+        """A reply to a question the agent no longer asks: nothing was sent. The task page
+        again, with the new question to read and the answer as typed (nothing lost), its
+        form now answering the new question."""
+        task.refresh_from_db()
+        self.message_user(request, exc.message, messages.WARNING)
+        data = request.POST.copy()
+        data["asked"] = asked_token(task)
+        again = {"reply_form": ReplyForm(data)}
+        return self.change_view(request, str(task.pk), extra_context=again)
 
 
 @admin.register(AgentListing)
@@ -335,8 +405,13 @@ class AgentListingAdmin(admin.ModelAdmin):
         return False
 
 
-console.add_dashboard_panel("tasks", task_console.dashboard_panel, order=10)
-console.add_agent_panel("tasks", task_console.agent_panel, order=20)
+# Task figures, only for users who may view tasks (the list answers others 403).
+console.add_dashboard_panel(
+    "tasks", task_console.dashboard_panel, order=10, permissions=task_console.PANEL_PERMISSIONS
+)
+console.add_agent_panel(
+    "tasks", task_console.agent_panel, order=20, permissions=task_console.PANEL_PERMISSIONS
+)
 
 # The A2A face's push notification configs and deliveries.
 from a2a.face import admin as face_admin  # noqa: E402, F401

@@ -19,6 +19,9 @@ from django.utils import timezone
 from a2a.models import Task
 from a2a.states import INTERRUPTED_STATES, RETRYABLE_STATES, TaskState
 
+# What a user needs to see the panels (they show tasks): as the task list asks.
+PANEL_PERMISSIONS = ("a2a.view_task",)
+
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -33,6 +33,11 @@ log = logging.getLogger(__name__)
 # --- people acting on tasks -----------------------------------------------------------
 
 
+class QuestionChanged(InvalidTransition):
+    """A reply written for a question the agent no longer asks (409): it asked another
+    one meanwhile (or asked again), so the answer would land on a question nobody read."""
+
+
 def reply_to_task(
     task: Task,
     *,
@@ -40,13 +45,16 @@ def reply_to_task(
     data: dict[str, Any] | None = None,
     message: dict[str, Any] | None = None,
     by: Any = None,
+    asked_at: datetime | None = None,
 ) -> Task:
     """Answer the agent's question: a new message on the same task and context.
 
     Only for a task in INPUT_REQUIRED / AUTH_REQUIRED (else 409). The task goes back to
     WORKING and the answer is delivered by :func:`deliver_followup`; polling resumes. An
     answer to a framework that resumes only on its own shape is wrapped in it
-    (:mod:`a2a.answer_shapes`).
+    (:mod:`a2a.answer_shapes`). ``asked_at``: when the question the person read was asked
+    (the task's ``state_changed_at`` as they saw it); a task that moved since (answered
+    elsewhere and asked again) is not answered: :class:`QuestionChanged`.
     """
     if task.state not in INTERRUPTED_STATES:
         raise InvalidTransition(
@@ -76,6 +84,10 @@ def reply_to_task(
         outbound = data_as_text(outbound)
     who = getattr(by, "username", None) or str(by or "a person")
     with transaction.atomic():
+        if asked_at is not None and not _still_asking(task, asked_at):
+            raise QuestionChanged(
+                "The agent asked something else meanwhile: read its new question."
+            )
         moved = task.transition(
             TaskState.WORKING,
             f"{who} replied",
@@ -88,6 +100,21 @@ def reply_to_task(
         record_message(task, Direction.TO_AGENT, outbound)
         deliver_followup(task, "reply", outbound)
     return task
+
+
+def _still_asking(task: Task, asked_at: datetime) -> bool:
+    """Whether the task still waits on the question asked at ``asked_at``. The row stays
+    locked until the caller's transaction ends (on SQLite its ``IMMEDIATE`` transaction
+    holds the write lock), so no reply and new question slip in before the reply's
+    transition: the transition's compare-and-set on the state alone would not see a task
+    that was answered and asked again (the same state)."""
+    row = (
+        Task.objects.select_for_update()
+        .filter(pk=task.pk)
+        .values_list("state", "state_changed_at")
+        .first()
+    )
+    return row is not None and row[0] in INTERRUPTED_STATES and row[1] == asked_at
 
 
 def cancel_task(task: Task, *, by: Any = None, reason: str = "") -> Task:

@@ -8,8 +8,9 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.auth import get_permission_codename
+from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from a2a.models import Task
@@ -45,8 +46,18 @@ def _add_online_column() -> None:
 
 
 _add_online_column()
-console.add_dashboard_panel("gateway", gateway_console.dashboard_panel, order=30)
-console.add_agent_panel("gateway", gateway_console.agent_panel, order=30)
+console.add_dashboard_panel(
+    "gateway",
+    gateway_console.dashboard_panel,
+    order=30,
+    permissions=gateway_console.DASHBOARD_PERMISSIONS,
+)
+console.add_agent_panel(
+    "gateway",
+    gateway_console.agent_panel,
+    order=30,
+    permissions=gateway_console.AGENT_PANEL_PERMISSIONS,
+)
 
 
 def _age(since: Any) -> str:
@@ -62,12 +73,41 @@ def may(request: HttpRequest, action: str, model: type[Model]) -> bool:
 
 
 class ViewOnly(admin.ModelAdmin):
-    """Rows the gateway writes: shown, never edited (no Save buttons). Their actions run
-    for users holding the model's change permission (``has_change_permission`` is always
-    False here, so it cannot be what the actions check)."""
+    """Rows the gateway writes: shown, never edited (no Save buttons) nor deleted. Their
+    actions run for users holding the model's change permission (``has_change_permission``
+    is always False here, so it cannot be what the actions check)."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    # No delete here: a deleted delivery strands its task, left waiting on the offline
+    # transport, which the deadline sweep leaves to the delivery's own expiry, gone with
+    # the row. Requeue and Cancel are the ways out. The delete permission itself stays:
+    # deleting a task, or an agent (its connections), takes its rows with it, and
+    # Django refuses those deletes to a user who may not delete the rows they cascade to.
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        """The list's actions, without Django's "Delete selected"."""
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """A row's delete page: refused (403), as its page offers no Delete link."""
+        raise PermissionDenied
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """A row's page, without the Delete link."""
+        extra_context = {**(extra_context or {}), "show_delete": False}
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

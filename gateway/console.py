@@ -15,6 +15,11 @@ from agent_profiles.models import AgentProfile, AgentStatus, HealthStatus
 from gateway import presence
 from gateway.models import OfflineTask, Presence
 
+# Who may see the dashboard's panel: it names agents (their pages) and the offline queue.
+DASHBOARD_PERMISSIONS = ("agent_profiles.view_agentprofile", "gateway.view_offlinetask")
+# An agent page's panel: its gateway connections and its offline queue.
+AGENT_PANEL_PERMISSIONS = ("gateway.view_presence", "gateway.view_offlinetask")
+
 
 def agents_stats() -> dict[str, Any]:
     """Active agents: on the gateway now, unhealthy, and unreachable (neither on the

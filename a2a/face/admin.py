@@ -7,9 +7,14 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
+from django.forms import ModelForm
 from django.http import HttpRequest
 
 from a2a.models import PushDelivery, PushNotificationConfig
+
+# A webhook enabled again by a person starts afresh: no failures counted towards being
+# disabled again (``A2A_PUSH_DISABLE_AFTER``), no reason left from the last time.
+ENABLED_AGAIN: dict[str, Any] = {"enabled": True, "consecutive_failures": 0, "disabled_reason": ""}
 
 
 class PushDeliveryInline(admin.TabularInline):
@@ -63,8 +68,18 @@ class PushNotificationConfigAdmin(admin.ModelAdmin):
     def enable_again(
         self, request: HttpRequest, queryset: QuerySet[PushNotificationConfig]
     ) -> None:
-        count = queryset.update(enabled=True, consecutive_failures=0, disabled_reason="")
+        count = queryset.update(**ENABLED_AGAIN)
         self.message_user(request, f"{count} webhook(s) enabled.", messages.SUCCESS)
+
+    def save_model(
+        self, request: HttpRequest, obj: PushNotificationConfig, form: ModelForm, change: bool
+    ) -> None:
+        """Ticking "enabled" on a disabled webhook's page enables it as the list's action
+        does: else its old failure count stood, and one failure disabled it again."""
+        if change and "enabled" in form.changed_data and obj.enabled:
+            for name, value in ENABLED_AGAIN.items():
+                setattr(obj, name, value)
+        super().save_model(request, obj, form, change)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # clients create configs through the A2A face
