@@ -11,8 +11,8 @@ import pytest
 from django.urls import reverse
 from django.utils.html import escape
 
-from a2a.admin import ReplyForm
 from a2a.models import Task
+from a2a.reply_form import ReplyForm
 from a2a.states import TaskState
 
 pytestmark = pytest.mark.django_db
