@@ -35,7 +35,7 @@ from a2a.states import ACTIVE_STATES, NextAction, Transport
 from a2a.task_actions import handle_send_failure
 from a2a.transports import AgentReply
 from a2a.transports.answers import AgentErrorEvent
-from a2a.transports.shapes import task_copy
+from a2a.transports.stream_view import task_copy
 from agent_profiles.interfaces import CallTarget
 
 log = logging.getLogger(__name__)

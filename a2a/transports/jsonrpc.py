@@ -25,7 +25,7 @@ from a2a.exceptions import (
     A2ATransientError,
     A2AUnsupportedOperation,
 )
-from a2a.transports import answers, http, shapes
+from a2a.transports import answers, http, shapes, stream_view
 from a2a.transports.base import (
     AgentReply,
     AgentTransport,
@@ -231,7 +231,7 @@ class JsonRpcTransport(AgentTransport):
         deadline = time.monotonic() + (timeout if total is None else total)
         request_id, body = self._request(operation, params)
         method = body["method"]
-        view = shapes.StreamView()
+        view = stream_view.StreamView()
         with http.open_stream(
             self.target, "POST", self._url(), body, operation=operation, timeout=timeout
         ) as response:
@@ -256,7 +256,7 @@ class JsonRpcTransport(AgentTransport):
                     yield AgentReply(task=task, agent_time=began)
 
     def _event_result(
-        self, data: str, request_id: str, method: str, view: shapes.StreamView
+        self, data: str, request_id: str, method: str, view: stream_view.StreamView
     ) -> Any:
         """One event's ``result``. Its JSON-RPC ``error`` (a2a-sdk sends one when its
         executor raises) is raised as it is before the stream named its task (the call's

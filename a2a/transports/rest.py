@@ -17,7 +17,7 @@ from urllib.parse import quote, urlencode
 import httpx
 
 from a2a.exceptions import A2ACallError, A2APermanentError
-from a2a.transports import answers, credentials, http, shapes
+from a2a.transports import answers, credentials, http, shapes, stream_view
 from a2a.transports.base import (
     AgentReply,
     AgentTransport,
@@ -147,7 +147,7 @@ class RestTransport(AgentTransport):
         total: float | None = None,
     ) -> Iterator[AgentReply]:
         deadline = time.monotonic() + (timeout if total is None else total)
-        view = shapes.StreamView()
+        view = stream_view.StreamView()
         with http.open_stream(
             self.target, method, url, body, operation=operation, timeout=timeout
         ) as response:
@@ -167,7 +167,7 @@ class RestTransport(AgentTransport):
         method: str,
         url: str,
         operation: str,
-        view: shapes.StreamView,
+        view: stream_view.StreamView,
         until: float | None,
         deadline: float,
     ) -> Iterator[Any]:

@@ -23,7 +23,7 @@ from a2a.models import Task
 from a2a.states import TaskState
 from a2a.transports.answers import AgentErrorEvent, iter_events
 from a2a.transports.rest import RestTransport
-from a2a.transports.shapes import StreamView, task_copy
+from a2a.transports.stream_view import StreamView, task_copy
 from a2a.wire import artifacts_bytes
 from agent_profiles.interfaces import CallTarget
 from tests.support.peers import run_peer

@@ -13,7 +13,7 @@ from a2a.exceptions import (
     A2ATransientError,
     A2AUnsupportedOperation,
 )
-from a2a.transports import shapes, transport_for
+from a2a.transports import shapes, stream_view, transport_for
 from a2a.transports.base import send_params
 from a2a.transports.jsonrpc import JsonRpcTransport, rpc_error
 from a2a.transports.rest import RestTransport
@@ -130,7 +130,7 @@ def test_a_sends_push_config_has_each_bindings_and_versions_name(
 
 
 def test_stream_events_fold_into_one_task() -> None:
-    view = shapes.StreamView()
+    view = stream_view.StreamView()
     assert view.apply("status", {"taskId": "t", "status": {"state": "working"}})["status"] == {
         "state": "TASK_STATE_WORKING"
     }
@@ -165,7 +165,7 @@ def test_a_10_stream_with_03_update_events_is_read() -> None:
             "final": True,
         },
     ]
-    view = shapes.StreamView()
+    view = stream_view.StreamView()
     for event in events:
         task = view.apply(*shapes.read_stream_event(event, v03=False, rest=False))
     assert task is not None
@@ -182,7 +182,7 @@ def test_artifacts_streamed_before_any_status_are_held_only_up_to_the_cap(
     """They are applied (and capped with the task's) once a status comes; until then the
     stream's view holds them, so it refuses to hold more than the cap."""
     settings.TASK_ARTIFACTS_MAX_BYTES = 500
-    view = shapes.StreamView()
+    view = stream_view.StreamView()
     chunk = {"artifactId": "a", "parts": [{"text": "x" * 200}]}
     assert view.apply("artifact", {"taskId": "t", "artifact": chunk}) is None
     assert view.apply("artifact", {"taskId": "t", "append": True, "artifact": chunk}) is None
