@@ -30,15 +30,10 @@ from django.db import connection, transaction
 
 from a2a import answer_parts, rows
 from a2a.agent_push_body import Push, status_time
-from a2a.agent_updates import (
-    apply_agent_update,
-    message_key,
-    record_message,
-    refuse_oversize_artifacts,
-    reported_artifacts,
-)
+from a2a.agent_updates import apply_agent_update, record_message, refuse_oversize_artifacts
 from a2a.hints import queue_processing
 from a2a.models import Direction, Task, TaskMessage
+from a2a.question_memory import message_key, reported_artifacts
 from a2a.states import (
     ACTIVE_STATES,
     INTERRUPTED_STATES,

@@ -13,9 +13,7 @@ is a compare-and-set on the state the caller saw.
 
 from __future__ import annotations
 
-import hashlib
-import json
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -25,6 +23,7 @@ from a2a import answer_parts, lookups, observe, remote_ids
 from a2a.exceptions import A2AProtocolError
 from a2a.hints import queue_processing
 from a2a.models import Direction, Task, TaskMessage
+from a2a.question_memory import asked_again, judged_on, message_key, wait_ended
 from a2a.states import (
     ACTIVE_STATES,
     INTERRUPTED_STATES,
@@ -41,16 +40,6 @@ from a2a.wire import (
     task_output,
 )
 from agent_profiles.interfaces import call_target
-
-
-def message_key(message: dict[str, Any]) -> str:
-    """What a message is kept under in its task's conversation: its messageId, or a digest
-    of its content when it has none."""
-    message_id = message.get("messageId")
-    if not isinstance(message_id, str) or not message_id:
-        digest = hashlib.sha256(json.dumps(message, sort_keys=True).encode()).hexdigest()
-        message_id = f"sha256:{digest[:40]}"
-    return message_id[:200]
 
 
 def record_message(task: Task, direction: str, message: dict[str, Any]) -> TaskMessage | None:
@@ -119,10 +108,11 @@ def apply_agent_update(
     ``output_invalid`` with the errors); FAILED/REJECTED/CANCELED → the matching verb.
     An update that carries no artifacts keeps those stored: a COMPLETED without any (an
     a2a-sdk ``TaskUpdater`` adds its artifact, then completes) is judged on the artifacts
-    the agent reported before, not on a question's (:func:`reported_artifacts`). News
-    about a task that already ended is recorded (conversation, remote ids) and otherwise
-    ignored. Raises :class:`A2AProtocolError` for a status we cannot read, and, before
-    anything is applied, for an answer about another agent task than the one the task
+    the agent reported before, not on a question's
+    (:func:`a2a.question_memory.reported_artifacts`). News about a task that already
+    ended is recorded (conversation, remote ids) and otherwise ignored. Raises
+    :class:`A2AProtocolError` for a status we cannot read, and, before anything is
+    applied, for an answer about another agent task than the one the task
     follows or with an id longer than the platform keeps
     (:func:`a2a.remote_ids.remote_fields`), and for one holding a part that is not an A2A
     1.0 Part (:mod:`a2a.answer_parts`: served again, it would make the caller's whole task
@@ -160,7 +150,7 @@ def apply_agent_update(
     if task.is_terminal:
         _update(task, _after_the_end(fields))
         return task
-    if state in INTERRUPTED_STATES and task.state in ACTIVE_STATES and _asked_again(task, status):
+    if state in INTERRUPTED_STATES and task.state in ACTIVE_STATES and asked_again(task, status):
         # A question a person already answered, reported again before the agent took the
         # answer in (0.3 agents answer a non-blocking reply with the task as it was):
         # stale news, not a new question (nor the status message of the task now).
@@ -173,82 +163,6 @@ def apply_agent_update(
         # but what the agent told us (its task id above all) is kept.
         _update(task, _after_the_end(fields) if task.is_terminal else fields)
     return task
-
-
-# metadata: the keys (message_key) of the questions a person answered, the last few,
-# written with the reply's transition (:func:`answered`); digests of the artifacts the
-# task held when its last wait for a person ended (a reply, or the agent going on from
-# AUTH_REQUIRED by itself): its questions' (:func:`reported_artifacts`).
-ANSWERED = "answeredQuestions"
-ANSWERED_KEPT = 10
-ASKED_WITH = "questionArtifacts"
-
-
-def answered(task: Task) -> dict[str, Any]:
-    """The task's metadata with its question marked answered (a person's reply), and the
-    artifacts it holds marked as the question's (:func:`reported_artifacts`)."""
-    metadata = _wait_ended(task, dict(task.metadata or {}))
-    question_id = message_key(task.question) if isinstance(task.question, dict) else None
-    ids = [i for i in metadata.get(ANSWERED) or [] if i != question_id]
-    metadata[ANSWERED] = ([*ids, question_id] if question_id else ids)[-ANSWERED_KEPT:]
-    return metadata
-
-
-def _digest(artifact: Any) -> str:
-    return hashlib.sha256(json.dumps(artifact, sort_keys=True).encode()).hexdigest()[:24]
-
-
-def _wait_ended(task: Task, metadata: dict[str, Any]) -> dict[str, Any]:
-    """``metadata`` with the artifacts the task holds marked as its questions' (100 kept)."""
-    return {**metadata, ASKED_WITH: [_digest(a) for a in (task.artifacts or [])[:100]]}
-
-
-def reported_artifacts(task: Task) -> list[Any]:
-    """The stored artifacts a COMPLETED without any is judged on: those reported since
-    the task's last wait for a person ended (with a WORKING, pushed or streamed: a2a-sdk's
-    ``TaskUpdater`` adds its artifact, then completes). Not a question's: LangGraph's
-    server asks with an ``Interrupt`` artifact, and completes after the reply with none,
-    its result in the status message or history; judged on the question, it failed."""
-    asked = set((task.metadata or {}).get(ASKED_WITH) or [])
-    return [a for a in task.artifacts or [] if _digest(a) not in asked]
-
-
-def _judged_on(task: Task, message: Any, history: Any) -> list[Any]:
-    """What a COMPLETED without artifacts is judged on (and keeps): those reported since
-    the last question; all stored, a question's too, when neither these nor the message
-    or history hold an output (a result made, a confirmation asked, then completed)."""
-    fresh = reported_artifacts(task)
-    if len(fresh) == len(task.artifacts or []) or task_output(fresh, message, history) is not None:
-        return fresh
-    return list(task.artifacts)
-
-
-def _asked_again(task: Task, status: dict[str, Any]) -> bool:
-    """Whether an interrupted status reports a question a person already answered, before
-    the agent took the answer in (a 0.3 agent answers a non-blocking reply with the task as
-    it was; a listing's overlap shows the question again): that question's message, or,
-    with no message, a status older than the reply. Not a message the agent merely sent
-    before (ADK reports its question's message with a WORKING status first, then asks
-    with the same message: that is the question, not a repeat)."""
-    ids = (task.metadata or {}).get(ANSWERED)
-    if ids is None:  # never answered: nothing to repeat
-        return False
-    message = status.get("message")
-    if isinstance(message, dict):
-        return message_key(message) in ids
-    return _before(status, task.state_changed_at)
-
-
-def _before(status: dict[str, Any], moment: Any) -> bool:
-    """Whether the status's own timestamp is older than ``moment`` (False without one)."""
-    raw = status.get("timestamp")
-    if not isinstance(raw, str) or moment is None:
-        return False
-    try:
-        stamp = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    return stamp.tzinfo is not None and stamp <= moment
 
 
 def refuse_oversize_artifacts(task: Task, artifacts: Any) -> int | None:
@@ -308,7 +222,7 @@ def _move(
                 "deadline_at", timezone.now() + timedelta(seconds=task_timeout(task)[0])
             )
             mine = "metadata" not in fields  # else the caller's (a push's), kept as given
-            fields["metadata"] = _wait_ended(task, fields.get("metadata") or task.metadata or {})
+            fields["metadata"] = wait_ended(task, fields.get("metadata") or task.metadata or {})
             # The question is answered, or was not needed any more.
             moved = task.start_work(f"agent reports {state} {via_text}", question=None, **fields)
             if not moved and mine:  # never written over a change that won meanwhile
@@ -322,7 +236,7 @@ def _move(
             return task.require_input(question_of(message, artifacts), auth=auth, **fields)
     elif state == TaskState.COMPLETED:
         if not artifacts:  # judged on (and keeps) those reported before, on every path
-            artifacts = _judged_on(task, message, history)
+            artifacts = judged_on(task, message, history)
         output = task_output(artifacts, message, history)
         return _complete(task, output, artifacts, fields, via_text)
     elif state == TaskState.FAILED:

@@ -32,14 +32,13 @@ from a2a.creation import (
     NewTask,
     active_skill,
     build,
-    caller_tasks,
     check_input,
-    check_same,
     choose_agent,
     create_task,
     foreign_key_violation,
     insert,
 )
+from a2a.idempotency import caller_tasks, check_same
 from a2a.models import Task
 from platform_site.errors import PlatformError, outage_error
 

@@ -30,6 +30,7 @@ from django.utils import timezone
 from a2a import lookups, observe
 from a2a.exceptions import InputInvalid, UnknownAgent, UnknownSkill
 from a2a.hints import claim_at_birth, queue_processing_many, start_born
+from a2a.idempotency import existing_task, same_request, signed_in
 from a2a.models import Direction, Task, TaskEvent, TaskMessage
 from a2a.states import NextAction, Transport
 from a2a.wire import relay_message, schema_errors, user_message
@@ -37,7 +38,6 @@ from agent_profiles.matching import match_agent
 from agent_profiles.models import AgentProfile, Skill
 from platform_site import combined
 from platform_site.compiled_writes import insert_rows
-from platform_site.errors import Conflict
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +71,6 @@ def register_gateway_hand_off(func: GatewayHandOff | None) -> None:
 # ``referenceTaskIds`` to that agent's own task ids): given the agent's id and the message,
 # the message to store and send, and more task metadata.
 ForAgent = Callable[[str, dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]]
-
-
-def _user_id(user: Any) -> Any:
-    return user if user is not None and getattr(user, "is_authenticated", False) else None
 
 
 # --- creation -----------------------------------------------------------------------
@@ -146,61 +142,6 @@ def _refusal(skill: Skill, agent_id: str) -> UnknownAgent:
     )
 
 
-def caller_tasks(user: Any, agent_caller: Any) -> Any:
-    """The tasks whose idempotency keys the caller owns (None for an anonymous caller)."""
-    if agent_caller is not None:
-        return Task.objects.filter(created_by_agent=agent_caller)
-    if _user_id(user) is not None:
-        return Task.objects.filter(created_by=user)
-    return None
-
-
-def _existing(user: Any, agent_caller: Any, key: str) -> Task | None:
-    tasks = caller_tasks(user, agent_caller) if key else None
-    return tasks.filter(idempotency_key=key).first() if tasks is not None else None
-
-
-def same_request(task: Task, skill_id: str, data: Any, agent_id: str | None) -> Task:
-    """An idempotent repeat must ask for the same thing; else 409 (the key was reused).
-
-    Returns ``task`` marked ``created = False``.
-    """
-    check_same(task, skill_id, data, agent_id)
-    task.created = False  # type: ignore[attr-defined]
-    return task
-
-
-def check_same(task: Task, skill_id: str, data: Any, agent_id: str | None) -> None:
-    """409 ``idempotency_conflict`` unless the repeat asks for what ``task`` was made for."""
-    if task.skill_id != skill_id or (data is not None and task.input != data):
-        raise Conflict(
-            "This idempotencyKey was already used for a different task "
-            f"({task.id}, skill '{task.skill_id}'). Use a new key for a new task.",
-            {"taskId": str(task.id)},
-            code="idempotency_conflict",
-        )
-    first = first_agent(task)
-    if agent_id and first != agent_id:
-        since = "" if first == task.agent_id else f" (reassigned since to '{task.agent_id}')"
-        raise Conflict(
-            f"This idempotencyKey was already used for a task sent to agent '{first}'{since}.",
-            {"taskId": str(task.id)},
-            code="idempotency_conflict",
-        )
-
-
-def first_agent(task: Task) -> str:
-    """The agent ``task`` was created for (a caller naming its agent got exactly that one):
-    a repeat is compared with it, not with where a person moved the task since; each move
-    is in ``metadata.reassignments``, the first one's ``from`` is that agent."""
-    moves = (task.metadata or {}).get("reassignments")
-    if isinstance(moves, list) and moves and isinstance(moves[0], dict):
-        origin = moves[0].get("from")
-        if isinstance(origin, str) and origin:
-            return origin
-    return str(task.agent_id)
-
-
 @dataclass
 class NewTask:
     """The rows of one task about to be created: the task, its first event and message."""
@@ -249,9 +190,9 @@ def build(
         transport=Transport.A2A,
         outbound_message=outbound,
         metadata={**(metadata or {}), "match": match, "fallbacks": []},
-        created_by=_user_id(user),
+        created_by=signed_in(user),
         created_by_agent=agent_caller,
-        anonymous=_user_id(user) is None and agent_caller is None,
+        anonymous=signed_in(user) is None and agent_caller is None,
         origin=origin,
         idempotency_key=idempotency_key,
         next_action=NextAction.SEND,
@@ -350,7 +291,7 @@ def create_task(
     if validate_input:
         check_input(skill, data)
     key = (idempotency_key or "")[:200]
-    existing = _existing(user, agent_caller, key)
+    existing = existing_task(user, agent_caller, key)
     if existing is not None:
         return same_request(existing, skill.id, input, agent_id)
     for again in (False, True):
@@ -374,7 +315,7 @@ def create_task(
             _store(new)
         except IntegrityError as exc:
             # A concurrent request with the same idempotency key won the race.
-            existing = _existing(user, agent_caller, key)
+            existing = existing_task(user, agent_caller, key)
             if existing is not None:
                 return same_request(existing, skill.id, input, agent_id)
             if again or not foreign_key_violation(exc):

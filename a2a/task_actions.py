@@ -17,12 +17,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from a2a import transports
-from a2a.agent_updates import answered, record_message
+from a2a.agent_updates import record_message
 from a2a.answer_shapes import asks_in_shape, shaped_parts
 from a2a.creation import _deadline
 from a2a.exceptions import A2ACallError, A2APermanentError
 from a2a.hints import queue_processing
 from a2a.models import Direction, InvalidTransition, Task, TaskEvent, TaskMessage
+from a2a.question_memory import answered
 from a2a.states import INTERRUPTED_STATES, NextAction, TaskState, Transport
 from a2a.wire import data_as_text, relay_message, user_message
 from agent_profiles.interfaces import takes_json
