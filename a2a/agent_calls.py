@@ -34,6 +34,7 @@ from a2a import (
     agent_registry,
     agent_streams,
     holding_agents,
+    lease_keeper,
     send_gate,
     send_watch,
     transports,
@@ -48,7 +49,6 @@ from a2a.exceptions import (
 from a2a.follow_policy import (
     BLOCKING,
     FOLLOWED_BY,
-    LEASE_MARGIN,
     LIST,
     POLL,
     PUSH,
@@ -181,15 +181,14 @@ def _send(task: Task) -> None:
         counted = True
         if mode == STREAM:
             seconds = long_call_seconds(task)
-            task.extend_lease(seconds + LEASE_MARGIN)
-            agent_streams.follow_events(
-                task, target, transport.stream(message, timeout=seconds), sending=True
-            )
+            with lease_keeper.kept(task):
+                events = transport.stream(message, timeout=seconds)
+                agent_streams.follow_events(task, target, events, sending=True)
             return
         if mode == BLOCKING:
             seconds = long_call_seconds(task)
-            task.extend_lease(seconds + LEASE_MARGIN)
-            reply = transport.send(message, blocking=True, timeout=seconds)
+            with lease_keeper.kept(task):
+                reply = transport.send(message, blocking=True, timeout=seconds)
         else:
             began = time.monotonic()
             if holding_agents.holds(task):

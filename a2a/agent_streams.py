@@ -12,7 +12,7 @@ from typing import Any
 
 from django.conf import settings
 
-from a2a import agent_answers, transports
+from a2a import agent_answers, lease_keeper, transports
 from a2a.agent_updates import apply_agent_reply
 from a2a.exceptions import (
     A2AAuthError,
@@ -22,7 +22,6 @@ from a2a.exceptions import (
 )
 from a2a.follow_policy import (
     FOLLOWED_BY,
-    LEASE_MARGIN,
     STREAM,
     auth_refused,
     can_subscribe,
@@ -48,9 +47,9 @@ def follow(task: Task) -> None:
         agent_answers.cannot_follow(task, dict(task.metadata or {}))
         return
     seconds = long_call_seconds(task)
-    task.extend_lease(seconds + LEASE_MARGIN)
-    events = transports.transport_for(target).subscribe(task.remote_task_id, timeout=seconds)
-    follow_events(task, target, events, sending=False)
+    with lease_keeper.kept(task):
+        events = transports.transport_for(target).subscribe(task.remote_task_id, timeout=seconds)
+        follow_events(task, target, events, sending=False)
 
 
 def follow_events(

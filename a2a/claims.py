@@ -203,6 +203,17 @@ class TaskClaims:
         self._set({}, {"lease_until": lease})
         return lease
 
+    def renew_lease(self, held: datetime, seconds: float) -> bool:
+        """Keep a long call's claim ``seconds`` longer, only while it is still the one
+        this worker wrote (``held``): a claim that moved on (a schedule, a release,
+        another worker's claim) stands. Whether it was renewed. The task's ``updated_at``
+        stays: nothing about the task changed."""
+        lease = timezone.now() + timedelta(seconds=seconds)
+        if not self._rows().filter(pk=self.pk, lease_until=held).update(lease_until=lease):
+            return False
+        self.lease_until = lease
+        return True
+
     @classmethod
     def take_over(cls, pk: Any, lease: str) -> Task | None:
         """Take a claim handed off with its ``lease`` (an ISO time); None if it changed."""

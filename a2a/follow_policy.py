@@ -47,8 +47,6 @@ log = logging.getLogger(__name__)
 POLL, STREAM, BLOCKING, PUSH = "poll", "stream", "blocking", "push"
 LIST = agent_listing.LIST
 FOLLOWED_BY = agent_push.FOLLOWED_BY
-# Seconds a claim outlives a long call's own timeout.
-LEASE_MARGIN = 10.0
 
 
 def follow_mode(task: Task, target: CallTarget) -> str:

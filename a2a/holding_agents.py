@@ -16,9 +16,9 @@ from typing import Any
 
 from django.conf import settings
 
-from a2a import agent_registry
+from a2a import agent_registry, lease_keeper
 from a2a.exceptions import A2AAnswerLate, A2ACallError, A2AProtocolError, A2AUnsupportedOperation
-from a2a.follow_policy import LEASE_MARGIN, long_call_seconds
+from a2a.follow_policy import long_call_seconds
 from a2a.models import Task
 from a2a.states import ACTIVE_STATES
 from a2a.transports.base import AgentReply, AgentTransport
@@ -39,14 +39,14 @@ def send_held(
     """Send to an agent that holds its sends: by a stream when it streams
     (:func:`send_to_holder`), else as a send that waits for its answer as long as the
     task may take. Either way it is sent once, not again at every retry while the agent
-    works on it; the claim is extended for as long (another worker taking it over would
-    send the message again)."""
+    works on it; the claim is kept while it waits (:mod:`a2a.lease_keeper`: another
+    worker taking it over would send the message again)."""
     seconds = long_call_seconds(task)
-    task.extend_lease(seconds + LEASE_MARGIN)
     no_streaming = bool((task.metadata or {}).get("noStreaming"))
-    if push is None and task.agent.streaming and not no_streaming:
-        return send_to_holder(task, transport, message, seconds)
-    return transport.send(message, push=push, timeout=seconds)
+    with lease_keeper.kept(task):
+        if push is None and task.agent.streaming and not no_streaming:
+            return send_to_holder(task, transport, message, seconds)
+        return transport.send(message, push=push, timeout=seconds)
 
 
 def holds_sends(task: Task, target: CallTarget, exc: A2AAnswerLate) -> None:

@@ -10,7 +10,7 @@ So a send to an agent of which neither is known yet (it was never seen to answer
 task in flight, nor marked a holder) made on a thread of :mod:`a2a.local_dispatch` (where
 new tasks and replies start, in both modes) waits for its answer as long as the task may
 take. It is watched: once it has waited ``A2A_HTTP_TIMEOUT``, it becomes a long call
-where it runs (:func:`a2a.long_calls.became_long`), the task's claim is extended to cover
+where it runs (:func:`a2a.long_calls.became_long`), the task's claim is kept to cover
 the wait, the thread steps aside from the pool (:mod:`platform_site.elastic_pool`), where
 a new thread takes its place so that the threads that start tasks stay free, and the
 agent is marked a holder. A send that answers in time costs its watch, about 8 us of CPU
@@ -33,8 +33,8 @@ from typing import Any
 from django.conf import settings
 from django.db import connections
 
-from a2a import holding_agents, long_calls
-from a2a.follow_policy import LEASE_MARGIN, long_call_seconds
+from a2a import holding_agents, lease_keeper, long_calls
+from a2a.follow_policy import long_call_seconds
 from a2a.models import Task
 from a2a.transports.base import AgentReply, AgentTransport
 from platform_site import elastic_pool
@@ -112,6 +112,7 @@ def _end(watch: _Watch) -> None:
     with watch.lock:
         watch.done = True
         if watch.long:
+            lease_keeper.let_go(watch.task)
             long_calls.ended(watch.task.agent_id or "")
 
 
@@ -145,7 +146,7 @@ def _become_long(watch: _Watch) -> None:
             watch.long = True
             long_calls.became_long(task.agent_id or "")
             # The claim first: another worker taking the task over would send it again.
-            task.extend_lease(watch.seconds + LEASE_MARGIN)
+            lease_keeper.keep(task)
             watch.pool.step_aside(watch.thread)
             holding_agents.mark_holder(  # last: what the agent's next sends go by
                 task,

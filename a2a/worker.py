@@ -15,26 +15,24 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from a2a import (
     agent_calls,
     agent_streams,
+    deadlines,
     follow_policy,
     holding_agents,
+    lease_keeper,
     long_calls,
     observe,
     rows,
     send_watch,
 )
-from a2a.agent_updates import task_timeout
 from a2a.claims import lease_seconds
-from a2a.hints import queue_processing
 from a2a.models import Task
 from a2a.states import ACTIVE_STATES, NextAction, Transport
 from a2a.transports.redaction import describe_failure
@@ -51,9 +49,6 @@ MAX_INTERNAL_ERRORS = 5
 __all__ = [
     "claim",
     "claim_due",
-    "expire_overdue",
-    "fail_timeout",
-    "lease_seconds",
     "process_just_claimed",
     "process_task",
     "run_claimed",
@@ -79,79 +74,6 @@ def schedule_poll(task: Task, *, grow: bool, retry_after: float | None = None) -
     return follow_policy.schedule_poll(
         task, call_target(task.agent), grow=grow, retry_after=retry_after
     )
-
-
-def expire_overdue() -> int:
-    """Fail tasks still SUBMITTED/WORKING after their deadline.
-
-    Offline tasks (held by the gateway) too when their agent never connected to the
-    gateway and no operator set a longer ``offline_wait`` for it: never wait silently.
-    """
-    count = 0
-    for task in overdue(timezone.now())[: settings.A2A_POLL_BATCH]:
-        count += int(fail_timeout(task))
-    return count
-
-
-def overdue(now: datetime) -> QuerySet[Task]:
-    """The tasks :func:`expire_overdue` fails, the most overdue first. Read from the
-    (state, deadline_at) index: only the overdue ones, however many tasks are in flight or
-    finished (it read every task in flight, every sweep)."""
-    waits = Q(agent__gateway_seen_at__isnull=False) | Q(agent__offline_wait__isnull=False)
-    tasks = Task.objects.filter(state__in=ACTIVE_STATES, deadline_at__lt=now).exclude(
-        Q(transport=Transport.OFFLINE) & waits
-    )
-    return tasks.order_by("deadline_at").select_related("skill", "agent")
-
-
-def _timeout_text(task: Task) -> str:
-    seconds, source = task_timeout(task)
-    return f"{seconds:g} s ({source})"
-
-
-def fail_timeout(task: Task) -> bool:
-    """FAILED with code ``timeout``; the agent is asked to cancel its task. An offline task
-    fails with the agent's last answer (its code, e.g. ``agent_auth_failed``)."""
-    if task.transport == Transport.OFFLINE:
-        return _fail_offline(task)
-    fields: dict[str, Any] = {}
-    if task.remote_task_id and task.transport == Transport.A2A:
-        fields = {"next_action": NextAction.CANCEL, "next_poll_at": timezone.now()}
-    last = (task.error or {}).get("message") if isinstance(task.error, dict) else None
-    sent = bool(task.attempts or task.remote_task_id) or task.transport != Transport.A2A
-    seconds, source = task_timeout(task)
-    if sent:
-        message = (
-            f"Timed out: agent '{task.agent_id}' gave no final answer within "
-            f"{seconds:g} s ({source}); the task was {task.state}."
-        )
-    else:  # not the agent's doing: say where it waited
-        message = (
-            f"Timed out before it was sent: within {seconds:g} s ({source}) the task never "
-            f"reached agent '{task.agent_id}'. It waited for one of the agent's send slots "
-            "(A2A_AGENT_SENDS_IN_FLIGHT per worker process), for room for a long call "
-            "(A2A_LONG_CALLS_PER_AGENT, A2A_LONG_CALLS) or for a worker "
-            "(a2a_sweep_lag_seconds shows how far behind they are)."
-        )
-    if last:
-        message += f" Last error: {last}"
-    details = {"timeoutSeconds": seconds, "lastState": task.state, "sent": sent}
-    done = task.fail("timeout", message, details, **fields)
-    if done and fields:
-        queue_processing(task.pk)
-    return done
-
-
-def _fail_offline(task: Task) -> bool:
-    last = task.error if isinstance(task.error, dict) else {}
-    code = str(last.get("code") or "offline_expired")
-    answer = f" Its last answer over A2A: {last['message']}" if last.get("message") else ""
-    message = (
-        f"Agent '{task.agent_id}' did not take the task within {_timeout_text(task)}: it "
-        f"has never connected to the gateway, so the task was not kept waiting offline.{answer}"
-    )
-    details = {"lastAnswer": last or None, "waitedOffline": True}
-    return task.fail(code, message, details)
 
 
 # --- processing one claimed task --------------------------------------------------------
@@ -187,7 +109,7 @@ def _run_claimed(task: Task) -> None:
             and task.deadline_at <= timezone.now()
             and task.transport != Transport.OFFLINE
         ):
-            fail_timeout(task)
+            deadlines.time_out(task)
             return
         if task.transport != Transport.A2A:
             # The gateway carries this task now; nothing for the A2A worker to do.
@@ -259,7 +181,7 @@ def _hand_off(task: Task) -> None:
     message only delays it (the lease runs out and a later sweep claims the task again)."""
     from a2a.tasks import process
 
-    lease = task.extend_lease(follow_policy.long_call_seconds(task) + follow_policy.LEASE_MARGIN)
+    lease = task.extend_lease(lease_keeper.lease())  # till a worker keeps it for the call
     try:
         process.delay(str(task.pk), lease.isoformat())
     except Exception:
@@ -345,7 +267,7 @@ def sweep() -> dict[str, int]:
     """
     from a2a import agent_listing
 
-    expired = expire_overdue()
+    expired = deadlines.expire_overdue()
     listed = agent_listing.list_due()
     polled = _poll_batches()
     width = max(1, settings.A2A_POLL_CONCURRENCY)

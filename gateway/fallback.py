@@ -66,7 +66,7 @@ def fall_back(task: Task, error: A2ACallError | None) -> Task:
 def _bound_offline_wait(task: Task) -> None:
     """Never wait silently: for an agent that never connected to the gateway, an offline
     task waits the operator's ``offline_wait`` if one is set (else the dispatcher fails it
-    at its deadline, with the agent's last answer; see ``a2a.worker.expire_overdue``)."""
+    at its deadline, with the agent's last answer; see ``a2a.deadlines.expire_overdue``)."""
     agent = task.agent
     if agent.gateway_seen_at is None and agent.offline_wait:
         until = timezone.now() + timedelta(seconds=agent.offline_wait)

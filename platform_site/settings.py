@@ -381,6 +381,9 @@ A2A_HINT_GRACE = envfloat("A2A_HINT_GRACE", 5.0)
 # Longest single stream or blocking send to an agent that cannot be polled (then the
 # stream is picked up again, up to the task's deadline).
 A2A_LONG_CALL_MAX = envfloat("A2A_LONG_CALL_MAX", 240.0)
+# A long call's claim on its task: renewed every third of it while the call runs
+# (a2a.lease_keeper), so a worker killed during the call lets the task go within it.
+A2A_LONG_CALL_LEASE = envfloat("A2A_LONG_CALL_LEASE", 30.0)
 # Long calls (streams followed to their end, blocking sends, held sends) run on threads of
 # their own where tasks are started (a2a.long_calls): at most this many per process, and
 # per agent, so an agent that hangs holds that many threads, not those starting tasks.

@@ -67,14 +67,14 @@ def lose_new_tasks_hints(monkeypatch: Any) -> None:
     monkeypatch.setattr(creation, "queue_processing_many", lambda *a, **k: None)
 
 
-def working(task: Task) -> Task:
-    """The agent answered WORKING with its own task and context ids."""
+def working(task: Task, remote_id: str = "r-1") -> Task:
+    """The agent answered WORKING with its own task (``remote_id``) and context ids."""
     from a2a import services
 
     services.apply_agent_update(
         task,
         status={"state": "TASK_STATE_WORKING"},
-        remote={"id": "r-1", "contextId": "c-1"},
+        remote={"id": remote_id, "contextId": "c-1"},
         via="a2a",
     )
     return task

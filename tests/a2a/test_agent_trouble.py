@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import services, worker
+from a2a import deadlines, services
 from a2a.models import Task
 from a2a.states import TaskState, Transport
 from a2a.transports import credentials as outbound_credentials
@@ -255,10 +255,10 @@ def test_an_agent_that_never_used_the_gateway_does_not_keep_a_task_past_its_time
     task = drive(start(user), waiting_offline)
     assert task.transport == Transport.OFFLINE
     assert task.error["code"] == "agent_auth_failed"  # the peer wants a bearer token
-    assert worker.expire_overdue() == 0  # within its timeout it waits, error visible
+    assert deadlines.expire_overdue() == 0  # within its timeout it waits, error visible
     Task.objects.filter(pk=task.pk).update(deadline_at=timezone.now() - timedelta(seconds=1))
     with django_capture_on_commit_callbacks(execute=True):
-        assert worker.expire_overdue() == 1
+        assert deadlines.expire_overdue() == 1
     task.refresh_from_db()
     assert (task.state, task.error["code"]) == (TaskState.FAILED, "agent_auth_failed")
     assert "never connected to the gateway" in task.error["message"]
@@ -272,7 +272,7 @@ def test_an_operator_may_let_an_agent_keep_tasks_offline_longer(
     refused_agent(make_agent, skill, bearer_peer, offline_wait=3600.0)
     task = drive(start(user), waiting_offline)
     Task.objects.filter(pk=task.pk).update(deadline_at=timezone.now() - timedelta(seconds=1))
-    assert worker.expire_overdue() == 0
+    assert deadlines.expire_overdue() == 0
     delivery = Delivery.objects.get(task=task)
     assert delivery.expires_at > timezone.now() + timedelta(seconds=3500)
 
@@ -283,7 +283,7 @@ def test_an_agent_that_used_the_gateway_keeps_its_offline_tasks(
     refused_agent(make_agent, skill, bearer_peer, gateway_seen_at=timezone.now())
     task = drive(start(user), waiting_offline)
     Task.objects.filter(pk=task.pk).update(deadline_at=timezone.now() - timedelta(seconds=1))
-    assert worker.expire_overdue() == 0
+    assert deadlines.expire_overdue() == 0
     task.refresh_from_db()
     assert task.state == TaskState.SUBMITTED
 

@@ -19,7 +19,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from a2a import agent_reads, agent_streams, engine, follow_policy, services, worker
+from a2a import agent_reads, agent_streams, deadlines, engine, follow_policy, services, worker
 from a2a.agent_registry import target_for
 from a2a.exceptions import A2AAuthError
 from a2a.models import Task
@@ -201,10 +201,10 @@ def test_a_refused_poll_times_out_at_the_deadline_naming_the_refusal(
     refuse_reads(monkeypatch)
     task = run_once(followed(task))
     assert (task.state, task.error["code"]) == (TaskState.WORKING, AUTH_FAILED)
-    assert worker.expire_overdue() == 0  # within its deadline it waits
+    assert deadlines.expire_overdue() == 0  # within its deadline it waits
     Task.objects.filter(pk=task.pk).update(deadline_at=timezone.now() - timedelta(seconds=1))
     with django_capture_on_commit_callbacks(execute=True):
-        assert worker.expire_overdue() == 1
+        assert deadlines.expire_overdue() == 1
     task.refresh_from_db()
     assert (task.state, task.error["code"]) == (TaskState.FAILED, "timeout")
     assert "refused the platform with its bearer credential: HTTP 401" in task.error["message"]

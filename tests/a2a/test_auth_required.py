@@ -22,7 +22,7 @@ from a2a.types import a2a_pb2 as pb
 from django.utils import timezone
 from starlette.applications import Starlette
 
-from a2a import agent_answers, services, worker
+from a2a import agent_answers, deadlines, services
 from a2a.agent_updates import apply_agent_reply
 from a2a.follow_policy import POLL
 from a2a.models import Task
@@ -128,7 +128,7 @@ def test_the_agent_going_on_by_itself_gets_fresh_time(waiting: Task) -> None:
     task = fresh(task)
     assert (task.state, task.question) == (TaskState.WORKING, None)
     assert task.deadline_at > timezone.now()
-    worker.expire_overdue()
+    deadlines.expire_overdue()
     assert fresh(task).state == TaskState.WORKING
 
 

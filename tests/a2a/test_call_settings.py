@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import agent_calls, follow_policy, services, worker
+from a2a import agent_calls, deadlines, follow_policy, services, worker
 from a2a.models import Task
 from a2a.states import ACTIVE_STATES, NextAction, TaskState
 from agent_profiles.interfaces import call_target
@@ -42,9 +42,8 @@ def test_the_agents_poll_interval_is_the_first_interval(task: Task, settings: An
 
 
 def test_a_timeout_names_the_agents_setting(task: Task) -> None:
-    from a2a import worker
 
-    assert worker.fail_timeout(task)
+    assert deadlines.fail_timeout(task)
     assert "7 s (the agent's timeoutMs)" in task.error["message"]
 
 
@@ -88,6 +87,6 @@ def test_a_fresh_attempt_gets_the_agents_timeout_from_its_start(
     assert task.remote_task_id
     assert task.state in ACTIVE_STATES
     assert began < task.deadline_at <= began + timedelta(seconds=61)
-    worker.expire_overdue()  # what the next sweep does
+    deadlines.expire_overdue()  # what the next sweep does
     task.refresh_from_db()
     assert task.state in ACTIVE_STATES, task.error

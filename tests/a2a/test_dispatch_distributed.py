@@ -160,17 +160,18 @@ def test_a_worker_killed_mid_stream_only_delays_the_task_which_completes_once(
     streamer: None, make_user: Any, peer: TestAgent
 ) -> None:
     """The worker dies while its long call's thread reads the agent's stream: the claim
-    runs out (the long call's time plus a margin), another worker subscribes to the
-    agent's task, which is still running, and the task completes once; the message was
-    sent once."""
-    env = {**ENV, "A2A_LONG_CALL_MAX": 2}
+    (A2A_LONG_CALL_LEASE, renewed while the call ran) runs out, another worker subscribes
+    to the agent's task, which is still running, and the task completes once, long before
+    its deadline; the message was sent once. The long call could have run to the
+    deadline (A2A_LONG_CALL_MAX): its claim, taken up front for that time, held the task
+    until the sweep failed it ``timeout``."""
     with ExitStack() as stack:
-        stack.enter_context(celery_beat(**env))
-        first = stack.enter_context(celery_worker("first", **env))
-        task = start(make_user(), "slow", seconds=16)
+        stack.enter_context(celery_beat(**ENV))
+        first = stack.enter_context(celery_worker("first", **ENV))
+        task = start(make_user(), "slow", seconds=20)
         wait_for(task, lambda t: t.state == TaskState.WORKING and t.remote_task_id, timeout=30)
         first.kill()
-        stack.enter_context(celery_worker("second", **env))
+        stack.enter_context(celery_worker("second", **ENV))
         task = wait_for(task, timeout=60)
     assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "pass"})
     assert TaskEvent.objects.filter(task=task, to_state=TaskState.COMPLETED).count() == 1
@@ -206,8 +207,8 @@ def test_a_worker_killed_during_a_held_send_only_delays_the_task(
     transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any
 ) -> None:
     """The worker dies while its send, become a long call (an agent that holds its sends:
-    a2a.send_watch), waits for the answer: the claim, extended for the wait, runs out (the
-    long call's time plus a margin), another worker sends the task again, as a known
+    a2a.send_watch), waits for the answer: the claim, kept for the wait, runs out
+    (A2A_LONG_CALL_LEASE), another worker sends the task again, as a known
     holder's, and the task completes once. The agent had the message and gets it again:
     nothing told the platform the agent's task id before the answer."""
     from agent_profiles.models import AgentProfile

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import services, worker
+from a2a import deadlines, services, worker
 from a2a.models import Task
 from a2a.states import TaskState, Transport
 from a2a.transports.rest import RestTransport
@@ -110,7 +110,7 @@ def test_a_send_failing_after_the_agents_timeout_ended_the_task_changes_nothing(
     task = start(user)
     # Created 10 s ago: the send sets the deadline from the agent's timeoutMs, 7 s ago.
     Task.objects.filter(pk=task.pk).update(created_at=timezone.now() - timedelta(seconds=10))
-    left = meanwhile(monkeypatch, task, lambda row: worker.expire_overdue())
+    left = meanwhile(monkeypatch, task, lambda row: deadlines.expire_overdue())
     caplog.set_level(logging.INFO)
     task = run_once(task)
     assert (task.state, task.error["code"]) == (TaskState.FAILED, "timeout")
@@ -197,7 +197,7 @@ def test_a_timeouts_details_name_the_timeout_its_message_names(
     Task.objects.filter(pk=task.pk).update(
         attempts=1, deadline_at=timezone.now() - timedelta(seconds=1)
     )
-    assert worker.expire_overdue() == 1
+    assert deadlines.expire_overdue() == 1
     task.refresh_from_db()
     source = "the agent's timeoutMs" if timeout else "A2A_TASK_TIMEOUT"
     assert f"within {expected:g} s ({source})" in task.error["message"]

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import local_dispatch, long_calls, send_watch, worker
+from a2a import lease_keeper, local_dispatch, long_calls, send_watch, worker
 from a2a.creation import create_task
 from a2a.models import Task
 from a2a.states import TaskState
@@ -83,8 +83,10 @@ def test_a_send_held_past_the_timeout_is_waited_for_and_the_agent_runs_the_task_
         agent = eventually(lambda: AgentProfile.objects.filter(pk="sample", early_return=False))
         assert "it was waited for, not sent again" in agent.no_early_return_reason
         assert long_calls.running() == {"sample": 1}
+        # the wait's claim: kept, renewed while it waits (a2a.lease_keeper)
+        assert lease_keeper.kept_ids() == [task.pk]
         held = Task.objects.get(pk=task.pk)
-        assert held.lease_until > timezone.now() + timedelta(seconds=60)  # the wait's claim
+        assert held.lease_until > timezone.now() + timedelta(seconds=lease_keeper.lease() / 2)
         assert local_dispatch.pending() == 0  # its thread stepped aside
         # ... and the pool's one thread, a new one, starts another agent's task meanwhile.
         other = wait_for(start(user, "quick-review"), timeout=5)

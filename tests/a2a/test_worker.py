@@ -10,7 +10,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from a2a import services, worker
+from a2a import deadlines, services, worker
+from a2a.claims import lease_seconds
 from a2a.models import Task
 from a2a.states import NextAction, TaskState, Transport
 
@@ -102,7 +103,7 @@ def test_the_plain_claim_takes_exactly_what_the_due_filter_names(
 
 def test_the_sweep_fails_overdue_tasks(task: Task) -> None:
     Task.objects.filter(pk=task.pk).update(deadline_at=timezone.now() - timedelta(seconds=1))
-    assert worker.expire_overdue() == 1
+    assert deadlines.expire_overdue() == 1
     task.refresh_from_db()
     assert (task.state, task.error["code"]) == (TaskState.FAILED, "timeout")
     assert task.next_action == NextAction.NONE  # the agent never had it: nothing to cancel
@@ -116,7 +117,7 @@ def test_a_sent_task_that_times_out_names_the_agent(task: Task) -> None:
     Task.objects.filter(pk=task.pk).update(
         attempts=1, remote_task_id="r-1", deadline_at=timezone.now() - timedelta(seconds=1)
     )
-    assert worker.expire_overdue() == 1
+    assert deadlines.expire_overdue() == 1
     task.refresh_from_db()
     assert task.error["details"]["sent"] is True
     assert task.error["message"].startswith(f"Timed out: agent '{task.agent_id}' gave no")
@@ -130,7 +131,7 @@ def test_the_most_overdue_tasks_fail_first(task: Task, settings: Any) -> None:
     # the oldest task is the most overdue, the newest the least
     for seconds, each in zip((3, 2, 1), [task, *later], strict=True):
         Task.objects.filter(pk=each.pk).update(deadline_at=now - timedelta(seconds=seconds))
-    assert worker.expire_overdue() == 2
+    assert deadlines.expire_overdue() == 2
     states = {t.pk: t.state for t in Task.objects.all()}
     assert states[task.pk] == states[later[0].pk] == TaskState.FAILED
     assert states[later[1].pk] == TaskState.SUBMITTED  # next sweep
@@ -151,7 +152,7 @@ def test_the_overdue_search_reads_an_index_of_state_and_deadline(task: Task) -> 
     Task.objects.filter(pk=task.pk).update(deadline_at=now - timedelta(seconds=1))
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE a2a_task")
-    plan = worker.overdue(timezone.now()).explain()
+    plan = deadlines.overdue(timezone.now()).explain()
     # both conditions from the index: no task in flight is read to find the overdue ones
     assert "task_state_deadline" in plan, plan
     lines = plan.splitlines()
@@ -181,7 +182,7 @@ def test_a_task_the_gateway_carries_is_left_to_it(task: Task) -> None:
 def test_a_lease_outlasts_one_agent_call(settings: Any) -> None:
     settings.A2A_LEASE_SECONDS, settings.A2A_HTTP_TIMEOUT = 5.0, 20.0
     settings.A2A_CONNECT_TIMEOUT = 3.0
-    assert worker.lease_seconds() == 25.0
+    assert lease_seconds() == 25.0
 
 
 def test_an_endpoint_now_private_is_not_called(task: Task) -> None:
@@ -206,13 +207,14 @@ def test_internal_errors_on_a_finished_tasks_cancel_give_up(task: Task) -> None:
 
 
 def test_the_sweep_hands_a_long_call_off_with_its_claim(task: Task, settings: Any) -> None:
-    settings.A2A_LONG_CALL_MAX = 120.0
+    settings.A2A_LONG_CALL_LEASE = 120.0
     task.schedule(NextAction.FOLLOW)
     claimed = worker.claim(task.pk)
     assert worker._long_action(claimed)
     worker._hand_off(claimed)  # what the sweep's thread does instead of waiting for it
     task.refresh_from_db()
-    assert task.lease_until > timezone.now() + timedelta(seconds=100)  # held for the call
+    # held until a worker keeps it for the call (a2a.lease_keeper)
+    assert task.lease_until > timezone.now() + timedelta(seconds=100)
     assert worker.claim(task.pk) is None  # nobody else takes it meanwhile
     assert Task.take_over(task.pk, "not-a-time") is None
     assert Task.take_over(task.pk, (task.lease_until - timedelta(seconds=1)).isoformat()) is None

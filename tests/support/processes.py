@@ -41,6 +41,9 @@ FAST_ENGINE: dict[str, str | int | float | bool] = {
     "A2A_RETRY_BACKOFF": 0.2,
     "A2A_SWEEP_INTERVAL": 0.3,
     "A2A_LEASE_SECONDS": 3,
+    # A killed worker's long call lets its task go within this; renewed every 3 s, so
+    # a live one under a loaded test run keeps its claim (a2a.lease_keeper).
+    "A2A_LONG_CALL_LEASE": 9,
     "A2A_HTTP_TIMEOUT": 5,
     "A2A_CONNECT_TIMEOUT": 0.5,
     "ALLOW_LOOPBACK_URLS": True,

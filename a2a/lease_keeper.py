@@ -1,0 +1,124 @@
+"""The claims of long calls, renewed in short steps while the call runs.
+
+A long call (a stream followed, a blocking send, a send the agent holds) lasts as long
+as the agent's task, up to ``A2A_LONG_CALL_MAX`` or the task's deadline. Its claim used to
+be taken up front for that whole time: a worker killed during the call held the task up
+to its deadline, where the sweep failed it ``timeout`` although the agent went on (and
+may have finished). Now the claim is ``A2A_LONG_CALL_LEASE`` seconds (:func:`lease`),
+renewed every third of that by one thread per process while the call runs: a killed
+worker's claim runs out within that time, and another worker takes the task up again
+(a subscribe to the agent's task, or the same message sent again), long before the
+deadline.
+
+A renewal is a compare-and-set on the lease this process wrote last: a claim the task
+lost meanwhile (a transition, a schedule, another worker's claim after a renewal came too
+late) is not taken back, and no longer renewed. The thread runs only while there are
+calls to keep, and closes its database connection when it stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+from django.utils import timezone
+
+from a2a.claims import lease_seconds
+from a2a.models import Task
+
+log = logging.getLogger(__name__)
+
+STEPS = 3  # renewals per lease: two may come late before the claim runs out
+TICK = 0.5  # seconds between the thread's looks at the claims it keeps
+
+_lock = threading.Lock()
+_kept: dict[Any, Task] = {}  # the tasks whose claims are kept, by id
+_thread: threading.Thread | None = None
+
+
+def lease() -> float:
+    """A long call's claim, renewed while the call runs (never shorter than one call)."""
+    return max(settings.A2A_LONG_CALL_LEASE, lease_seconds())
+
+
+def keep(task: Task) -> None:
+    """Claim the task for a long call from now on, renewed until :func:`let_go`."""
+    global _thread
+    task.extend_lease(lease())
+    with _lock:
+        _kept[task.pk] = task
+        if _thread is None or not _thread.is_alive():  # none yet, or not in this fork
+            _thread = threading.Thread(target=_run, name="a2a-lease-keeper", daemon=True)
+            _thread.start()
+
+
+def let_go(task: Task) -> None:
+    """The long call ended: its claim is no longer renewed (what the call wrote last, a
+    schedule or a release, stands)."""
+    with _lock:
+        if _kept.get(task.pk) is task:
+            del _kept[task.pk]
+
+
+@contextmanager
+def kept(task: Task) -> Iterator[None]:
+    """The task's claim kept while the block runs (:func:`keep`, :func:`let_go`)."""
+    keep(task)
+    try:
+        yield
+    finally:
+        let_go(task)
+
+
+def kept_ids() -> list[Any]:
+    """The tasks whose claims this process keeps now."""
+    with _lock:
+        return list(_kept)
+
+
+def _run() -> None:
+    global _thread
+    try:
+        while True:
+            time.sleep(TICK)
+            with _lock:
+                if not _kept:
+                    _thread = None
+                    return
+            renew_due()
+    finally:
+        connections.close_all()  # this thread's own, which ends here
+
+
+def renew_due(*, every: bool = False) -> None:
+    """Renew the claims kept here that have run a third of their time (``every``: all of
+    them; tests). Each claim goes by its own time, whenever its call began."""
+    now = timezone.now()
+    keep_for = lease()
+    with _lock:
+        tasks = list(_kept.values())
+    for task in tasks:
+        held = task.lease_until
+        left = (held - now).total_seconds() if held is not None else 0.0
+        if every or left <= keep_for * (1 - 1 / STEPS):
+            _renew(task)
+
+
+def _renew(task: Task) -> None:
+    held = task.lease_until
+    try:
+        renewed = held is not None and task.renew_lease(held, lease())
+    except Exception:  # the database is away: the next step tries again
+        log.warning("could not renew the claim of task %s", task.pk, exc_info=True)
+        connections.close_all()
+        return
+    if not renewed:  # the claim moved on (a schedule, a release, a transition): not ours
+        with _lock:
+            if _kept.get(task.pk) is task:
+                del _kept[task.pk]
