@@ -47,6 +47,7 @@ def reply_to_task(
     message: dict[str, Any] | None = None,
     by: Any = None,
     asked_at: datetime | None = None,
+    question_id: str | None = None,
 ) -> Task:
     """Answer the agent's question: a new message on the same task and context.
 
@@ -55,7 +56,8 @@ def reply_to_task(
     answer to a framework that resumes only on its own shape is wrapped in it
     (:mod:`a2a.answer_shapes`). ``asked_at``: when the question the person read was asked
     (the task's ``state_changed_at`` as they saw it); a task that moved since (answered
-    elsewhere and asked again) is not answered: :class:`QuestionChanged`.
+    elsewhere and asked again) is not answered: :class:`QuestionChanged`. ``question_id``:
+    the same check for an API client, by the ``messageId`` of the question it read.
     """
     if task.state not in INTERRUPTED_STATES:
         raise InvalidTransition(
@@ -85,9 +87,11 @@ def reply_to_task(
         outbound = data_as_text(outbound)
     who = getattr(by, "username", None) or str(by or "a person")
     with transaction.atomic():
-        if asked_at is not None and not _still_asking(task, asked_at):
+        if not _still_asking(task, asked_at, question_id):
             raise QuestionChanged(
-                "The agent asked something else meanwhile: read its new question."
+                "The agent asked something else meanwhile: read its new question.",
+                {"question": task.question} if question_id is not None else None,
+                code="question_changed",
             )
         moved = task.transition(
             TaskState.WORKING,
@@ -103,19 +107,33 @@ def reply_to_task(
     return task
 
 
-def _still_asking(task: Task, asked_at: datetime) -> bool:
-    """Whether the task still waits on the question asked at ``asked_at``. The row stays
+def _still_asking(task: Task, asked_at: datetime | None, question_id: str | None) -> bool:
+    """Whether the task still waits on the question asked at ``asked_at`` and whose
+    ``messageId`` is ``question_id`` (either unchecked when None). The row stays
     locked until the caller's transaction ends (on SQLite its ``IMMEDIATE`` transaction
     holds the write lock), so no reply and new question slip in before the reply's
     transition: the transition's compare-and-set on the state alone would not see a task
     that was answered and asked again (the same state)."""
+    if asked_at is None and question_id is None:
+        return True
     row = (
         Task.objects.select_for_update()
         .filter(pk=task.pk)
-        .values_list("state", "state_changed_at")
+        .values_list("state", "state_changed_at", "question")
         .first()
     )
-    return row is not None and row[0] in INTERRUPTED_STATES and row[1] == asked_at
+    if row is None:
+        return False
+    state, changed_at, question = row
+    task.question = question  # the one asked now (none: answered), for the refusal
+    if state not in INTERRUPTED_STATES:
+        return False
+    if asked_at is not None and changed_at != asked_at:
+        return False
+    # A question asked again after an answer (the same messageId) is a new transition:
+    # with only its id, a repeat is taken for the one read (what it asks is the same).
+    asked_id = question.get("messageId") if isinstance(question, dict) else None
+    return question_id is None or asked_id == question_id
 
 
 def cancel_task(task: Task, *, by: Any = None, reason: str = "") -> Task:

@@ -152,11 +152,23 @@ class BatchResponseSerializer(serializers.Serializer):
     results = BatchResultSerializer(many=True)
 
 
+class _IdField(serializers.CharField):
+    """An id: a JSON string, never a number turned into one (``7`` is no messageId)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
+
+
 class ReplySerializer(serializers.Serializer):
     """``POST /api/tasks/{id}/reply`` body: text and/or data."""
 
     text = serializers.CharField(required=False, allow_blank=False, max_length=100_000)
     data = serializers.JSONField(required=False)
+    # Optional: the messageId of the question answered (the task's question.messageId);
+    # a task that asks another one by now is not answered (409 question_changed).
+    questionId = _IdField(required=False, allow_blank=False, max_length=200)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not attrs.get("text") and attrs.get("data") is None:

@@ -242,6 +242,7 @@ class TaskReplyView(_TaskAction):
             text=body.validated_data.get("text"),
             data=body.validated_data.get("data"),
             by=request.user,
+            question_id=body.validated_data.get("questionId"),
         )
         return Response(TaskSerializer(task).data)
 
