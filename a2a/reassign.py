@@ -21,6 +21,14 @@ from django.utils import timezone
 from a2a import agent_registry, lookups, transports
 from a2a.creation import _deadline, choose_agent
 from a2a.exceptions import A2ACallError, UnknownAgent
+from a2a.face.ids import (
+    REFERENCED,
+    REFERENCES,
+    agent_sides,
+    referenced_rows,
+    references_toward,
+    task_ids,
+)
 from a2a.models import InvalidTransition, Task
 from a2a.states import RETRYABLE_STATES, TERMINAL_STATES, Transport
 from a2a.task_actions import fresh_message, start_again
@@ -73,6 +81,23 @@ def _tell_old_agent(task: Task) -> dict[str, Any]:
     return note
 
 
+def _references_for(
+    task: Task, message: dict[str, Any], agent_id: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The first message's ``referenceTaskIds`` for the new agent, and what was mapped.
+
+    They went to the old agent as its own ids (:func:`a2a.face.ids.references_toward`),
+    which the new one cannot resolve. The caller's ids that named its own tasks (the
+    task's metadata kept them, :data:`~a2a.face.ids.REFERENCED`) are mapped again, for the
+    new agent: no other caller's task was kept, so none can be named."""
+    callers = (task.metadata or {}).get(REFERENCED)
+    if not isinstance(callers, list) or not callers:
+        return message, {}
+    wanted = task_ids(callers)
+    known = agent_sides(referenced_rows(Task.objects.all(), wanted), wanted)
+    return references_toward({**message, "referenceTaskIds": callers}, known, agent_id)
+
+
 def reassign_task(task: Task, *, agent_id: str | None = None, by: Any = None) -> Task:
     """Give a waiting, offline or failed task to another active agent of its skill.
 
@@ -88,12 +113,14 @@ def reassign_task(task: Task, *, agent_id: str | None = None, by: Any = None) ->
     who = getattr(by, "username", None) or str(by or "a person")
     old_agent = task.agent_id
     told = _tell_old_agent(task) if task.state not in TERMINAL_STATES else {}
-    outbound = fresh_message(task)
+    outbound, references = _references_for(task, fresh_message(task), agent.id)
     metadata = {
         k: v
         for k, v in (task.metadata or {}).items()
         if k not in ("noPolling", "noStreaming", "noSubscribe", "lastAgentAnswer", "sendFailures")
     }
+    if references:
+        metadata[REFERENCES] = {**metadata.get(REFERENCES, {}), **references}
     metadata["match"] = match
     metadata["reassignments"] = [
         *metadata.get("reassignments", []),

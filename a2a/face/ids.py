@@ -30,10 +30,14 @@ import hashlib
 import hmac
 import re
 import secrets
+import uuid
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
+
+from a2a.states import Transport
 
 TAG_LENGTH = 16
 # Client ids longer than this are refused (the agent-side id must fit the 200-character
@@ -95,10 +99,52 @@ def for_caller(value: Any) -> Any:
 # agent-side id and the caller's (platform) task id it stands for, to show the caller its
 # own ids again (:func:`references_for_caller`).
 REFERENCES = "referenceTaskIds"
+# And the caller's ids in a new task's first message that name its own tasks at any agent:
+# sent again to another agent (a reassignment), they are mapped for that one.
+REFERENCED = "referencedTasks"
 
 # A caller's referenced task, as the lookup found it: its agent and the id that agent
 # knows it by.
 Referenced = tuple[str, str]
+
+
+def task_ids(ids: Any) -> dict[uuid.UUID, list[str]]:
+    """The ids in ``ids`` that can name a platform task, by the task's id (each with the
+    strings that named it); anything else names no task of ours."""
+    wanted: dict[uuid.UUID, list[str]] = {}
+    for raw in ids if isinstance(ids, list) else []:
+        try:
+            wanted.setdefault(uuid.UUID(str(raw)), []).append(raw)
+        except ValueError:
+            continue
+    return wanted
+
+
+def referenced_rows(tasks: Any, wanted: dict[uuid.UUID, list[str]]) -> Any:
+    """Of ``tasks`` (a queryset: those the ids may name), the rows :func:`agent_sides`
+    reads for the ``wanted`` ones."""
+    rows = tasks.filter(pk__in=list(wanted)).values_list(
+        "pk", "agent_id", "remote_task_id", "transport"
+    )
+    return (
+        (pk, agent, remote, transport != Transport.A2A) for pk, agent, remote, transport in rows
+    )
+
+
+def agent_sides(
+    rows: Iterable[tuple[Any, str, str, bool]], wanted: dict[uuid.UUID, list[str]]
+) -> dict[str, Referenced]:
+    """The referenced tasks ``rows`` (id, agent id, the agent's task id, whether the
+    gateway carries it) by the strings in ``wanted`` that named them, each as the agent
+    knows it: its own task id, or ours for a task the gateway carries (its frames name
+    tasks so). A task the agent never got (not sent yet, answered with a bare Message) is
+    left out."""
+    known: dict[str, Referenced] = {}
+    for pk, agent_id, remote_id, by_gateway in rows:
+        agent_side = remote_id or (str(pk) if by_gateway else "")
+        if agent_side:
+            known.update((raw, (agent_id, agent_side)) for raw in wanted.get(pk, []))
+    return known
 
 
 def references_toward(

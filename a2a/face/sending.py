@@ -25,11 +25,15 @@ from a2a.face.db import db_call
 from a2a.face.errors import AgentNotFound, InvalidParams, UnsupportedOperation
 from a2a.face.ids import (
     MAX_CLIENT_ID,
+    REFERENCED,
     REFERENCES,
     Referenced,
+    agent_sides,
     caller_tag,
     message_toward_agent,
+    referenced_rows,
     references_toward,
+    task_ids,
     toward_agent,
 )
 from a2a.face.params import opt_bool, opt_int, opt_str_list
@@ -37,7 +41,7 @@ from a2a.face.serializers import OUTPUT_MODES, agent_message, caller_context, ta
 from a2a.face.stream_slots import Slot, stream_slots
 from a2a.face.visibility import visible_task, visible_tasks
 from a2a.models import Direction, Task, TaskEvent, TaskMessage
-from a2a.states import TaskState, Transport
+from a2a.states import TaskState
 from agent_profiles.models import Skill
 
 # What the dispatcher records when an agent answers with a bare Message.
@@ -151,24 +155,10 @@ def referenced(ctx: CallContext, message: dict[str, Any]) -> dict[str, Reference
     ``(agent id, the id that agent knows it by)``: the agent's own task id, or, for a task
     the gateway carries, ours (its frames name tasks so). A task the agent never got
     (not sent yet, or answered with a bare Message) is left out, as is any other id."""
-    ids = message.get("referenceTaskIds")
-    wanted: dict[uuid.UUID, list[str]] = {}
-    for raw in ids if isinstance(ids, list) else []:
-        try:
-            wanted.setdefault(uuid.UUID(str(raw)), []).append(raw)
-        except ValueError:
-            continue  # names no task of ours
+    wanted = task_ids(message.get("referenceTaskIds"))
     if not wanted:
         return {}
-    rows = visible_tasks(ctx).filter(pk__in=list(wanted))
-    known: dict[str, Referenced] = {}
-    for pk, agent_id, remote_id, transport in rows.values_list(
-        "pk", "agent_id", "remote_task_id", "transport"
-    ):
-        agent_side = remote_id or (str(pk) if transport != Transport.A2A else "")
-        if agent_side:
-            known.update((raw, (agent_id, agent_side)) for raw in wanted[pk])
-    return known
+    return agent_sides(referenced_rows(visible_tasks(ctx), wanted), wanted)
 
 
 def _for_agent(known: dict[str, Referenced]) -> ForAgent:
@@ -177,7 +167,10 @@ def _for_agent(known: dict[str, Referenced]) -> ForAgent:
 
     def for_agent(agent_id: str, message: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         relayed, mapped = references_toward(message, known, agent_id)
-        return relayed, ({REFERENCES: mapped} if mapped else {})
+        metadata: dict[str, Any] = {REFERENCES: mapped} if mapped else {}
+        if known:
+            metadata[REFERENCED] = list(known)
+        return relayed, metadata
 
     return for_agent
 

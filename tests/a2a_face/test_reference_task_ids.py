@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from a2a import services
 from a2a.face.ids import REFERENCES
 from a2a.models import Task, TaskMessage
 from a2a.states import Transport
@@ -140,3 +141,34 @@ def test_a_0_3_client_references_are_mapped_too(
     task = Task.objects.get(pk=result["id"])
     assert task.outbound_message["referenceTaskIds"] == ["agent-task-3"]
     assert result["history"][0]["referenceTaskIds"] == [str(earlier.id)]
+
+
+def test_a_reassigned_task_names_its_references_as_the_new_agent_knows_them(
+    as_alice: FaceClient,
+    alice: Any,
+    bob: Any,
+    skill: Any,
+    make_agent: Callable[..., Any],
+    make_task: Callable[..., Task],
+) -> None:
+    """Its first message went to the old agent with that agent's ids; sent again to the
+    new one, it carries the new agent's ids of the caller's tasks there (never another
+    caller's), and the caller still sees its own ids, in the old message and the new."""
+    two = make_agent(skills=[], id="agent-two")  # it takes the skill later
+    on_one = make_task(alice, remote_task_id="one-7")
+    on_two = make_task(alice, agent=two, remote_task_id="two-7")
+    bobs_on_two = make_task(bob, agent=two, remote_task_id="bobs-two")
+    msg = message(on_one.id, on_two.id, bobs_on_two.id, metadata={"skillId": skill.id})
+    shown = send(as_alice, msg)
+    task = Task.objects.get(pk=shown["id"])
+    assert task.outbound_message["referenceTaskIds"] == ["one-7"]
+    two.skills.add(skill)
+    services.reassign_task(task, agent_id="agent-two", by="ops")
+    task.refresh_from_db()
+    assert task.agent_id == "agent-two"
+    assert task.outbound_message["referenceTaskIds"] == ["two-7"]
+    assert "bobs-two" not in str(task.outbound_message)
+    assert task.metadata[REFERENCES] == {"one-7": str(on_one.id), "two-7": str(on_two.id)}
+    history = as_alice.get(f"/v1/a2a/tasks/{task.id}", {"historyLength": 5}).json()["history"]
+    sent = [m["referenceTaskIds"] for m in history if m.get("referenceTaskIds")]
+    assert sent == [[str(on_one.id)], [str(on_two.id)]]
