@@ -33,7 +33,7 @@ from platform_site.errors import PlatformError
 from platform_site.templatetags.console import badge, human_duration
 
 # The task page's buttons, all off: for users who may view tasks but not change them.
-NO_BUTTONS = {"can_cancel": False, "can_retry": False, "can_reassign": False}
+NO_BUTTONS = {"can_cancel": False, "can_retry": False, "can_reassign": False, "reply_form": None}
 
 # Refusals a list action names in its one warning; the rest are counted.
 REFUSALS_SHOWN = 3
@@ -157,18 +157,18 @@ class TaskAdmin(admin.ModelAdmin):
         )
         if not self.has_view_or_change_permission(request, task):
             return HttpResponse(status=403)
-        # Who may only view tasks gets no Cancel / Retry / Reassign buttons: their views
-        # answer 403, and the list offers them no actions either.
+        # Who may only view tasks gets no Cancel / Retry / Reassign buttons and no reply
+        # form: their views answer 403, and the list offers them no actions either.
         view_only = {} if self.has_change_permission(request, task) else NO_BUTTONS
         context = {
             **self.admin_site.each_context(request),
             **page_context(task),
             **self.reassign_context(task),
-            **view_only,
             "title": f"Task {task.pk}",
             "subtitle": None,
             "opts": self.model._meta,
             "reply_form": reply_form(task),
+            **view_only,
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/a2a/task/detail.html", context)

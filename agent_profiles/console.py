@@ -44,5 +44,7 @@ def agent_panel(request: HttpRequest, agent: AgentProfile) -> str:
         else "",
         "credentials_configured": bool(agent.auth_encrypted),
         "rotate_url": reverse("admin:agent_profiles_agentprofile_rotate", args=[agent.pk]),
+        # Rotating changes the agent: a view-only user's button would answer 403.
+        "can_rotate": request.user.has_perm("agent_profiles.change_agentprofile"),
     }
     return render_to_string("admin/agent_profiles/agent_panel.html", context, request=request)

@@ -208,8 +208,8 @@ def test_cancel_and_retry_from_the_task_list_take_the_change_permission(
 def test_the_task_page_shows_view_only_staff_no_buttons(
     viewer: Client, asked_task: Task, make_agent: Callable[..., AgentProfile]
 ) -> None:
-    """The page reads the same, without the Cancel and Reassign buttons that would answer
-    403; who may change tasks sees them."""
+    """The page reads the same, question included, without the Cancel and Reassign
+    buttons and the reply form, which would answer 403; who may change tasks sees them."""
     make_agent(id="agent-two", skills=[asked_task.skill])
     url = reverse("admin:a2a_task_change", args=[asked_task.pk])
     page = viewer.get(url)
@@ -218,11 +218,28 @@ def test_the_task_page_shows_view_only_staff_no_buttons(
     assert "EU or UK?" in body
     assert 'id="cancel-task"' not in body
     assert 'id="reassign-task"' not in body
+    assert 'id="reply-form"' not in body
+    assert 'id="reply-not-allowed"' in body
     assert viewer.post(reverse("admin:a2a_task_cancel", args=[asked_task.pk])).status_code == 403
+    reply = reverse("admin:a2a_task_reply", args=[asked_task.pk])
+    assert viewer.post(reply, {"text": "EU"}).status_code == 403
     operator = logged_in(make_staff("operator", may_change("task")))
     body = operator.get(url).content.decode()
     assert 'id="cancel-task"' in body
     assert 'id="reassign-task"' in body
+    assert 'id="reply-form"' in body
+
+
+def test_the_agent_page_shows_view_only_staff_no_rotate_button(
+    viewer: Client, make_agent: Callable[..., AgentProfile]
+) -> None:
+    agent = make_agent()
+    url = reverse("admin:agent_profiles_agentprofile_change", args=[agent.pk])
+    body = viewer.get(url).content.decode()
+    assert "Current prefix" in body
+    assert 'id="rotate-key"' not in body
+    operator = logged_in(make_staff("operator", may_change("agentprofile")))
+    assert 'id="rotate-key"' in operator.get(url).content.decode()
 
 
 @pytest.fixture
