@@ -36,7 +36,13 @@ from a2a.face.ids import caller_tag, toward_agent
 from a2a.face.params import opt_bool, opt_int, opt_str, opt_timestamp
 from a2a.face.serializers import task_json
 from a2a.face.stream_slots import Slot, stream_slots
-from a2a.face.visibility import task_payload, tenant_agent, visible_task, visible_tasks
+from a2a.face.visibility import (
+    known_tenant,
+    task_payload,
+    tenant_agent,
+    visible_task,
+    visible_tasks,
+)
 from a2a.models import PushNotificationConfig, Task, TaskMessage
 from a2a.states import TaskState
 
@@ -153,6 +159,8 @@ class FaceHandler:
             context_id = opt_str(params, "contextId")
             token = opt_str(params, "pageToken")
             cursor = _decode_cursor(token) if token else None
+            if ctx.tenant:
+                known_tenant(ctx.tenant)
             qs = visible_tasks(ctx)
             if ctx.is_anonymous and not context_id:
                 # Anonymous callers share ownerless tasks: listing needs a context id.

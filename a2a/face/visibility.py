@@ -56,6 +56,14 @@ def task_payload(
     )
 
 
+def known_tenant(agent_id: str) -> None:
+    """AGENT_NOT_FOUND for a tenant route that names no agent at all: listing its tasks
+    answered an empty page, as if the agent were there. A disabled agent's route still
+    lists the caller's tasks there."""
+    if not AgentProfile.objects.filter(pk=agent_id).exists():
+        raise AgentNotFound(f"No agent {agent_id!r}.", metadata={"agentId": agent_id})
+
+
 def tenant_agent(agent_id: str) -> AgentProfile:
     """The agent of the tenant route ``/v1/a2a/{agentId}``; AGENT_NOT_FOUND for an unknown,
     disabled or pending one (its card is gone, as on ``/api/a2a/agent-card/{id}``: a

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from a2a.models import Task
-from tests.a2a_face.conftest import FaceClient
+from agent_profiles.models import AgentProfile, AgentStatus
+from tests.a2a_face.conftest import FaceClient, error_reason
 
 pytestmark = pytest.mark.django_db
 
@@ -126,6 +127,22 @@ def test_the_tenant_endpoint_scopes_to_its_agent(
     assert _error(missing)["code"] == -32001
     by_param = as_alice.rpc("GetTask", {"id": str(task.id), "tenant": "agent-two"})
     assert _error(by_param)["code"] == -32001
+
+
+def test_listing_a_tenant_that_names_no_agent_is_agent_not_found(
+    as_alice: FaceClient, alice: Any, agent: Any, make_task: Callable[..., Task]
+) -> None:
+    """Both bindings; before, an empty page, as if the agent were there. A disabled
+    agent's route still lists the caller's tasks there."""
+    rest = as_alice.get("/v1/a2a/nobody-here/tasks")
+    assert rest.status_code == 404
+    assert error_reason(rest) == "AGENT_NOT_FOUND"
+    rpc = as_alice.rpc("ListTasks", {}, path="/v1/a2a/nobody-here/jsonrpc")
+    assert _error(rpc)["data"][0]["reason"] == "AGENT_NOT_FOUND"
+    task = make_task(alice)
+    AgentProfile.objects.filter(pk=agent.pk).update(status=AgentStatus.DISABLED)
+    listed = as_alice.get(f"/v1/a2a/{agent.pk}/tasks")
+    assert [t["id"] for t in listed.json()["tasks"]] == [str(task.id)]
 
 
 def test_the_interface_url_takes_json_rpc_posts(
