@@ -9,6 +9,7 @@ delayed, never lost, never done twice at once. What is due next is
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -59,9 +60,22 @@ class TaskClaims:
         if updated is None:
             updated = self._rows().filter(pk=self.pk, **conditions).update(**fields)
         if updated:
-            for name, value in fields.items():
-                setattr(self, name, value)
+            with self.lease_guard():
+                for name, value in fields.items():
+                    setattr(self, name, value)
         return bool(updated)
+
+    def lease_guard(self) -> AbstractContextManager[Any]:
+        """Held while this object takes on what a write of its row set: its claim may be
+        renewed meanwhile by another thread (:mod:`a2a.lease_keeper`), which takes the
+        renewed lease on only under the same guard and only if the object still shows
+        the lease it renewed, so the object never shows a claim its row has lost."""
+        guard = self.__dict__.get("_lease_guard")
+        return guard if guard is not None else nullcontext()
+
+    def refresh_from_db(self, *args: Any, **kwargs: Any) -> None:
+        with self.lease_guard():
+            super().refresh_from_db(*args, **kwargs)  # type: ignore[misc]
 
     # --- claims --------------------------------------------------------------------
 
@@ -211,7 +225,11 @@ class TaskClaims:
         lease = timezone.now() + timedelta(seconds=seconds)
         if not self._rows().filter(pk=self.pk, lease_until=held).update(lease_until=lease):
             return False
-        self.lease_until = lease
+        with self.lease_guard():
+            # Not if the worker wrote the row (and this object) after this UPDATE: what
+            # it wrote (a schedule, a transition) stands, and the object shows it.
+            if self.lease_until == held:
+                self.lease_until = lease
         return True
 
     @classmethod

@@ -1,24 +1,26 @@
 """Deadlines: a task still SUBMITTED/WORKING past its deadline fails ``timeout``, after one
 last read of the agent's task.
 
-The platform may only have missed the agent's end. A worker killed during a long call (a
-stream followed, a blocking send) holds the task's claim up to its deadline, so nobody
-takes it over meanwhile; a push lost with a killed web process is found by a safety
-poll, which may come after the deadline. Failing such a task ``timeout`` threw away work
-the agent had done. So a task that names its agent task, at an agent that answers
-``GetTask``, is read once (:func:`read_before_timeout`) and the answer applied as a
-poll's would be: an end found there stands (a COMPLETED's output validated), a question
-waits for a person; a task the agent still works on fails ``timeout``, its error saying
-what the last read found.
+The platform may only have missed the agent's end: a push lost with a killed web process
+is found by a safety poll, which may come after the deadline; a poll due when the
+deadline passed, a stream a killed worker was reading while its claim ran out. Failing
+such a task ``timeout`` threw away work the agent had done. So a task that names its
+agent task, at an agent that answers ``GetTask``, is read once
+(:func:`read_before_timeout`) and the answer applied as a poll's would be: an end found
+there stands (a COMPLETED's output validated), a question waits for a person; a task the
+agent still works on fails ``timeout``, its error saying what the last read found.
 
-The reads are bounded: they run at once on the batched engine's threads, and one agent's
-first read decides for its other tasks of that pass (an agent that does not answer costs
-one call's timeout per sweep, not one per task, and the other tasks fail as before).
+The sweep waits for these reads, so they are bounded: they run at once on the batched
+engine's threads, and one agent's first read decides for its other tasks of that pass. An
+agent that does not answer costs one call's timeout per sweep, not one per task (its
+other tasks fail unread, as before); one that answers slowly has them read in later
+passes, one per pass.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from datetime import datetime
 from typing import Any
@@ -39,8 +41,12 @@ from agent_profiles.interfaces import CallTarget
 log = logging.getLogger(__name__)
 
 # What a task's last read found, for its timeout's error: the agent's state, or the code
-# of the error that kept it from being read.
+# of the error that kept it from being read; LATER for a task left for the next pass.
 LastRead = dict[Any, str]
+LATER = ""
+# An agent whose first read took longer has its other overdue tasks read in later
+# passes, one each: the sweep waits for these reads, and slow ones would hold it up.
+PROMPT_SECONDS = 2.0
 
 
 def expire_overdue() -> int:
@@ -54,7 +60,7 @@ def expire_overdue() -> int:
     found = read_before_timeout(tasks)
     count = 0
     for task in tasks:
-        if task.state in ACTIVE_STATES:
+        if task.state in ACTIVE_STATES and found.get(task.pk) != LATER:
             count += int(fail_timeout(task, last_read=found.get(task.pk)))
     return count
 
@@ -95,8 +101,15 @@ def readable(task: Task) -> bool:
 
 def read_before_timeout(tasks: list[Task]) -> LastRead:
     """Read the agent task of each of ``tasks`` that can be read (:func:`readable`) and
-    apply the answer; what each read found. The tasks are updated in place: those the
-    agent ended, or that now wait for a person, are no longer active."""
+    apply the answer; what each read found (:data:`LATER`: left for the next pass). The
+    tasks are updated in place: those the agent ended, or that now wait for a person, are
+    no longer active.
+
+    Each agent's first task is read first, all agents at once. The rest of an agent's
+    tasks are read then where that read answered (a refusal is an answer: the agent is
+    there) within :data:`PROMPT_SECONDS`; where it answered slower, they are left for
+    the next passes; where it did not answer, they fail unread, with what kept the first
+    from being read."""
     by_agent: dict[str, list[Task]] = defaultdict(list)
     for task in tasks:
         if readable(task):
@@ -111,29 +124,33 @@ def read_before_timeout(tasks: list[Task]) -> LastRead:
         except Exception:  # its credential unreadable, say: these tasks fail as before
             log.exception("agent %s: cannot call it to read its overdue tasks", agent_id)
             del by_agent[agent_id]
-    # Each agent's first task first, all agents at once; the rest of an agent's tasks
-    # only where its first read had an answer (a refusal is one too: the agent is there).
     firsts = [each[0] for each in by_agent.values()]
-    unreached = set()
-    for task, answer in zip(firsts, _read_all(firsts, targets), strict=True):
+    unreached, slow = set(), set()
+    for task, (answer, took) in zip(firsts, _read_all(firsts, targets), strict=True):
         found[task.pk] = _apply(task, answer)
         if isinstance(answer, A2ACallError) and not isinstance(answer, A2APermanentError):
             unreached.add(task.agent_id)
+        elif took > PROMPT_SECONDS:
+            slow.add(task.agent_id)
     rest = [
         task
         for agent_id, each in by_agent.items()
-        if agent_id not in unreached
+        if agent_id not in unreached and agent_id not in slow
         for task in each[1:]
     ]
-    for task, answer in zip(rest, _read_all(rest, targets), strict=True):
+    for task, (answer, _took) in zip(rest, _read_all(rest, targets), strict=True):
         found[task.pk] = _apply(task, answer)
-    for agent_id in unreached:  # not read: what kept the first from being read
+    for agent_id in unreached | slow:
+        first = by_agent[agent_id][0].pk
         for task in by_agent[agent_id][1:]:
-            found[task.pk] = found[by_agent[agent_id][0].pk]
+            found[task.pk] = LATER if agent_id in slow else found[first]
     return found
 
 
-def _read_all(tasks: list[Task], targets: dict[str, CallTarget]) -> list[AgentReply | A2ACallError]:
+Read = tuple[AgentReply | A2ACallError, float]  # the answer, and how long it took
+
+
+def _read_all(tasks: list[Task], targets: dict[str, CallTarget]) -> list[Read]:
     """The reads, at once on the engine's threads (HTTP only: no database there)."""
     calls = [(targets[task.agent_id], task) for task in tasks]
     if len(calls) <= 1:
@@ -141,14 +158,16 @@ def _read_all(tasks: list[Task], targets: dict[str, CallTarget]) -> list[AgentRe
     return list(engine.executor().map(lambda call: _read(*call), calls))
 
 
-def _read(target: CallTarget, task: Task) -> AgentReply | A2ACallError:
+def _read(target: CallTarget, task: Task) -> Read:
+    began = time.monotonic()
     try:
-        return agent_reads.read_task(target, task.remote_task_id)
+        answer: AgentReply | A2ACallError = agent_reads.read_task(target, task.remote_task_id)
     except A2ACallError as exc:
-        return exc
+        answer = exc
     except Exception as exc:  # a bug in a transport must not keep the others from failing
         log.exception("task %s: the read before its timeout failed", task.pk)
-        return A2ACallError(f"internal error while reading the task: {type(exc).__name__}")
+        answer = A2ACallError(f"internal error while reading the task: {type(exc).__name__}")
+    return answer, time.monotonic() - began
 
 
 def _apply(task: Task, answer: AgentReply | A2ACallError) -> str:
@@ -164,6 +183,9 @@ def _apply(task: Task, answer: AgentReply | A2ACallError) -> str:
     except A2ACallError as exc:  # not A2A, another agent task: the timeout stands
         log.info("task %s: the read at its deadline was refused (%s)", task.pk, exc.code)
         return exc.code
+    except Exception:  # a bug must not keep the pass's other tasks from their timeouts
+        log.exception("task %s: could not apply the read at its deadline", task.pk)
+        return "internal_error"
     if task.state not in ACTIVE_STATES:
         log.info("task %s: read at its deadline, the agent's task was %s", task.pk, task.state)
     return str(answer.state or "")

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -38,8 +39,17 @@ STEPS = 3  # renewals per lease: two may come late before the claim runs out
 TICK = 0.5  # seconds between the thread's looks at the claims it keeps
 
 _lock = threading.Lock()
-_kept: dict[Any, Task] = {}  # the tasks whose claims are kept, by id
+_kept: dict[Any, _Kept] = {}  # the calls whose claims are kept, by task id
 _thread: threading.Thread | None = None
+
+
+@dataclass(eq=False)
+class _Kept:
+    """One kept claim: its task (the object the call works with) and the lock a renewal
+    holds, which :func:`let_go` waits for."""
+
+    task: Task
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def lease() -> float:
@@ -50,9 +60,12 @@ def lease() -> float:
 def keep(task: Task) -> None:
     """Claim the task for a long call from now on, renewed until :func:`let_go`."""
     global _thread
+    # What the call writes and what a renewal takes on go one at a time on this object
+    # (Task.lease_guard): it never shows a claim its row no longer has.
+    task.__dict__.setdefault("_lease_guard", threading.RLock())
     task.extend_lease(lease())
     with _lock:
-        _kept[task.pk] = task
+        _kept[task.pk] = _Kept(task)
         if _thread is None or not _thread.is_alive():  # none yet, or not in this fork
             _thread = threading.Thread(target=_run, name="a2a-lease-keeper", daemon=True)
             _thread.start()
@@ -60,10 +73,15 @@ def keep(task: Task) -> None:
 
 def let_go(task: Task) -> None:
     """The long call ended: its claim is no longer renewed (what the call wrote last, a
-    schedule or a release, stands)."""
+    schedule or a release, stands). Returns once no renewal of it is under way: none
+    comes after, which could take back a claim the call wrote since (a retry's)."""
     with _lock:
-        if _kept.get(task.pk) is task:
-            del _kept[task.pk]
+        entry = _kept.get(task.pk)
+        if entry is None or entry.task is not task:
+            return
+        del _kept[task.pk]
+    with entry.lock:
+        pass
 
 
 @contextmanager
@@ -102,23 +120,28 @@ def renew_due(*, every: bool = False) -> None:
     now = timezone.now()
     keep_for = lease()
     with _lock:
-        tasks = list(_kept.values())
-    for task in tasks:
-        held = task.lease_until
+        entries = list(_kept.values())
+    for entry in entries:
+        held = entry.task.lease_until
         left = (held - now).total_seconds() if held is not None else 0.0
         if every or left <= keep_for * (1 - 1 / STEPS):
-            _renew(task)
+            _renew(entry, keep_for)
 
 
-def _renew(task: Task) -> None:
-    held = task.lease_until
-    try:
-        renewed = held is not None and task.renew_lease(held, lease())
-    except Exception:  # the database is away: the next step tries again
-        log.warning("could not renew the claim of task %s", task.pk, exc_info=True)
-        connections.close_all()
-        return
+def _renew(entry: _Kept, keep_for: float) -> None:
+    task = entry.task
+    with entry.lock:
+        with _lock:
+            if _kept.get(task.pk) is not entry:
+                return  # let go meanwhile
+        held = task.lease_until
+        try:
+            renewed = held is not None and task.renew_lease(held, keep_for)
+        except Exception:  # the database is away: the next step tries again
+            log.warning("could not renew the claim of task %s", task.pk, exc_info=True)
+            connections.close_all()
+            return
     if not renewed:  # the claim moved on (a schedule, a release, a transition): not ours
         with _lock:
-            if _kept.get(task.pk) is task:
+            if _kept.get(task.pk) is entry:
                 del _kept[task.pk]

@@ -221,8 +221,9 @@ class Task(TaskScheduling, models.Model):
         if not written:
             self.refresh_from_db()
             return False
-        for name, value in updates.items():
-            setattr(self, name, value)
+        with self.lease_guard():
+            for name, value in updates.items():
+                setattr(self, name, value)
         to_state = updates["state"]
         watched = None if written[0] is None else bool(written[0])
         if watched is not None:

@@ -1,5 +1,5 @@
 """The task's state index becomes (state, deadline_at): the sweep's search for overdue
-tasks (``a2a.worker.expire_overdue``, every sweep) read every task in flight, or the whole
+tasks (``a2a.deadlines.expire_overdue``, every sweep) read every task in flight, or the whole
 table when most tasks were in flight, to find the few past their deadline; the pair
 answers it from the index. It leads with ``state``, so it serves every search by state
 the old index did, and the table keeps the same number of indexes to write.

@@ -49,7 +49,6 @@ def test_a_kept_claim_is_renewed_and_let_go(task: Task, short: Any) -> None:
     held = claimed(task)
     with lease_keeper.kept(held):
         assert 2.5 < lease_left(held) <= 3.0  # not the call's 120 s
-        Task.objects.filter(pk=held.pk).update(lease_until=held.lease_until)  # as written
         before = held.lease_until
         time.sleep(0.05)
         lease_keeper.renew_due(every=True)
@@ -133,3 +132,66 @@ def test_the_keeper_thread_renews_while_a_stream_runs_and_stops_after(
     while lease_keeper._thread is not None:
         assert time.monotonic() < deadline, "the keeper thread did not stop"
         time.sleep(0.1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_renewal_lands_after_the_call_let_go(
+    task: Task, short: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keeper picked the claim to renew; before it could, the call ended and its task
+    was deferred (an internal error's retry: its claim ends now). The renewal must not
+    take that claim back (the retry waited out a whole lease)."""
+    held = claimed(task)
+    lease_keeper.keep(held)
+    renew = lease_keeper._renew
+
+    def late(entry: Any, keep_for: float) -> None:
+        lease_keeper.let_go(held)
+        held.defer(2.0)
+        renew(entry, keep_for)
+
+    monkeypatch.setattr(lease_keeper, "_renew", late)
+    lease_keeper.renew_due(every=True)
+    row = Task.objects.get(pk=held.pk)
+    assert row.lease_until <= timezone.now()
+    assert lease_keeper.kept_ids() == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_write_between_a_renewal_and_its_end_stands_on_the_object(
+    task: Task, short: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The renewal's UPDATE went in; the call's thread then ended the task (its row's
+    claim gone) before the renewal took the new lease on: the object must show the end,
+    not a claim its row no longer has."""
+    held = claimed(task)
+    lease_keeper.keep(held)
+    renew_lease = Task.renew_lease
+
+    def then_the_end(self: Task, was: Any, seconds: float) -> bool:
+        real_update = Task.objects.filter
+
+        def filter_then_end(*args: Any, **kwargs: Any) -> Any:
+            rows = real_update(*args, **kwargs)
+            update = rows.update
+
+            def update_then_end(**fields: Any) -> int:
+                count = update(**fields)
+                monkeypatch.setattr(Task.objects, "filter", real_update)
+                held.complete({"verdict": "pass"}, [])  # the call's thread, meanwhile
+                return count
+
+            rows.update = update_then_end  # type: ignore[method-assign]
+            return rows
+
+        monkeypatch.setattr(Task.objects, "filter", filter_then_end)
+        return renew_lease(self, was, seconds)
+
+    monkeypatch.setattr(Task, "renew_lease", then_the_end)
+    try:
+        lease_keeper.renew_due(every=True)
+    finally:
+        lease_keeper.let_go(held)
+    row = Task.objects.get(pk=held.pk)
+    assert (row.state, row.lease_until) == (TaskState.COMPLETED, None)
+    assert held.lease_until is None

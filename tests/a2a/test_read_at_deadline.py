@@ -156,3 +156,19 @@ def test_a_task_that_cannot_be_read_fails_without_a_call(
     task.refresh_from_db()
     assert (task.state, task.error["code"]) == (TaskState.FAILED, "timeout")
     assert "readAtDeadline" not in task.error["details"]
+
+
+def test_an_agent_that_answers_slowly_has_its_other_tasks_read_in_later_passes(
+    sent: Any, module_peer: TestAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep waits for these reads: after a slow first read (any read, here), the
+    agent's other overdue tasks wait for the next passes, one each, and are read then."""
+    monkeypatch.setattr(deadlines, "PROMPT_SECONDS", 0.0)
+    tasks = [sent(behaviour="working") for _ in range(3)]
+    module_peer.reset()
+    overdue(*tasks)
+    assert [deadlines.expire_overdue() for _ in range(4)] == [1, 1, 1, 0]
+    assert sum(module_peer.requests_for(t.remote_task_id) for t in tasks) == 3
+    for task in tasks:
+        task.refresh_from_db()
+        assert task.error["details"]["readAtDeadline"] == TaskState.WORKING
