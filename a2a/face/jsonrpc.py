@@ -3,7 +3,8 @@
 ``POST /v1/a2a/jsonrpc`` (with or without a trailing slash; also
 ``/v1/a2a/{agentId}/jsonrpc``, or a ``tenant`` param naming the agent). The method name
 tells the version: 1.0 methods (``SendMessage``, ...) and 0.3 methods (``message/send``,
-..., see :mod:`a2a.face.legacy`) share the URL. Everything under this URL answers a
+..., see :mod:`a2a.face.legacy`) share the URL; a 0.3-named send with a 1.0 message is
+FastA2A's mix of the two (:mod:`a2a.face.hybrid`). Everything under this URL answers a
 JSON-RPC envelope: ``{"jsonrpc": "2.0", "id", "result"}`` or ``{"jsonrpc": "2.0", "id",
 "error": {"code", "message", "data"}}``; HTTP status 200, except 401 (authentication), 404
 (no endpoint at that path), 405, 413 and 415 (checked before the body is parsed).
@@ -16,7 +17,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from a2a.face import legacy, rest
+from a2a.face import hybrid, legacy, rest
 from a2a.face.context import LEGACY_VERSION, PROTOCOL_VERSION, build_context, check_version
 from a2a.face.errors import (
     InvalidParams,
@@ -113,8 +114,14 @@ class _Call:
             raw_params = {}
         if not isinstance(raw_params, dict):
             raise InvalidParams("'params' must be an object.")
-        self.legacy = method in legacy.METHODS
-        if self.legacy:
+        # FastA2A's client: 1.0 objects under 0.3's names (a2a.face.hybrid).
+        self.hybrid = hybrid.speaks(method, raw_params)
+        self.legacy = method in legacy.METHODS and not self.hybrid
+        if self.hybrid:
+            self.operation, self.streams, _model = legacy.METHODS[method]
+            self.version = LEGACY_VERSION  # no A2A-Version header, as a 0.3 client's
+            raw_params = hybrid.params_in(raw_params)
+        elif self.legacy:
             self.operation, self.streams, _model = legacy.METHODS[method]
             self.version = LEGACY_VERSION
             raw_params = legacy.params_in(method, raw_params)
@@ -128,9 +135,13 @@ class _Call:
             legacy.mark_push_config(self.operation, self.params)
 
     def result(self, result: Any) -> Any:
+        if self.hybrid:
+            return hybrid.out(result)
         return legacy.result_out(self.operation, result) if self.legacy else result
 
     def event(self, event: dict[str, Any]) -> Any:
+        if self.hybrid:
+            return hybrid.out(event)
         return legacy.event_out(event) if self.legacy else event
 
     def ends(self, event: dict[str, Any]) -> bool:
