@@ -11,20 +11,11 @@ import pytest
 from rest_framework.test import APIClient
 
 from a2a import services
-from a2a.models import Task, TaskMessage
+from a2a.models import Task
 from a2a.states import TaskState
+from tests.a2a.test_console_defects import ask, sent_answers
 
 pytestmark = pytest.mark.django_db
-
-
-def ask(task: Task, message_id: str, text: str) -> None:
-    question = {"messageId": message_id, "role": "ROLE_AGENT", "parts": [{"text": text}]}
-    services.apply_agent_update(
-        task,
-        status={"state": "TASK_STATE_INPUT_REQUIRED", "message": question},
-        remote={"id": "r-1", "contextId": "c-1"},
-        via="a2a",
-    )
 
 
 @pytest.fixture
@@ -32,10 +23,6 @@ def api(asked_task: Task) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {asked_task.created_by.raw_token}")
     return client
-
-
-def replies(task: Task) -> int:
-    return TaskMessage.objects.filter(task=task, direction="to_agent").count()
 
 
 def test_a_reply_to_the_question_asked_now_goes_through(api: APIClient, asked_task: Task) -> None:
@@ -50,8 +37,8 @@ def test_a_reply_to_an_earlier_question_is_refused_and_nothing_is_sent(
 ) -> None:
     # Someone answered "EU or UK?" in the console; the agent then asked another question.
     services.reply_to_task(asked_task, text="EU", by="console")
-    ask(asked_task, "q2", "Which voltage?")
-    sent = replies(asked_task)
+    ask(asked_task, "Which voltage?", "q2")
+    sent = len(sent_answers(asked_task))
     stale = api.post(
         f"/api/tasks/{asked_task.pk}/reply", {"text": "UK", "questionId": "q1"}, format="json"
     )
@@ -61,7 +48,7 @@ def test_a_reply_to_an_earlier_question_is_refused_and_nothing_is_sent(
     assert error["details"]["question"]["messageId"] == "q2"
     asked_task.refresh_from_db()
     assert asked_task.state == TaskState.INPUT_REQUIRED
-    assert replies(asked_task) == sent
+    assert len(sent_answers(asked_task)) == sent
 
 
 def test_a_reply_to_a_question_answered_meanwhile_is_refused(
@@ -94,6 +81,6 @@ def test_without_a_question_id_a_reply_answers_what_is_asked(
     api: APIClient, asked_task: Task
 ) -> None:
     services.reply_to_task(asked_task, text="EU", by="console")
-    ask(asked_task, "q2", "Which voltage?")
+    ask(asked_task, "Which voltage?", "q2")
     answer = api.post(f"/api/tasks/{asked_task.pk}/reply", {"text": "230 V"}, format="json")
     assert answer.status_code == 200
