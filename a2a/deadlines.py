@@ -31,7 +31,7 @@ from django.utils import timezone
 
 from a2a import agent_reads, agent_registry, engine, follow_policy
 from a2a.agent_updates import apply_agent_reply, task_timeout
-from a2a.exceptions import A2ACallError, A2APermanentError
+from a2a.exceptions import A2ACallError, A2APermanentError, A2AProtocolError
 from a2a.hints import queue_processing
 from a2a.models import Task
 from a2a.states import ACTIVE_STATES, NextAction, Transport
@@ -177,6 +177,12 @@ def _apply(task: Task, answer: AgentReply | A2ACallError) -> str:
             "task %s: its agent task could not be read at its deadline (%s)", task.pk, answer.code
         )
         return answer.code
+    named = answer.task.get("id") if isinstance(answer.task, dict) else None
+    if named not in (None, "", task.remote_task_id):
+        # The task asked for, answered as another: never taken (remote_fields lets a task
+        # whose send is due take a new id, for that send's own answer; this is none).
+        log.info("task %s: the read at its deadline answered another task", task.pk)
+        return A2AProtocolError.code
     try:
         # pending: news with no change of state is not written (the task fails anyway)
         apply_agent_reply(task, task_json=answer.task, message=None, via="a2a", pending={})

@@ -16,6 +16,7 @@ from django.utils import timezone
 from a2a import deadlines, services, worker
 from a2a.models import Task
 from a2a.states import ACTIVE_STATES, NextAction, TaskState
+from a2a.transports import AgentReply
 from agent_profiles.models import Skill
 from tests.a2a.helpers import working
 from tests.support.agents import TestAgent
@@ -172,3 +173,30 @@ def test_an_agent_that_answers_slowly_has_its_other_tasks_read_in_later_passes(
     for task in tasks:
         task.refresh_from_db()
         assert task.error["details"]["readAtDeadline"] == TaskState.WORKING
+
+
+@pytest.mark.parametrize("action", [NextAction.POLL, NextAction.SEND])
+def test_a_read_answered_as_another_agent_task_is_never_taken(
+    sent: Any, module_peer: TestAgent, monkeypatch: pytest.MonkeyPatch, action: str
+) -> None:
+    """Even for a task whose send is due again (a retry's backoff, its agent task named by
+    a push meanwhile): the rule that lets a send's own answer name its task is not this
+    read's. The answer stands in for an agent that answers ``GET /tasks/r-1`` with
+    another task (no a2a-sdk agent does)."""
+    task = sent(behaviour="working")
+    Task.objects.filter(pk=task.pk).update(next_action=action)
+    other = {
+        "id": "someone-else",
+        "contextId": "c",
+        "status": {"state": "TASK_STATE_COMPLETED"},
+        "artifacts": [{"artifactId": "a", "parts": [{"data": {"verdict": "pass"}}]}],
+    }
+    monkeypatch.setattr(
+        deadlines.agent_reads, "read_task", lambda target, remote_id: AgentReply(task=other)
+    )
+    overdue(task)
+    assert deadlines.expire_overdue() == 1
+    failed = Task.objects.get(pk=task.pk)
+    assert (failed.state, failed.remote_task_id) == (TaskState.FAILED, task.remote_task_id)
+    assert failed.error["details"]["readAtDeadline"] == "not_a2a"
+    assert failed.output is None
