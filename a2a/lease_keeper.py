@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from a2a.claims import lease_seconds
 from a2a.models import Task
+from platform_site.dbthreads import drop_dead_connections
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ def kept(task: Task) -> Iterator[None]:
         yield
     finally:
         let_go(task)
+        drop_dead_connections()  # the call may have outlived a database restart
 
 
 def kept_ids() -> list[Any]:

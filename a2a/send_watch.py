@@ -38,6 +38,7 @@ from a2a.follow_policy import long_call_seconds
 from a2a.models import Task
 from a2a.transports.base import AgentReply, AgentTransport
 from platform_site import elastic_pool
+from platform_site.dbthreads import drop_dead_connections
 from platform_site.elastic_pool import ElasticPool
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,8 @@ def send(
         return transport.send(message, push=push, timeout=seconds)
     finally:
         _end(watch)
+        if watch.long:
+            drop_dead_connections()  # it waited long: the database may have restarted
 
 
 def _add(watch: _Watch) -> None:

@@ -37,7 +37,7 @@ from a2a.models import Task
 from a2a.states import ACTIVE_STATES, NextAction, Transport
 from a2a.transports.redaction import describe_failure
 from agent_profiles.interfaces import call_target
-from platform_site.dbthreads import ConnectionPool, tidy_connections
+from platform_site.dbthreads import ConnectionPool, drop_dead_connections, tidy_connections
 from platform_site.metrics import cpu_stage
 
 log = logging.getLogger(__name__)
@@ -127,6 +127,7 @@ def _run_claimed(task: Task) -> None:
 
 def _internal_error(task: Task, exc: Exception) -> None:
     try:
+        drop_dead_connections()  # the error may be the connection's: record it on a new one
         task.refresh_from_db()
         metadata = dict(task.metadata or {})
         count = int(metadata.get("internalErrors", 0)) + 1

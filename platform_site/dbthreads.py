@@ -52,6 +52,19 @@ def tidy_connections() -> None:
             conn.close()
 
 
+def drop_dead_connections() -> None:
+    """Close this thread's connections that no longer work, before it writes again.
+
+    A thread that waited minutes on an agent (a long call) kept a connection a database
+    restart meanwhile killed, and nothing flagged it: the first write of the agent's
+    answer failed, then the record of that failure on the same connection, and the answer
+    was lost (the task sent again). One ``SELECT 1`` per connection, at the end of a call
+    that long."""
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is not None and not conn.in_atomic_block and not conn.is_usable():
+            conn.close()
+
+
 # Overlapping callers' executors (see ConnectionPool.lend): at most SPARES_KEPT wait for
 # the next overlap; one unused for SPARE_IDLE_SECONDS is closed with its connections.
 SPARE_IDLE_SECONDS = 30.0

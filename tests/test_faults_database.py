@@ -54,3 +54,32 @@ def test_a_worker_replaces_connections_the_database_dropped(
     # The drop did reach the worker: a kept connection failed once, then was replaced.
     assert "terminating connection" in log or "server closed the connection" in log, log[-3000:]
     assert [t.state for t in before + after] == [TaskState.COMPLETED] * 8
+
+
+def test_a_held_sends_answer_outlives_the_database_dropping_its_connection(
+    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    """The database drops every connection while a worker's thread waits on a send the
+    agent holds (a long call): when the answer comes, the thread's first write found its
+    dead connection, then the record of that failure did too, and the answer was lost:
+    the task was sent again and the agent ran it twice. Now a long call's end replaces
+    such a connection first: one run at the agent, one completion."""
+    from agent_profiles.models import AgentProfile
+    from tests.support.sample_agent import run_sample_agent
+
+    env = {**ENV, "A2A_HTTP_TIMEOUT": 1}
+    with run_sample_agent(seconds=6.0, streaming=False) as sample:
+        make_agent(id="sample", skills=[make_skill()], a2a_endpoint=sample.url)
+        with ExitStack() as stack:
+            stack.enter_context(celery_beat(**env))
+            worker = stack.enter_context(celery_worker("held", **env))
+            task = services.create_task(
+                skill_id="ce-review", input={"product": "lamp"}, user=make_user()
+            )
+            holder = AgentProfile.objects.filter(pk="sample", early_return=False)
+            wait_for(task, lambda t: holder.exists(), timeout=30)  # waited for, past 1 s
+            assert _drop_other_connections() >= 1
+            task = wait_for(task, timeout=60)
+            assert worker.alive()
+    assert (task.state, task.attempts) == (TaskState.COMPLETED, 1)
+    assert len(sample.inputs) == 1
