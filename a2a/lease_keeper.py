@@ -96,6 +96,26 @@ def kept(task: Task) -> Iterator[None]:
         drop_dead_connections()  # the call may have outlived a database restart
 
 
+def adopt(task: Task) -> bool:
+    """Whether ``task``, just claimed, is a long call this process still runs: its claim
+    had lapsed (renewals failed while the database was away) and a claim of this process
+    took it. Then the claim is handed to the running call (its next renewal goes from it)
+    and nothing else is done: acting on it too would send the held message again (the
+    agent runs it twice) or subscribe a second time."""
+    with _lock:
+        entry = _kept.get(task.pk)
+    if entry is None or entry.task is task:
+        return False
+    with entry.lock:
+        with _lock:
+            if _kept.get(task.pk) is not entry:
+                return False  # it ended meanwhile: the claim is this caller's
+        with entry.task.lease_guard():
+            entry.task.lease_until = task.lease_until
+    log.info("task %s: claimed while its long call runs here; the call keeps it", task.pk)
+    return True
+
+
 def kept_ids() -> list[Any]:
     """The tasks whose claims this process keeps now."""
     with _lock:
@@ -143,7 +163,12 @@ def _renew(entry: _Kept, keep_for: float) -> None:
             log.warning("could not renew the claim of task %s", task.pk, exc_info=True)
             connections.close_all()
             return
-    if not renewed:  # the claim moved on (a schedule, a release, a transition): not ours
+        # Not renewed, the object still showing the lease tried: the row's claim is
+        # another's (this one lapsed while the database was away). Kept: a claim of this
+        # process hands it back (:func:`adopt`); another process's stands, and this one
+        # is never taken back. Else the call wrote its own (a schedule, an end): done.
+        gone = not renewed and task.lease_until != held
+    if gone or held is None:
         with _lock:
             if _kept.get(task.pk) is entry:
                 del _kept[task.pk]

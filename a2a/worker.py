@@ -103,6 +103,8 @@ def run_claimed(task: Task) -> None:
 
 def _run_claimed(task: Task) -> None:
     try:
+        if lease_keeper.adopt(task):
+            return  # its long call runs in this process still (a lapsed claim)
         if (
             task.state in ACTIVE_STATES
             and task.deadline_at is not None

@@ -77,7 +77,43 @@ def test_a_claim_that_moved_on_is_not_taken_back(task: Task, short: Any, moved: 
         row = Task.objects.get(pk=held.pk)
         lease_keeper.renew_due(every=True)
         assert Task.objects.get(pk=held.pk).lease_until == row.lease_until
-        assert lease_keeper.kept_ids() == []  # not renewed again
+        # Done with, unless the row is another's: a claim of this process may hand it
+        # back (adopt); another process's stands all the same.
+        kept = [held.pk] if moved == "claimed by another worker" else []
+        assert lease_keeper.kept_ids() == kept
+        lease_keeper.renew_due(every=True)
+        assert Task.objects.get(pk=held.pk).lease_until == row.lease_until
+    finally:
+        lease_keeper.let_go(held)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lapsed_claim_taken_by_this_process_goes_back_to_its_running_call(
+    task: Task, short: Any
+) -> None:
+    """The database was away longer than the claim: renewals failed and it lapsed, and a
+    sweep of this process claimed the task. Acting on it would send the held message
+    again (the agent runs it twice): the claim goes to the call that still runs, and its
+    next renewal goes from it."""
+    held = claimed(task)  # the long call's own object
+    lease_keeper.keep(held)
+    try:
+        lapsed = timezone.now() - timedelta(seconds=1)
+        Task.objects.filter(pk=held.pk).update(lease_until=lapsed)
+        held.lease_until = lapsed  # as its last renewal left it
+        before = Task.objects.get(pk=held.pk)
+        worker.process_task(held.pk)  # the sweep's claim, and its run
+        row = Task.objects.get(pk=held.pk)
+        assert (row.attempts, row.next_action, row.error) == (
+            before.attempts,
+            before.next_action,
+            None,
+        )
+        assert row.lease_until > timezone.now()  # the sweep's claim, now the call's
+        assert held.lease_until == row.lease_until
+        assert lease_keeper.kept_ids() == [held.pk]
+        lease_keeper.renew_due(every=True)
+        assert Task.objects.get(pk=held.pk).lease_until > row.lease_until  # renewed
     finally:
         lease_keeper.let_go(held)
 
