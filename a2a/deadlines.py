@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 # What a task's last read found, for its timeout's error: the agent's state, or the code
 # of the error that kept it from being read; LATER for a task left for the next pass.
 LastRead = dict[Any, str]
-LATER = ""
+LATER = "(left for a later pass)"  # never a state nor an error code
 # An agent whose first read took longer has its other overdue tasks read in later
 # passes, one each: the sweep waits for these reads, and slow ones would hold it up.
 PROMPT_SECONDS = 2.0
@@ -194,7 +194,7 @@ def _apply(task: Task, answer: AgentReply | A2ACallError) -> str:
         return "internal_error"
     if task.state not in ACTIVE_STATES:
         log.info("task %s: read at its deadline, the agent's task was %s", task.pk, task.state)
-    return str(answer.state or "")
+    return str(answer.state or "no state")
 
 
 # --- failing -------------------------------------------------------------------------------

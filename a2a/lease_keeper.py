@@ -11,9 +11,10 @@ worker's claim runs out within that time, and another worker takes the task up a
 deadline.
 
 A renewal is a compare-and-set on the lease this process wrote last: a claim the task
-lost meanwhile (a transition, a schedule, another worker's claim after a renewal came too
-late) is not taken back, and no longer renewed. The thread runs only while there are
-calls to keep, and closes its database connection when it stops.
+lost meanwhile (a transition, a schedule, another worker's claim after renewals failed
+while the database was away) is never taken back. A claim of this same process taken
+then goes back to the call that still runs (:func:`adopt`). The thread runs only while
+there are calls to keep, and closes its database connection when it stops.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class _Kept:
 
     task: Task
     lock: threading.Lock = field(default_factory=threading.Lock)
+    failing: bool = False  # its last renewal could not reach the database
 
 
 def lease() -> float:
@@ -159,10 +161,15 @@ def _renew(entry: _Kept, keep_for: float) -> None:
         held = task.lease_until
         try:
             renewed = held is not None and task.renew_lease(held, keep_for)
-        except Exception:  # the database is away: the next step tries again
-            log.warning("could not renew the claim of task %s", task.pk, exc_info=True)
+        except Exception:  # the database is away: the next tick tries again
+            if not entry.failing:  # once per outage, not every tick
+                log.warning("could not renew the claim of task %s", task.pk, exc_info=True)
+            entry.failing = True
             connections.close_all()
             return
+        if entry.failing:
+            entry.failing = False
+            log.info("task %s: its claim is renewed again", task.pk)
         # Not renewed, the object still showing the lease tried: the row's claim is
         # another's (this one lapsed while the database was away). Kept: a claim of this
         # process hands it back (:func:`adopt`); another process's stands, and this one
