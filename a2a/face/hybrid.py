@@ -12,8 +12,10 @@ on; its file parts were refused as no 0.3 Part.
 A 0.3 Message always says ``"kind": "message"``, so a send whose message does not is
 read as this dialect (:func:`speaks`): its params go to the handler as 1.0 ones
 (:func:`params_in`), and its answers are the 1.0 answers with lowercase states and roles
-(:func:`out`). Its other calls (``tasks/get``, ``tasks/cancel``) name no message; their
-0.3 answers are Tasks FastA2A reads as they are (it ignores ``kind``).
+(:func:`out`). Its other calls (``tasks/get``, ``tasks/cancel``) name no message and get
+0.3's Task: FastA2A reads its states, text and object data (it ignores ``kind``), but not
+its file parts (0.3's ``file``) nor data that is no object (0.3 wraps it in ``value``).
+An unknown task there is 0.3's ``"Task not found"``, the one message FastA2A reads.
 """
 
 from __future__ import annotations
@@ -50,7 +52,10 @@ def params_in(raw: dict[str, Any]) -> dict[str, Any]:
         for name in ("acceptedOutputModes", "historyLength", "taskPushNotificationConfig")
         if name in config
     }
-    if config.get("blocking") is False:
+    blocking = config.get("blocking")
+    if blocking is not None and not isinstance(blocking, bool):
+        raise InvalidParams("configuration.blocking must be true or false.")
+    if blocking is False:
         out_config["returnImmediately"] = True
     params: dict[str, Any] = {"message": message, "configuration": out_config}
     for name in ("metadata", "tenant"):

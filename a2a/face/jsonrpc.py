@@ -24,6 +24,7 @@ from a2a.face.errors import (
     InvalidRequest,
     MethodNotAllowed,
     MethodNotFound,
+    TaskNotFound,
     as_face_error,
     jsonrpc_error_body,
     mapping_for,
@@ -154,14 +155,15 @@ class _Call:
 async def endpoint(request: HttpRequest, tenant: str | None = None) -> HttpResponse:
     request_id: Any = None
     operation = ""
-    legacy_stream = False
+    legacy_stream = legacy_method = False
     try:
         if request.method != "POST":
             raise MethodNotAllowed("JSON-RPC takes POST.", headers={"Allow": "POST"})
         body = read_body(request, required=True)
         request_id, _method_name, raw_params = _envelope(body)
         method = _method(body, request_id)
-        legacy_stream = method in legacy.METHODS and legacy.METHODS[method][1]
+        legacy_method = method in legacy.METHODS
+        legacy_stream = legacy_method and legacy.METHODS[method][1]
         call = _Call(method, raw_params)
         operation = call.operation
         check_version(request, call.version)
@@ -179,6 +181,10 @@ async def endpoint(request: HttpRequest, tenant: str | None = None) -> HttpRespo
             last=call.ends,
         )
     except Exception as exc:
+        if legacy_method and isinstance(exc, TaskNotFound):
+            # 0.3's own words for its -32001 (the id is in the error's data): FastA2A's
+            # client takes no other message there, and raised on ours.
+            exc.message = TaskNotFound.default_message
         if legacy_stream:
             return _stream_error_response(exc, request_id, operation)
         return error_response(exc, request_id, operation)

@@ -149,10 +149,13 @@ def _fields(desc: Descriptor) -> dict[str, FieldDescriptor]:
     return fields
 
 
-def _skeleton(desc: Descriptor, data: Any) -> Any:
+def _skeleton(desc: Descriptor, data: Any, path: str = "") -> Any:
     """``data`` (canonical) with the contents of JSON-valued fields left out, for ParseDict
     to check everything else: any JSON is a valid Value, and parsing a large data part into
-    a Struct costs milliseconds for nothing."""
+    a Struct costs milliseconds for nothing. A message field whose value is no object (or
+    a repeated one no list of objects) is refused here, naming it: ParseDict took a string
+    there for a message with no fields set (each character an unknown field, ignored), and
+    the code after it failed on it (a 500), or stored a part that is none."""
     if not isinstance(data, dict):
         return data
     fields = _fields(desc)
@@ -160,6 +163,9 @@ def _skeleton(desc: Descriptor, data: Any) -> Any:
     for key, value in data.items():
         field = fields[key]
         message = field.message_type
+        where = f"{path}.{key}" if path else key
+        if message is not None and not message.GetOptions().map_entry and value is not None:
+            _check_kind(message, field, value, where)
         if message is None or message.GetOptions().map_entry:
             out[key] = value
         elif message.full_name == "google.protobuf.Value":
@@ -172,10 +178,46 @@ def _skeleton(desc: Descriptor, data: Any) -> Any:
         elif message.full_name in _OPAQUE:
             out[key] = value
         elif field.is_repeated and isinstance(value, list):
-            out[key] = [_skeleton(message, v) for v in value]
+            out[key] = [_skeleton(message, v, f"{where}[{i}]") for i, v in enumerate(value)]
         else:
-            out[key] = _skeleton(message, value)
+            out[key] = _skeleton(message, value, where)
     return out
+
+
+# Message types whose ProtoJSON form need not be an object: Value is any JSON, ListValue a
+# list, the wrappers and well-known types their own scalars.
+_NOT_OBJECTS = frozenset(
+    {
+        "google.protobuf.Value",
+        "google.protobuf.ListValue",
+        "google.protobuf.Timestamp",
+        "google.protobuf.Duration",
+        "google.protobuf.FieldMask",
+        "google.protobuf.StringValue",
+        "google.protobuf.BytesValue",
+        "google.protobuf.BoolValue",
+        "google.protobuf.Int32Value",
+        "google.protobuf.Int64Value",
+        "google.protobuf.UInt32Value",
+        "google.protobuf.UInt64Value",
+        "google.protobuf.FloatValue",
+        "google.protobuf.DoubleValue",
+    }
+)
+
+
+def _check_kind(message: Descriptor, field: FieldDescriptor, value: Any, where: str) -> None:
+    """InvalidParams unless ``value`` has the kind ``field`` takes: an object for a message
+    (a list of them when repeated)."""
+    if message.full_name in _NOT_OBJECTS:
+        return
+    items = value if field.is_repeated and isinstance(value, list) else [value]
+    if field.is_repeated and not isinstance(value, list):
+        raise InvalidParams(f"Invalid params: {where} must be a list.")
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            at = f"{where}[{i}]" if field.is_repeated else where
+            raise InvalidParams(f"Invalid params: {at} must be an object.")
 
 
 def _scalar_from_query(field: FieldDescriptor, value: Any) -> Any:

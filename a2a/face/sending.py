@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from a2a import lookups, services
+from a2a.answer_parts import part_problem
 from a2a.creation import ForAgent, foreign_key_violation
 from a2a.face import push, queries, sse
 from a2a.face.context import CallContext
@@ -143,6 +144,14 @@ def validate_send(params: dict[str, Any]) -> dict[str, Any]:
             "message.parts must hold at least one part.",
             violations=[("message.parts", "at least one part")],
         )
+    # Each a Part, as agents' answers are held to (a2a.answer_parts): an empty part was
+    # stored, sent to the agent and served back, failing every client's read of the task.
+    for i, part in enumerate(message["parts"]):
+        problem = part_problem(part)
+        if problem is not None:
+            raise InvalidParams(
+                f"message.parts[{i}] {problem}.", violations=[(f"message.parts[{i}]", problem)]
+            )
     if message.get("role") not in ("ROLE_USER", 1):
         raise InvalidParams(
             "message.role must be ROLE_USER.", violations=[("message.role", "ROLE_USER")]
