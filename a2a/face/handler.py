@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from a2a import services
-from a2a.face import push, sending, sse
+from a2a.face import hybrid, push, sending, sse
 from a2a.face.context import CallContext, CallerWatch
 from a2a.face.db import db_call
 from a2a.face.errors import (
@@ -144,7 +144,7 @@ class FaceHandler:
             ctx.require_caller()
             history_length = opt_int(params, "historyLength", low=0)
             task = visible_task(ctx, params.get("id"))
-            return task_payload(task, history_length=history_length)
+            return hybrid.mark(params, task, task_payload(task, history_length=history_length))
 
         return await db_call(run)()
 
@@ -224,7 +224,7 @@ class FaceHandler:
                 )
             task = services.cancel_task(task, by=ctx.user, reason="canceled by the A2A client")
             task.refresh_from_db()
-            return task_payload(task, history_length=None)
+            return hybrid.mark(params, task, task_payload(task, history_length=None))
 
         return await db_call(run)()
 

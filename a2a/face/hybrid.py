@@ -12,10 +12,11 @@ on; its file parts were refused as no 0.3 Part.
 A 0.3 Message always says ``"kind": "message"``, so a send whose message does not is
 read as this dialect (:func:`speaks`): its params go to the handler as 1.0 ones
 (:func:`params_in`), and its answers are the 1.0 answers with lowercase states and roles
-(:func:`out`). Its other calls (``tasks/get``, ``tasks/cancel``) name no message and get
-0.3's Task: FastA2A reads its states, text and object data (it ignores ``kind``), but not
-its file parts (0.3's ``file``) nor data that is no object (0.3 wraps it in ``value``).
-An unknown task there is 0.3's ``"Task not found"``, the one message FastA2A reads.
+(:func:`out`). Its other calls (``tasks/get``, ``tasks/cancel``) name no message: the task
+such a send created says so (:data:`DIALECT` in its metadata), and they answer it in the
+mix too; 0.3's Task lost its file parts for FastA2A (0.3's ``file``) and changed data that
+is no object (0.3 wraps it in ``value``). An unknown task there is 0.3's ``"Task not
+found"``, the one message FastA2A reads.
 """
 
 from __future__ import annotations
@@ -26,6 +27,13 @@ from a2a.face.errors import InvalidParams
 from a2a.face.legacy import state_out
 
 SENDS = ("message/send", "message/stream")
+READS = ("tasks/get", "tasks/cancel")  # 0.3 calls that answer a task, whose maker says
+DIALECT = "faceDialect"  # a task's metadata: the mix its first send came in
+MIX = "fasta2a"
+# Under this key a call's (read) params carry the mix to the handler: a send's, for the
+# task it creates; a read's, asking for the mark on the answer of a task made so. No
+# ProtoJSON name starts with "@": no client can send it.
+KEY = "@dialect"
 _ROLES_IN = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}
 _ROLES_OUT = {"ROLE_USER": "user", "ROLE_AGENT": "agent"}
 
@@ -62,6 +70,19 @@ def params_in(raw: dict[str, Any]) -> dict[str, Any]:
         if name in raw:
             params[name] = raw[name]
     return params
+
+
+def mark(params: dict[str, Any], task: Any, payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` (a task's answer) marked for :func:`marked` when a 0.3 read asks
+    (``params``) about a task made in the mix."""
+    if params.get(KEY) and (task.metadata or {}).get(DIALECT) == MIX:
+        payload[KEY] = True
+    return payload
+
+
+def marked(result: Any) -> bool:
+    """Whether a 0.3 read's answer is a task made in the mix (the mark removed)."""
+    return isinstance(result, dict) and bool(result.pop(KEY, False))
 
 
 def out(value: Any) -> Any:

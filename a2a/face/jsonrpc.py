@@ -134,9 +134,11 @@ class _Call:
         if self.legacy:
             # After reading, which would drop the mark: a 0.3 client's webhook gets 0.3.
             legacy.mark_push_config(self.operation, self.params)
+        if self.hybrid or (self.legacy and method in hybrid.READS):
+            self.params[hybrid.KEY] = hybrid.MIX  # see a2a.face.hybrid
 
     def result(self, result: Any) -> Any:
-        if self.hybrid:
+        if self.hybrid or (self.legacy and hybrid.marked(result)):
             return hybrid.out(result)
         return legacy.result_out(self.operation, result) if self.legacy else result
 

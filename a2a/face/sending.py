@@ -20,7 +20,7 @@ from django.db import IntegrityError, transaction
 from a2a import lookups, services
 from a2a.answer_parts import part_problem
 from a2a.creation import ForAgent, foreign_key_violation
-from a2a.face import push, queries, sse
+from a2a.face import hybrid, push, queries, sse
 from a2a.face.context import CallContext
 from a2a.face.db import db_call
 from a2a.face.errors import AgentNotFound, InvalidParams, UnsupportedOperation
@@ -241,10 +241,19 @@ def _send_sync(
         origin="a2a",
         validate_input=False,
         watched=watched,
-        metadata={OUTPUT_MODES: modes} if modes else None,
+        metadata=_new_metadata(params, modes),
         for_agent=_for_agent(known) if references else None,
     )
     return task, None
+
+
+def _new_metadata(params: dict[str, Any], modes: list[str]) -> dict[str, Any] | None:
+    """A new task's metadata of the send: the output modes the caller takes, and the mix
+    a FastA2A client sent it in (:mod:`a2a.face.hybrid`: its reads are answered so)."""
+    metadata: dict[str, Any] = {OUTPUT_MODES: modes} if modes else {}
+    if params.get(hybrid.KEY):
+        metadata[hybrid.DIALECT] = params[hybrid.KEY]
+    return metadata or None
 
 
 def send_and_attach(

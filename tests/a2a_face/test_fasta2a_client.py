@@ -154,3 +154,49 @@ def test_a_fasta2a_client_gets_a_real_agents_answer_sent_and_streamed(
     last = results[-1]
     final = last.get("task") or last.get("status_update") or {}
     assert final["status"]["state"] == "completed", results
+
+
+def test_its_reads_of_a_task_it_made_keep_file_parts_and_data(agent: Any, alice: Any) -> None:
+    """``tasks/get`` and ``tasks/cancel`` name no message: the task its send made says
+    which mix it came in, and they answer in it. 0.3's Task lost FastA2A's file parts
+    (``file``) and wrapped data that is no object (``value``)."""
+    raw = base64.b64encode(b"%PDF-1.7").decode()
+    parts = [
+        {"raw": raw, "filename": "a.pdf", "media_type": "application/pdf"},
+        {"url": "https://files.example/f.pdf"},
+        {"data": [1, 2]},
+    ]
+
+    async def run(client: A2AClient, http: httpx.AsyncClient) -> Any:
+        sent = await client.send_message(message(*parts), configuration={"blocking": False})
+        task_id = sent["result"]["task"]["id"]
+        got = await client.get_task(task_id)
+        body = {"jsonrpc": "2.0", "id": "c", "method": "tasks/cancel", "params": {"id": task_id}}
+        canceled = (await http.post(URL, json=body)).json()
+        return got, canceled
+
+    got, canceled = with_client(alice.raw_token, run)
+    assert got["result"]["history"][0]["parts"] == parts
+    assert got["result"]["status"]["state"] == "submitted"
+    assert "kind" not in got["result"]
+    assert canceled["result"]["status"]["state"] == "canceled"
+    assert "kind" not in canceled["result"]
+
+
+def test_a_0_3_clients_reads_stay_0_3(agent: Any, alice: Any) -> None:
+    async def run(client: A2AClient, http: httpx.AsyncClient) -> Any:
+        msg = {
+            "kind": "message",
+            "role": "user",
+            "messageId": "m-03",
+            "parts": [{"kind": "data", "data": {"product": "lamp"}}],
+        }
+        params = {"message": msg, "configuration": {"blocking": False}}
+        body = {"jsonrpc": "2.0", "id": "1", "method": "message/send", "params": params}
+        task_id = (await http.post(URL, json=body)).json()["result"]["id"]
+        get = {"jsonrpc": "2.0", "id": "2", "method": "tasks/get", "params": {"id": task_id}}
+        return (await http.post(URL, json=get)).json()
+
+    answer = with_client(alice.raw_token, run)
+    assert answer["result"]["kind"] == "task"
+    assert answer["result"]["history"][0]["parts"][0]["kind"] == "data"
