@@ -31,6 +31,7 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
+from a2a import lease_marks
 from a2a.claims import lease_seconds
 from a2a.models import Task
 from platform_site.dbthreads import drop_dead_connections
@@ -43,6 +44,7 @@ TICK = 0.5  # seconds between the thread's looks at the claims it keeps
 _lock = threading.Lock()
 _kept: dict[Any, _Kept] = {}  # the calls whose claims are kept, by task id
 _thread: threading.Thread | None = None
+_marked_at = 0.0  # time.monotonic() of the last marks in Redis (a2a.lease_marks)
 
 
 @dataclass(eq=False)
@@ -53,6 +55,7 @@ class _Kept:
     task: Task
     lock: threading.Lock = field(default_factory=threading.Lock)
     failing: bool = False  # its last renewal could not reach the database
+    lost: bool = False  # its claim lapsed and another's replaced it (a hand-back may come)
 
 
 def lease() -> float:
@@ -72,6 +75,7 @@ def keep(task: Task) -> None:
         if _thread is None or not _thread.is_alive():  # none yet, or not in this fork
             _thread = threading.Thread(target=_run, name="a2a-lease-keeper", daemon=True)
             _thread.start()
+    lease_marks.mark([task.pk], lease())  # for the other processes (distributed mode)
 
 
 def let_go(task: Task) -> None:
@@ -85,6 +89,7 @@ def let_go(task: Task) -> None:
         del _kept[task.pk]
     with entry.lock:
         pass
+    lease_marks.unmark(task.pk)
 
 
 @contextmanager
@@ -141,6 +146,7 @@ def _run() -> None:
 def renew_due(*, every: bool = False) -> None:
     """Renew the claims kept here that have run a third of their time (``every``: all of
     them; tests). Each claim goes by its own time, whenever its call began."""
+    global _marked_at
     now = timezone.now()
     keep_for = lease()
     with _lock:
@@ -150,6 +156,29 @@ def renew_due(*, every: bool = False) -> None:
         left = (held - now).total_seconds() if held is not None else 0.0
         if every or left <= keep_for * (1 - 1 / STEPS):
             _renew(entry, keep_for)
+    if every or time.monotonic() - _marked_at >= keep_for / STEPS:
+        _marked_at = time.monotonic()
+        lease_marks.mark([entry.task.pk for entry in entries], keep_for)
+    lost = [entry for entry in entries if entry.lost]
+    handed = lease_marks.handbacks([entry.task.pk for entry in lost])
+    for entry in lost:
+        if entry.task.pk in handed:
+            _take_back(entry, handed[entry.task.pk])
+
+
+def _take_back(entry: _Kept, lease_until: Any) -> None:
+    """Another process's sweep claimed this call's task after its claim lapsed, and left
+    the claim to it (:func:`a2a.lease_marks.held_elsewhere`): the next renewal goes from
+    it."""
+    task = entry.task
+    with entry.lock:
+        with _lock:
+            if _kept.get(task.pk) is not entry:
+                return
+        with task.lease_guard():
+            task.lease_until = lease_until
+        entry.lost = False
+    log.info("task %s: its long call's claim came back from another process", task.pk)
 
 
 def _renew(entry: _Kept, keep_for: float) -> None:
@@ -175,6 +204,7 @@ def _renew(entry: _Kept, keep_for: float) -> None:
         # process hands it back (:func:`adopt`); another process's stands, and this one
         # is never taken back. Else the call wrote its own (a schedule, an end): done.
         gone = not renewed and task.lease_until != held
+        entry.lost = not renewed and not gone
     if gone or held is None:
         with _lock:
             if _kept.get(task.pk) is entry:

@@ -27,6 +27,7 @@ from a2a import (
     follow_policy,
     holding_agents,
     lease_keeper,
+    lease_marks,
     long_calls,
     observe,
     rows,
@@ -251,6 +252,8 @@ def _run_in_thread(task_id: Any) -> None:
         task = rows.task_for_work(task_id)
         if task is None:
             return  # deleted since its claim
+        if lease_marks.held_elsewhere(task):
+            return  # its long call runs in another process: the claim is left to it
         if _long_action(task) and not long_calls.taken_here():
             _hand_off(task)  # to a Celery worker: the sweep must not wait for it
         elif not _to_watched_threads(task):
