@@ -13,8 +13,10 @@ deadline.
 A renewal is a compare-and-set on the lease this process wrote last: a claim the task
 lost meanwhile (a transition, a schedule, another worker's claim after renewals failed
 while the database was away) is never taken back. A claim of this same process taken
-then goes back to the call that still runs (:func:`adopt`). The thread runs only while
-there are calls to keep, and closes its database connection when it stops.
+after renewals failed, nothing else having changed, goes back to the call that still runs
+(:func:`adopt`); another process's, through Redis (:mod:`a2a.lease_marks`). The thread
+runs only while there are calls to keep, and closes its database connection when it
+stops.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def keep(task: Task) -> None:
         if _thread is None or not _thread.is_alive():  # none yet, or not in this fork
             _thread = threading.Thread(target=_run, name="a2a-lease-keeper", daemon=True)
             _thread.start()
-    lease_marks.mark([task.pk], lease())  # for the other processes (distributed mode)
+    lease_marks.mark(task, lease())  # for the other processes (distributed mode)
 
 
 def let_go(task: Task) -> None:
@@ -88,8 +90,7 @@ def let_go(task: Task) -> None:
             return
         del _kept[task.pk]
     with entry.lock:
-        pass
-    lease_marks.unmark(task.pk)
+        lease_marks.unmark(task.pk)
 
 
 @contextmanager
@@ -103,12 +104,20 @@ def kept(task: Task) -> Iterator[None]:
         drop_dead_connections()  # the call may have outlived a database restart
 
 
+def unchanged(task: Task, call: Task) -> bool:
+    """Whether the row ``task`` was read from holds what the long call's object last wrote
+    (``updated_at``, which every write but a claim's and a renewal's moves, and the action
+    due): only the claim changed since. A person's cancel, or the call's own schedule, is
+    a change, and is acted on."""
+    return task.updated_at == call.updated_at and task.next_action == call.next_action
+
+
 def adopt(task: Task) -> bool:
-    """Whether ``task``, just claimed, is a long call this process still runs: its claim
-    had lapsed (renewals failed while the database was away) and a claim of this process
-    took it. Then the claim is handed to the running call (its next renewal goes from it)
-    and nothing else is done: acting on it too would send the held message again (the
-    agent runs it twice) or subscribe a second time."""
+    """Whether ``task``, just claimed, is a long call this process still runs whose claim
+    lapsed while renewals failed (the database was away), and nothing else changed since
+    (:func:`unchanged`). Then the claim is handed to the running call (its next renewal
+    goes from it) and nothing else is done: acting on it too would send the held message
+    again (the agent runs it twice) or subscribe a second time."""
     with _lock:
         entry = _kept.get(task.pk)
     if entry is None or entry.task is task:
@@ -117,8 +126,11 @@ def adopt(task: Task) -> bool:
         with _lock:
             if _kept.get(task.pk) is not entry:
                 return False  # it ended meanwhile: the claim is this caller's
+        if not (entry.failing or entry.lost) or not unchanged(task, entry.task):
+            return False  # its claim did not lapse for want of renewals, or news came
         with entry.task.lease_guard():
             entry.task.lease_until = task.lease_until
+        entry.lost = False
     log.info("task %s: claimed while its long call runs here; the call keeps it", task.pk)
     return True
 
@@ -154,16 +166,29 @@ def renew_due(*, every: bool = False) -> None:
     for entry in entries:
         held = entry.task.lease_until
         left = (held - now).total_seconds() if held is not None else 0.0
-        if every or left <= keep_for * (1 - 1 / STEPS):
+        # A lost claim is another's until it comes back (adopt, a hand-back): no renewal.
+        if not entry.lost and (every or left <= keep_for * (1 - 1 / STEPS)):
             _renew(entry, keep_for)
     if every or time.monotonic() - _marked_at >= keep_for / STEPS:
         _marked_at = time.monotonic()
-        lease_marks.mark([entry.task.pk for entry in entries], keep_for)
+        for entry in entries:
+            _mark(entry, keep_for)
     lost = [entry for entry in entries if entry.lost]
     handed = lease_marks.handbacks([entry.task.pk for entry in lost])
     for entry in lost:
         if entry.task.pk in handed:
             _take_back(entry, handed[entry.task.pk])
+
+
+def _mark(entry: _Kept, keep_for: float) -> None:
+    """Mark the call alive in Redis (:mod:`a2a.lease_marks`) under its lock, only while it
+    is kept: :func:`let_go` removes the mark under the same lock, and no mark written
+    after it outlives the call."""
+    with entry.lock:
+        with _lock:
+            if _kept.get(entry.task.pk) is not entry:
+                return
+        lease_marks.mark(entry.task, keep_for)
 
 
 def _take_back(entry: _Kept, lease_until: Any) -> None:
@@ -188,24 +213,27 @@ def _renew(entry: _Kept, keep_for: float) -> None:
             if _kept.get(task.pk) is not entry:
                 return  # let go meanwhile
         held = task.lease_until
+        was_failing = entry.failing
         try:
             renewed = held is not None and task.renew_lease(held, keep_for)
         except Exception:  # the database is away: the next tick tries again
             if not entry.failing:  # once per outage, not every tick
                 log.warning("could not renew the claim of task %s", task.pk, exc_info=True)
             entry.failing = True
-            connections.close_all()
+            drop_dead_connections()  # a new one for the next try, if this one broke
             return
         if entry.failing:
             entry.failing = False
             log.info("task %s: its claim is renewed again", task.pk)
-        # Not renewed, the object still showing the lease tried: the row's claim is
-        # another's (this one lapsed while the database was away). Kept: a claim of this
-        # process hands it back (:func:`adopt`); another process's stands, and this one
-        # is never taken back. Else the call wrote its own (a schedule, an end): done.
-        gone = not renewed and task.lease_until != held
-        entry.lost = not renewed and not gone
-    if gone or held is None:
+        # Not renewed right after renewals failed (the database was away), the object
+        # still showing the lease tried: the claim lapsed and another replaced it. Kept,
+        # "lost": a claim of this process, or another's that finds the call marked in
+        # Redis, gives it back (adopt, a hand-back). Any other miss is the claim moving
+        # on (the call's own write, a person's cancel, another worker's claim): done, and
+        # never taken back.
+        entry.lost = not renewed and held is not None and task.lease_until == held and was_failing
+        done = not renewed and not entry.lost
+    if done:
         with _lock:
             if _kept.get(task.pk) is entry:
                 del _kept[task.pk]

@@ -20,7 +20,6 @@ import logging
 import math
 import os
 import socket
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -54,18 +53,21 @@ def _handback_key(pk: Any) -> str:
     return f"a2a:long-call-back:{settings.CELERY_TASK_DEFAULT_QUEUE}:{pk}"
 
 
-def mark(pks: Iterable[Any], seconds: float) -> None:
-    """Mark these calls alive for ``seconds`` (the keeper does, each renewal step)."""
+def _what(task: Task) -> str:
+    """What the call works on, as the row would show it untouched but for its claim: a
+    person's cancel, a reply, a reassignment change one of these."""
+    return f"{task.next_action}|{task.state}|{task.agent_id}"
+
+
+def mark(task: Task, seconds: float) -> None:
+    """Mark the call on ``task`` alive for ``seconds`` (the keeper does, each step)."""
     if not enabled():
         return
-    ttl, owner = max(1, math.ceil(seconds)), _owner()
     try:
-        with _client().pipeline(transaction=False) as pipe:
-            for pk in pks:
-                pipe.set(_mark_key(pk), owner, ex=ttl)
-            pipe.execute()
+        value = f"{_owner()}|{_what(task)}"
+        _client().set(_mark_key(task.pk), value, ex=max(1, math.ceil(seconds)))
     except redis.RedisError as exc:
-        log.warning("could not mark long calls alive in Redis: %s", exc)
+        log.warning("could not mark task %s's long call alive in Redis: %s", task.pk, exc)
 
 
 def unmark(pk: Any) -> None:
@@ -80,14 +82,16 @@ def unmark(pk: Any) -> None:
 
 def held_elsewhere(task: Task) -> bool:
     """Whether ``task``, just claimed by a sweep, runs as a long call in another process
-    (its claim lapsed while the database was away). Then its claim (this one) is left for
-    that process to take back, and nothing is to be done with it here."""
+    (its claim lapsed while the database was away) and nothing else changed since (its
+    action, state and agent are as the call marked them). Then its claim (this one) is
+    left for that process to take back, and nothing is to be done with it here."""
     if not enabled() or task.lease_until is None:
         return False
     try:
         client = _client()
-        owner = client.get(_mark_key(task.pk))
-        if owner is None or owner.decode() == _owner():
+        raw = client.get(_mark_key(task.pk))
+        owner, _, what = raw.decode().partition("|") if raw is not None else ("", "", "")
+        if not owner or owner == _owner() or what != _what(task):
             return False
         ttl = max(1, math.ceil((task.lease_until - _now(task)).total_seconds()))
         client.set(_handback_key(task.pk), task.lease_until.isoformat(), ex=ttl)

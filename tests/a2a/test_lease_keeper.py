@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import OperationalError
 from django.utils import timezone
 
 from a2a import agent_streams, lease_keeper, services, worker
@@ -77,19 +78,25 @@ def test_a_claim_that_moved_on_is_not_taken_back(task: Task, short: Any, moved: 
         row = Task.objects.get(pk=held.pk)
         lease_keeper.renew_due(every=True)
         assert Task.objects.get(pk=held.pk).lease_until == row.lease_until
-        # Done with, unless the row is another's: a claim of this process may hand it
-        # back (adopt); another process's stands all the same.
-        kept = [held.pk] if moved == "claimed by another worker" else []
-        assert lease_keeper.kept_ids() == kept
-        lease_keeper.renew_due(every=True)
-        assert Task.objects.get(pk=held.pk).lease_until == row.lease_until
+        assert lease_keeper.kept_ids() == []  # not renewed again
     finally:
         lease_keeper.let_go(held)
 
 
 @pytest.mark.django_db(transaction=True)
+def database_away(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A renewal step while the database is away: it fails (and the next one works)."""
+
+    def away(self: Task, held: Any, seconds: float) -> bool:
+        raise OperationalError("the database is away")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Task, "renew_lease", away)
+        lease_keeper.renew_due(every=True)
+
+
 def test_a_lapsed_claim_taken_by_this_process_goes_back_to_its_running_call(
-    task: Task, short: Any
+    task: Task, short: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The database was away longer than the claim: renewals failed and it lapsed, and a
     sweep of this process claimed the task. Acting on it would send the held message
@@ -98,6 +105,7 @@ def test_a_lapsed_claim_taken_by_this_process_goes_back_to_its_running_call(
     held = claimed(task)  # the long call's own object
     lease_keeper.keep(held)
     try:
+        database_away(monkeypatch)
         lapsed = timezone.now() - timedelta(seconds=1)
         Task.objects.filter(pk=held.pk).update(lease_until=lapsed)
         held.lease_until = lapsed  # as its last renewal left it
@@ -116,6 +124,24 @@ def test_a_lapsed_claim_taken_by_this_process_goes_back_to_its_running_call(
         assert Task.objects.get(pk=held.pk).lease_until > row.lease_until  # renewed
     finally:
         lease_keeper.let_go(held)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("away", [False, True])
+def test_a_cancel_during_a_long_call_is_acted_on_at_once(
+    task: Task, short: Any, monkeypatch: pytest.MonkeyPatch, away: bool
+) -> None:
+    """A person cancels while the call runs (and, or not, after its renewals failed): the
+    hint's claim tells the agent at once; it is no lapsed claim for the call to take."""
+    held = claimed(task)
+    told: list[Any] = []
+    monkeypatch.setitem(worker.ACTIONS, NextAction.CANCEL, lambda t: told.append(t.pk))
+    with lease_keeper.kept(held):
+        if away:
+            database_away(monkeypatch)
+        services.cancel_task(Task.objects.get(pk=held.pk), by="ops")
+        worker.process_task(held.pk)  # the cancel's hint
+    assert told == [held.pk]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -16,10 +16,11 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
-from a2a import lease_keeper, lease_marks, worker
+from a2a import lease_keeper, lease_marks, services, worker
 from a2a.models import Task
 from a2a.states import NextAction
 from tests.a2a.helpers import working
+from tests.a2a.test_lease_keeper import database_away
 
 pytestmark = [pytest.mark.distributed, pytest.mark.django_db(transaction=True)]
 
@@ -31,6 +32,12 @@ def client(task: Task) -> Iterator[redis.Redis]:
     client.delete(*keys)
     yield client
     client.delete(*keys)
+
+
+def elsewhere(client: redis.Redis, call: Task) -> None:
+    """The call on ``call`` runs in another process, as its keeper marks it."""
+    value = f"another-host:1|{lease_marks._what(call)}"
+    client.set(lease_marks._mark_key(call.pk), value, ex=30)
 
 
 def claimed(task: Task) -> Task:
@@ -53,7 +60,7 @@ def test_a_sweep_leaves_a_task_whose_long_call_runs_elsewhere(
     task: Task, client: redis.Redis
 ) -> None:
     held = claimed(task)
-    client.set(lease_marks._mark_key(task.pk), "another-host:1", ex=30)
+    elsewhere(client, held)
     again = lapsed_and_claimed_again(held)
     assert lease_marks.held_elsewhere(again)
     handed = client.get(lease_marks._handback_key(task.pk))
@@ -70,26 +77,35 @@ def test_a_sweep_leaves_a_task_whose_long_call_runs_elsewhere(
     assert after.lease_until == again.lease_until  # left for the call to take back
 
 
-@pytest.mark.parametrize("owner", ["this process", "no mark"])
+@pytest.mark.parametrize("owner", ["this process", "no mark", "canceled since"])
 def test_a_task_not_marked_by_another_process_is_acted_on(
     task: Task, client: redis.Redis, owner: str
 ) -> None:
+    """Its own mark (adopt decides), none (the process died), or a mark of another
+    process's call on a task a person canceled since: the cancel is acted on."""
     held = claimed(task)
     if owner == "this process":
-        client.set(lease_marks._mark_key(task.pk), lease_marks._owner(), ex=30)
-    assert not lease_marks.held_elsewhere(lapsed_and_claimed_again(held))
+        value = f"{lease_marks._owner()}|{lease_marks._what(held)}"
+        client.set(lease_marks._mark_key(task.pk), value, ex=30)
+    elif owner == "canceled since":
+        elsewhere(client, held)
+        services.cancel_task(Task.objects.get(pk=task.pk), by="ops")
+    again = lapsed_and_claimed_again(held)
+    assert not lease_marks.held_elsewhere(again)
     assert client.get(lease_marks._handback_key(task.pk)) is None
 
 
 def test_the_keeper_takes_back_a_claim_another_process_left_it(
-    task: Task, client: redis.Redis
+    task: Task, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     held = claimed(task)  # the long call's object
     lease_keeper.keep(held)
     try:
-        assert client.get(lease_marks._mark_key(task.pk)).decode() == lease_marks._owner()
+        mark = client.get(lease_marks._mark_key(task.pk)).decode()
+        assert mark == f"{lease_marks._owner()}|{lease_marks._what(held)}"
         # The database was away: renewals failed, the claim lapsed, another process's
         # sweep claimed the task and left its claim (its mark said the call runs here).
+        database_away(monkeypatch)
         theirs = timezone.now() + timedelta(seconds=20)
         Task.objects.filter(pk=task.pk).update(lease_until=theirs)
         client.set(lease_marks._handback_key(task.pk), theirs.isoformat(), ex=30)
@@ -108,7 +124,7 @@ def test_without_redis_nothing_is_held_elsewhere(
     task: Task, client: redis.Redis, settings: Any
 ) -> None:
     held = claimed(task)
-    client.set(lease_marks._mark_key(task.pk), "another-host:1", ex=30)
+    elsewhere(client, held)
     settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nobody there
     lease_marks.redis_clients._clients.clear()
     try:
