@@ -108,23 +108,6 @@ def test_a_bad_send_in_its_dialect_is_invalid_params(
     assert not Task.objects.exists()
 
 
-def test_a_0_3_message_still_gets_0_3_shapes(agent: Any, alice: Any) -> None:
-    async def run(client: A2AClient, http: httpx.AsyncClient) -> Any:
-        msg = {
-            "kind": "message",
-            "role": "user",
-            "messageId": "m-03",
-            "parts": [{"kind": "data", "data": {"product": "lamp"}}],
-        }
-        params = {"message": msg, "configuration": {"blocking": False}}
-        body = {"jsonrpc": "2.0", "id": "1", "method": "message/send", "params": params}
-        return (await http.post(URL, json=body)).json()
-
-    answer = with_client(alice.raw_token, run)
-    assert answer["result"]["kind"] == "task"
-    assert answer["result"]["status"]["state"] == "submitted"
-
-
 @pytest.mark.slow
 def test_a_fasta2a_client_gets_a_real_agents_answer_sent_and_streamed(
     world: dict[str, Any],
@@ -183,7 +166,7 @@ def test_its_reads_of_a_task_it_made_keep_file_parts_and_data(agent: Any, alice:
     assert "kind" not in canceled["result"]
 
 
-def test_a_0_3_clients_reads_stay_0_3(agent: Any, alice: Any) -> None:
+def test_a_0_3_client_still_gets_0_3_shapes_sent_and_read(agent: Any, alice: Any) -> None:
     async def run(client: A2AClient, http: httpx.AsyncClient) -> Any:
         msg = {
             "kind": "message",
@@ -193,10 +176,17 @@ def test_a_0_3_clients_reads_stay_0_3(agent: Any, alice: Any) -> None:
         }
         params = {"message": msg, "configuration": {"blocking": False}}
         body = {"jsonrpc": "2.0", "id": "1", "method": "message/send", "params": params}
-        task_id = (await http.post(URL, json=body)).json()["result"]["id"]
-        get = {"jsonrpc": "2.0", "id": "2", "method": "tasks/get", "params": {"id": task_id}}
-        return (await http.post(URL, json=get)).json()
+        sent = (await http.post(URL, json=body)).json()
+        get = {
+            "jsonrpc": "2.0",
+            "id": "2",
+            "method": "tasks/get",
+            "params": {"id": sent["result"]["id"]},
+        }
+        return sent, (await http.post(URL, json=get)).json()
 
-    answer = with_client(alice.raw_token, run)
-    assert answer["result"]["kind"] == "task"
-    assert answer["result"]["history"][0]["parts"][0]["kind"] == "data"
+    sent, got = with_client(alice.raw_token, run)
+    assert sent["result"]["kind"] == "task"
+    assert sent["result"]["status"]["state"] == "submitted"
+    assert got["result"]["kind"] == "task"
+    assert got["result"]["history"][0]["parts"][0]["kind"] == "data"

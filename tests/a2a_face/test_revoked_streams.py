@@ -28,13 +28,13 @@ from django.db import connections
 from django.utils import timezone
 
 from a2a.face import context
-from a2a.face.asgi import FaceASGIHandler
 from a2a.face.context import principal_cache
 from a2a.face.db import close_pool
 from a2a.face.stream_slots import stream_slots
 from a2a.models import Task
 from agent_profiles.models import AgentProfile, AgentStatus, ApiKey, UserToken
 from tests.support.asgi_calls import http_scope
+from tests.support.face_streams import FaceStream
 from tests.support.processes import LivePlatform
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -60,9 +60,9 @@ def _short_cache(settings: Any) -> Iterator[None]:
 # --- a client of the real face ---------------------------------------------------------
 
 
-class Stream:
-    """One request to the face (:class:`FaceASGIHandler`) whose answer is read as it
-    comes; the client stays until :meth:`leave`."""
+class Stream(FaceStream):
+    """A stream request to the face with the caller's token (:class:`FaceStream`); open
+    once its first event came, with 200."""
 
     def __init__(self, path: str, token: str | None, body: bytes = b"", **headers: str) -> None:
         raw = [(b"content-type", b"application/json")]
@@ -70,69 +70,13 @@ class Stream:
         raw.append((b"content-length", str(len(body)).encode()))
         if token is not None:
             raw.append((b"authorization", f"Bearer {token}".encode()))
-        self.scope = http_scope(path, method="POST" if body else "GET", headers=raw)
-        self.body = body
-        self.sent: list[dict[str, Any]] = []
-        self.chunk = asyncio.Event()
-        self.gone = asyncio.Event()
-        self.handler: asyncio.Task[None] | None = None
+        super().__init__(http_scope(path, method="POST" if body else "GET", headers=raw), body)
 
     async def open(self) -> Stream:
-        asked = 0
-
-        async def receive() -> dict[str, Any]:
-            nonlocal asked
-            asked += 1
-            if asked == 1:
-                return {"type": "http.request", "body": self.body, "more_body": False}
-            await self.gone.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            self.sent.append(message)
-            if message["type"] == "http.response.body":
-                self.chunk.set()
-
-        self.handler = asyncio.create_task(FaceASGIHandler()(self.scope, receive, send))
+        await super().open()
         await self.wait_events(1)
         assert self.status == 200, self.sent
         return self
-
-    @property
-    def status(self) -> int:
-        return int(self.sent[0]["status"])
-
-    def events(self) -> list[tuple[str, Any]]:
-        """``(event name, data)`` of every SSE event so far ("" for a plain data event)."""
-        text = b"".join(m.get("body", b"") for m in self.sent[1:]).decode()
-        found = []
-        for frame in text.split("\n\n"):
-            name = ""
-            for line in frame.splitlines():
-                if line.startswith("event: "):
-                    name = line.removeprefix("event: ")
-                elif line.startswith("data: "):
-                    found.append((name, json.loads(line.removeprefix("data: "))))
-        return found
-
-    async def wait_events(self, count: int) -> None:
-        """Wait until ``count`` events have come (keep-alives are no events)."""
-        deadline = time.monotonic() + 15
-        while len(self.events()) < count:
-            self.chunk.clear()
-            assert time.monotonic() < deadline, f"no event came: {self.events()}"
-            await asyncio.wait_for(self.chunk.wait(), 15)
-
-    async def ended(self) -> bool:
-        """Whether the server ended the stream on its own within 5 s."""
-        assert self.handler is not None
-        done, _ = await asyncio.wait({self.handler}, timeout=5)
-        return bool(done)
-
-    async def leave(self) -> None:
-        self.gone.set()
-        assert self.handler is not None
-        await asyncio.wait_for(self.handler, 15)
 
 
 def run(scenario: Any) -> Any:

@@ -6,18 +6,17 @@ its slot back however it ends."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from a2a.face.asgi import FaceASGIHandler
 from a2a.face.db import close_pool
 from a2a.face.stream_slots import stream_slots
 from a2a.models import Task
 from a2a.states import TaskState
 from tests.a2a_face.test_asgi import _rpc, _scope
+from tests.support.face_streams import FaceStream
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,54 +28,11 @@ def _two_streams_each(settings: Any) -> Iterator[None]:
     close_pool()
 
 
-class Stream:
-    """A client of the real face that keeps its stream open until :meth:`leave`."""
-
-    def __init__(self, scope: dict[str, Any], body: bytes) -> None:
-        self.scope, self.body = scope, body
-        self.sent: list[dict[str, Any]] = []
-        self.started = asyncio.Event()
-        self.gone = asyncio.Event()
-        self.handler: asyncio.Task[None] | None = None
-
-    async def open(self) -> Stream:
-        asked = 0
-
-        async def receive() -> dict[str, Any]:
-            nonlocal asked
-            asked += 1
-            if asked == 1:
-                return {"type": "http.request", "body": self.body, "more_body": False}
-            await self.gone.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            self.sent.append(message)
-            if message["type"] == "http.response.body":
-                self.started.set()
-
-        self.handler = asyncio.create_task(FaceASGIHandler()(self.scope, receive, send))
-        await asyncio.wait_for(self.started.wait(), 15)
-        return self
-
-    @property
-    def status(self) -> int:
-        return int(self.sent[0]["status"])
-
-    def json(self) -> Any:
-        return json.loads(b"".join(m.get("body", b"") for m in self.sent[1:]))
-
-    async def leave(self) -> None:
-        self.gone.set()
-        assert self.handler is not None
-        await asyncio.wait_for(self.handler, 15)
+def _subscribe(task: Task, token: str) -> FaceStream:
+    return FaceStream(_scope(f"/v1/a2a/tasks/{task.id}:subscribe", "GET", token, b""), b"")
 
 
-def _subscribe(task: Task, token: str) -> Stream:
-    return Stream(_scope(f"/v1/a2a/tasks/{task.id}:subscribe", "GET", token, b""), b"")
-
-
-def _stream_message(skill: Any, token: str, message_id: str) -> Stream:
+def _stream_message(skill: Any, token: str, message_id: str) -> FaceStream:
     message = {
         "messageId": message_id,
         "role": "ROLE_USER",
@@ -84,7 +40,7 @@ def _stream_message(skill: Any, token: str, message_id: str) -> Stream:
         "metadata": {"skillId": skill.id},
     }
     body = _rpc("SendStreamingMessage", message=message)
-    return Stream(_scope("/v1/a2a/jsonrpc", "POST", token, body), body)
+    return FaceStream(_scope("/v1/a2a/jsonrpc", "POST", token, body), body)
 
 
 def _reason(details: list[dict[str, Any]]) -> str:
