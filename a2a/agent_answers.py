@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from a2a import agent_registry
 from a2a.exceptions import A2ACallError
-from a2a.follow_policy import POLL, base_interval, schedule_poll
+from a2a.follow_policy import POLL, STREAM, base_interval, next_poll, schedule_poll
 from a2a.hints import queue_processing
 from a2a.models import Task
 from a2a.states import (
@@ -62,6 +62,7 @@ def after_answer(
     news: dict[str, Any] | None = None,
     *,
     held: datetime | None = None,
+    quiet: bool = False,
 ) -> None:
     """Keep following a task that is still active; tell the agent if we canceled meanwhile.
 
@@ -72,6 +73,7 @@ def after_answer(
     lease of the poll this answers (its claim, as the poll began): its next poll never
     replaces an action queued while it was out (a person's reply to an AUTH_REQUIRED
     polled on), and only that claim is given up, not another worker's on that action.
+    ``quiet``: a stream that brought nothing new (:func:`_subscribe_later`).
     """
     news = dict(news or {})
     retry_after = reply.retry_after
@@ -82,6 +84,9 @@ def after_answer(
             if schedule_poll(
                 task, target, grow=grow, retry_after=retry_after, also=news, polled=polled
             ):
+                return
+        elif mode == STREAM:
+            if _subscribe_later(task, target, quiet=quiet, retry_after=retry_after, news=news):
                 return
         elif task.schedule(
             NextAction.FOLLOW, base_interval(task, target), if_state=task.state, **news
@@ -126,11 +131,43 @@ def _told_of_cancel(task: Task) -> bool:
 
 def _followed(task: Task, mode: str) -> bool:
     """Whether the task is still followed after an answer: while it is in flight, and,
-    when it is polled, while it waits for authorization. A2A 1.0 (7.6): an agent that
-    asked for it may go on by itself once the person signed in elsewhere, with no message
-    from the client, which SHOULD keep following the task; until then the polls back off
-    as for a task that works on unchanged. (A question for input waits for the reply.)"""
-    return task.state in ACTIVE_STATES or (task.state == TaskState.AUTH_REQUIRED and mode == POLL)
+    when it is polled or streamed, while it waits for authorization. A2A 1.0 (7.6): an
+    agent that asked for it may go on by itself once the person signed in elsewhere, with
+    no message from the client, which SHOULD keep following the task (polling it, or
+    subscribing to it); until then the polls back off as for a task that works on
+    unchanged, and so do the subscribes (:func:`_subscribe_later`). (A question for input
+    waits for the reply.)"""
+    return task.state in ACTIVE_STATES or (
+        task.state == TaskState.AUTH_REQUIRED and mode in (POLL, STREAM)
+    )
+
+
+def _subscribe_later(
+    task: Task,
+    target: CallTarget,
+    *,
+    quiet: bool,
+    retry_after: float | None,
+    news: dict[str, Any],
+) -> bool:
+    """Subscribe again to a streamed task (working, or waiting for authorization: the
+    agent may go on by itself); whether it was scheduled.
+
+    As a poll would be: from the base interval, backing off while the subscribes bring
+    nothing new (``quiet``: a stream that closed at once on the task as it was, or a
+    subscribe that failed) and after the agent's ``Retry-After``. An agent that closes
+    every subscribe at once, is busy or down, was subscribed to again twice a second
+    until the task's deadline. Only while the stream's claim, or none, is due: a reply
+    a person queued meanwhile (to a task waiting for authorization) stands."""
+    delay, interval = next_poll(task, target, grow=quiet, retry_after=retry_after)
+    return task.schedule(
+        NextAction.FOLLOW,
+        delay,
+        if_state=task.state,
+        if_due=(NextAction.FOLLOW, NextAction.NONE),
+        poll_interval=interval,
+        **news,
+    )
 
 
 def _still_news(task: Task, news: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
@@ -24,13 +25,14 @@ from a2a.follow_policy import (
     FOLLOWED_BY,
     STREAM,
     auth_refused,
+    base_interval,
     can_subscribe,
     long_call_seconds,
     next_poll,
 )
 from a2a.hints import queue_processing
 from a2a.models import Task
-from a2a.states import ACTIVE_STATES, NextAction, Transport
+from a2a.states import ACTIVE_STATES, NextAction, TaskState, Transport
 from a2a.task_actions import handle_send_failure
 from a2a.transports import AgentReply
 from a2a.transports.answers import AgentErrorEvent
@@ -69,6 +71,8 @@ def follow_events(
     without telling its task's state is an error too, never a subscribe to no task.
     """
     state_before = task.state
+    began = time.monotonic()
+    failed: A2ACallError | None = None  # a break noted on the task
     last: AgentReply | None = None
     held: AgentReply | None = None  # the latest event not applied yet
     applied: tuple[Any, float] = (None, 0.0)  # the status applied last, and when
@@ -93,7 +97,9 @@ def follow_events(
             applied = (status, time.monotonic())
             if sending and task.remote_task_id and task.next_action == NextAction.SEND:
                 task.mark_sent()  # a crash from here on subscribes, never sends again
-            if task.state not in ACTIVE_STATES or task.transport != Transport.A2A:
+            if task.transport != Transport.A2A or not (
+                task.state in ACTIVE_STATES or _waits_on_stream(task)
+            ):
                 break
         if held is not None:  # the stream ended: what it held back goes in now
             final, held = held, None
@@ -123,7 +129,9 @@ def follow_events(
                 exc.as_error()["details"],
             )
             return
-        task.note(error=exc.as_error(), if_state=task.state)
+        if not (last is not None and _waits_on_stream(task)):
+            failed = exc
+            task.note(error=exc.as_error(), if_state=task.state)
     if sending and last is None:
         # A 2xx stream that closed before naming its task: nothing to follow (a subscribe
         # needs the agent's task id), and a send again might run the task twice.
@@ -133,8 +141,28 @@ def follow_events(
         agent_answers.outcome(task, exc)
         handle_send_failure(task, exc)
         return
+    # Nothing new: a break, or a stream that closed at once on the task as it was. The
+    # next subscribe backs off then, as a poll would (a long stream's end is no news).
+    brief = time.monotonic() - began < base_interval(task, target)
+    quiet = failed is not None or (brief and task.state == state_before)
     reply = last or AgentReply()
-    agent_answers.after_answer(task, target, reply, state_before, STREAM)
+    if failed is not None and failed.retry_after:
+        reply = replace(reply, retry_after=failed.retry_after)
+    agent_answers.after_answer(task, target, reply, state_before, STREAM, quiet=quiet)
+
+
+def _waits_on_stream(task: Task) -> bool:
+    """Whether a subscribe goes on while the task waits for authorization: the stream
+    began there and still holds the claim (a transition into the wait, which clears it,
+    ends the stream; a subscribe follows, which holds it). A2A 1.0 (7.6): an agent that
+    got the credential out of band goes on by itself, and SHOULD keep its streams open
+    meanwhile, so the subscribe hears it at once (a2a-sdk's does). Silence while it
+    waits is no error: when the call's time is up it is subscribed to again."""
+    return (
+        task.state == TaskState.AUTH_REQUIRED
+        and task.next_action == NextAction.FOLLOW
+        and task.lease_until is not None
+    )
 
 
 def _follow_again_later(task: Task, target: CallTarget, exc: A2AAuthError) -> None:

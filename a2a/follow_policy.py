@@ -39,6 +39,7 @@ from a2a import agent_listing, agent_push
 from a2a.exceptions import A2AAuthError
 from a2a.hints import queue_processing, queue_processing_many
 from a2a.models import Task
+from a2a.states import INTERRUPTED_STATES
 from agent_profiles.interfaces import CallTarget
 from agent_profiles.models import AgentProfile
 
@@ -78,9 +79,11 @@ def base_interval(task: Task, target: CallTarget) -> float:
 
 
 def long_call_seconds(task: Task) -> float:
-    """How long one stream or blocking send may run: up to the deadline, capped."""
+    """How long one stream or blocking send may run: up to the deadline, capped. A task
+    waiting for a person has no deadline running (it was set before the wait, and starts
+    again when the wait ends): a subscribe while it waits may run to the cap."""
     cap = settings.A2A_LONG_CALL_MAX
-    if task.deadline_at is None:
+    if task.deadline_at is None or task.state in INTERRUPTED_STATES:
         return cap
     left = (task.deadline_at - timezone.now()).total_seconds()
     return max(1.0, min(cap, left))

@@ -39,9 +39,16 @@ class SignsInElsewhere(AgentExecutor):
 
     def __init__(self) -> None:
         self.signed_in = threading.Event()
+        self.subscribes: SubscribeOpened | None = None
+        self.replies: list[str] = []
+        self.waits = 30.0  # how long it waits for the sign-in before it stops listening
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+        if context.current_task is not None:  # a person's reply: they signed in
+            self.replies.append(context.get_user_input())
+            await self._finish(updater)
+            return
         await event_queue.enqueue_event(
             pb.Task(
                 id=context.task_id,
@@ -52,7 +59,13 @@ class SignsInElsewhere(AgentExecutor):
         await updater.requires_auth(
             updater.new_agent_message([pb.Part(text="Sign in at https://idp.example/auth")])
         )
-        await asyncio.to_thread(self.signed_in.wait, 30)  # the credential, out of band
+        # The credential, out of band; without it, its execution ends (a2a-sdk closes the
+        # task's streams) and the task waits for a message.
+        if not await asyncio.to_thread(self.signed_in.wait, self.waits):
+            return
+        await self._finish(updater)
+
+    async def _finish(self, updater: TaskUpdater) -> None:
         await updater.start_work()
         part = pb.Part()
         part.data.struct_value.update({"verdict": "pass"})
@@ -68,6 +81,27 @@ def executor() -> SignsInElsewhere:
     return SignsInElsewhere()
 
 
+class SubscribeOpened:
+    """ASGI middleware: sets ``opened`` once a subscribe's stream sent its first event
+    (the agent's task as it is): the subscriber is listening from then on."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.opened = threading.Event()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not scope["path"].endswith(":subscribe"):
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Any) -> None:
+            await send(message)
+            if message["type"] == "http.response.body" and message.get("body"):
+                self.opened.set()
+
+        await self.app(scope, receive, sending)
+
+
 @pytest.fixture
 def signs_in_elsewhere(executor: SignsInElsewhere) -> Iterator[TestAgent]:
     def build(agent: TestAgent) -> Any:
@@ -75,7 +109,9 @@ def signs_in_elsewhere(executor: SignsInElsewhere) -> Iterator[TestAgent]:
         handler = DefaultRequestHandler(
             agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card
         )
-        return Starlette(routes=[*create_agent_card_routes(card), *create_rest_routes(handler)])
+        app = Starlette(routes=[*create_agent_card_routes(card), *create_rest_routes(handler)])
+        executor.subscribes = SubscribeOpened(app)
+        return executor.subscribes
 
     with run_agent(build=build) as agent:
         yield agent
@@ -227,3 +263,62 @@ def test_a_pushed_working_after_a_question_for_input_is_still_older_than_it(
     answer = push(pushed_task, status_update("TASK_STATE_WORKING", _stamp(5)))
     assert answer.status_code == 409
     assert fresh(pushed_task).state == TaskState.INPUT_REQUIRED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_streamed_task_the_agent_resumes_after_signing_in_elsewhere_completes(
+    settings: Any,
+    make_skill: Any,
+    make_agent: Any,
+    make_user: Any,
+    signs_in_elsewhere: TestAgent,
+    executor: SignsInElsewhere,
+) -> None:
+    """An agent that cannot be polled but streams: its stream ended at AUTH_REQUIRED and
+    nothing subscribed again, so the task stayed there for good while the agent had
+    completed it. It is subscribed to again, and the subscribe listens while it waits."""
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_POLL_INTERVAL = 0.2
+    make_agent(
+        skills=[make_skill(id="ce-review")], a2a_endpoint=signs_in_elsewhere.url, polling=False
+    )
+    with embedded_workers():
+        task = services.create_task(skill_id="ce-review", input={"product": "x"}, user=make_user())
+        asked = wait_for(task, lambda t: t.state == TaskState.AUTH_REQUIRED, timeout=30)
+        assert asked.question is not None
+        assert asked.metadata.get("followedBy") == "stream"
+        assert executor.subscribes is not None
+        assert executor.subscribes.opened.wait(30), "never subscribed to again"
+        executor.signed_in.set()  # the agent goes on while the subscribe listens
+        task = wait_for(task, timeout=30)
+    assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "pass"})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reply_while_the_subscribe_listens_reaches_the_agent_once(
+    settings: Any,
+    make_skill: Any,
+    make_agent: Any,
+    make_user: Any,
+    signs_in_elsewhere: TestAgent,
+    executor: SignsInElsewhere,
+) -> None:
+    """A person answers the streamed task while a subscribe listens to it: the reply is
+    sent (the subscribe's schedule, when the agent closes its stream, does not replace
+    it), once, and the task ends. a2a-sdk runs the reply once the execution that asked
+    has ended (here: a second after the subscribe began)."""
+    executor.waits = 1.0
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_POLL_INTERVAL = 0.2
+    make_agent(
+        skills=[make_skill(id="ce-review")], a2a_endpoint=signs_in_elsewhere.url, polling=False
+    )
+    with embedded_workers():
+        task = services.create_task(skill_id="ce-review", input={"product": "x"}, user=make_user())
+        wait_for(task, lambda t: t.state == TaskState.AUTH_REQUIRED, timeout=30)
+        assert executor.subscribes is not None
+        assert executor.subscribes.opened.wait(30), "never subscribed to again"
+        services.reply_to_task(fresh(task), text="signed in")
+        task = wait_for(task, timeout=30)
+    assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "pass"})
+    assert executor.replies == ["signed in"]

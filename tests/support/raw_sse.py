@@ -3,7 +3,8 @@
 polled (``GET /tasks/{id}`` is 405), so the platform follows its tasks by streams.
 
 ``agent.stream`` and ``agent.subscribe`` are callables giving the chunks (``subscribe``
-None: a subscribe is refused as an ended task's is, 400 ``UNSUPPORTED_OPERATION``);
+None: a subscribe is refused as an ended task's is, 400 ``UNSUPPORTED_OPERATION``;
+``agent.busy_for`` set: a subscribe is answered 503 with that ``Retry-After``);
 ``agent.counts`` counts the calls (``"stream"``, ``"subscribe"``, ``"other"``), and
 ``agent.subscribed`` lists the task ids subscribed to.
 """
@@ -55,6 +56,7 @@ class RawStreamAgent:
     port: int = 0
     stream: Chunks = _nothing
     subscribe: Chunks | None = None
+    busy_for: int = 0
     stream_type: str = "text/event-stream"
     counts: Counter[str] = field(default_factory=Counter)
     subscribed: list[str] = field(default_factory=list)
@@ -97,7 +99,11 @@ def build(agent: RawStreamAgent) -> ASGIApp:
         elif path.endswith(":subscribe"):
             agent.counts["subscribe"] += 1
             agent.subscribed.append(path.rsplit("/", 1)[-1].rsplit(":", 1)[0])
-            if agent.subscribe is None:
+            if agent.busy_for:
+                busy = {"error": {"code": 503, "status": "UNAVAILABLE", "message": "busy"}}
+                headers = {"Retry-After": str(agent.busy_for)}
+                response = JSONResponse(busy, status_code=503, headers=headers)
+            elif agent.subscribe is None:
                 response = JSONResponse(REFUSED, status_code=400)
             else:
                 response = StreamingResponse(
