@@ -19,7 +19,12 @@ from starlette.applications import Starlette
 
 from reference_agent.config import Config, ConfigError
 from reference_agent.gateway import Gateway
-from reference_agent.http_side import QuietServer, bind_port, build_http_app
+from reference_agent.http_side import (
+    IdempotentRequestHandler,
+    QuietServer,
+    bind_port,
+    build_http_app,
+)
 
 log = logging.getLogger("reference-agent")
 
@@ -147,6 +152,10 @@ class ReferenceAgent:
             json.dump(record, fh)
 
     # -- the HTTP side -------------------------------------------------------------
+
+    def http_handler(self) -> IdempotentRequestHandler | None:
+        """The HTTP side's request handler (its tasks), once that side was built."""
+        return self._app.state.handler if self._app is not None else None
 
     def start_http(self) -> None:
         if self._http_task is not None:

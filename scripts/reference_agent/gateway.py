@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import websockets
 from a2a.types.a2a_pb2 import TaskState, TaskStatus
 
+from reference_agent import shared_tasks
 from reference_agent.messages import answer_of, artifacts_of, input_of, text_message, to_json
 from reference_agent.skill import Job, Outcome, handle_task
 
@@ -36,6 +37,7 @@ class GatewayTask:
     last_update: dict[str, Any] | None = None
     running: asyncio.Task[None] | None = None
     message_ids: set[str] = field(default_factory=set)
+    remote: str = ""  # the HTTP side's task, when that side got the message first
 
 
 class Gateway:
@@ -45,7 +47,8 @@ class Gateway:
     known messageId: the last update again; a known task with a new one: a retry, run
     again); ``task.message`` (an answer) → ``task.ack``, the next turn; ``task.cancel`` →
     ``task.ack``, CANCELED; ``ping`` every ``ping_interval``. Updates made while
-    disconnected are sent on reconnect.
+    disconnected are sent on reconnect. An assignment whose message reached the HTTP side
+    first is that side's task (:mod:`reference_agent.shared_tasks`): never run twice.
     """
 
     def __init__(self, agent: ReferenceAgent) -> None:
@@ -90,7 +93,7 @@ class Gateway:
         log.info("gateway connected: %s", self.agent.config.gateway_url)
         pending, self._outbox = self._outbox, []
         for frame in pending:  # what happened while we were away
-            await self._send(frame)
+            await self.send_frame(frame)
         pinger = asyncio.create_task(self._ping(ws))
         try:
             async for raw in ws:
@@ -103,7 +106,7 @@ class Gateway:
             await asyncio.sleep(self.agent.config.ping_interval)
             await ws.send(json.dumps({"type": "ping"}))
 
-    async def _send(self, frame: dict[str, Any]) -> None:
+    async def send_frame(self, frame: dict[str, Any]) -> None:
         """Send now, or keep it for the next connection."""
         if self._ws is None:
             self._outbox.append(frame)
@@ -136,7 +139,7 @@ class Gateway:
         # assignment whose messageId we already have is answered, not re-run; the same
         # task with a new messageId is the platform's retry (or a reassignment back to
         # us): a new attempt, run again.
-        await self._send({"type": "task.ack", "deliveryId": frame.get("deliveryId")})
+        await self.send_frame({"type": "task.ack", "deliveryId": frame.get("deliveryId")})
         task = frame.get("task") or {}
         message = frame.get("message") or {}
         task_id = task.get("id") or message.get("taskId")
@@ -147,7 +150,7 @@ class Gateway:
         known = self.tasks.get(task_id)
         if known is not None and (not message_id or message_id in known.message_ids):
             if known.last_update is not None:
-                await self._send(known.last_update)
+                await self.send_frame(known.last_update)
             return
         context_id = task.get("contextId") or message.get("contextId") or str(uuid.uuid4())
         entry = GatewayTask(job=Job(input=input_of(message)), context_id=context_id)
@@ -158,6 +161,12 @@ class Gateway:
             entry.message_ids |= known.message_ids  # its messages stay answered
         entry.message_ids.add(message_id)
         self.tasks[task_id] = entry
+        if known is None and not message.get("taskId"):
+            entry.remote = await shared_tasks.http_task_of(self, message_id)
+        if entry.remote:
+            log.info("task %s: its message reached the HTTP side first; following it", task_id)
+            entry.running = asyncio.create_task(shared_tasks.follow(self, task_id, entry))
+            return
         skill_id = frame.get("skillId") or (message.get("metadata") or {}).get("skillId")
         if skill_id and skill_id != self.agent.skill["id"]:
             text = f"This agent offers {self.agent.skill['id']}, not {skill_id}."
@@ -171,7 +180,7 @@ class Gateway:
         not we know its task: unacknowledged, it is sent again on every connection (our
         task table is in memory, so after a restart we know none of them)."""
         if frame.get("deliveryId"):
-            await self._send({"type": "task.ack", "deliveryId": frame["deliveryId"]})
+            await self.send_frame({"type": "task.ack", "deliveryId": frame["deliveryId"]})
 
     async def _on_message(self, frame: dict[str, Any]) -> None:
         await self._ack(frame)
@@ -183,6 +192,10 @@ class Gateway:
         if message.get("messageId") and message["messageId"] in entry.message_ids:
             return  # the same answer re-sent
         entry.message_ids.add(message.get("messageId", ""))
+        if entry.remote:
+            turn = shared_tasks.answer(self, task_id, entry, message)
+            entry.running = asyncio.create_task(turn)
+            return
         entry.job.answers.append(answer_of(message))
         entry.running = asyncio.create_task(self._turn(task_id))
 
@@ -194,6 +207,10 @@ class Gateway:
             return
         if entry.running is not None and not entry.running.done():
             entry.running.cancel()
+        if entry.remote:  # the HTTP side's task: canceled there, and its end told
+            await shared_tasks.cancel(self, entry)
+            entry.running = asyncio.create_task(shared_tasks.follow(self, frame["taskId"], entry))
+            return
         await self._update(frame["taskId"], Outcome(TaskState.TASK_STATE_CANCELED, "Canceled."))
 
     async def _turn(self, task_id: str) -> None:
@@ -220,7 +237,7 @@ class Gateway:
         if artifacts:
             frame["artifacts"] = [to_json(a) for a in artifacts]
         entry.last_update = frame
-        await self._send(frame)
+        await self.send_frame(frame)
 
 
 def _close_reason(code: int | None) -> str:

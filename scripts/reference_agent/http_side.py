@@ -110,6 +110,12 @@ class IdempotentRequestHandler(DefaultRequestHandler):
         future.set_result(result.id if isinstance(result, Task) else None)
         return result
 
+    async def task_of(self, message_id: str) -> str | None:
+        """The task a first message (no ``taskId``) with this id started here, waiting
+        for its send if it still runs; None if none did."""
+        first = self._sends.get(f"/{message_id}")
+        return await asyncio.shield(first) if first is not None else None
+
 
 def agent_card(config: Config, skill: dict[str, Any]) -> AgentCard:
     url = config.public_url or f"http://{config.a2a_host}:{config.a2a_port}"
@@ -151,6 +157,7 @@ def build_http_app(agent: ReferenceAgent) -> Starlette:
     routes += create_rest_routes(handler)
     app = Starlette(routes=routes)
     app.state.executor = executor
+    app.state.handler = handler  # the WebSocket side follows this side's tasks
     return app
 
 
