@@ -44,6 +44,7 @@ from a2a.exceptions import (
     A2AAnswerLate,
     A2AAuthError,
     A2ACallError,
+    A2AProtocolError,
     A2AUnsupportedOperation,
 )
 from a2a.follow_policy import (
@@ -347,6 +348,15 @@ def cancel(task: Task) -> None:
     try:
         target = agent_answers.target_of(task)
         reply = transports.transport_for(target).cancel(task.remote_task_id)
+        answered = (reply.task or {}).get("id")
+        if isinstance(answered, str) and answered and answered != task.remote_task_id:
+            # Its state is another task's: recorded as ours, it said ours was canceled.
+            raise A2AProtocolError(
+                f"Agent '{task.agent_id}' answered the cancel of its task "
+                f"{task.remote_task_id!r} about its task {answered!r}; its state was not "
+                "taken for this task's.",
+                {"remoteTaskId": task.remote_task_id, "answeredTaskId": answered},
+            )
         metadata["remoteCancel"] = {**told, "state": reply.state}
     except A2ACallError as exc:
         agent_answers.outcome(task, exc)

@@ -11,6 +11,7 @@ was when httpx decoded it).
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Iterator
@@ -25,6 +26,8 @@ from agent_profiles.bodies import iter_decoded
 from agent_profiles.guarded_pool import AnswerTooLarge, PlainResponse
 from agent_profiles.interfaces import CallTarget
 from platform_site.text import loads_bounded
+
+log = logging.getLogger(__name__)
 
 # A whole answer (urllib3's, for plain calls) or an open stream (httpx's).
 Response = PlainResponse | httpx.Response
@@ -250,3 +253,17 @@ def parse_event_json(data: str) -> Any:
         raise A2AProtocolError(
             "A stream event from the agent is not JSON.", {"body": excerpt(data)}
         ) from None
+
+
+def skip_message(target: CallTarget, task: dict[str, Any]) -> None:
+    """A Message event after the stream named its task: skipped, with a log line.
+
+    Once a stream named its task, only its status and artifact updates follow (A2A 1.0):
+    a Message is a remark, not the answer. Taken for the answer, it ended the stream and
+    replaced the task's result."""
+    log.info(
+        "agent %s sent a message in the stream of its task %s; skipped",
+        target.agent_id,
+        excerpt(str(task.get("id"))),
+        extra={"agent_id": target.agent_id},
+    )

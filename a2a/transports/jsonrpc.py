@@ -65,11 +65,12 @@ INTERNAL_ERROR = -32603
 
 def rpc_error(agent_id: str, method: str, error: Any) -> A2ACallError:
     """The platform error a JSON-RPC ``error`` object means."""
-    if not isinstance(error, dict) or not isinstance(error.get("code"), int):
+    code = error.get("code") if isinstance(error, dict) else None
+    # JSON's true is no error code, though Python's bool is an int (true read as 1).
+    if not isinstance(code, int) or isinstance(code, bool):
         return A2AProtocolError(
             f"Agent '{agent_id}' answered {method} with a malformed JSON-RPC error."
         )
-    code = error["code"]
     said = excerpt(str(error.get("message") or ""))
     text = f"Agent '{agent_id}' answered {method} with JSON-RPC error {code}: {said}"
     if code == TASK_NOT_FOUND:
@@ -133,6 +134,12 @@ class JsonRpcTransport(AgentTransport):
         agent_id = self.target.agent_id
         if not isinstance(data, dict):
             raise A2AProtocolError(f"Agent '{agent_id}' answered {method} with no JSON-RPC object.")
+        if data.get("error") is not None and data.get("result") is not None:
+            # JSON-RPC 2.0: exactly one of them. Neither is the answer: not an error to
+            # retry (the agent may have acted on the message), nor a result to apply.
+            raise A2AProtocolError(
+                f"Agent '{agent_id}' answered {method} with both a result and an error."
+            )
         if "error" in data and data["error"] is not None:
             if data.get("id") not in (request_id, None):
                 raise A2AProtocolError(
@@ -249,8 +256,11 @@ class JsonRpcTransport(AgentTransport):
             for result in events:
                 kind, payload = shapes.read_stream_event(result, v03=self.v03, rest=False)
                 if kind == "message":
-                    yield AgentReply(message=payload)
-                    return
+                    if view.task is None:  # a single Message is the whole answer
+                        yield AgentReply(message=payload)
+                        return
+                    answers.skip_message(self.target, view.task)
+                    continue
                 task = view.apply(kind, payload)
                 if task is not None:
                     yield AgentReply(task=task, agent_time=began)
@@ -266,7 +276,12 @@ class JsonRpcTransport(AgentTransport):
         try:
             return self._result(event, request_id, method)
         except A2ACallError as exc:
-            said_error = isinstance(event, dict) and event.get("error") is not None
+            # An event with a result too said no error: it is not A2A (as in an answer).
+            said_error = (
+                isinstance(event, dict)
+                and event.get("error") is not None
+                and event.get("result") is None
+            )
             if said_error and view.task is not None:
                 raise answers.AgentErrorEvent(exc) from None
             raise

@@ -155,8 +155,11 @@ class RestTransport(AgentTransport):
             for event in self._read(response, method, url, operation, view, until, deadline):
                 kind, payload = shapes.read_stream_event(event, v03=self.v03, rest=True)
                 if kind == "message":
-                    yield AgentReply(message=payload)
-                    return
+                    if view.task is None:  # a single Message is the whole answer
+                        yield AgentReply(message=payload)
+                        return
+                    answers.skip_message(self.target, view.task)
+                    continue
                 task = view.apply(kind, payload)
                 if task is not None:
                     yield AgentReply(task=task, agent_time=began)
