@@ -44,7 +44,6 @@ from a2a.exceptions import (
     A2AAnswerLate,
     A2AAuthError,
     A2ACallError,
-    A2AProtocolError,
     A2AUnsupportedOperation,
 )
 from a2a.follow_policy import (
@@ -63,6 +62,7 @@ from a2a.follow_policy import (
 from a2a.hints import queue_processing
 from a2a.listing_models import AgentListing
 from a2a.models import Task
+from a2a.remote_ids import cancel_state
 from a2a.states import (
     ACTIVE_STATES,
     NextAction,
@@ -348,16 +348,7 @@ def cancel(task: Task) -> None:
     try:
         target = agent_answers.target_of(task)
         reply = transports.transport_for(target).cancel(task.remote_task_id)
-        answered = (reply.task or {}).get("id")
-        if isinstance(answered, str) and answered and answered != task.remote_task_id:
-            # Its state is another task's: recorded as ours, it said ours was canceled.
-            raise A2AProtocolError(
-                f"Agent '{task.agent_id}' answered the cancel of its task "
-                f"{task.remote_task_id!r} about its task {answered!r}; its state was not "
-                "taken for this task's.",
-                {"remoteTaskId": task.remote_task_id, "answeredTaskId": answered},
-            )
-        metadata["remoteCancel"] = {**told, "state": reply.state}
+        metadata["remoteCancel"] = {**told, "state": cancel_state(task, reply)}
     except A2ACallError as exc:
         agent_answers.outcome(task, exc)
         metadata["remoteCancel"] = {**told, "error": exc.as_error()}

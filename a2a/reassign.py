@@ -30,6 +30,7 @@ from a2a.face.ids import (
     task_ids,
 )
 from a2a.models import InvalidTransition, Task
+from a2a.remote_ids import cancel_state
 from a2a.states import RETRYABLE_STATES, TERMINAL_STATES, Transport
 from a2a.task_actions import fresh_message, start_again
 from agent_profiles.exceptions import NoAgentAvailable
@@ -75,7 +76,7 @@ def _tell_old_agent(task: Task) -> dict[str, Any]:
             target = agent_registry.target_for(task.agent)
             transport = transports.transport_for(target)
             reply = transport.cancel(task.remote_task_id, timeout=OLD_AGENT_CANCEL_TIMEOUT)
-            note["remoteCancel"] = {"state": reply.state}
+            note["remoteCancel"] = {"state": cancel_state(task, reply)}
         except A2ACallError as exc:
             note["remoteCancel"] = {"error": exc.as_error()}
     return note

@@ -16,6 +16,7 @@ from typing import Any
 from a2a.exceptions import A2AProtocolError
 from a2a.models import Task
 from a2a.states import NextAction
+from a2a.transports.base import AgentReply, excerpt
 
 # What the columns hold, read from the model so the check follows a migration: an id is
 # refused past it, never cut (a cut id names no task of the agent's, or another's).
@@ -76,3 +77,19 @@ def _names_its_task(task: Task) -> bool:
     a push, a listing) is about the task already known."""
     first_message = not (task.outbound_message or {}).get("taskId")
     return task.next_action == NextAction.SEND and first_message
+
+
+def cancel_state(task: Task, reply: AgentReply) -> str | None:
+    """The state the agent's answer to the cancel of the task's agent task gives it.
+
+    Raises :class:`A2AProtocolError` for an answer about another agent task: its state is
+    that task's, and recorded as this one's it said this one was canceled."""
+    answered = (reply.task or {}).get("id")
+    if isinstance(answered, str) and answered and answered != task.remote_task_id:
+        raise A2AProtocolError(
+            f"Agent '{task.agent_id}' answered the cancel of its task "
+            f"{excerpt(task.remote_task_id)!r} about its task {excerpt(answered)!r}; its "
+            "state was not taken for this task's.",
+            {"remoteTaskId": task.remote_task_id, "answeredTaskId": excerpt(answered)},
+        )
+    return reply.state

@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from a2a import services, worker
 from a2a.exceptions import A2AProtocolError
 from a2a.models import Task
+from a2a.reassign import reassign_task
 from a2a.states import TaskState
 from a2a.transports.answers import AgentErrorEvent
 from a2a.transports.jsonrpc import JsonRpcTransport, rpc_error
@@ -280,3 +281,28 @@ def test_a_cancel_answered_about_another_task_is_an_error_not_its_state(
     assert "state" not in told, told
     assert told["error"]["code"] == "not_a2a"
     assert "'someone-elses'" in told["error"]["message"]
+
+
+def test_a_reassigns_cancel_answered_about_another_task_is_an_error_not_its_state(
+    make_agent: Any, make_skill: Any, make_user: Any
+) -> None:
+    """The same answer to the cancel a reassignment sends the old agent."""
+    working = {"task": {"id": "t1", "contextId": "ctx", "status": {"state": WORKING}}}
+    other = {"task": {"id": "someone-elses", "status": {"state": "TASK_STATE_CANCELED"}}}
+
+    def answer(kind: str, body: Any) -> Response:
+        return JSONResponse(other if kind == "cancel" else working)
+
+    with scripted_agent(make_agent, make_skill, "HTTP+JSON") as agent:
+        agent.answer = answer
+        task = start(make_user())
+        worker.process_task(task.pk)
+        task.refresh_from_db()
+        skill = task.skill
+        make_agent(id="agent-two", skills=[skill], a2a_endpoint="http://127.0.0.1:9/")
+        task = reassign_task(task, agent_id="agent-two")
+    assert agent.calls["cancel"] == 1, agent.calls
+    assert task.agent_id == "agent-two"
+    told = task.metadata["reassignments"][-1]["remoteCancel"]
+    assert "state" not in told, told
+    assert told["error"]["code"] == "not_a2a"
