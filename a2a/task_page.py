@@ -79,7 +79,7 @@ def _when(raw: Any) -> datetime | None:
 
 def transport_line(task: Task) -> str:
     """``A2A over HTTP``, or the path the task took: ``a2a → websocket at 10:01:02
-    (Could not reach the agent ...)``."""
+    (agent_unreachable: Could not reach agent 'reference-agent' at ...)``."""
     fallbacks = (task.metadata or {}).get("fallbacks") or []
     if not fallbacks:
         return (

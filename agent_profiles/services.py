@@ -273,18 +273,25 @@ def _update(
 
 
 def refresh_agent_card(agent_id: str, *, caller: Any) -> AgentProfile:
-    """Read the agent's card again now (the agent itself with its key, or a staff user).
+    """Read the agent's card again now (the agent itself with its key, or a staff user who
+    may change agent profiles: the admin's *Refresh the agent card* takes that too).
 
     A served card that is not usable raises ``ValidationFailed`` (400) and the previous
     card stays; an unreachable one is recorded (``card.error`` in the profile).
     """
     agent = AgentProfile.objects.filter(pk=agent_id).first()
     own = getattr(caller, "agent", None)
-    allowed = getattr(caller, "is_staff", False) or (own is not None and own.pk == agent_id)
+    # Plain is_staff is not enough: a view-only or helpdesk staff account must not do
+    # through the API what the admin refuses it.
+    operator = getattr(caller, "is_staff", False) and caller.has_perm(
+        "agent_profiles.change_agentprofile"
+    )
+    allowed = operator or (own is not None and own.pk == agent_id)
     if agent is None or not allowed:
         # The same answer for "not yours" and "no such agent": ids are not probed.
         raise Forbidden(
-            f"Only agent '{agent_id}' itself (its API key) or an operator may refresh its card.",
+            f"Only agent '{agent_id}' itself (its API key) or an operator who may change agent "
+            "profiles may refresh its card.",
             {"agentId": agent_id},
         )
     if own is not None:

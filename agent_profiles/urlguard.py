@@ -92,6 +92,10 @@ def address_refusal(address: IPAddress) -> str | None:
         return None if settings.ALLOW_LOOPBACK_URLS else "a loopback"
     if address.is_link_local:
         kind = "a link-local"
+    elif isinstance(address, ipaddress.IPv6Address) and address.is_site_local:
+        # fec0::/10: deprecated (RFC 3879) but still routed inside some networks, and
+        # Python counts it as global. It is never a public address.
+        kind = "a private"
     elif address.is_global:
         return None
     else:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -68,10 +69,31 @@ def envfloat(name: str, default: float) -> float:
     return value
 
 
-def envchoice(name: str, default: str, choices: set[str]) -> str:
-    value = os.environ.get(name) or default
+def envchoice(name: str, default: str, choices: set[str], *, upper: bool = False) -> str:
+    """One of ``choices``; with ``upper``, read case-insensitively (choices in capitals)."""
+    raw = os.environ.get(name) or default
+    value = raw.upper() if upper else raw
     if value not in choices:
-        raise ImproperlyConfigured(f"{name} must be one of {sorted(choices)}, got {value!r}")
+        raise ImproperlyConfigured(f"{name} must be one of {sorted(choices)}, got {raw!r}")
+    return value
+
+
+# DRF reads only the period's first letter ("30/mango" is 30 a minute): hold to the words.
+THROTTLE_RATE = re.compile(r"\d+/(?:s|sec|second|m|min|minute|h|hour|d|day)s?")
+
+
+def envrate(name: str, default: str) -> str:
+    """A DRF throttle rate, ``N/sec``, ``N/min``, ``N/hour`` or ``N/day``.
+
+    DRF parses the rate only when the first throttled request arrives: a bad one passed the
+    start and made every such request a 500.
+    """
+    raw = os.environ.get(name) or default
+    value = raw.strip().lower()
+    if not THROTTLE_RATE.fullmatch(value):
+        raise ImproperlyConfigured(
+            f"{name} must be a rate N/sec, N/min, N/hour or N/day (e.g. 30/min), got {raw!r}"
+        )
     return value
 
 
@@ -286,7 +308,7 @@ REST_FRAMEWORK = {
     # offset=null, limit=-1 or an offset past bigint are a 400, not silently the default.
     "DEFAULT_PAGINATION_CLASS": "platform_site.pagination.StrictLimitOffsetPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_THROTTLE_RATES": {"registration": envstr("REGISTRATION_THROTTLE", "30/min")},
+    "DEFAULT_THROTTLE_RATES": {"registration": envrate("REGISTRATION_THROTTLE", "30/min")},
     "NUM_PROXIES": NUM_PROXIES,  # see NUM_PROXIES above
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
@@ -570,6 +592,11 @@ PROMETHEUS_MULTIPROC_DIR = envstr("PROMETHEUS_MULTIPROC_DIR")
 GC_THRESHOLD = envint("GC_THRESHOLD", 7000)
 
 LOG_FORMAT = envchoice("LOG_FORMAT", "text", {"text", "json"})
+# Read here: logging.config's own refusal of an unknown level was a traceback that did not
+# name the variable. Case-insensitive: `info` reads as `INFO`.
+LOG_LEVEL = envchoice(
+    "LOG_LEVEL", "INFO", {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}, upper=True
+)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -588,7 +615,7 @@ LOGGING = {
             "filters": ["bound_ids"],
         }
     },
-    "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "httpx": {"level": "WARNING"},
         "django.channels.server": {"level": "WARNING"},

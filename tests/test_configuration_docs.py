@@ -12,7 +12,7 @@ ROOT = Path(settings.BASE_DIR)
 
 def test_every_setting_read_from_the_environment_is_documented() -> None:
     source = (ROOT / "platform_site" / "settings.py").read_text()
-    names = set(re.findall(r'env(?:str|bool|int|float|choice)\(\s*"([A-Z0-9_]+)"', source))
+    names = set(re.findall(r'env(?:str|bool|int|float|choice|rate)\(\s*"([A-Z0-9_]+)"', source))
     assert names, "no settings found: did the helpers in settings.py change names?"
     docs = (ROOT / "docs" / "configuration.md").read_text()
     missing = sorted(n for n in names if f"`{n}`" not in docs)

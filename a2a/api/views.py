@@ -1,7 +1,10 @@
 """REST API of platform tasks: thin views over :mod:`a2a.services`.
 
 Only platform users (session or ``Bearer usr_…`` token) may use it; agents' API keys are
-refused. A user sees only the tasks they created; staff see all.
+refused. A user sees and acts on the tasks they created. Other users' tasks take Django's
+permissions, as in the admin: a staff user holding *view task* (or *change task*) sees them,
+and acting on one (reply, cancel, retry, reassign) takes *change task*. Superusers hold every
+permission.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from a2a.api.serializers import (
 from a2a.models import Task
 from a2a.states import normalize_state
 from agent_profiles.authentication import AgentPrincipal
-from platform_site.errors import PlatformError, ValidationFailed, exception_handler
+from platform_site.errors import Forbidden, PlatformError, ValidationFailed, exception_handler
 from platform_site.parsers import BatchJSONParser, refuse_bad_text
 
 
@@ -47,15 +50,27 @@ class IsPlatformUser(BasePermission):
         return bool(user and user.is_authenticated and not isinstance(user, AgentPrincipal))
 
 
+# The admin's rule (ModelAdmin.has_view_or_change_permission): a helpdesk account that
+# is staff to manage users must not read or steer everyone's tasks through the API.
+VIEW_TASKS = ("a2a.view_task", "a2a.change_task")
+CHANGE_TASKS = "a2a.change_task"
+
+
+def sees_all_tasks(user: Any) -> bool:
+    """Whether ``user`` may see other users' tasks: staff who may view or change tasks."""
+    return bool(user.is_staff) and any(user.has_perm(perm) for perm in VIEW_TASKS)
+
+
 def visible_tasks(user: Any) -> QuerySet[Task]:
-    """The tasks ``user`` may see: all for staff, else their own."""
+    """The tasks ``user`` may see: all for :func:`sees_all_tasks`, else their own."""
     tasks = Task.objects.all()
-    return tasks if user.is_staff else tasks.filter(created_by=user)
+    return tasks if sees_all_tasks(user) else tasks.filter(created_by=user)
 
 
 def can_see(user: Any, task: Task) -> bool:
     """:func:`visible_tasks`'s rule for one task already read."""
-    return bool(user.is_staff) or task.created_by_id == user.pk
+    # Own task first: the common poll needs no permission query.
+    return task.created_by_id == user.pk or sees_all_tasks(user)
 
 
 class TaskListView(generics.ListAPIView):
@@ -224,9 +239,19 @@ class _TaskAction(APIView):
     permission_classes = [IsPlatformUser]
 
     def task(self, pk: Any) -> Task:
-        return generics.get_object_or_404(
-            visible_tasks(self.request.user).select_related("skill", "agent"), pk=pk
+        """The task to act on: 404 if the caller cannot see it, 403 if they may only read it
+        (the admin offers such a user no action and refuses one posted by hand)."""
+        user = self.request.user
+        task = generics.get_object_or_404(
+            visible_tasks(user).select_related("skill", "agent"), pk=pk
         )
+        if task.created_by_id != user.pk and not user.has_perm(CHANGE_TASKS):
+            raise Forbidden(
+                f"You may read task {task.pk} but not change it: acting on another user's "
+                "task takes the permission to change tasks (a2a.change_task).",
+                {"taskId": str(task.pk)},
+            )
+        return task
 
 
 class TaskReplyView(_TaskAction):

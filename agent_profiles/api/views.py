@@ -107,10 +107,11 @@ class RefreshCardView(APIView):
         operation_id="refresh_agent_card",
         description=(
             "Read the agent's card again now and choose the interface to call it on. "
-            "Authenticate with the agent's own key (`Authorization: Bearer <apiKey>`) or a "
-            "staff user's token. A served card that is not an agent card, or offers no "
-            "interface the platform speaks, answers 400 and the previous card stays in use; "
-            "a card that cannot be reached is recorded in the profile's `card.error`."
+            "Authenticate with the agent's own key (`Authorization: Bearer <apiKey>`) or the "
+            "token of a staff user who may change agent profiles. A served card that is not "
+            "an agent card, or offers no interface the platform speaks, answers 400 and the "
+            "previous card stays in use; a card that cannot be reached is recorded in the "
+            "profile's `card.error`."
         ),
         request=None,
         responses={

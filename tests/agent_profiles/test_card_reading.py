@@ -8,6 +8,7 @@ import threading
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.db import connection
 
 from agent_profiles.cards import CardUnreachable, ensure_card, fetch_card
@@ -300,6 +301,7 @@ def test_the_agent_refreshes_its_card_with_its_key(
         assert "not an agent card" in error["message"]
         assert AgentProfile.objects.get().interface["binding"] == "JSONRPC"  # kept
         staff = make_user("ops", is_staff=True)
+        staff.user_permissions.add(Permission.objects.get(codename="change_agentprofile"))
         server.routes[WELL_KNOWN] = json_response(card_v1(server.url, ("HTTP+JSON", "1.0")))
         response = refresh(client, "acme-ce", staff.raw_token)
         assert response.json()["profile"]["interface"]["binding"] == "HTTP+JSON"
@@ -318,6 +320,13 @@ def test_only_the_agent_or_an_operator_may_refresh(
     assert_error(refresh(client, "target-agent", other.raw_key), 403, "forbidden")
     assert_error(refresh(client, "no-such-agent", other.raw_key), 403, "forbidden")
     assert_error(refresh(client, "target-agent", make_user().raw_token), 403, "forbidden")
+    # Staff take the permission to change agent profiles, as the admin's refresh action:
+    # a helpdesk account (no permission) or a view-only one is refused.
+    helpdesk = make_user("helpdesk", is_staff=True)
+    assert_error(refresh(client, "target-agent", helpdesk.raw_token), 403, "forbidden")
+    viewer = make_user("viewer", is_staff=True)
+    viewer.user_permissions.add(*Permission.objects.filter(codename__startswith="view_"))
+    assert_error(refresh(client, "target-agent", viewer.raw_token), 403, "forbidden")
     socket_only = make_agent(id="socket-only", a2a_endpoint="")
     assert_error(refresh(client, "socket-only", socket_only.raw_key), 400, "no_agent_card")
 

@@ -42,6 +42,9 @@ def test_it_allows_public_addresses(strict: Any, url: str) -> None:
         ("http://192.168.1.20/", "private"),
         ("http://172.16.5.4/", "private"),
         ("http://[fd00::1]/", "private"),
+        # Site-local fec0::/10, first and last address: Python calls it global.
+        ("http://[fec0::1]/", "private"),
+        ("http://[feff::1]:8080/x", "private"),
         ("http://169.254.169.254/latest/meta-data", "link-local"),
         ("http://0.0.0.0/", "unspecified"),
     ],
@@ -63,6 +66,7 @@ def test_private_setting_allows_private_and_link_local(strict: Any) -> None:
     strict.ALLOW_PRIVATE_URLS = True
     check_outbound_url("http://10.0.0.1/")
     check_outbound_url("http://169.254.1.1/")
+    check_outbound_url("http://[fec0::1]/")
     with pytest.raises(UnsafeURL, match="loopback"):
         check_outbound_url("http://127.0.0.1/")
 
@@ -121,6 +125,8 @@ def _no_dns(host: str, port: int) -> list[str]:
         "http://0xa.1.2.3/",
         "http://167772161/",
         "http://[fd12:3456::1]/",
+        "http://[fec0::1]/",
+        "http://[feff::1]/",
         "http://[fe80::1%25eth0]/",
         "http://169.254.169.254/latest/meta-data",
         "http://100.64.0.1/",

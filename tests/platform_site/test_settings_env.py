@@ -57,3 +57,43 @@ def test_a_negative_retention_reads_as_keep_everything(raw: str, read: str) -> N
     result = _read("TASK_RETENTION_DAYS", {"TASK_RETENTION_DAYS": raw})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == read
+
+
+@pytest.mark.parametrize(
+    "raw", ["bogus", "30", "30/", "/min", "x/min", "30/min/1", "30/week", "30/mango"]
+)
+def test_a_registration_throttle_that_is_not_a_rate_stops_the_start(raw: str) -> None:
+    # DRF parses the rate at the first registration: it started, then answered each a 500.
+    result = _read("REST_FRAMEWORK", {"REGISTRATION_THROTTLE": raw})
+    assert result.returncode != 0
+    wanted = "REGISTRATION_THROTTLE must be a rate N/sec, N/min, N/hour or N/day (e.g. 30/min)"
+    assert f"{wanted}, got {raw!r}" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("raw", "read"),
+    [("5/sec", "5/sec"), ("30/MIN", "30/min"), ("100/hours", "100/hours"), ("", "30/min")],
+)
+def test_a_registration_throttle_reads_as_a_rate(raw: str, read: str) -> None:
+    result = _read("REST_FRAMEWORK['DEFAULT_THROTTLE_RATES']", {"REGISTRATION_THROTTLE": raw})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == repr({"registration": read})
+
+
+def test_an_unknown_log_level_stops_the_start_naming_it() -> None:
+    # logging.config refused it later with a traceback that did not name the variable.
+    result = _read("LOG_LEVEL", {"LOG_LEVEL": "bogus"})
+    assert result.returncode != 0
+    assert (
+        "LOG_LEVEL must be one of ['CRITICAL', 'DEBUG', 'ERROR', 'INFO', 'WARNING'], got 'bogus'"
+        in result.stderr
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "read"), [("warning", "WARNING"), ("Debug", "DEBUG"), ("", "INFO")]
+)
+def test_the_log_level_reads_case_insensitively(raw: str, read: str) -> None:
+    result = _read("LOGGING['root']['level']", {"LOG_LEVEL": raw})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == read
