@@ -140,6 +140,15 @@ class TaskScheduling(TaskClaims):
         rows = rows.filter(pk__in=pk) if isinstance(pk, list | tuple | set) else rows.filter(pk=pk)
         return bool(rows.update(transport=Transport.WEBSOCKET, updated_at=timezone.now()))
 
+    @classmethod
+    def gateway_undelivered(cls, still: Any) -> int:
+        """Tasks labelled ``websocket`` whose assignment no connection took, their agent
+        gone: ``offline``, as they are (see :func:`gateway.offline.relabel_undelivered`).
+        ``still``: the gateway's condition, in the same statement, that the assignment is
+        still waiting (a connection that takes it meanwhile labels the task again)."""
+        rows = cls._rows().filter(still, transport=Transport.WEBSOCKET)
+        return int(rows.update(transport=Transport.OFFLINE, updated_at=timezone.now()))
+
     def poll_soon(self, *, over_send: bool = True) -> bool:
         """Poll now (a push said COMPLETED without its output) — unless a worker holds the
         task: its poll reads the same agent task. Only in the state the caller saw, never

@@ -9,10 +9,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from a2a.models import Task
-from a2a.states import TERMINAL_STATES
+from a2a.states import ACTIVE_STATES, TERMINAL_STATES, Transport
 from gateway import presence
 from gateway.models import OPEN_STATUSES, Delivery, DeliveryKind, DeliveryStatus, Presence
 from gateway.notify import DELIVER_EVENT, expiry, group_send_to_agent, notify_on_commit
@@ -191,3 +192,36 @@ def cancel_offline(delivery: Delivery, *, by: Any = None) -> bool:
 
 def drop_stale_presence() -> int:
     return presence.drop_stale()
+
+
+def relabel_undelivered() -> int:
+    """Label ``offline`` the active tasks labelled ``websocket`` whose assignment is still
+    pending while their agent has no live connection; how many.
+
+    A task is labelled when it is pushed, by the agent's presence then. A presence row
+    outlives its connection a little (its close is handled after the socket is gone; a
+    connection that died without a close keeps it up to ``GATEWAY_HEARTBEAT_TIMEOUT``):
+    a task pushed meanwhile was labelled ``websocket`` though no connection took it. The
+    deadline sweep spares offline tasks, not those: it failed such a task ``timeout``, "sent",
+    though the agent never had it, where an offline one waits for the agent to connect.
+    """
+    pending = Delivery.objects.filter(
+        task=OuterRef("pk"),
+        agent_id=OuterRef("agent_id"),
+        kind=DeliveryKind.ASSIGN,
+        status=DeliveryStatus.PENDING,
+    )
+    online = presence.fresh_presence().filter(agent_id=OuterRef("agent_id"))
+    waiting = Exists(pending) & ~Exists(online)
+    candidates = Task.objects.filter(
+        waiting, state__in=ACTIVE_STATES, transport=Transport.WEBSOCKET
+    )
+    ids = list(candidates.values_list("pk", flat=True)[:500])
+    if not ids:
+        return 0
+    # The same condition again in the UPDATE: a connection that took the assignment since
+    # the read leaves the task as it is.
+    relabeled = Task.gateway_undelivered(waiting & Q(pk__in=ids))
+    if relabeled:
+        log.info("%d task(s) pushed as the agent's connection closed wait offline", relabeled)
+    return relabeled

@@ -170,7 +170,9 @@ def claim(
     )
     if not claimed:
         return None
-    if delivery.kind == DeliveryKind.ASSIGN and task.transport == Transport.OFFLINE:
+    if delivery.kind == DeliveryKind.ASSIGN:
+        # Whatever the label read above says: the sweep may have labelled the task
+        # offline since (gateway.offline.relabel_undelivered); only an offline one changes.
         Task.gateway_connected(task.pk)
     return delivery.payload
 

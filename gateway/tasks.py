@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from gateway import services
+from gateway import offline, services
 
 
 @shared_task(name="gateway.tasks.sweep", soft_time_limit=60, time_limit=90, ignore_result=True)
 def sweep() -> dict[str, int]:
     """Expire offline tasks past OFFLINE_TASK_TTL, drop presence of dead processes and
-    requeue what was sent on their connections, and hint again about pending deliveries
-    of online agents (a lost channel-layer message only delays a delivery).
+    requeue what was sent on their connections, label offline the tasks pushed as their
+    agent's connection closed, and hint again about pending deliveries of online agents
+    (a lost channel-layer message only delays a delivery).
 
     Idempotent: every step is a conditional update, safe to run twice or concurrently.
     """
@@ -19,5 +20,6 @@ def sweep() -> dict[str, int]:
         "expired": services.expire_offline_tasks(),
         "stale_presence": services.drop_stale_presence(),
         "requeued": services.requeue_orphaned(),
+        "relabeled": offline.relabel_undelivered(),
         "renotified": services.renotify_pending(),
     }

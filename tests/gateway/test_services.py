@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from a2a.deadlines import expire_overdue
 from a2a.models import Task
 from a2a.states import NextAction, TaskState, Transport
 from agent_profiles.models import AgentProfile, AgentStatus
@@ -205,7 +206,13 @@ def test_expired_offline_tasks_fail_with_a_clear_reason(
     task = make_task()
     services.push_task(task)
     Delivery.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
-    assert sweep() == {"expired": 1, "stale_presence": 0, "requeued": 0, "renotified": 0}
+    assert sweep() == {
+        "expired": 1,
+        "stale_presence": 0,
+        "requeued": 0,
+        "relabeled": 0,
+        "renotified": 0,
+    }
     task.refresh_from_db()
     assert task.state == TaskState.FAILED
     assert task.error["code"] == "offline_expired"
@@ -327,3 +334,35 @@ def test_a_starting_connection_is_owed_nothing_another_live_connection_holds(
     assert services.start_session(agent, "chan-b", "127.0.0.1") == [gone, pending]
     presence.unregister("chan-a")
     assert services.start_session(agent, "chan-c", "127.0.0.1") == [held, gone, pending]
+
+
+def test_a_task_pushed_as_the_agents_connection_closed_waits_offline(
+    agent: AgentProfile, make_task: Callable[..., Task]
+) -> None:
+    """Its presence outlived the connection a moment: the task was labelled websocket,
+    no connection took it, and the deadline sweep failed it "timeout" (sent) although the
+    agent never had it. The sweep labels it offline; the agent's next connection takes it
+    and labels it again."""
+    AgentProfile.objects.filter(pk=agent.pk).update(gateway_seen_at=timezone.now())
+    online(agent, "closing")
+    task = make_task(deadline_at=timezone.now() - timedelta(seconds=1))
+    assert services.push_task(task) == "websocket"
+    held = make_task()  # another, which the connection took: stays websocket
+    services.push_task(held)
+    delivery = Delivery.objects.get(task=held)
+    assert services.claim(delivery.id, agent.id, "closing") is not None
+    assert services.ack(agent.id, str(delivery.id))
+    assert sweep()["relabeled"] == 0  # the connection is alive: nothing to relabel
+    end_session("closing")  # its close is handled only now
+    assert sweep()["relabeled"] == 1
+    task.refresh_from_db()
+    assert task.transport == Transport.OFFLINE
+    held.refresh_from_db()
+    assert held.transport == Transport.WEBSOCKET
+    expire_overdue()
+    task.refresh_from_db()
+    assert task.state == TaskState.SUBMITTED  # waits for the agent, no timeout
+    online(agent, "back")
+    assert services.claim(Delivery.objects.get(task=task).id, agent.id, "back") is not None
+    task.refresh_from_db()
+    assert task.transport == Transport.WEBSOCKET
