@@ -42,6 +42,7 @@ from a2a.states import (
     Transport,
     normalize_state,
 )
+from a2a.transports.quoting import quoted
 from platform_site.errors import Conflict, NotFound, PayloadTooLarge
 
 # Metadata key recording how the platform follows a task: "push", "stream" or "poll".
@@ -128,8 +129,8 @@ def _check_ties(task: Task, push: Push, attempt: int, agent_id: str | None) -> N
         )
     if push.remote_id and task.remote_task_id and push.remote_id != task.remote_task_id:
         raise WrongTask(
-            f"This webhook follows the agent's task {task.remote_task_id!r}, not "
-            f"{push.remote_id!r}.",
+            f"This webhook follows the agent's task {quoted(task.remote_task_id)}, not "
+            f"{quoted(push.remote_id)}.",
             {"taskId": str(task.id)},
         )
 

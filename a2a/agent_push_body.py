@@ -4,8 +4,8 @@ The webhook (:mod:`a2a.agent_push_asgi`) and the listing (:mod:`a2a.agent_listin
 read bodies here and apply them with :func:`a2a.agent_push.apply`. Accepted: a 1.0
 ``StreamResponse`` — ``task``, ``statusUpdate``, ``artifactUpdate`` or ``message`` — and
 the bare Task and ``kind``-tagged events of A2A 0.3; anything else, and one whose
-artifacts or messages hold a part that is not an A2A 1.0 Part (:mod:`a2a.answer_parts`),
-is ``400 not_a2a``.
+artifacts or messages are not A2A 1.0 (a field, or a part: :mod:`a2a.answer_parts`), is
+``400 not_a2a``. An agent's value is named in an error by an excerpt, never whole.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 from a2a import answer_parts
 from a2a.remote_ids import ID_LIMITS
 from a2a.states import normalize_state
+from a2a.transports.quoting import quoted
 from platform_site.errors import ValidationFailed
 
 
@@ -49,7 +50,7 @@ def _status(value: Any, what: str) -> dict[str, Any]:
     status = _obj(value, what)
     if normalize_state(status.get("state")) is None:
         raise NotA2A(
-            f"{what}.state {status.get('state')!r} is not an A2A task state.",
+            f"{what}.state {quoted(status.get('state'))} is not an A2A task state.",
             {"field": f"{what}.state"},
         )
     return status
@@ -71,18 +72,18 @@ def _text(value: Any, what: str, *, required: bool = True) -> str:
 
 def parse(body: Any) -> Push:
     """The push in ``body`` (a StreamResponse, or an A2A 0.3 Task / event); 400 otherwise,
-    also when a part of its artifacts or messages is not an A2A 1.0 Part: kept, it would
-    be served to the task's caller, whose client would fail on it."""
+    also when one of its artifacts or messages (or a part of them) is not A2A 1.0: kept, it
+    would be served to the task's caller, whose client would fail on it."""
     push = _read(body)
     if push.kind == "artifact":
-        bad = answer_parts.parts_problem((push.artifact or {}).get("parts"), "artifact")
+        bad = answer_parts.artifact_problem(push.artifact or {})
     elif push.kind == "message":
         bad = answer_parts.message_problem(push.message)
     else:
         bad = answer_parts.answer_problem(push.status, push.artifacts)
     if bad is not None:
         raise NotA2A(
-            f"Not an A2A 1.0 Part: {bad}; nothing of the push was applied.",
+            f"Not an A2A 1.0 artifact or message: {bad}; nothing of the push was applied.",
             {"part": bad.where, "problem": bad.what},
         )
     return push

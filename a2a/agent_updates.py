@@ -32,6 +32,7 @@ from a2a.states import (
     Transport,
     normalize_state,
 )
+from a2a.transports.quoting import quoted
 from a2a.wire import (
     artifacts_bytes,
     message_text,
@@ -139,7 +140,9 @@ def apply_agent_update(
         return task
     state = normalize_state(status.get("state"))
     if state is None:
-        raise A2AProtocolError(f"The agent sent an unknown task state {status.get('state')!r}.")
+        raise A2AProtocolError(
+            f"The agent sent an unknown task state {quoted(status.get('state'))}."
+        )
     message = status.get("message") if isinstance(status.get("message"), dict) else None
     fields = {**remote_fields, **(also or {})}
     if message is not None:

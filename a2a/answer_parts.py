@@ -18,6 +18,13 @@ or ``bytes``, which the face serves as ``url`` / ``raw``) is checked as it is se
 Fields the Part does not name are left to the face. An answer holding text that cannot
 be stored (a NUL, a lone surrogate) fails its task instead (:func:`refuse_bad_text`).
 
+The Artifact or Message holding the parts is checked as well, for the same reason (an
+``artifactId`` that is a number failed every ``ListTasks`` page as a bad part did): an
+Artifact's ``artifactId``, ``name``, ``description`` and a Message's ``messageId``,
+``taskId``, ``contextId`` are strings, ``role`` one of Role's, ``metadata`` an object,
+``extensions`` (and ``referenceTaskIds``) lists of strings. None is required (the JSON
+schema has defaults for all); null is unset, as in protobuf JSON.
+
 What is kept of a valid answer has its bytes in standard, padded base64
 (:func:`canonical_answer` and the others below): the face serves ``raw`` as stored, and
 the specification's JSON schema for it is ``^[A-Za-z0-9+/]*={0,2}$`` (no URL-safe
@@ -47,7 +54,8 @@ FILE_STRINGS = ("uri", "bytes", "fileWithUri", "fileWithBytes", "mimeType", "nam
 
 @dataclass(frozen=True)
 class BadPart:
-    """Where an answer holds a part that is not a Part (``artifact 0 part 1``), and why."""
+    """Where an answer holds a part that is not a Part (``artifact 0 part 1``), or an
+    Artifact or Message that is not one (``artifact 0``, ``status message``), and why."""
 
     where: str
     what: str
@@ -176,38 +184,98 @@ def parts_problem(parts: Any, where: str) -> BadPart | None:
     return None
 
 
+# An Artifact's and a Message's fields besides their parts: strings, and lists of strings.
+ARTIFACT_STRINGS = ("artifactId", "name", "description")
+ARTIFACT_LISTS = ("extensions",)
+MESSAGE_STRINGS = ("messageId", "taskId", "contextId")
+MESSAGE_LISTS = ("extensions", "referenceTaskIds")
+# Role as ProtoJSON reads it (its names, or its numbers), and 0.3's lowercase roles, which
+# the face serves as ``ROLE_USER`` / ``ROLE_AGENT``; empty or null is unset.
+ROLES = ("ROLE_UNSPECIFIED", "ROLE_USER", "ROLE_AGENT", "user", "agent")
+ROLE_NUMBERS = (0, 1, 2)
+
+
+def fields_problem(
+    holder: dict[str, Any], strings: tuple[str, ...], lists: tuple[str, ...]
+) -> str | None:
+    """What makes the fields of an Artifact or a Message besides ``parts`` (``strings``,
+    ``lists`` of strings, ``metadata``) no A2A 1.0 fields; None when they are."""
+    for name in strings:
+        if holder.get(name) is not None and not isinstance(holder[name], str):
+            return f"{name} is not a string"
+    metadata = holder.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        return "metadata is not an object"
+    for name in lists:
+        value = holder.get(name)
+        if value is not None and (
+            not isinstance(value, list) or not all(isinstance(item, str) for item in value)
+        ):
+            return f"{name} is not a list of strings"
+    return None
+
+
+def _role_problem(role: Any) -> str | None:
+    """What makes ``role`` no Role; None when it is one (or unset)."""
+    if role is None or role == "":
+        return None
+    if isinstance(role, str) and role in ROLES:
+        return None
+    # bool is an int to Python, not to ProtoJSON.
+    if isinstance(role, int) and not isinstance(role, bool) and role in ROLE_NUMBERS:
+        return None
+    return "role is not an A2A Role"
+
+
 def message_problem(message: Any, where: str = "message") -> BadPart | None:
-    """The first bad part of a Message; None when all its parts are Parts, or it is no
-    object (nothing of it is kept then: the callers read a message only from an object)."""
+    """What first makes a Message no A2A 1.0 Message: one of its fields, else one of its
+    parts; None when it is one, or it is no object (nothing of it is kept then: the
+    callers read a message only from an object)."""
     if not isinstance(message, dict):
         return None
+    what = fields_problem(message, MESSAGE_STRINGS, MESSAGE_LISTS)
+    what = what or _role_problem(message.get("role"))
+    if what is not None:
+        return BadPart(where, what)
     return parts_problem(message.get("parts"), where)
 
 
+def artifact_problem(artifact: Any, where: str = "artifact") -> BadPart | None:
+    """What first makes ``artifact`` no A2A 1.0 Artifact: it is no object, one of its
+    fields, else one of its parts; None when it is one."""
+    if not isinstance(artifact, dict):
+        return BadPart(where, "is not an object")
+    what = fields_problem(artifact, ARTIFACT_STRINGS, ARTIFACT_LISTS)
+    if what is not None:
+        return BadPart(where, what)
+    return parts_problem(artifact.get("parts"), where)
+
+
 def artifacts_problem(artifacts: Any) -> BadPart | None:
-    """The first bad part of a list of Artifacts (a non-list is the caller's to refuse)."""
+    """The first bad Artifact of a list of them (a non-list is the caller's to refuse)."""
     for index, artifact in enumerate(artifacts if isinstance(artifacts, list) else []):
-        if not isinstance(artifact, dict):
-            return BadPart(f"artifact {index}", "is not an object")
-        bad = parts_problem(artifact.get("parts"), f"artifact {index}")
+        bad = artifact_problem(artifact, f"artifact {index}")
         if bad is not None:
             return bad
     return None
 
 
 def answer_problem(status: Any, artifacts: Any) -> BadPart | None:
-    """The first bad part of an answer: its artifacts', then its status message's."""
+    """What first makes an answer no A2A 1.0 answer: its artifacts, then its status
+    message (their fields, their parts)."""
     message = status.get("message") if isinstance(status, dict) else None
     return artifacts_problem(artifacts) or message_problem(message, "status message")
 
 
 def refuse(task: Task, bad: BadPart | None) -> None:
-    """Raise :class:`A2AProtocolError` (``not_a2a``) naming ``bad``; nothing when None."""
+    """Raise :class:`A2AProtocolError` (``not_a2a``) naming ``bad``; nothing when None.
+    Only the place and the problem are named, never the agent's value (which may be of
+    any length)."""
     if bad is None:
         return
     raise A2AProtocolError(
-        f"Agent '{task.agent_id}' answered with a part that is not an A2A 1.0 Part ({bad}); "
-        "the answer was not applied.",
+        f"Agent '{task.agent_id}' answered with an artifact or message that is not A2A 1.0 "
+        f"({bad}); the answer was not applied.",
         {"part": bad.where, "problem": bad.what},
     )
 

@@ -16,7 +16,8 @@ from typing import Any
 from a2a.exceptions import A2AProtocolError
 from a2a.models import Task
 from a2a.states import NextAction
-from a2a.transports.base import AgentReply, excerpt
+from a2a.transports.base import AgentReply
+from a2a.transports.quoting import excerpt
 
 # What the columns hold, read from the model so the check follows a migration: an id is
 # refused past it, never cut (a cut id names no task of the agent's, or another's).

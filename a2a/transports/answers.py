@@ -21,7 +21,7 @@ import httpx
 from django.conf import settings
 
 from a2a.exceptions import A2ACallError, A2AProtocolError
-from a2a.transports.base import excerpt
+from a2a.transports.quoting import excerpt
 from agent_profiles.bodies import iter_decoded
 from agent_profiles.guarded_pool import AnswerTooLarge, PlainResponse
 from agent_profiles.interfaces import CallTarget

@@ -28,13 +28,12 @@ from typing import Any
 from a2a.exceptions import A2ACallError, A2AUnsupportedOperation
 from a2a.states import normalize_state
 from a2a.transports import shapes
+from a2a.transports.redaction import redactor
 from agent_profiles.interfaces import CallTarget
-from platform_site.text import scrub
 
 # A Retry-After longer than this is treated as this (an agent must not park a task forever).
 MAX_RETRY_AFTER = 300.0
 # Cap on what we keep of a non-A2A body in an error message.
-EXCERPT = 200
 
 
 @dataclass
@@ -171,9 +170,6 @@ def _push_secrets(kwargs: dict[str, Any]) -> Iterable[str]:
 
 
 def _redact(exc: A2ACallError, transport: AgentTransport, kwargs: dict[str, Any]) -> None:
-    # Imported here: credentials imports this module (excerpt), and only failures get here.
-    from a2a.transports.redaction import redactor
-
     redactor(transport.target, _push_secrets(kwargs)).error(exc)
 
 
@@ -279,10 +275,3 @@ def parse_retry_after(value: str | None) -> float | None:
             return None
         seconds = when.timestamp() - time.time()
     return max(0.0, min(seconds, MAX_RETRY_AFTER))
-
-
-def excerpt(text: str) -> str:
-    """A short one-line excerpt of a body, for error messages (which are stored: a NUL
-    or a lone surrogate from the agent becomes U+FFFD, or PostgreSQL would refuse it)."""
-    text = scrub(" ".join(text.split()))
-    return text[:EXCERPT] + ("…" if len(text) > EXCERPT else "")

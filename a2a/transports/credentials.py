@@ -30,7 +30,7 @@ from django.conf import settings
 
 from a2a.exceptions import A2AAuthError, A2ACallError, A2ATransientError
 from a2a.transports.answers import read_capped
-from a2a.transports.base import excerpt
+from a2a.transports.quoting import excerpt
 from agent_profiles.credentials import header_value_problem
 from agent_profiles.deadlines import whole_answer_by, whole_answer_seconds
 from agent_profiles.guarded_pool import AnswerTooLarge

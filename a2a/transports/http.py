@@ -51,7 +51,8 @@ from a2a.transports.answers import (
     read_whole,
     too_large,
 )
-from a2a.transports.base import excerpt, parse_retry_after
+from a2a.transports.base import parse_retry_after
+from a2a.transports.quoting import excerpt
 from agent_profiles.deadlines import whole_answer_by, whole_answer_seconds
 from agent_profiles.guarded_pool import (
     AnswerTimedOut,

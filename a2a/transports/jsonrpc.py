@@ -11,7 +11,6 @@ codes are mapped to the platform's error kinds (:func:`rpc_error`).
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Generator, Iterator
@@ -31,10 +30,10 @@ from a2a.transports.base import (
     AgentTransport,
     TaskPage,
     agent_time,
-    excerpt,
     list_params,
     send_params,
 )
+from a2a.transports.quoting import excerpt, quoted
 from agent_profiles.interfaces import JSONRPC, V0_3
 
 METHODS = {
@@ -86,16 +85,6 @@ def rpc_error(agent_id: str, method: str, error: Any) -> A2ACallError:
     return A2APermanentError(text, code="agent_refused")
 
 
-def quoted_id(value: Any) -> str:
-    """An agent's JSON-RPC id, for an error message: an :func:`excerpt`, whose cut shows
-    (``…``), so that the redaction of the call's secrets (an agent may echo one in its
-    id) also takes the start of a secret the cut leaves (it redacts a secret's start
-    before ``…``; a bare cut left one unredacted). Not ``repr``: its escapes match no form
-    of a secret the redaction knows; JSON's (a non-string id) do."""
-    text = value if isinstance(value, str) else json.dumps(value)  # as the redaction escapes
-    return f"'{excerpt(text)}'"
-
-
 class JsonRpcTransport(AgentTransport):
     """JSON-RPC, 1.0 or 0.3 (``target.version``)."""
 
@@ -144,13 +133,13 @@ class JsonRpcTransport(AgentTransport):
             if data.get("id") not in (request_id, None):
                 raise A2AProtocolError(
                     f"Agent '{agent_id}' answered {method} with an error for another request "
-                    f"(id {quoted_id(data.get('id'))})."
+                    f"(id {quoted(data.get('id'))})."
                 )
             raise rpc_error(agent_id, method, data["error"])
         if data.get("id") != request_id:
             raise A2AProtocolError(
                 f"Agent '{agent_id}' answered {method} for another request "
-                f"(id {quoted_id(data.get('id'))}, not {request_id!r})."
+                f"(id {quoted(data.get('id'))}, not {request_id!r})."
             )
         if "result" not in data:
             raise A2AProtocolError(f"Agent '{agent_id}' answered {method} without a result.")

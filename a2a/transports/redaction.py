@@ -17,8 +17,8 @@ from typing import Any
 from urllib.parse import quote, quote_plus
 
 from a2a.exceptions import A2ACallError
-from a2a.transports.base import excerpt
 from a2a.transports.credentials import tokens_sent
+from a2a.transports.quoting import excerpt
 from agent_profiles.interfaces import CallTarget
 
 # What stands in for a secret in any text quoted from an answer.

@@ -17,6 +17,7 @@ from typing import Any
 
 from a2a.exceptions import A2AProtocolError
 from a2a.states import normalize_state
+from a2a.transports.quoting import quoted
 
 ROLES_03 = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}
 ROLES_TO_03 = {"ROLE_USER": "user", "ROLE_AGENT": "agent"}
@@ -42,7 +43,7 @@ def check_task(task: dict[str, Any], what: str) -> dict[str, Any]:
     raw = task["status"].get("state")
     state = normalize_state(raw)
     if state is None:
-        raise A2AProtocolError(f"The agent's {what} has an unknown task state {raw!r}.")
+        raise A2AProtocolError(f"The agent's {what} has an unknown task state {quoted(raw)}.")
     for key in ("artifacts", "history"):
         if key in task and not isinstance(task[key], list):
             raise A2AProtocolError(f"The agent's {what} has a {key} that is not a list.")
@@ -288,4 +289,4 @@ def _event_03(data: dict[str, Any], kind: Any) -> tuple[str, Any]:
     if kind == "artifact-update":
         artifact = artifact_from_03(data.get("artifact"), rest=False)
         return "artifact", {**data, "artifact": artifact}
-    raise A2AProtocolError(f"Unknown stream event kind {kind!r} from the agent.")
+    raise A2AProtocolError(f"Unknown stream event kind {quoted(kind)} from the agent.")

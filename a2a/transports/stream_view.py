@@ -12,6 +12,7 @@ from django.conf import settings
 
 from a2a.exceptions import A2AProtocolError
 from a2a.states import normalize_state
+from a2a.transports.quoting import excerpt
 from a2a.wire import artifacts_bytes
 
 
@@ -58,10 +59,13 @@ class StreamView:
         """Refuse an event that names another task than the stream's."""
         known = (self.task or {}).get("id")
         if known and isinstance(task_id, str) and task_id and task_id != known:
+            # Both ids are the agent's, of any length: named by excerpts, in the message
+            # and its details alike (both are stored in the task's error, and logged).
+            said, ours = excerpt(task_id), excerpt(known)
             raise A2AProtocolError(
-                f"A stream event from the agent is about its task {task_id!r}, but the "
-                f"stream is about its task {known!r}; the event was not applied.",
-                {"streamTaskId": known, "eventTaskId": task_id},
+                f"A stream event from the agent is about its task '{said}', but the "
+                f"stream is about its task '{ours}'; the event was not applied.",
+                {"streamTaskId": ours, "eventTaskId": said},
             )
 
     def _own(self, task: dict[str, Any]) -> None:
@@ -69,8 +73,8 @@ class StreamView:
         self.task = task_copy(task)
         self._where, self._sizes = {}, []
         for i, artifact in enumerate(self.task.get("artifacts") or []):
-            if isinstance(artifact, dict) and artifact.get("artifactId"):
-                self._where.setdefault(artifact["artifactId"], i)
+            if isinstance(artifact, dict) and _key(artifact):
+                self._where.setdefault(_key(artifact), i)
             self._sizes.append(artifacts_bytes([artifact]) - 2)
 
     def _artifact(self, payload: dict[str, Any]) -> None:
@@ -79,7 +83,7 @@ class StreamView:
             raise A2AProtocolError("An artifact event from the agent has no artifact.")
         assert self.task is not None
         artifacts = self.task.setdefault("artifacts", [])
-        key = artifact.get("artifactId")
+        key = _key(artifact)
         i = self._where.get(key) if key else None
         if i is None:
             if key:
@@ -112,6 +116,14 @@ class StreamView:
                     {"maxBytes": limit, "bytes": size},
                     code="artifacts_too_large",
                 )
+
+
+def _key(artifact: dict[str, Any]) -> str:
+    """The artifact's id to fold its chunks by; "" when it has none, or one that is no
+    string (an object cannot key a dict: such an artifact is held as it came, and refused
+    with the answer, :mod:`a2a.answer_parts`)."""
+    key = artifact.get("artifactId")
+    return key if isinstance(key, str) else ""
 
 
 def _artifact_copy(artifact: Any) -> Any:

@@ -259,7 +259,7 @@ def test_a_garbage_status_line_with_nuls_is_stored_scrubbed_and_sent_at_most_max
 
 
 def test_redaction_covers_every_form_and_a_secret_cut_by_an_excerpt() -> None:
-    from a2a.transports.base import excerpt
+    from a2a.transports.quoting import excerpt
     from agent_profiles.interfaces import CallTarget
 
     target = CallTarget("a", auth={"type": "bearer", "token": BEARER})

@@ -64,7 +64,7 @@ def test_other_parse_errors_stay_value_errors() -> None:
 
 
 def test_scrub_replaces_what_postgresql_cannot_store() -> None:
-    from a2a.transports.base import excerpt
+    from a2a.transports.quoting import excerpt
     from platform_site.text import find_bad_text, scrub
 
     text = "ok\x00 and \ud800 end"
