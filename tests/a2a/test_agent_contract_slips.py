@@ -12,34 +12,31 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import time
-from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from django.utils import timezone
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.responses import JSONResponse, Response
 
 from a2a import services, worker
 from a2a.exceptions import A2AProtocolError
-from a2a.models import Task
 from a2a.reassign import reassign_task
 from a2a.states import TaskState
 from a2a.transports.answers import AgentErrorEvent
 from a2a.transports.jsonrpc import JsonRpcTransport, rpc_error
 from agent_profiles.interfaces import JSONRPC, CallTarget
-from tests.support.serving import free_port, serve_agent
+from tests.support.scripted_agent import (
+    COMPLETED,
+    WORKING,
+    events,
+    refused,
+    run_out,
+    scripted_agent,
+    start,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-WORKING, COMPLETED = "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"
 RESULT = {"artifactId": "r", "parts": [{"data": {"verdict": "pass"}}]}
 REMARK = {
     "messageId": "m1",
@@ -48,99 +45,6 @@ REMARK = {
     "contextId": "ctx",
     "parts": [{"text": "Done, see the artifact."}],
 }
-
-
-@dataclass
-class ScriptedAgent:
-    """An agent answering every call as ``answer(kind, body)`` says: ``kind`` is
-    ``send``, ``stream``, ``get``, ``cancel`` or ``subscribe`` on HTTP+JSON, and the
-    method on JSON-RPC. ``calls`` counts them."""
-
-    host: str = "127.0.0.1"
-    port: int = 0
-    answer: Callable[[str, Any], Response] = lambda kind, body: Response(status_code=405)
-    calls: Counter[str] = field(default_factory=Counter)
-    stopping: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-
-def _kind(path: str, body: Any) -> str:
-    if isinstance(body, dict) and "jsonrpc" in body:
-        return str(body.get("method"))
-    for suffix, kind in (
-        ("/message:send", "send"),
-        ("/message:stream", "stream"),
-        (":cancel", "cancel"),
-        (":subscribe", "subscribe"),
-    ):
-        if path.endswith(suffix):
-            return kind
-    return "get"
-
-
-def build(agent: ScriptedAgent) -> ASGIApp:
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return
-        raw = await Request(scope, receive).body()
-        body = json.loads(raw) if raw else None
-        kind = _kind(scope["path"], body)
-        agent.calls[kind] += 1
-        await agent.answer(kind, body)(scope, receive, send)
-
-    return app
-
-
-@contextlib.contextmanager
-def scripted_agent(
-    make_agent: Any, make_skill: Any, binding: str, **fields: Any
-) -> Iterator[ScriptedAgent]:
-    """A :class:`ScriptedAgent`, registered for ``ce-review`` on ``binding`` (1.0); more
-    of its profile's ``fields`` as given."""
-    agent = ScriptedAgent(port=free_port())
-    with serve_agent(agent, build(agent)):
-        make_agent(
-            skills=[make_skill(id="ce-review")],
-            a2a_endpoint=agent.url,
-            card_read_at=timezone.now(),
-            protocol_binding=binding,
-            protocol_version="1.0",
-            **fields,
-        )
-        yield agent
-
-
-def events(*objects: dict[str, Any], rpc_id: str | None = None) -> StreamingResponse:
-    """An SSE stream of ``objects`` (each a JSON-RPC result for ``rpc_id`` when given)."""
-
-    async def chunks() -> AsyncIterator[bytes]:
-        for obj in objects:
-            data = obj if rpc_id is None else {"jsonrpc": "2.0", "id": rpc_id, "result": obj}
-            yield b"data: " + json.dumps(data).encode() + b"\n\n"
-            await asyncio.sleep(0)  # each its own write
-
-    return StreamingResponse(chunks(), media_type="text/event-stream")
-
-
-def run_out(task: Task, timeout: float = 15.0) -> Task:
-    """Run the worker on ``task`` while it has an action (made due now); the task once it
-    has none."""
-    deadline = time.monotonic() + timeout
-    while True:
-        task.refresh_from_db()
-        if not task.next_action:
-            return task
-        if time.monotonic() > deadline:
-            raise AssertionError(f"task still {task.state}: {task.error} {task.metadata}")
-        Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now(), lease_until=None)
-        worker.process_task(task.pk)
-
-
-def start(user: Any) -> Task:
-    return services.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
 
 
 @pytest.fixture(autouse=True)
@@ -169,10 +73,10 @@ def test_a_message_after_the_stream_named_its_task_is_skipped(
         if kind in ("stream", "SendStreamingMessage"):
             rpc_id = body["id"] if binding == JSONRPC else None
             return events(task_event, *middle, done, rpc_id=rpc_id)
-        return Response(status_code=405)
+        return refused()
 
     # It cannot be polled: its tasks are sent over a stream from the start.
-    with scripted_agent(make_agent, make_skill, binding, polling=False, streaming=True) as agent:
+    with scripted_agent(make_agent, make_skill, binding, stream=True) as agent:
         agent.answer = answer
         task = run_out(start(make_user()))
     assert task.state == TaskState.COMPLETED, (task.state, task.error)
@@ -234,12 +138,7 @@ def test_a_stream_event_with_both_is_not_the_agents_last_word(
         task_event = {"task": {"id": "t1", "contextId": "ctx", "status": {"state": WORKING}}}
         both = {"jsonrpc": "2.0", "id": body["id"], "result": task_event, "error": {"code": 1}}
         first = {"jsonrpc": "2.0", "id": body["id"], "result": task_event}
-
-        async def chunks() -> AsyncIterator[bytes]:
-            for obj in (first, both):
-                yield b"data: " + json.dumps(obj).encode() + b"\n\n"
-
-        return StreamingResponse(chunks(), media_type="text/event-stream")
+        return events(first, both)
 
     with scripted_agent(make_agent, make_skill, "JSONRPC") as agent:
         agent.answer = answer

@@ -8,15 +8,13 @@ many appended chunks fold into the right artifact."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from django.utils import timezone
 
-from a2a import services, worker
+from a2a import services
 from a2a.exceptions import A2AProtocolError, A2ATransientError
 from a2a.follow_policy import can_subscribe
 from a2a.models import Task
@@ -35,25 +33,12 @@ from tests.support.raw_sse import (
     status_event,
     task_event,
 )
+from tests.support.scripted_agent import run_out
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 OUTPUT = {"artifacts": [{"artifactId": "r", "parts": [{"data": {"verdict": "pass"}}]}]}
 WORKING, COMPLETED = "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"
-
-
-def run_out(task: Task, timeout: float = 15.0) -> Task:
-    """Run the worker on ``task`` in this thread while it has an action (made due now:
-    the test does not wait out intervals); the task once it has none."""
-    deadline = time.monotonic() + timeout
-    while True:
-        task.refresh_from_db()
-        if not task.next_action:
-            return task
-        if time.monotonic() > deadline:
-            raise AssertionError(f"task still {task.state}: {task.error} {task.metadata}")
-        Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now(), lease_until=None)
-        worker.process_task(task.pk)
 
 
 def start(user: Any, **data: Any) -> Task:

@@ -28,22 +28,23 @@ from a2a.face.serializers import task_json
 from a2a.models import Task
 from a2a.states import TaskState
 from tests.a2a.helpers import fresh, push, status_update
-from tests.a2a.scripted_agent import (
+from tests.a2a.test_answer_parts import agent_messages, snapshot
+from tests.support.scripted_agent import (
     COMPLETED,
-    GOOD_ARTIFACT,
     SUBMITTED,
     WORKING,
     ScriptedAgent,
+    events,
     refused,
     register,
     run_out,
     run_scripted_agent,
-    sse_stream,
+    start,
     task_answer,
 )
-from tests.a2a.test_answer_parts import agent_messages, snapshot
 
 PARTS = [{"data": {"verdict": "pass"}}]
+GOOD_ARTIFACT = {"artifactId": "a", "parts": PARTS}
 SAID = [{"text": "done"}]
 
 # --- the rule --------------------------------------------------------------------------------
@@ -225,9 +226,9 @@ def assert_refused(task: Task, case: str) -> None:
 def test_a_send_answer_with_a_bad_artifact_or_message_fails_the_task(
     scripted_agent: ScriptedAgent, make_agent: Any, make_skill: Any, make_user: Any, case: str
 ) -> None:
-    register(make_agent, make_skill, scripted_agent, stream=False)
-    scripted_agent.answer = lambda kind: answer_with(case) if kind == "send" else refused()
-    assert_refused(run_out(make_user()), case)
+    register(make_agent, make_skill, scripted_agent)
+    scripted_agent.answer = lambda kind, body: answer_with(case) if kind == "send" else refused()
+    assert_refused(run_out(start(make_user())), case)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -237,10 +238,10 @@ def test_a_send_answer_with_a_bad_artifact_or_message_fails_the_task(
 def test_a_poll_answer_with_a_bad_artifact_or_message_fails_the_task(
     scripted_agent: ScriptedAgent, make_agent: Any, make_skill: Any, make_user: Any, case: str
 ) -> None:
-    register(make_agent, make_skill, scripted_agent, stream=False)
+    register(make_agent, make_skill, scripted_agent)
     answers = {"send": lambda: task_answer(SUBMITTED), "get": lambda: answer_with(case)}
-    scripted_agent.answer = lambda kind: answers.get(kind, refused)()
-    assert_refused(run_out(make_user()), case)
+    scripted_agent.answer = lambda kind, body: answers.get(kind, refused)()
+    assert_refused(run_out(start(make_user())), case)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -255,20 +256,20 @@ def test_a_stream_with_a_bad_artifact_or_message_fails_the_task(
     status: dict[str, Any] = {"state": COMPLETED}
     if case in BAD_ARTIFACTS:
         artifact = BAD_ARTIFACTS[case][0]
-        events = [
+        sent = [
             first,
             {"artifactUpdate": {"taskId": "t1", "contextId": "c", "artifact": GOOD_ARTIFACT}},
         ]
-        events.append({"artifactUpdate": {"taskId": "t1", "contextId": "c", "artifact": artifact}})
+        sent.append({"artifactUpdate": {"taskId": "t1", "contextId": "c", "artifact": artifact}})
     else:
         status["message"] = BAD_MESSAGES[case][0]
-        events = [
+        sent = [
             first,
             {"artifactUpdate": {"taskId": "t1", "contextId": "c", "artifact": GOOD_ARTIFACT}},
         ]
-    events.append({"statusUpdate": {"taskId": "t1", "contextId": "c", "status": status}})
-    scripted_agent.answer = lambda kind: sse_stream(events) if kind == "stream" else refused()
-    assert_refused(run_out(make_user()), case)
+    sent.append({"statusUpdate": {"taskId": "t1", "contextId": "c", "status": status}})
+    scripted_agent.answer = lambda kind, body: events(*sent) if kind == "stream" else refused()
+    assert_refused(run_out(start(make_user())), case)
 
 
 # --- the face: what its a2a-sdk clients read after such an answer ------------------------------
@@ -281,13 +282,13 @@ def test_the_callers_task_list_stays_readable_after_a_bad_artifact_id(
     """One agent answer with ``artifactId: 5`` made the caller's whole ``ListTasks`` page
     (and its GetTask) unparseable by a2a-sdk: refused, both parse, the good task's artifact
     served as it was."""
-    register(make_agent, make_skill, scripted_agent, stream=False)
+    register(make_agent, make_skill, scripted_agent)
     user = make_user()
-    scripted_agent.answer = lambda kind: task_answer(COMPLETED, artifacts=[GOOD_ARTIFACT])
-    good = run_out(user)
+    scripted_agent.answer = lambda kind, body: task_answer(COMPLETED, artifacts=[GOOD_ARTIFACT])
+    good = run_out(start(user))
     bad = {**GOOD_ARTIFACT, "artifactId": 5}
-    scripted_agent.answer = lambda kind: task_answer(COMPLETED, artifacts=[bad])
-    refused = run_out(user)
+    scripted_agent.answer = lambda kind, body: task_answer(COMPLETED, artifacts=[bad])
+    refused = run_out(start(user))
     assert (good.state, refused.state) == (TaskState.COMPLETED, TaskState.FAILED)
 
     async def get(path: str) -> httpx.Response:

@@ -22,18 +22,19 @@ from a2a.states import TaskState
 from a2a.transports.shapes import read_stream_event
 from a2a.transports.stream_view import StreamView
 from tests.a2a.helpers import fresh, push, status_update
-from tests.a2a.scripted_agent import (
+from tests.a2a.test_answer_parts import snapshot
+from tests.support.scripted_agent import (
     SUBMITTED,
     WORKING,
     ScriptedAgent,
+    events,
     refused,
     register,
     run_out,
     run_scripted_agent,
-    sse_stream,
+    start,
     task_answer,
 )
-from tests.a2a.test_answer_parts import snapshot
 
 BIG = "X" * 5_000_000
 BIG_STATE = "TASK_STATE_" + BIG
@@ -76,15 +77,15 @@ def test_a_megabyte_state_in_an_answer_is_named_by_an_excerpt(
     caplog: pytest.LogCaptureFixture,
     where: str,
 ) -> None:
-    register(make_agent, make_skill, scripted_agent, stream=False)
+    register(make_agent, make_skill, scripted_agent)
 
-    def answer(kind: str) -> Any:
+    def answer(kind: str, body: Any) -> Any:
         if kind not in ("send", "get"):
             return refused()
         return task_answer(BIG_STATE if kind == where else SUBMITTED)
 
     scripted_agent.answer = answer
-    assert_bounded(run_out(make_user()), caplog, "unknown task state 'TASK_STATE_XXX")
+    assert_bounded(run_out(start(make_user())), caplog, "unknown task state 'TASK_STATE_XXX")
 
 
 STREAMS = {
@@ -112,10 +113,10 @@ def test_megabyte_strings_in_a_stream_are_named_by_an_excerpt(
     register(make_agent, make_skill, scripted_agent, stream=True)
     event, said = STREAMS[case]
     first = {"task": {"id": "t1", "contextId": "c", "status": {"state": WORKING}}}
-    scripted_agent.answer = lambda kind: (
-        sse_stream([first, event]) if kind == "stream" else refused()
+    scripted_agent.answer = lambda kind, body: (
+        events(first, event) if kind == "stream" else refused()
     )
-    task = run_out(make_user())
+    task = run_out(start(make_user()))
     assert (task.state, task.error["code"]) == (TaskState.FAILED, "not_a2a"), task.error
     assert said in task.error["message"]
     assert len(str(task.error)) < BOUND, len(str(task.error))
