@@ -57,6 +57,7 @@ class DeliveryStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     DELIVERED = "delivered", "Delivered"
     FAILED = "failed", "Failed (attempts exhausted or config disabled)"
+    SUPERSEDED = "superseded", "Superseded (a later event was delivered first)"
 
 
 class PushDelivery(models.Model):

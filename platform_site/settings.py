@@ -461,6 +461,10 @@ A2A_PUSH_MAX_ATTEMPTS = envint("A2A_PUSH_MAX_ATTEMPTS", 5)  # POSTs per event an
 A2A_PUSH_BACKOFF = envfloat("A2A_PUSH_BACKOFF", 1.0)  # seconds, doubled per failed attempt
 A2A_PUSH_DISABLE_AFTER = envint("A2A_PUSH_DISABLE_AFTER", 10)  # consecutive failed POSTs
 A2A_PUSH_SWEEP_INTERVAL = envfloat("A2A_PUSH_SWEEP_INTERVAL", 30.0)
+# Webhook POSTs run on threads of their own (a2a.face.push_pool), never on the workers'
+# that poll agents: at most this many at once per process, and per webhook host.
+A2A_PUSH_THREADS = envint("A2A_PUSH_THREADS", 8)
+A2A_PUSH_PER_HOST = envint("A2A_PUSH_PER_HOST", 2)
 A2A_STREAM_RECHECK = envfloat("A2A_STREAM_RECHECK", 5.0)  # re-read a quiet stream's task
 # Task streams (message:stream, subscribe) one caller may hold open in one server process;
 # one more is refused (429 TOO_MANY_STREAMS) before anything is sent (a2a/face/stream_slots.py).

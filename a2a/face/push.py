@@ -30,7 +30,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from a2a.face import legacy, push_repair
+from a2a.face import legacy, push_pool, push_repair
 from a2a.face.errors import InvalidParams
 from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
 from a2a.push_models import PushProtocol
@@ -262,21 +262,36 @@ def _fail_config(config: PushNotificationConfig, reason: str) -> bool:
     return False
 
 
-def _earlier_pending(delivery_id: int) -> bool:
+def _earlier_pending(event: dict[str, Any]) -> bool:
     """Whether an earlier event of the same config is still to be delivered."""
-    row = PushDelivery.objects.filter(pk=delivery_id).values("config_id", "seq").first()
-    if row is None:
-        return False
     return PushDelivery.objects.filter(
-        config_id=row["config_id"], seq__lt=row["seq"], status=DeliveryStatus.PENDING
+        config_id=event["config_id"], seq__lt=event["seq"], status=DeliveryStatus.PENDING
     ).exists()
 
 
-def _start_next(delivery: PushDelivery) -> None:
-    """This delivery ended: the config's next pending one (which waited for it) goes now."""
+def _superseded(delivery_id: int, event: dict[str, Any]) -> bool:
+    """Whether a later event of the same config was delivered already: then this one is
+    not (marked superseded), or the webhook would see a WORKING after the CANCELED. Each
+    event is written after its transaction commits, so two transitions close together
+    may write theirs in the other order, the later one delivered before the earlier one
+    is even stored; each payload is the whole task, so the later one says it all."""
+    later = PushDelivery.objects.filter(
+        config_id=event["config_id"], seq__gt=event["seq"], status=DeliveryStatus.DELIVERED
+    )
+    if not later.exists():
+        return False
+    return bool(
+        PushDelivery.objects.filter(pk=delivery_id, status=DeliveryStatus.PENDING).update(
+            status=DeliveryStatus.SUPERSEDED, next_attempt_at=None
+        )
+    )
+
+
+def _start_next(event: dict[str, Any]) -> None:
+    """This event ended: the config's next pending one (which waited for it) goes now."""
     following = (
         PushDelivery.objects.filter(
-            config_id=delivery.config_id, seq__gt=delivery.seq, status=DeliveryStatus.PENDING
+            config_id=event["config_id"], seq__gt=event["seq"], status=DeliveryStatus.PENDING
         )
         .order_by("seq")
         .values_list("pk", flat=True)
@@ -289,14 +304,20 @@ def _start_next(delivery: PushDelivery) -> None:
 def attempt(delivery_id: int) -> str:
     """One POST of a delivery, recorded; returns the delivery status after it (``waiting``:
     an earlier event of the same config goes first, and starts this one when it ends)."""
-    if _earlier_pending(delivery_id):
+    event = PushDelivery.objects.filter(pk=delivery_id).values("config_id", "seq").first()
+    if event is None:
+        return "skipped"
+    if _earlier_pending(event):
         return "waiting"
+    if _superseded(delivery_id, event):
+        _start_next(event)
+        return DeliveryStatus.SUPERSEDED
     delivery = _claim(delivery_id)
     if delivery is None:
         return "skipped"
     outcome = _post(delivery)
     if outcome != DeliveryStatus.PENDING:
-        _start_next(delivery)
+        _start_next(event)
     return outcome
 
 
@@ -357,8 +378,10 @@ def _post(delivery: PushDelivery) -> str:
 
 @shared_task(name="a2a.face.deliver_push", acks_late=True, soft_time_limit=60, time_limit=90)
 def deliver_push(delivery_id: int) -> str:
-    """POST one push notification (idempotent: a delivered or not-due one is skipped)."""
-    return attempt(delivery_id)
+    """POST one push notification (idempotent: a delivered or not-due one is skipped), on
+    a push thread (:mod:`a2a.face.push_pool`): never on this worker's, which poll agents
+    and start tasks. ``handed``, or ``busy``: no room, due again a little later."""
+    return "handed" if push_pool.hand(delivery_id) else "busy"
 
 
 @shared_task(name="a2a.face.sweep_push", soft_time_limit=60, time_limit=90)

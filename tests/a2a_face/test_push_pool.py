@@ -1,0 +1,117 @@
+"""Webhook POSTs run on push threads of their own, bounded per process and per host
+(a2a/face/push_pool.py): a client whose webhooks never answer stalled the Celery
+worker's threads, which also poll agents and start tasks, and every other client's
+pushes with them. And a late-written earlier event never reaches a webhook after a
+later one was delivered."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from a2a.face import push, push_pool
+from a2a.models import DeliveryStatus, PushDelivery, Task
+from agent_profiles.urlguard import use_resolver
+from tests.a2a_face.webhook import Webhook, push_config
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_webhooks")]
+
+HUNG_HOST = "hung.example"
+
+
+@pytest.fixture
+def hung_port() -> Iterator[int]:
+    """A webhook that takes connections and never answers (they wait in its backlog);
+    closed at the end, which resets them, so the POSTs end at once."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        listener.close()
+
+
+def _until(check: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.02)
+
+
+def _delivery(task: Task, url: str, captured: Any) -> int:
+    push.create_config(task, push_config(url))
+    with captured(execute=True):
+        task.start_work()
+    return PushDelivery.objects.get(config__task=task).pk
+
+
+def test_hung_webhooks_hold_their_hosts_threads_and_no_others(
+    make_task: Callable[..., Task],
+    alice: Any,
+    webhook: Webhook,
+    hung_port: int,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    settings.A2A_PUSH_TIMEOUT = 60  # the hung POSTs stay in flight for the whole test
+    settings.A2A_PUSH_THREADS, settings.A2A_PUSH_PER_HOST = 4, 2
+    queued: list[int] = []
+    monkeypatch.setattr(push.deliver_push, "delay", queued.append)
+    with use_resolver(lambda host, port: ["127.0.0.1"]):
+        hung = [
+            _delivery(
+                make_task(alice),
+                f"http://{HUNG_HOST}:{hung_port}/hook",
+                django_capture_on_commit_callbacks,
+            )
+            for _ in range(5)
+        ]
+        good = _delivery(make_task(alice), webhook.url, django_capture_on_commit_callbacks)
+        # What the worker's Celery threads do with them: hand each over, never POST.
+        answers = [push.deliver_push(pk) for pk in hung]
+        assert answers == ["handed", "handed", "busy", "busy", "busy"]
+        _until(lambda: push_pool.running() == 2)
+        assert push.deliver_push(good) == "handed"  # another host: a thread is free
+        webhook.wait_for_state("TASK_STATE_WORKING", timeout=15)
+        assert len(webhook.received) == 1
+        assert PushDelivery.objects.get(pk=good).status == DeliveryStatus.DELIVERED
+        # Meanwhile the hung host's two POSTs are still under way, the others wait.
+        assert push_pool.running() == 2
+        waiting = PushDelivery.objects.filter(pk__in=hung[2:], attempts=0)
+        assert waiting.count() == 3
+
+
+def test_an_earlier_event_written_after_a_later_one_was_delivered_is_not_sent(
+    task: Task,
+    webhook: Webhook,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """Two transitions close together: the later one's delivery was written and
+    delivered before the earlier one's was (each is written after its commit). The
+    earlier one is superseded, and the webhook never sees WORKING after CANCELED."""
+    config = push.create_config(task, push_config(webhook.url))
+    started: list[int] = []
+    monkeypatch.setattr(push.deliver_push, "delay", started.append)
+    with django_capture_on_commit_callbacks(execute=True):
+        task.start_work()
+    with django_capture_on_commit_callbacks(execute=True):
+        task.cancel("a person canceled")
+    working, canceled = PushDelivery.objects.filter(config=config).order_by("seq")
+    payload, seq = working.payload, working.seq
+    working.delete()  # not written yet, as the late handler had not written it
+    assert push.attempt(canceled.pk) == DeliveryStatus.DELIVERED
+    late = PushDelivery.objects.create(
+        config=config, seq=seq, task_state="TASK_STATE_WORKING", payload=payload
+    )
+    assert push.attempt(late.pk) == DeliveryStatus.SUPERSEDED
+    states = [body["task"]["status"]["state"] for _, body in webhook.received]
+    assert states == ["TASK_STATE_CANCELED"]
+    late.refresh_from_db()
+    assert (late.status, late.attempts) == (DeliveryStatus.SUPERSEDED, 0)
