@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 
-from a2a import agent_answers, lease_keeper, transports
+from a2a import agent_answers, lease_keeper, long_calls, transports
 from a2a.agent_updates import apply_agent_reply
 from a2a.exceptions import (
     A2AAuthError,
@@ -157,11 +157,15 @@ def _waits_on_stream(task: Task) -> bool:
     ends the stream; a subscribe follows, which holds it). A2A 1.0 (7.6): an agent that
     got the credential out of band goes on by itself, and SHOULD keep its streams open
     meanwhile, so the subscribe hears it at once (a2a-sdk's does). Silence while it
-    waits is no error: when the call's time is up it is subscribed to again."""
+    waits is no error: when the call's time is up it is subscribed to again. Not when
+    long calls to the agent are crowded (:func:`a2a.long_calls.crowded`): people who do
+    not sign in would hold the threads its working tasks' streams need; the subscribe
+    then ends at the task as it is, and the next one backs off as a poll would."""
     return (
         task.state == TaskState.AUTH_REQUIRED
         and task.next_action == NextAction.FOLLOW
         and task.lease_until is not None
+        and not long_calls.crowded(task.agent_id)
     )
 
 

@@ -108,6 +108,18 @@ def _room(agent_id: str) -> bool:
     )
 
 
+def crowded(agent_id: str) -> bool:
+    """Whether more than half the room for long calls is taken (the agent's, or the
+    process's): a call that only waits (a subscribe to a task waiting for authorization,
+    :mod:`a2a.agent_streams`) then gives its thread back rather than hold it, leaving the
+    room to tasks at work."""
+    with _lock:
+        return (
+            _running[agent_id] * 2 > settings.A2A_LONG_CALLS_PER_AGENT
+            or sum(_running.values()) * 2 > settings.A2A_LONG_CALLS
+        )
+
+
 def room_for(agent_id: str) -> bool:
     """Whether a call to the agent could become a long call now (:mod:`a2a.send_watch`)."""
     with _lock:

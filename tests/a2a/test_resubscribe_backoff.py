@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import services, worker
+from a2a import long_calls, services, worker
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
 from tests.support.raw_sse import (
@@ -132,3 +132,33 @@ def test_a_waiting_subscribes_silence_is_no_error(
         None,
     )
     assert raw.counts["subscribe"] == 1
+
+
+def test_a_waiting_subscribe_gives_its_thread_back_when_long_calls_are_crowded(
+    raw: RawStreamAgent, make_user: Any, settings: Any
+) -> None:
+    """More than half of the agent's long calls taken (tasks streaming at work): the
+    subscribe of a task waiting for authorization ends at the task as it is, and the
+    next one backs off, rather than hold a thread those tasks need."""
+    settings.A2A_LONG_CALLS_PER_AGENT = 2
+    raw.stream = lambda: [sse(task_event("t1", WORKING)), sse(status_event("t1", AUTH))]
+    task = _streamed(make_user())
+
+    def silent() -> Iterator[bytes]:
+        yield sse(task_event("t1", AUTH))
+        time.sleep(2.0)  # then the stream ends: listened to, the subscribe lasts that long
+
+    raw.subscribe = silent
+    long_calls.became_long("agent-one")
+    long_calls.became_long("agent-one")
+    try:
+        task = _run_due(task)
+    finally:
+        long_calls.ended("agent-one")
+        long_calls.ended("agent-one")
+    assert (task.state, task.next_action, task.error) == (
+        TaskState.AUTH_REQUIRED,
+        NextAction.FOLLOW,
+        None,
+    )
+    assert task.poll_interval > 0.5  # backing off, as a poll that found nothing new
