@@ -298,6 +298,10 @@ def _start_next(event: dict[str, Any]) -> None:
         .first()
     )
     if following is not None:
+        # Due now: while it waited it was not (see attempt).
+        PushDelivery.objects.filter(pk=following, status=DeliveryStatus.PENDING).update(
+            next_attempt_at=timezone.now()
+        )
         deliver_push.delay(following)
 
 
@@ -308,6 +312,12 @@ def attempt(delivery_id: int) -> str:
     if event is None:
         return "skipped"
     if _earlier_pending(event):
+        # That one starts this one when it ends (_start_next); until then not due, or the
+        # push threads and the sweep would take it up again and again.
+        later = timezone.now() + timedelta(seconds=settings.A2A_PUSH_SWEEP_INTERVAL)
+        PushDelivery.objects.filter(
+            pk=delivery_id, status=DeliveryStatus.PENDING, next_attempt_at__lt=later
+        ).update(next_attempt_at=later)
         return "waiting"
     if _superseded(delivery_id, event):
         _start_next(event)

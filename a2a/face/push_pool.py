@@ -7,9 +7,9 @@ webhooks that never answer stalled every other task's polls for minutes (embedde
 threads). So a delivery is handed here (:func:`hand`): at most ``A2A_PUSH_THREADS`` POSTs
 at once in the process, and ``A2A_PUSH_PER_HOST`` to one webhook host, so that a hung
 host holds that many threads and never the others' pushes. A delivery that finds no room
-waits in its row (due a little later: :data:`BUSY_WAIT`), and each POST that ends takes up
-the next due ones (:func:`_take_up`); the beat sweep re-queues any left overdue, so a crash
-or a lost message only delays a push.
+waits in its row, still due, and each POST that ends takes up the next due ones there is
+room for (:func:`_take_up`); the beat sweep re-queues any left overdue, so a crash or a
+lost message only delays a push.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import logging
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import connections
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from a2a.models import DeliveryStatus, PushDelivery
@@ -31,8 +31,7 @@ from platform_site.dbthreads import tidy_connections
 
 log = logging.getLogger(__name__)
 
-BUSY_WAIT = 2.0  # seconds a delivery that found no room waits before it is due again
-TAKE_UP = 20  # due deliveries looked at when a POST ends
+TAKE_UP = 100  # due deliveries looked at when a POST ends (those of full hosts are passed)
 
 _lock = threading.Lock()
 _running: Counter[str] = Counter()  # POSTs under way in this process, per webhook host
@@ -41,7 +40,7 @@ _executor: ThreadPoolExecutor | None = None
 
 def hand(delivery_id: int, url: str | None = None) -> bool:
     """Start the delivery's attempt on a push thread; False when there is no room (for
-    its host, or at all): it was made due again :data:`BUSY_WAIT` seconds from now."""
+    its host, or at all): it stays due, and a POST that ends takes it up (or the sweep)."""
     if url is None:
         rows = PushDelivery.objects.filter(pk=delivery_id)
         url = rows.values_list("config__url", flat=True).first()
@@ -49,7 +48,6 @@ def hand(delivery_id: int, url: str | None = None) -> bool:
         return False
     host = _host(url)
     if not _reserve(host):
-        _wait(delivery_id)
         return False
     _pool().submit(_run, delivery_id, host)
     return True
@@ -97,14 +95,6 @@ def _pool() -> ThreadPoolExecutor:
         return _executor
 
 
-def _wait(delivery_id: int) -> None:
-    """No room now: due again a little later (only while not claimed meanwhile)."""
-    now = timezone.now()
-    PushDelivery.objects.filter(
-        pk=delivery_id, status=DeliveryStatus.PENDING, next_attempt_at__lte=now
-    ).update(next_attempt_at=now + timedelta(seconds=BUSY_WAIT))
-
-
 def _run(delivery_id: int, host: str) -> None:
     from a2a.face.push import attempt  # push hands its deliveries here
 
@@ -129,8 +119,14 @@ def _take_up() -> None:
     """A POST ended: hand the next due deliveries there is room for (those that waited
     for a thread), oldest due first."""
     now = timezone.now()
+    # Not one that waits for an earlier event of its config (that one starts it when it
+    # ends): taken up, it found it pending again at once, hundreds of times a second.
+    earlier = PushDelivery.objects.filter(
+        config_id=OuterRef("config_id"), seq__lt=OuterRef("seq"), status=DeliveryStatus.PENDING
+    )
     due: list[tuple[Any, str]] = list(
         PushDelivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
+        .exclude(Exists(earlier))
         .order_by("next_attempt_at")
         .values_list("pk", "config__url")[:TAKE_UP]
     )

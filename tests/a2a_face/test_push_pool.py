@@ -9,9 +9,11 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from a2a.face import push, push_pool
 from a2a.models import DeliveryStatus, PushDelivery, Task
@@ -115,3 +117,61 @@ def test_an_earlier_event_written_after_a_later_one_was_delivered_is_not_sent(
     assert states == ["TASK_STATE_CANCELED"]
     late.refresh_from_db()
     assert (late.status, late.attempts) == (DeliveryStatus.SUPERSEDED, 0)
+
+
+def test_deliveries_with_no_room_go_when_a_thread_frees(
+    make_task: Callable[..., Task],
+    alice: Any,
+    webhook: Webhook,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """One push thread: the two deliveries that found none wait, due, and the first POST
+    that ends takes them up (no sweep runs here: before, they waited for it, 30 s)."""
+    settings.A2A_PUSH_THREADS = 1
+    monkeypatch.setattr(push.deliver_push, "delay", lambda pk: None)
+    pks = [
+        _delivery(make_task(alice), webhook.url, django_capture_on_commit_callbacks)
+        for _ in range(3)
+    ]
+    assert [push.deliver_push(pk) for pk in pks] == ["handed", "busy", "busy"]
+    delivered = PushDelivery.objects.filter(pk__in=pks, status=DeliveryStatus.DELIVERED)
+    _until(lambda: delivered.count() == 3)
+    assert len(webhook.received) == 3
+
+
+def test_a_delivery_waiting_for_an_earlier_event_is_not_taken_up_again_and_again(
+    task: Task,
+    webhook: Webhook,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """The earlier event's POST is under way: the later one waits, not due until that
+    one ends and starts it. Before, the push thread found it due again at once and took
+    it up hundreds of times a second for as long as the earlier POST took."""
+    config = push.create_config(task, push_config(webhook.url))
+    started: list[int] = []
+    monkeypatch.setattr(push.deliver_push, "delay", started.append)
+    with django_capture_on_commit_callbacks(execute=True):
+        task.start_work()
+    with django_capture_on_commit_callbacks(execute=True):
+        task.cancel("a person canceled")
+    working, canceled = PushDelivery.objects.filter(config=config).order_by("seq")
+    started.clear()
+    lease = timezone.now() + timedelta(seconds=60)  # as _claim leaves a POST under way
+    PushDelivery.objects.filter(pk=working.pk).update(next_attempt_at=lease, attempts=1)
+    calls: list[int] = []
+    real = push.attempt
+    monkeypatch.setattr(push, "attempt", lambda pk: calls.append(pk) or real(pk))
+    assert push_pool.hand(canceled.pk)
+    _until(lambda: push_pool.running() == 0)
+    assert calls == [canceled.pk]
+    canceled.refresh_from_db()
+    assert canceled.next_attempt_at > timezone.now() + timedelta(seconds=10)
+    # The earlier one ends: it starts the later one, due now.
+    PushDelivery.objects.filter(pk=working.pk).update(next_attempt_at=timezone.now())
+    monkeypatch.setattr(push, "attempt", real)
+    assert push.attempt(working.pk) == DeliveryStatus.DELIVERED
+    assert started == [canceled.pk]
+    assert push.attempt(canceled.pk) == DeliveryStatus.DELIVERED
