@@ -37,7 +37,10 @@ class GatewayTask:
     last_update: dict[str, Any] | None = None
     running: asyncio.Task[None] | None = None
     message_ids: set[str] = field(default_factory=set)
-    remote: str = ""  # the HTTP side's task, when that side got the message first
+    # When the HTTP side got the message first: its send (the task it started, once it
+    # answered), and that task's id.
+    http_send: asyncio.Future[str | None] | None = None
+    remote: str = ""
 
 
 class Gateway:
@@ -161,19 +164,31 @@ class Gateway:
             entry.message_ids |= known.message_ids  # its messages stay answered
         entry.message_ids.add(message_id)
         self.tasks[task_id] = entry
-        if known is None and not message.get("taskId"):
-            entry.remote = await shared_tasks.http_task_of(self, message_id)
-        if entry.remote:
-            log.info("task %s: its message reached the HTTP side first; following it", task_id)
-            entry.running = asyncio.create_task(shared_tasks.follow(self, task_id, entry))
-            return
         skill_id = frame.get("skillId") or (message.get("metadata") or {}).get("skillId")
+        if known is None and not message.get("taskId"):
+            entry.http_send = shared_tasks.http_send_of(self, message_id)
+        if entry.http_send is not None:
+            # Not awaited here: the HTTP side may still be running a blocking send of it,
+            # and this connection's other frames must not wait for that.
+            log.info("task %s: its message reached the HTTP side first; following it", task_id)
+            entry.running = asyncio.create_task(self._follow_http(task_id, skill_id))
+            return
+        await self._start(task_id, skill_id)
+
+    async def _start(self, task_id: str, skill_id: str | None) -> None:
+        """Run an assigned task here (or refuse it for another skill)."""
         if skill_id and skill_id != self.agent.skill["id"]:
             text = f"This agent offers {self.agent.skill['id']}, not {skill_id}."
             await self._update(task_id, Outcome(TaskState.TASK_STATE_REJECTED, text))
             return
         log.info("task %s assigned over the WebSocket", task_id)
-        entry.running = asyncio.create_task(self._turn(task_id))
+        self.tasks[task_id].running = asyncio.create_task(self._turn(task_id))
+
+    async def _follow_http(self, task_id: str, skill_id: str | None) -> None:
+        """Follow the HTTP side's task of this message; run it here if that side's send
+        failed (it holds no task then)."""
+        if not await shared_tasks.follow(self, task_id, self.tasks[task_id]):
+            await self._start(task_id, skill_id)
 
     async def _ack(self, frame: dict[str, Any]) -> None:
         """Acknowledge a ``task.message`` or ``task.cancel`` by its deliveryId, whether or
@@ -192,12 +207,18 @@ class Gateway:
         if message.get("messageId") and message["messageId"] in entry.message_ids:
             return  # the same answer re-sent
         entry.message_ids.add(message.get("messageId", ""))
-        if entry.remote:
-            turn = shared_tasks.answer(self, task_id, entry, message)
-            entry.running = asyncio.create_task(turn)
+        if entry.http_send is not None:
+            entry.running = asyncio.create_task(self._answer_http(task_id, message))
             return
         entry.job.answers.append(answer_of(message))
         entry.running = asyncio.create_task(self._turn(task_id))
+
+    async def _answer_http(self, task_id: str, message: dict[str, Any]) -> None:
+        """An answer for the HTTP side's task; the socket side's turn when it has none."""
+        entry = self.tasks[task_id]
+        if not await shared_tasks.answer(self, task_id, entry, message):
+            entry.job.answers.append(answer_of(message))
+            await self._turn(task_id)
 
     async def _on_cancel(self, frame: dict[str, Any]) -> None:
         await self._ack(frame)
@@ -207,11 +228,15 @@ class Gateway:
             return
         if entry.running is not None and not entry.running.done():
             entry.running.cancel()
-        if entry.remote:  # the HTTP side's task: canceled there, and its end told
-            await shared_tasks.cancel(self, entry)
-            entry.running = asyncio.create_task(shared_tasks.follow(self, frame["taskId"], entry))
+        if entry.http_send is not None:  # the HTTP side's task: canceled there, its end told
+            entry.running = asyncio.create_task(self._cancel_http(frame["taskId"]))
             return
         await self._update(frame["taskId"], Outcome(TaskState.TASK_STATE_CANCELED, "Canceled."))
+
+    async def _cancel_http(self, task_id: str) -> None:
+        """Cancel the HTTP side's task; the socket side's when it has none."""
+        if not await shared_tasks.cancel(self, task_id, self.tasks[task_id]):
+            await self._update(task_id, Outcome(TaskState.TASK_STATE_CANCELED, "Canceled."))
 
     async def _turn(self, task_id: str) -> None:
         entry = self.tasks[task_id]

@@ -110,11 +110,10 @@ class IdempotentRequestHandler(DefaultRequestHandler):
         future.set_result(result.id if isinstance(result, Task) else None)
         return result
 
-    async def task_of(self, message_id: str) -> str | None:
-        """The task a first message (no ``taskId``) with this id started here, waiting
-        for its send if it still runs; None if none did."""
-        first = self._sends.get(f"/{message_id}")
-        return await asyncio.shield(first) if first is not None else None
+    def send_of(self, message_id: str) -> asyncio.Future[str | None] | None:
+        """The send of a first message (no ``taskId``) with this id here: it answers the
+        task it started (None if it failed); None if no such message came."""
+        return self._sends.get(f"/{message_id}")
 
 
 def agent_card(config: Config, skill: dict[str, Any]) -> AgentCard:

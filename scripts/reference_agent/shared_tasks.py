@@ -50,23 +50,34 @@ RESTING = frozenset(
 READ_EVERY = 0.1  # seconds between two reads of the HTTP side's task (in process)
 
 
-async def http_task_of(gateway: Gateway, message_id: str) -> str:
-    """The id of the task the HTTP side started with this first message, or ``""``."""
+def http_send_of(gateway: Gateway, message_id: str) -> asyncio.Future[str | None] | None:
+    """The HTTP side's send of this first message (it answers the task it started), or
+    None when that side never got it."""
     handler = gateway.agent.http_handler()
     if handler is None or not message_id:
-        return ""
-    return await handler.task_of(message_id) or ""
+        return None
+    return handler.send_of(message_id)
 
 
-async def follow(gateway: Gateway, task_id: str, entry: GatewayTask) -> None:
+async def _remote(entry: GatewayTask) -> str:
+    """The HTTP side's task id, once its send answered ("" if it started none)."""
+    if not entry.remote and entry.http_send is not None:
+        entry.remote = await asyncio.shield(entry.http_send) or ""
+    return entry.remote
+
+
+async def follow(gateway: Gateway, task_id: str, entry: GatewayTask) -> bool:
     """Send the HTTP side's task as ``task.update`` frames of the platform's ``task_id``
-    while it changes, until it ends or asks."""
+    while it changes, until it ends or asks; False when that side holds no task of it."""
     handler = gateway.agent.http_handler()
+    remote = await _remote(entry)
+    if handler is None or not remote:
+        return False
     seen: tuple[Any, ...] = ()
-    while handler is not None:
-        task = await _read(handler, entry.remote)
+    while True:
+        task = await _read(handler, remote)
         if task is None:
-            return
+            return True
         frame = _update_of(task_id, entry, task)
         now = (frame["status"].get("state"), len(task.artifacts), task.status.message.message_id)
         if now != seen:
@@ -74,21 +85,25 @@ async def follow(gateway: Gateway, task_id: str, entry: GatewayTask) -> None:
             entry.last_update = frame
             await gateway.send_frame(frame)
         if task.status.state in RESTING:
-            return
+            return True
         await asyncio.sleep(READ_EVERY)
 
 
 async def answer(
     gateway: Gateway, task_id: str, entry: GatewayTask, message: dict[str, Any]
-) -> None:
-    """A person's answer, for the HTTP side's task; then its updates, as :func:`follow`."""
+) -> bool:
+    """A person's answer, for the HTTP side's task; then its updates, as :func:`follow`.
+    False when that side holds no task of it (the answer is the socket side's)."""
     handler = gateway.agent.http_handler()
-    task = await _read(handler, entry.remote) if handler is not None else None
-    if handler is None or task is None:
+    remote = await _remote(entry)
+    if handler is None or not remote:
+        return False
+    task = await _read(handler, remote)
+    if task is None:
         log.warning("task %s: its HTTP side task is gone; the answer is dropped", task_id)
-        return
+        return True
     turn = ParseDict(
-        {**message, "taskId": entry.remote, "contextId": task.context_id},
+        {**message, "taskId": remote, "contextId": task.context_id},
         Message(),
         ignore_unknown_fields=True,
     )
@@ -96,15 +111,19 @@ async def answer(
         message=turn, configuration=SendMessageConfiguration(return_immediately=True)
     )
     await handler.on_message_send(request, ServerCallContext())
-    await follow(gateway, task_id, entry)
+    return await follow(gateway, task_id, entry)
 
 
-async def cancel(gateway: Gateway, entry: GatewayTask) -> None:
-    """Cancel the HTTP side's task (one that ended already stays as it is)."""
+async def cancel(gateway: Gateway, task_id: str, entry: GatewayTask) -> bool:
+    """Cancel the HTTP side's task (one that ended already stays as it is); then tell its
+    end, as :func:`follow`. False when that side holds no task of it."""
     handler = gateway.agent.http_handler()
-    if handler is not None:
-        with contextlib.suppress(Exception):  # ended already: nothing to cancel
-            await handler.on_cancel_task(CancelTaskRequest(id=entry.remote), ServerCallContext())
+    remote = await _remote(entry)
+    if handler is None or not remote:
+        return False
+    with contextlib.suppress(Exception):  # ended already: nothing to cancel
+        await handler.on_cancel_task(CancelTaskRequest(id=remote), ServerCallContext())
+    return await follow(gateway, task_id, entry)
 
 
 async def _read(handler: Any, remote: str) -> Task | None:

@@ -42,7 +42,7 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 
 
 @asynccontextmanager
-async def both_sides() -> AsyncIterator[tuple[str, FakeGateway]]:
+async def both_sides() -> AsyncIterator[tuple[str, FakeGateway, ReferenceAgent]]:
     """The agent with its HTTP side (its URL) and its socket to a fake gateway."""
     gateway = FakeGateway()
     port = free_port()
@@ -60,21 +60,24 @@ async def both_sides() -> AsyncIterator[tuple[str, FakeGateway]]:
         runner = asyncio.create_task(agent.gateway.run_forever())
         try:
             await gateway.wait_connected()
-            yield f"http://127.0.0.1:{config.a2a_port}", gateway
+            yield f"http://127.0.0.1:{config.a2a_port}", gateway, agent
         finally:
             runner.cancel()
             await agent.stop_http()
 
 
-async def send_over_http(url: str, data: dict[str, Any], message_id: str = "m-1") -> str:
-    """The platform's send over HTTP (whose answer it then lost); the agent's task id."""
+async def send_over_http(
+    url: str, data: dict[str, Any], message_id: str = "m-1", *, blocking: bool = False
+) -> str:
+    """The platform's send over HTTP (whose answer it then lost); the agent's task id.
+    ``blocking``: without ``returnImmediately``, answered when the task ends."""
     message = {
         "messageId": message_id,
         "role": "ROLE_USER",
         "parts": [{"data": data}],
         "metadata": {"skillId": "ce-review"},
     }
-    body = {"message": message, "configuration": {"returnImmediately": True}}
+    body = {"message": message, "configuration": {"returnImmediately": not blocking}}
     async with httpx.AsyncClient(timeout=10) as client:
         for _ in range(100):  # the HTTP side starts in the background
             try:
@@ -97,7 +100,7 @@ async def until_state(gateway: FakeGateway, state: str) -> dict[str, Any]:
 
 def test_a_message_the_http_side_has_is_followed_not_run_again(runs: Counter[str]) -> None:
     async def scenario() -> None:
-        async with both_sides() as (url, gateway):
+        async with both_sides() as (url, gateway, _agent):
             await send_over_http(url, {"product": "kettle"})
             await gateway.send(assign("t-1", {"product": "kettle"}, message_id="m-1"))
             assert await gateway.next() == {"type": "task.ack", "deliveryId": "d-t-1"}
@@ -112,7 +115,7 @@ def test_a_message_the_http_side_has_is_followed_not_run_again(runs: Counter[str
 
 def test_a_question_on_the_http_side_is_answered_over_the_socket(runs: Counter[str]) -> None:
     async def scenario() -> None:
-        async with both_sides() as (url, gateway):
+        async with both_sides() as (url, gateway, _agent):
             await send_over_http(url, {"product": "kettle", "demo": {"ask": True}})
             await gateway.send(assign("t-2", {"product": "kettle"}, message_id="m-1"))
             asked = await until_state(gateway, "TASK_STATE_INPUT_REQUIRED")
@@ -128,7 +131,7 @@ def test_a_question_on_the_http_side_is_answered_over_the_socket(runs: Counter[s
 
 def test_a_cancel_over_the_socket_cancels_the_http_sides_task(runs: Counter[str]) -> None:
     async def scenario() -> None:
-        async with both_sides() as (url, gateway):
+        async with both_sides() as (url, gateway, _agent):
             await send_over_http(url, {"product": "kettle", "demo": {"delaySeconds": 30}})
             await gateway.send(assign("t-3", {"product": "kettle"}, message_id="m-1"))
             await until_state(gateway, "TASK_STATE_WORKING")
@@ -142,11 +145,37 @@ def test_a_cancel_over_the_socket_cancels_the_http_sides_task(runs: Counter[str]
 
 def test_another_message_still_runs_on_the_socket(runs: Counter[str]) -> None:
     async def scenario() -> None:
-        async with both_sides() as (url, gateway):
+        async with both_sides() as (url, gateway, _agent):
             await send_over_http(url, {"product": "kettle"})
             await gateway.send(assign("t-4", {"product": "toaster"}, message_id="m-2"))
             done = await until_state(gateway, "TASK_STATE_COMPLETED")
             assert done["artifacts"][0]["parts"][0]["data"]["product"] == "toaster"
+
+    asyncio.run(scenario())
+    assert runs == Counter(http=1, socket=1)
+
+
+def test_a_blocking_http_send_holds_up_no_other_frame(runs: Counter[str]) -> None:
+    """The platform's blocking send ran out of time and it fell back to the socket while
+    the HTTP side still runs the task: the socket side follows that task without waiting
+    for the send in its frame loop. It waited there: no other frame of the connection
+    (another task's assignment, a cancel) was handled until the skill finished."""
+
+    async def scenario() -> None:
+        async with both_sides() as (url, gateway, agent):
+            slow = {"product": "kettle", "demo": {"delaySeconds": 3}}
+            http = asyncio.create_task(send_over_http(url, slow, blocking=True))
+            # Until the HTTP side has the message (it offers no event to wait on).
+            while (handler := agent.http_handler()) is None or handler.send_of("m-1") is None:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+            await gateway.send(assign("t-1", {"product": "kettle"}, message_id="m-1"))
+            await gateway.send(assign("t-9", {"product": "toaster"}, message_id="m-9"))
+            done = await until_state(gateway, "TASK_STATE_COMPLETED")
+            assert done["taskId"] == "t-9"
+            assert not http.done()  # t-9 went through while the HTTP side still ran t-1
+            await http
+            done = await until_state(gateway, "TASK_STATE_COMPLETED")
+            assert done["taskId"] == "t-1"
 
     asyncio.run(scenario())
     assert runs == Counter(http=1, socket=1)
