@@ -622,6 +622,9 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "httpx": {"level": "WARNING"},
+        # At DEBUG it quotes every header of every answer: a webhook or token endpoint
+        # that echoes the credential it was sent would put it in the log.
+        "httpcore": {"level": "WARNING"},
         "django.channels.server": {"level": "WARNING"},
         "axes.apps": {"level": "WARNING"},  # a version banner at every start
         # one INFO line per admin login and logout; failures and lockouts are WARNING

@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from a2a import services
-from a2a.face import hybrid, push, sending, sse
+from a2a.face import hybrid, push_configs, sending, sse
 from a2a.face.context import CallContext, CallerWatch
 from a2a.face.db import db_call
 from a2a.face.errors import (
@@ -252,7 +252,7 @@ class FaceHandler:
         def run() -> dict[str, Any]:
             ctx.require_caller()
             task = visible_task(ctx, params.get("taskId"))
-            return push.config_json(push.create_config(task, params))
+            return push_configs.config_json(push_configs.create_config(task, params))
 
         return await db_call(run)()
 
@@ -273,7 +273,7 @@ class FaceHandler:
                     f"Push notification config {config_id!r} not found on task {task.id}.",
                     metadata={"taskId": str(task.id), "configId": config_id[:100]},
                 )
-            return push.config_json(config)
+            return push_configs.config_json(config)
 
         return await db_call(run)()
 
@@ -292,7 +292,7 @@ class FaceHandler:
             more = len(rows) > page_size
             rows = rows[:page_size]
             return {
-                "configs": [push.config_json(c) for c in rows],
+                "configs": [push_configs.config_json(c) for c in rows],
                 "nextPageToken": _encode_config_cursor(rows[-1].pk) if more else "",
             }
 

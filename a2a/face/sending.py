@@ -20,7 +20,7 @@ from django.db import IntegrityError, transaction
 from a2a import lookups, services
 from a2a.answer_parts import part_problem
 from a2a.creation import ForAgent, foreign_key_violation
-from a2a.face import hybrid, push, queries, sse
+from a2a.face import hybrid, push_configs, queries, sse
 from a2a.face.context import CallContext
 from a2a.face.db import db_call
 from a2a.face.errors import AgentNotFound, InvalidParams, UnsupportedOperation
@@ -270,7 +270,7 @@ def send_and_attach(
     modes = opt_str_list(config, "acceptedOutputModes")
     push_config = config.get("taskPushNotificationConfig")
     if push_config is not None:
-        push.clean_config(push_config)
+        push_configs.clean_config(push_config)
     waits = streaming or not config.get("returnImmediately")
     watched = waits or push_config is not None
     if push_config is None:
@@ -282,7 +282,7 @@ def send_and_attach(
         try:
             with transaction.atomic():
                 task, since_seq = _send_sync(ctx, params, watched=watched, modes=modes)
-                push.create_config(task, {**push_config, "taskId": str(task.id)})
+                push_configs.create_config(task, {**push_config, "taskId": str(task.id)})
             return task, since_seq, config
         except IntegrityError as exc:
             # Foreign keys are checked at the commit, where create_task's own second

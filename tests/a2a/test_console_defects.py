@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from a2a import services
-from a2a.face import push
+from a2a.face import push, push_configs
 from a2a.models import Direction, PushNotificationConfig, Task, TaskMessage
 from a2a.states import TaskState, Transport
 from a2a.task_actions import QuestionChanged
@@ -249,7 +249,7 @@ def test_enabling_a_webhook_on_its_page_starts_it_afresh_as_the_action_does(
     single failed POST disabled the webhook again. A save that leaves it off keeps its
     count and reason."""
     settings.ALLOW_LOOPBACK_URLS = True
-    config = push.create_config(asked_task, {"url": "http://127.0.0.1:9/hook"})
+    config = push_configs.create_config(asked_task, {"url": "http://127.0.0.1:9/hook"})
     PushNotificationConfig.objects.filter(pk=config.pk).update(
         enabled=False, consecutive_failures=10, disabled_reason="disabled after failures"
     )

@@ -70,10 +70,10 @@ def test_a_task_nothing_follows_ends_with_no_lookups_after_commit(
 def test_a_config_makes_the_task_watched_and_its_changes_are_pushed(
     task: Task, django_capture_on_commit_callbacks: Any, monkeypatch: Any
 ) -> None:
-    from a2a.face import push
+    from a2a.face import push, push_configs
 
     monkeypatch.setattr(push.deliver_push, "delay", lambda pk: None)
-    push.create_config(task, CONFIG)  # the task object in hand still says unwatched
+    push_configs.create_config(task, CONFIG)  # the task object in hand still says unwatched
     assert task.watched is False
     assert Task.objects.get(pk=task.pk).watched is True
     with Heard() as heard, django_capture_on_commit_callbacks(execute=True):

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from a2a.face import push
+from a2a.face import push_configs
 from a2a.models import PushNotificationConfig, Task
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +27,7 @@ def test_configs_are_listed_without_their_secrets(
 ) -> None:
     settings.ALLOW_LOOPBACK_URLS = True
     task = make_task(alice)
-    config = push.create_config(
+    config = push_configs.create_config(
         task,
         {
             "url": "http://127.0.0.1:9/hook",
@@ -48,7 +48,7 @@ def test_a_disabled_config_can_be_enabled_again(
     staff: Client, settings: Any, alice: Any, make_task: Callable[..., Task]
 ) -> None:
     settings.ALLOW_LOOPBACK_URLS = True
-    config = push.create_config(make_task(alice), {"url": "http://127.0.0.1:9/hook"})
+    config = push_configs.create_config(make_task(alice), {"url": "http://127.0.0.1:9/hook"})
     PushNotificationConfig.objects.filter(pk=config.pk).update(
         enabled=False, consecutive_failures=10, disabled_reason="x"
     )

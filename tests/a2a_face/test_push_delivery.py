@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a.face import push, push_repair
+from a2a.face import push, push_configs, push_repair
 from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
 from agent_profiles.urlguard import use_resolver
 from tests.a2a_face.conftest import FaceClient, error_reason
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("loopback_webhooks"
 
 
 def _configure(task: Task, url: str) -> PushNotificationConfig:
-    return push.create_config(task, push_config(url))
+    return push_configs.create_config(task, push_config(url))
 
 
 def test_a_state_change_is_posted_with_the_auth_and_token_headers(
@@ -277,7 +277,7 @@ def test_a_config_that_comes_with_the_send_hears_how_an_instant_task_ends(
     from a2a.states import TaskState
 
     make_agent(skills=[skill], a2a_endpoint=peer.url)
-    create_config = push.create_config
+    create_config = push_configs.create_config
 
     def late(task: Task, params: dict[str, Any]) -> Any:
         deadline = time.monotonic() + 1.0  # an instant task ends well within this
@@ -287,7 +287,7 @@ def test_a_config_that_comes_with_the_send_hears_how_an_instant_task_ends(
             time.sleep(0.02)
         return create_config(task, params)
 
-    monkeypatch.setattr(push, "create_config", late)
+    monkeypatch.setattr(push_configs, "create_config", late)
     local_dispatch.start(1)
     try:
         configuration = {

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from a2a.compat.v0_3 import types as v03
 
-from a2a.face import push, sending
+from a2a.face import push, push_configs, sending
 from a2a.face.context import CallContext
 from a2a.face.jsonrpc import _Call
 from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
@@ -245,6 +245,6 @@ def test_the_version_follows_the_method_that_last_set_the_config(
 
 def test_configs_stored_directly_are_1_0(alice: Any, make_task: Callable[..., Task]) -> None:
     """Configs from before the field (and from any 1.0 path) are 1.0's."""
-    config = push.create_config(make_task(alice), push_config("http://127.0.0.1:9/hook"))
+    config = push_configs.create_config(make_task(alice), push_config("http://127.0.0.1:9/hook"))
     assert config.protocol_version == PushProtocol.V1_0
     assert push._headers(config)["A2A-Version"] == "1.0"

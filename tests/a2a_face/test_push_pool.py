@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a.face import push, push_pool
+from a2a.face import push, push_configs, push_pool
 from a2a.models import DeliveryStatus, PushDelivery, Task
 from agent_profiles.urlguard import use_resolver
 from tests.a2a_face.webhook import Webhook, push_config
@@ -46,7 +46,7 @@ def _until(check: Callable[[], bool], timeout: float = 15.0) -> None:
 
 
 def _delivery(task: Task, url: str, captured: Any) -> int:
-    push.create_config(task, push_config(url))
+    push_configs.create_config(task, push_config(url))
     with captured(execute=True):
         task.start_work()
     return PushDelivery.objects.get(config__task=task).pk
@@ -98,7 +98,7 @@ def test_an_earlier_event_written_after_a_later_one_was_delivered_is_not_sent(
     """Two transitions close together: the later one's delivery was written and
     delivered before the earlier one's was (each is written after its commit). The
     earlier one is superseded, and the webhook never sees WORKING after CANCELED."""
-    config = push.create_config(task, push_config(webhook.url))
+    config = push_configs.create_config(task, push_config(webhook.url))
     started: list[int] = []
     monkeypatch.setattr(push.deliver_push, "delay", started.append)
     with django_capture_on_commit_callbacks(execute=True):
@@ -150,7 +150,7 @@ def test_a_delivery_waiting_for_an_earlier_event_is_not_taken_up_again_and_again
     """The earlier event's POST is under way: the later one waits, not due until that
     one ends and starts it. Before, the push thread found it due again at once and took
     it up hundreds of times a second for as long as the earlier POST took."""
-    config = push.create_config(task, push_config(webhook.url))
+    config = push_configs.create_config(task, push_config(webhook.url))
     started: list[int] = []
     monkeypatch.setattr(push.deliver_push, "delay", started.append)
     with django_capture_on_commit_callbacks(execute=True):

@@ -15,6 +15,7 @@ class Webhook:
     def __init__(self) -> None:
         self.received: list[tuple[dict[str, str], Any]] = []
         self.statuses: list[int] = []
+        self.echo = False  # answer with each header it got as X-Echo-<name> (a debug proxy)
         hook = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -23,6 +24,8 @@ class Webhook:
                 hook.received.append((dict(self.headers), json.loads(body or b"null")))
                 status = hook.statuses.pop(0) if hook.statuses else 200
                 self.send_response(status)
+                for name, value in self.headers.items() if hook.echo else ():
+                    self.send_header(f"X-Echo-{name}", value)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 

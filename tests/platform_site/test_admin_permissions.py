@@ -19,7 +19,7 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 
 from a2a import services
-from a2a.face import push
+from a2a.face import push_configs
 from a2a.models import PushNotificationConfig, Task
 from a2a.states import TaskState
 from agent_profiles.authentication import authenticate_bearer
@@ -285,7 +285,7 @@ def test_enabling_a_webhook_again_takes_the_change_permission(
     viewer: Client, asked_task: Task, settings: Any
 ) -> None:
     settings.ALLOW_LOOPBACK_URLS = True
-    config = push.create_config(asked_task, {"url": "http://127.0.0.1:9/hook"})
+    config = push_configs.create_config(asked_task, {"url": "http://127.0.0.1:9/hook"})
     off = {"enabled": False, "consecutive_failures": 10, "disabled_reason": "x"}
     PushNotificationConfig.objects.filter(pk=config.pk).update(**off)
     changelist = "admin:a2a_pushnotificationconfig_changelist"
