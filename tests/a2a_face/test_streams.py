@@ -5,6 +5,7 @@ layer (pass 1) and the Redis layer (pass 2)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -146,24 +147,34 @@ def test_two_subscribers_get_the_same_events_in_the_same_order(
 ) -> None:
     # The events as they are sent, not a quiet stream's re-read of the task: on a loaded
     # machine a stream waited past the 5 s recheck, read the task FAILED already, and
-    # ended after one event where its twin had two (a stream may skip to the latest
-    # state; this test is about the fan-out).
+    # ended after one event where its twin had two. A stream may skip to the latest
+    # state (a change published after the next one committed carries the later state:
+    # seen under load in the distributed mode), so each reads to its end; this test is
+    # about the fan-out: both see what was published, the same, in order.
     settings.A2A_STREAM_RECHECK = 60
     task = make_task(alice)
 
+    async def to_the_end(stream: Any) -> list[Any]:
+        seen = []
+        with contextlib.suppress(StopAsyncIteration):
+            while True:
+                seen.append(await _next(stream))
+        return seen
+
     async def scenario() -> tuple[list[Any], list[Any]]:
         one, two = sse.task_stream(task.id), sse.task_stream(task.id)
-        seen_one, seen_two = [await _next(one)], [await _next(two)]
+        first_one, first_two = await _next(one), await _next(two)
         await sync_to_async(task.start_work)()
         await sync_to_async(task.fail)("agent_failed", "It broke.")
-        for _ in range(2):
-            seen_one.append(await _next(one))
-            seen_two.append(await _next(two))
-        return seen_one, seen_two
+        rest_one, rest_two = await asyncio.gather(to_the_end(one), to_the_end(two))
+        return [first_one, *rest_one], [first_two, *rest_two]
 
     seen_one, seen_two = run(scenario())
     assert seen_one == seen_two
-    assert seen_one[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_FAILED"
+    assert _states(seen_one) in (
+        ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_FAILED"],
+        ["TASK_STATE_SUBMITTED", "TASK_STATE_FAILED"],
+    )
 
 
 def test_a_stream_of_a_finished_task_ends_after_the_task(
