@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 
 from a2a import services, worker
 from a2a.exceptions import A2AProtocolError
+from a2a.models import Task
 from a2a.reassign import reassign_task
 from a2a.states import TaskState
 from a2a.transports.answers import AgentErrorEvent
@@ -28,6 +29,7 @@ from agent_profiles.interfaces import JSONRPC, CallTarget
 from tests.support.scripted_agent import (
     COMPLETED,
     WORKING,
+    ScriptedAgent,
     events,
     refused,
     run_out,
@@ -153,24 +155,27 @@ def test_a_stream_event_with_both_is_not_the_agents_last_word(
 # --- a cancel answered about another task ---------------------------------------------------
 
 
+def _working_at_t1(agent: ScriptedAgent, make_user: Any) -> Task:
+    """A task sent to ``agent``, which works on it as its task t1 and answers a cancel
+    about its task ``someone-elses``."""
+    working = {"task": {"id": "t1", "contextId": "ctx", "status": {"state": WORKING}}}
+    other = {"task": {"id": "someone-elses", "status": {"state": "TASK_STATE_CANCELED"}}}
+    agent.answer = lambda kind, body: JSONResponse(other if kind == "cancel" else working)
+    task = start(make_user())
+    worker.process_task(task.pk)
+    task.refresh_from_db()
+    assert task.remote_task_id == "t1"
+    return task
+
+
 def test_a_cancel_answered_about_another_task_is_an_error_not_its_state(
     make_agent: Any, make_skill: Any, make_user: Any
 ) -> None:
     """The agent answers ``CancelTask`` of t1 with its task ``someone-elses`` CANCELED:
     ``remoteCancel`` said t1's state was CANCELED. It records the error instead, as for
     any failed cancel; the platform's task is CANCELED all the same."""
-    working = {"task": {"id": "t1", "contextId": "ctx", "status": {"state": WORKING}}}
-    other = {"task": {"id": "someone-elses", "status": {"state": "TASK_STATE_CANCELED"}}}
-
-    def answer(kind: str, body: Any) -> Response:
-        return JSONResponse(other if kind == "cancel" else working)
-
     with scripted_agent(make_agent, make_skill, "HTTP+JSON") as agent:
-        agent.answer = answer
-        task = start(make_user())
-        worker.process_task(task.pk)
-        task.refresh_from_db()
-        assert task.remote_task_id == "t1"
+        task = _working_at_t1(agent, make_user)
         services.cancel_task(task)
         task = run_out(task)
     assert agent.calls["cancel"] == 1, agent.calls
@@ -186,19 +191,9 @@ def test_a_reassigns_cancel_answered_about_another_task_is_an_error_not_its_stat
     make_agent: Any, make_skill: Any, make_user: Any
 ) -> None:
     """The same answer to the cancel a reassignment sends the old agent."""
-    working = {"task": {"id": "t1", "contextId": "ctx", "status": {"state": WORKING}}}
-    other = {"task": {"id": "someone-elses", "status": {"state": "TASK_STATE_CANCELED"}}}
-
-    def answer(kind: str, body: Any) -> Response:
-        return JSONResponse(other if kind == "cancel" else working)
-
     with scripted_agent(make_agent, make_skill, "HTTP+JSON") as agent:
-        agent.answer = answer
-        task = start(make_user())
-        worker.process_task(task.pk)
-        task.refresh_from_db()
-        skill = task.skill
-        make_agent(id="agent-two", skills=[skill], a2a_endpoint="http://127.0.0.1:9/")
+        task = _working_at_t1(agent, make_user)
+        make_agent(id="agent-two", skills=[task.skill], a2a_endpoint="http://127.0.0.1:9/")
         task = reassign_task(task, agent_id="agent-two")
     assert agent.calls["cancel"] == 1, agent.calls
     assert task.agent_id == "agent-two"

@@ -265,60 +265,57 @@ def test_a_pushed_working_after_a_question_for_input_is_still_older_than_it(
     assert fresh(pushed_task).state == TaskState.INPUT_REQUIRED
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_streamed_task_the_agent_resumes_after_signing_in_elsewhere_completes(
-    settings: Any,
-    make_skill: Any,
-    make_agent: Any,
-    make_user: Any,
-    signs_in_elsewhere: TestAgent,
-    executor: SignsInElsewhere,
+@pytest.fixture
+def stream_only(
+    settings: Any, make_skill: Any, make_agent: Any, signs_in_elsewhere: TestAgent
 ) -> None:
-    """An agent that cannot be polled but streams: its stream ended at AUTH_REQUIRED and
-    nothing subscribed again, so the task stayed there for good while the agent had
-    completed it. It is subscribed to again, and the subscribe listens while it waits."""
+    """The agent registered as one that cannot be polled (its tasks are streamed)."""
     settings.ALLOW_LOOPBACK_URLS = True
     settings.A2A_POLL_INTERVAL = 0.2
     make_agent(
         skills=[make_skill(id="ce-review")], a2a_endpoint=signs_in_elsewhere.url, polling=False
     )
+
+
+def _asking_while_subscribed(user: Any, executor: SignsInElsewhere) -> Task:
+    """A streamed task that asked for authorization, once a subscribe listens to it."""
+    task = services.create_task(skill_id="ce-review", input={"product": "x"}, user=user)
+    asked = wait_for(task, lambda t: t.state == TaskState.AUTH_REQUIRED, timeout=30)
+    assert asked.question is not None
+    assert asked.metadata.get("followedBy") == "stream"
+    assert executor.subscribes is not None
+    assert executor.subscribes.opened.wait(30), "never subscribed to again"
+    return asked
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("stream_only")
+def test_a_streamed_task_the_agent_resumes_after_signing_in_elsewhere_completes(
+    make_user: Any, executor: SignsInElsewhere
+) -> None:
+    """An agent that cannot be polled but streams: its stream ended at AUTH_REQUIRED and
+    nothing subscribed again, so the task stayed there for good while the agent had
+    completed it. It is subscribed to again, and the subscribe listens while it waits."""
     with embedded_workers():
-        task = services.create_task(skill_id="ce-review", input={"product": "x"}, user=make_user())
-        asked = wait_for(task, lambda t: t.state == TaskState.AUTH_REQUIRED, timeout=30)
-        assert asked.question is not None
-        assert asked.metadata.get("followedBy") == "stream"
-        assert executor.subscribes is not None
-        assert executor.subscribes.opened.wait(30), "never subscribed to again"
+        task = _asking_while_subscribed(make_user(), executor)
         executor.signed_in.set()  # the agent goes on while the subscribe listens
         task = wait_for(task, timeout=30)
     assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "pass"})
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("stream_only")
 def test_a_reply_while_the_subscribe_listens_reaches_the_agent_once(
-    settings: Any,
-    make_skill: Any,
-    make_agent: Any,
-    make_user: Any,
-    signs_in_elsewhere: TestAgent,
-    executor: SignsInElsewhere,
+    make_user: Any, executor: SignsInElsewhere
 ) -> None:
     """A person answers the streamed task while a subscribe listens to it: the reply is
     sent (the subscribe's schedule, when the agent closes its stream, does not replace
     it), once, and the task ends. a2a-sdk runs the reply once the execution that asked
     has ended (here: a second after the subscribe began)."""
     executor.waits = 1.0
-    settings.ALLOW_LOOPBACK_URLS = True
-    settings.A2A_POLL_INTERVAL = 0.2
-    make_agent(
-        skills=[make_skill(id="ce-review")], a2a_endpoint=signs_in_elsewhere.url, polling=False
-    )
     with embedded_workers():
-        task = services.create_task(skill_id="ce-review", input={"product": "x"}, user=make_user())
-        wait_for(task, lambda t: t.state == TaskState.AUTH_REQUIRED, timeout=30)
-        assert executor.subscribes is not None
-        assert executor.subscribes.opened.wait(30), "never subscribed to again"
-        services.reply_to_task(fresh(task), text="signed in")
+        task = _asking_while_subscribed(make_user(), executor)
+        services.reply_to_task(task, text="signed in")
         task = wait_for(task, timeout=30)
     assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "pass"})
     assert executor.replies == ["signed in"]

@@ -16,7 +16,7 @@ import pytest
 from django.utils import timezone
 
 from a2a.face import push, push_configs, push_pool
-from a2a.models import DeliveryStatus, PushDelivery, Task
+from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
 from agent_profiles.urlguard import use_resolver
 from tests.a2a_face.webhook import Webhook, push_config
 
@@ -89,6 +89,19 @@ def test_hung_webhooks_hold_their_hosts_threads_and_no_others(
         assert waiting.count() == 3
 
 
+def _working_then_canceled(
+    task: Task, webhook: Webhook, captured: Any
+) -> tuple[PushNotificationConfig, PushDelivery, PushDelivery]:
+    """A config on ``task`` at ``webhook``, and the deliveries of its next two changes."""
+    config = push_configs.create_config(task, push_config(webhook.url))
+    with captured(execute=True):
+        task.start_work()
+    with captured(execute=True):
+        task.cancel("a person canceled")
+    working, canceled = PushDelivery.objects.filter(config=config).order_by("seq")
+    return config, working, canceled
+
+
 def test_an_earlier_event_written_after_a_later_one_was_delivered_is_not_sent(
     task: Task,
     webhook: Webhook,
@@ -98,14 +111,11 @@ def test_an_earlier_event_written_after_a_later_one_was_delivered_is_not_sent(
     """Two transitions close together: the later one's delivery was written and
     delivered before the earlier one's was (each is written after its commit). The
     earlier one is superseded, and the webhook never sees WORKING after CANCELED."""
-    config = push_configs.create_config(task, push_config(webhook.url))
     started: list[int] = []
     monkeypatch.setattr(push.deliver_push, "delay", started.append)
-    with django_capture_on_commit_callbacks(execute=True):
-        task.start_work()
-    with django_capture_on_commit_callbacks(execute=True):
-        task.cancel("a person canceled")
-    working, canceled = PushDelivery.objects.filter(config=config).order_by("seq")
+    config, working, canceled = _working_then_canceled(
+        task, webhook, django_capture_on_commit_callbacks
+    )
     payload, seq = working.payload, working.seq
     working.delete()  # not written yet, as the late handler had not written it
     assert push.attempt(canceled.pk) == DeliveryStatus.DELIVERED
@@ -150,14 +160,9 @@ def test_a_delivery_waiting_for_an_earlier_event_is_not_taken_up_again_and_again
     """The earlier event's POST is under way: the later one waits, not due until that
     one ends and starts it. Before, the push thread found it due again at once and took
     it up hundreds of times a second for as long as the earlier POST took."""
-    config = push_configs.create_config(task, push_config(webhook.url))
     started: list[int] = []
     monkeypatch.setattr(push.deliver_push, "delay", started.append)
-    with django_capture_on_commit_callbacks(execute=True):
-        task.start_work()
-    with django_capture_on_commit_callbacks(execute=True):
-        task.cancel("a person canceled")
-    working, canceled = PushDelivery.objects.filter(config=config).order_by("seq")
+    _, working, canceled = _working_then_canceled(task, webhook, django_capture_on_commit_callbacks)
     started.clear()
     lease = timezone.now() + timedelta(seconds=60)  # as _claim leaves a POST under way
     PushDelivery.objects.filter(pk=working.pk).update(next_attempt_at=lease, attempts=1)
