@@ -26,7 +26,7 @@ import httpx
 from celery import shared_task
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import Exists, F, Q
 from django.utils import timezone
 
 from a2a.face import legacy, push_pool, push_repair
@@ -145,13 +145,16 @@ def _earlier_pending(event: dict[str, Any]) -> bool:
 
 
 def _superseded(delivery_id: int, event: dict[str, Any]) -> bool:
-    """Whether a later event of the same config was delivered already: then this one is
-    not (marked superseded), or the webhook would see a WORKING after the CANCELED. Each
-    event is written after its transaction commits, so two transitions close together
-    may write theirs in the other order, the later one delivered before the earlier one
-    is even stored; each payload is the whole task, so the later one says it all."""
+    """Whether a later event of the same config was POSTed already (delivered, under way,
+    or tried): then this one is not (marked superseded), or the webhook would see a
+    WORKING after the CANCELED. Each event is written after its transaction commits, so
+    two transitions close together may write theirs in the other order, the later one
+    sent before the earlier one is even stored; each payload is the whole task, so the
+    later one says it all."""
     later = PushDelivery.objects.filter(
-        config_id=event["config_id"], seq__gt=event["seq"], status=DeliveryStatus.DELIVERED
+        Q(status=DeliveryStatus.DELIVERED) | Q(attempts__gt=0),
+        config_id=event["config_id"],
+        seq__gt=event["seq"],
     )
     if not later.exists():
         return False
@@ -188,10 +191,14 @@ def attempt(delivery_id: int) -> str:
         return "skipped"
     if _earlier_pending(event):
         # That one starts this one when it ends (_start_next); until then not due, or the
-        # push threads and the sweep would take it up again and again.
+        # push threads and the sweep would take it up again and again. In one statement
+        # with the check: one that ended meanwhile made this one due, and that stands.
         later = timezone.now() + timedelta(seconds=settings.A2A_PUSH_SWEEP_INTERVAL)
+        earlier = PushDelivery.objects.filter(
+            config_id=event["config_id"], seq__lt=event["seq"], status=DeliveryStatus.PENDING
+        )
         PushDelivery.objects.filter(
-            pk=delivery_id, status=DeliveryStatus.PENDING, next_attempt_at__lt=later
+            Exists(earlier), pk=delivery_id, status=DeliveryStatus.PENDING
         ).update(next_attempt_at=later)
         return "waiting"
     if _superseded(delivery_id, event):
@@ -280,9 +287,9 @@ def sweep_push() -> int:
     push_repair.queue_missed()
     now = timezone.now()
     due = list(
-        PushDelivery.objects.filter(
-            status=DeliveryStatus.PENDING, next_attempt_at__lte=now
-        ).values_list("pk", flat=True)[:200]
+        PushDelivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
+        .order_by("next_attempt_at")  # the longest waiting first: those of a full host are
+        .values_list("pk", flat=True)[:200]  # put back (push_pool.hand), the others surface
     )
     for pk in due:
         deliver_push.delay(pk)

@@ -7,17 +7,20 @@ webhooks that never answer stalled every other task's polls for minutes (embedde
 threads). So a delivery is handed here (:func:`hand`): at most ``A2A_PUSH_THREADS`` POSTs
 at once in the process, and ``A2A_PUSH_PER_HOST`` to one webhook host, so that a hung
 host holds that many threads and never the others' pushes. A delivery that finds no room
-waits in its row, still due, and each POST that ends takes up the next due ones there is
-room for (:func:`_take_up`); the beat sweep re-queues any left overdue, so a crash or a
-lost message only delays a push.
+waits in its row, put back a moment behind the others (:func:`_put_back`), and each POST
+that ends takes up the next ones there is room for (:func:`_take_up`), oldest due first;
+the beat sweep re-queues any left overdue, so a crash or a lost message only delays a
+push.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,7 +34,8 @@ from platform_site.dbthreads import tidy_connections
 
 log = logging.getLogger(__name__)
 
-TAKE_UP = 100  # due deliveries looked at when a POST ends (those of full hosts are passed)
+TAKE_UP = 100  # due deliveries looked at when a POST ends (those of full hosts put back)
+PUT_BACK = 1.0  # seconds (up to twice, at random) a delivery that found no room is put back
 
 _lock = threading.Lock()
 _running: Counter[str] = Counter()  # POSTs under way in this process, per webhook host
@@ -40,7 +44,8 @@ _executor: ThreadPoolExecutor | None = None
 
 def hand(delivery_id: int, url: str | None = None) -> bool:
     """Start the delivery's attempt on a push thread; False when there is no room (for
-    its host, or at all): it stays due, and a POST that ends takes it up (or the sweep)."""
+    its host, or at all): it is put back a moment (:func:`_put_back`), and a POST that
+    ends, or the sweep, takes it up again."""
     if url is None:
         rows = PushDelivery.objects.filter(pk=delivery_id)
         url = rows.values_list("config__url", flat=True).first()
@@ -48,9 +53,33 @@ def hand(delivery_id: int, url: str | None = None) -> bool:
         return False
     host = _host(url)
     if not _reserve(host):
+        _put_back(delivery_id)
         return False
-    _pool().submit(_run, delivery_id, host)
+    _submit(delivery_id, host)
     return True
+
+
+def _put_back(delivery_id: int) -> None:
+    """Due again :data:`PUT_BACK` seconds from now (while it is due, not claimed): behind
+    the others, so that a host whose webhooks hang, its deliveries the oldest due, does
+    not keep another host's from the threads it leaves free."""
+    now = timezone.now()
+    PushDelivery.objects.filter(
+        pk=delivery_id, status=DeliveryStatus.PENDING, next_attempt_at__lte=now
+    ).update(next_attempt_at=now + timedelta(seconds=PUT_BACK * (1 + random.random())))
+
+
+def _submit(delivery_id: int, host: str) -> None:
+    """Run the attempt on a push thread (its room reserved), due now: one put back a
+    moment ago is taken as soon as a thread is free, not when that moment has passed."""
+    now = timezone.now()
+    PushDelivery.objects.filter(
+        pk=delivery_id,
+        status=DeliveryStatus.PENDING,
+        next_attempt_at__gt=now,
+        next_attempt_at__lte=now + timedelta(seconds=2 * PUT_BACK),
+    ).update(next_attempt_at=now)
+    _pool().submit(_run, delivery_id, host)
 
 
 def running() -> int:
@@ -118,14 +147,15 @@ def _run(delivery_id: int, host: str) -> None:
 def _take_up() -> None:
     """A POST ended: hand the next due deliveries there is room for (those that waited
     for a thread), oldest due first."""
-    now = timezone.now()
-    # Not one that waits for an earlier event of its config (that one starts it when it
-    # ends): taken up, it found it pending again at once, hundreds of times a second.
+    # Those put back a moment ago too (they waited for a thread), and not one that waits
+    # for an earlier event of its config (that one starts it when it ends): taken up, it
+    # found it pending again at once, hundreds of times a second.
+    soon = timezone.now() + timedelta(seconds=2 * PUT_BACK)
     earlier = PushDelivery.objects.filter(
         config_id=OuterRef("config_id"), seq__lt=OuterRef("seq"), status=DeliveryStatus.PENDING
     )
     due: list[tuple[Any, str]] = list(
-        PushDelivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
+        PushDelivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=soon)
         .exclude(Exists(earlier))
         .order_by("next_attempt_at")
         .values_list("pk", "config__url")[:TAKE_UP]
@@ -135,5 +165,8 @@ def _take_up() -> None:
             full = sum(_running.values()) >= _threads()
         if full:
             return
-        if _reserve(_host(url)):
-            _pool().submit(_run, delivery_id, _host(url))
+        host = _host(url)
+        if _reserve(host):
+            _submit(delivery_id, host)
+        else:
+            _put_back(delivery_id)  # its host is full: behind the others
