@@ -40,6 +40,7 @@ class GatewayTask:
     # When the HTTP side got the message first: its send (the task it started, once it
     # answered), and that task's id.
     http_send: asyncio.Future[str | None] | None = None
+    http_message: str = ""
     remote: str = ""
 
 
@@ -167,6 +168,7 @@ class Gateway:
         skill_id = frame.get("skillId") or (message.get("metadata") or {}).get("skillId")
         if known is None and not message.get("taskId"):
             entry.http_send = shared_tasks.http_send_of(self, message_id)
+            entry.http_message = message_id
         if entry.http_send is not None:
             # Not awaited here: the HTTP side may still be running a blocking send of it,
             # and this connection's other frames must not wait for that.

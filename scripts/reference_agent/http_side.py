@@ -50,6 +50,7 @@ class SkillExecutor(AgentExecutor):
     def __init__(self, skill: dict[str, Any]) -> None:
         self.skill = skill
         self.jobs: dict[str, Job] = {}  # by A2A task id
+        self.started: dict[str, str] = {}  # the task each first message started, by its id
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         # The SDK's request handler always fills these in before calling us.
@@ -60,6 +61,7 @@ class SkillExecutor(AgentExecutor):
         if context.current_task is None:  # a new task: the SDK wants the Task first
             await event_queue.enqueue_event(new_task_from_user_message(context.message))
             self.jobs[task_id] = Job(input=input_of(message))
+            self.started[context.message.message_id] = task_id
         else:  # a follow-up: the answer to our question
             self.jobs.setdefault(task_id, Job(input={})).answers.append(answer_of(message))
         skill_id = (message.get("metadata") or {}).get("skillId")
@@ -109,6 +111,12 @@ class IdempotentRequestHandler(DefaultRequestHandler):
             raise
         future.set_result(result.id if isinstance(result, Task) else None)
         return result
+
+    def started_task(self, message_id: str) -> str | None:
+        """The task a first message with this id started here, as soon as it runs (a
+        blocking send answers only when it ends)."""
+        executor = self.agent_executor
+        return executor.started.get(message_id) if isinstance(executor, SkillExecutor) else None
 
     def send_of(self, message_id: str) -> asyncio.Future[str | None] | None:
         """The send of a first message (no ``taskId``) with this id here: it answers the

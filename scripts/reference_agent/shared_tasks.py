@@ -59,10 +59,21 @@ def http_send_of(gateway: Gateway, message_id: str) -> asyncio.Future[str | None
     return handler.send_of(message_id)
 
 
-async def _remote(entry: GatewayTask) -> str:
-    """The HTTP side's task id, once its send answered ("" if it started none)."""
-    if not entry.remote and entry.http_send is not None:
-        entry.remote = await asyncio.shield(entry.http_send) or ""
+async def _remote(gateway: Gateway, entry: GatewayTask) -> str:
+    """The HTTP side's task id, as soon as its task runs ("" if its send started none).
+    Not only once the send answered: a blocking send answers when the task ends, and a
+    cancel waiting for that came too late to cancel anything."""
+    handler = gateway.agent.http_handler()
+    send = entry.http_send
+    while not entry.remote and send is not None:
+        started = handler.started_task(entry.http_message) if handler is not None else None
+        if started:
+            entry.remote = started
+        elif send.done():
+            entry.remote = send.result() or ""
+            break
+        else:
+            await asyncio.wait({send}, timeout=READ_EVERY)
     return entry.remote
 
 
@@ -70,7 +81,7 @@ async def follow(gateway: Gateway, task_id: str, entry: GatewayTask) -> bool:
     """Send the HTTP side's task as ``task.update`` frames of the platform's ``task_id``
     while it changes, until it ends or asks; False when that side holds no task of it."""
     handler = gateway.agent.http_handler()
-    remote = await _remote(entry)
+    remote = await _remote(gateway, entry)
     if handler is None or not remote:
         return False
     seen: tuple[Any, ...] = ()
@@ -95,7 +106,7 @@ async def answer(
     """A person's answer, for the HTTP side's task; then its updates, as :func:`follow`.
     False when that side holds no task of it (the answer is the socket side's)."""
     handler = gateway.agent.http_handler()
-    remote = await _remote(entry)
+    remote = await _remote(gateway, entry)
     if handler is None or not remote:
         return False
     task = await _read(handler, remote)
@@ -118,7 +129,7 @@ async def cancel(gateway: Gateway, task_id: str, entry: GatewayTask) -> bool:
     """Cancel the HTTP side's task (one that ended already stays as it is); then tell its
     end, as :func:`follow`. False when that side holds no task of it."""
     handler = gateway.agent.http_handler()
-    remote = await _remote(entry)
+    remote = await _remote(gateway, entry)
     if handler is None or not remote:
         return False
     with contextlib.suppress(Exception):  # ended already: nothing to cancel

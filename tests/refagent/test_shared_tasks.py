@@ -87,6 +87,8 @@ async def send_over_http(
                 break
             except httpx.TransportError:
                 await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the HTTP side never answered")
     assert answer.status_code == 200, answer.text
     return str(answer.json()["task"]["id"])
 
@@ -179,3 +181,28 @@ def test_a_blocking_http_send_holds_up_no_other_frame(runs: Counter[str]) -> Non
 
     asyncio.run(scenario())
     assert runs == Counter(http=1, socket=1)
+
+
+def test_a_cancel_while_the_http_sides_blocking_send_runs_cancels_its_task(
+    runs: Counter[str],
+) -> None:
+    """The platform's blocking send ran out of time, it fell back to the socket (the HTTP
+    side still runs the task), then a person cancels: the cancel waited for that send to
+    answer, i.e. for the task's end, and canceled nothing; the skill ran to its end."""
+
+    async def scenario() -> None:
+        async with both_sides() as (url, gateway, agent):
+            slow = {"product": "kettle", "demo": {"delaySeconds": 30}}
+            http = asyncio.create_task(send_over_http(url, slow, blocking=True))
+            # Until the HTTP side has the message (it offers no event to wait on).
+            while (handler := agent.http_handler()) is None or handler.send_of("m-1") is None:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+            await gateway.send(assign("t-1", {"product": "kettle"}, message_id="m-1"))
+            await until_state(gateway, "TASK_STATE_WORKING")
+            await gateway.send({"type": "task.cancel", "taskId": "t-1"})
+            canceled = await until_state(gateway, "TASK_STATE_CANCELED")
+            assert canceled["taskId"] == "t-1"
+            assert await http  # the HTTP side's blocking send answers: its task ended
+
+    asyncio.run(scenario())
+    assert runs == Counter(http=1)
