@@ -153,14 +153,22 @@ def apply_agent_update(
     if task.is_terminal:
         _update(task, _after_the_end(fields))
         return task
-    if state in INTERRUPTED_STATES and task.state in ACTIVE_STATES and asked_again(task, status):
+    # The answer to a reply being sent (its history tells an old question from a new one).
+    replying = task.next_action == NextAction.SEND and bool(
+        (task.outbound_message or {}).get("taskId")
+    )
+    history = (remote or {}).get("history") if isinstance(remote, dict) else None
+    if (
+        state in INTERRUPTED_STATES
+        and task.state in ACTIVE_STATES
+        and asked_again(task, status, history if replying else None)
+    ):
         # A question a person already answered, reported again before the agent took the
         # answer in (0.3 agents answer a non-blocking reply with the task as it was):
         # stale news, not a new question (nor the status message of the task now).
         fields.pop("status_message", None)
         _update(task, fields)
         return task
-    history = (remote or {}).get("history")
     if not _move(task, state, message, artifacts, fields, f"via {via}", pending, history):
         # Someone moved the task first (a person's cancel, say): the state stays theirs,
         # but what the agent told us (its task id above all) is kept.

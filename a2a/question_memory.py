@@ -80,19 +80,27 @@ def judged_on(task: Task, message: Any, history: Any) -> list[Any]:
     return list(task.artifacts)
 
 
-def asked_again(task: Task, status: dict[str, Any]) -> bool:
+def asked_again(task: Task, status: dict[str, Any], history: Any = None) -> bool:
     """Whether an interrupted status reports a question a person already answered, before
     the agent took the answer in (a 0.3 agent answers a non-blocking reply with the task as
     it was; a listing's overlap shows the question again): that question's message, or,
-    with no message, a status older than the reply. Not a message the agent merely sent
-    before (ADK reports its question's message with a WORKING status first, then asks
-    with the same message: that is the question, not a repeat)."""
+    with no message, a status older than the reply, or (``history``: the answer to the
+    reply itself) a history whose last agent message is that question. a2a-sdk 0.3's
+    HTTP+JSON answer to a reply carries no status message nor timestamp: taken for a new
+    question, the task waited for a second reply while the agent completed it. Not a
+    message the agent merely sent before (ADK reports its question's message with a
+    WORKING status first, then asks with the same message: that is the question, not a
+    repeat)."""
     ids = (task.metadata or {}).get(ANSWERED)
     if ids is None:  # never answered: nothing to repeat
         return False
     message = status.get("message")
     if isinstance(message, dict):
         return message_key(message) in ids
+    if isinstance(history, list):
+        said = [m for m in history if isinstance(m, dict) and m.get("role") == "ROLE_AGENT"]
+        if said and message_key(said[-1]) in ids:
+            return True
     return _before(status, task.state_changed_at)
 
 

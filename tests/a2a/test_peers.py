@@ -34,6 +34,7 @@ PEERS: dict[str, dict[str, Any]] = {
     "both-bindings": {"bindings": ("JSONRPC", "HTTP+JSON")},
     "http-json-0.3": {"rest_03": True},
     "jsonrpc-0.3-sdk-0.3.26": {"legacy": True},
+    "http-json-0.3-sdk-0.3.26": {"legacy": True, "flags": ("--rest",)},
     "bearer": {"auth": "bearer"},
     "api-key": {"auth": "apiKey"},
     "oauth2": {"auth": "oauth2"},
@@ -45,6 +46,7 @@ EXPECTED = {
     "both-bindings": ("HTTP+JSON", "1.0"),
     "http-json-0.3": ("HTTP+JSON", "0.3"),
     "jsonrpc-0.3-sdk-0.3.26": ("JSONRPC", "0.3"),
+    "http-json-0.3-sdk-0.3.26": ("HTTP+JSON", "0.3"),
 }
 
 
@@ -68,7 +70,7 @@ def credential(kind: str, peer: TestAgent) -> dict[str, Any] | None:
 def peer(request: Any) -> Iterator[tuple[str, TestAgent]]:
     options = dict(PEERS[request.param])
     if options.pop("legacy", False):
-        with run_legacy_peer() as legacy:
+        with run_legacy_peer(*options.pop("flags", ())) as legacy:
             yield request.param, legacy
         return
     with run_peer(**options) as served:
