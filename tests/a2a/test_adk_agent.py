@@ -35,6 +35,9 @@ def test_an_adk_agent_completes_asks_fails_and_is_canceled(
         assert task.attempts == 1
     asked = TaskMessage.objects.filter(task=tasks["ask"], direction=Direction.FROM_AGENT)
     calls = [part["data"] for m in asked for part in m.message["parts"] if "data" in part]
-    assert calls[0]["name"] == "ask_person"
-    assert calls[0]["args"] == {"question": "Which market: EU or UK?"}
+    # The question is the call with its arguments. Not always the first data part the
+    # agent reported: once, in a loaded CI run, that was an ask_person call without them.
+    asks = [call for call in calls if call.get("name") == "ask_person" and "args" in call]
+    assert asks, calls
+    assert asks[-1]["args"] == {"question": "Which market: EU or UK?"}
     assert "agent's code failed" in tasks["fail"].error["message"]
