@@ -40,6 +40,7 @@ PUT_BACK = 1.0  # seconds (up to twice, at random) a delivery that found no room
 _lock = threading.Lock()
 _running: Counter[str] = Counter()  # POSTs under way in this process, per webhook host
 _executor: ThreadPoolExecutor | None = None
+_stopping = False  # stop() waits for the POSTs under way: none is started meanwhile
 
 
 def hand(delivery_id: int, url: str | None = None) -> bool:
@@ -79,7 +80,26 @@ def _submit(delivery_id: int, host: str) -> None:
         next_attempt_at__gt=now,
         next_attempt_at__lte=now + timedelta(seconds=2 * PUT_BACK),
     ).update(next_attempt_at=now)
+    with _lock:
+        stopping = _stopping
+    if stopping:  # the delivery stays due: the sweep, or another process, takes it
+        _release(host)
+        return
     _pool().submit(_run, delivery_id, host)
+
+
+def stop() -> None:
+    """Let the POSTs under way end, and start no more until it returns (tests; a process
+    that stops): their threads take up nothing meanwhile, the deliveries stay due."""
+    global _executor, _stopping
+    with _lock:
+        executor, _executor, _stopping = _executor, None, True
+    try:
+        if executor is not None:
+            executor.shutdown(wait=True)
+    finally:
+        with _lock:
+            _stopping = False
 
 
 def running() -> int:
@@ -117,9 +137,14 @@ def _release(host: str) -> None:
 
 
 def _pool() -> ThreadPoolExecutor:
+    """The push threads, as many as ``A2A_PUSH_THREADS`` says now: one sized by an older
+    value would queue a reserved POST behind the others instead of running it (the
+    setting changes between tests; the old pool's threads finish their POSTs and end)."""
     global _executor
     with _lock:
-        if _executor is None:
+        if _executor is None or _executor._max_workers != _threads():
+            if _executor is not None:
+                _executor.shutdown(wait=False)
             _executor = ThreadPoolExecutor(max_workers=_threads(), thread_name_prefix="a2a-push")
         return _executor
 

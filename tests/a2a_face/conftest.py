@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from a2a.face import push_pool
 from a2a.models import Direction, Task, TaskMessage
 from tests.a2a_face.schema import check_answer
 from tests.a2a_face.webhook import Webhook
@@ -139,6 +140,15 @@ def _face_db_in_the_test_thread(settings: Any) -> None:
     (ids are reused across tests' rolled-back transactions)."""
     settings.A2A_FACE_DB_THREADS = 0
     settings.A2A_FACE_AUTH_CACHE_SECONDS = 0
+
+
+@pytest.fixture(autouse=True)
+def _push_threads_stopped() -> Iterator[None]:
+    """After each test, its webhook POSTs (a2a/face/push_pool.py) end before the next
+    begins: a thread whose hung POST ended as its webhook closed took up the next test's
+    deliveries."""
+    yield
+    push_pool.stop()
 
 
 # --- a live platform with a real a2a-sdk agent (slow tests) ----------------------------
