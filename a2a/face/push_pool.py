@@ -10,7 +10,8 @@ host holds that many threads and never the others' pushes. A delivery that finds
 waits in its row, put back a moment behind the others (:func:`_put_back`), and each POST
 that ends takes up the next ones there is room for (:func:`_take_up`), oldest due first;
 the beat sweep re-queues any left overdue, so a crash or a lost message only delays a
-push.
+push. The threads are not daemons: a process that stops waits for the POSTs under way
+(at most twice ``A2A_PUSH_TIMEOUT`` and 5 s each).
 """
 
 from __future__ import annotations
@@ -89,8 +90,9 @@ def _submit(delivery_id: int, host: str) -> None:
 
 
 def stop() -> None:
-    """Let the POSTs under way end, and start no more until it returns (tests; a process
-    that stops): their threads take up nothing meanwhile, the deliveries stay due."""
+    """Let the POSTs under way end, and start no more until it returns: their threads
+    take up nothing meanwhile, the deliveries stay due. (Tests call it between tests; a
+    stopping process does not wait for it: see the module docstring.)"""
     global _executor, _stopping
     with _lock:
         executor, _executor, _stopping = _executor, None, True
