@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -202,6 +203,19 @@ def webhook() -> Iterator[Webhook]:
         yield hook
     finally:
         hook.close()
+
+
+@pytest.fixture
+def hung_port() -> Iterator[int]:
+    """A webhook that takes connections and never answers (they wait in its backlog);
+    closed at the end, which resets them, so the POSTs end at once."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(512)
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        listener.close()
 
 
 @pytest.fixture

@@ -5,13 +5,8 @@ it; a delivery started while it was being put off was put off again."""
 
 from __future__ import annotations
 
-import json
-import socket
 import threading
-import time
-from collections.abc import Callable, Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -20,29 +15,9 @@ from django.utils import timezone
 from a2a.face import push, push_configs, push_pool
 from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
 from agent_profiles.urlguard import use_resolver
-from tests.a2a_face.webhook import Webhook, push_config
+from tests.a2a_face.webhook import Webhook, push_config, until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_webhooks")]
-
-
-def _until(check: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
-@pytest.fixture
-def hung_port() -> Iterator[int]:
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(512)
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        listener.close()
 
 
 def test_a_healthy_hosts_delivery_is_not_starved_by_a_hung_hosts_backlog(
@@ -73,7 +48,7 @@ def test_a_healthy_hosts_delivery_is_not_starved_by_a_hung_hosts_backlog(
         )
     with use_resolver(lambda host, port: ["127.0.0.1"]):
         assert push_pool.hand(hung[0])  # the hung host's one slot, held
-        assert _until(lambda: PushDelivery.objects.filter(pk=hung[0], attempts=1).exists())
+        assert until(lambda: PushDelivery.objects.filter(pk=hung[0], attempts=1).exists())
         good_config = PushNotificationConfig.objects.create(
             task=task, config_id="good", url=webhook.url
         )
@@ -89,48 +64,22 @@ def test_a_healthy_hosts_delivery_is_not_starved_by_a_hung_hosts_backlog(
         push.sweep_push()
         push.sweep_push()
         push_pool._take_up()
-        delivered = _until(
+        delivered = until(
             lambda: PushDelivery.objects.get(pk=good.pk).status == DeliveryStatus.DELIVERED, 5
         )
         assert push_pool.running() == 1  # one thread, and the healthy host, free all along
         assert delivered, "the healthy host's delivery was never handed"
 
 
-class _SlowHook:
-    """Records each POST on arrival; answers the CANCELED one only after ``hold`` s."""
-
-    def __init__(self, hold: float) -> None:
-        self.states: list[str] = []
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                state = body["task"]["status"]["state"]
-                hook.states.append(state)
-                if state == "TASK_STATE_CANCELED":
-                    time.sleep(hold)
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
 def test_an_earlier_event_written_while_a_later_ones_post_is_under_way_is_not_sent(
-    task: Task, monkeypatch: Any, django_capture_on_commit_callbacks: Any
+    task: Task, webhook: Webhook, monkeypatch: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     """As test_push_pool's superseded test, but the late-written earlier event comes
     while the later one's POST is under way (not yet recorded delivered): it was POSTed
     too, and the webhook saw WORKING after CANCELED. It is superseded now."""
-    hook = _SlowHook(hold=1.5)
+    webhook.hold = {"TASK_STATE_CANCELED": 1.5}  # its POST under way a while
     monkeypatch.setattr(push.deliver_push, "delay", lambda pk: None)
-    config = push_configs.create_config(task, push_config(hook.url))
+    config = push_configs.create_config(task, push_config(webhook.url))
     with django_capture_on_commit_callbacks(execute=True):
         task.start_work()
     with django_capture_on_commit_callbacks(execute=True):
@@ -141,7 +90,7 @@ def test_an_earlier_event_written_while_a_later_ones_post_is_under_way_is_not_se
     results: list[str] = []
     t = threading.Thread(target=lambda: results.append(push.attempt(canceled.pk)))
     t.start()
-    assert _until(lambda: hook.states == ["TASK_STATE_CANCELED"])
+    assert until(lambda: webhook.states() == ["TASK_STATE_CANCELED"])
     late = PushDelivery.objects.create(
         config=config,
         seq=seq,
@@ -151,8 +100,7 @@ def test_an_earlier_event_written_while_a_later_ones_post_is_under_way_is_not_se
     )
     outcome = push.attempt(late.pk)
     t.join(10)
-    hook.server.shutdown()
-    assert hook.states == ["TASK_STATE_CANCELED"], (outcome, hook.states)
+    assert webhook.states() == ["TASK_STATE_CANCELED"], (outcome, webhook.states())
 
 
 def test_a_waiting_delivery_started_while_it_is_put_off_is_not_put_off_again(

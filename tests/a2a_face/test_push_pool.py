@@ -6,9 +6,7 @@ later one was delivered."""
 
 from __future__ import annotations
 
-import socket
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -18,31 +16,11 @@ from django.utils import timezone
 from a2a.face import push, push_configs, push_pool
 from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
 from agent_profiles.urlguard import use_resolver
-from tests.a2a_face.webhook import Webhook, push_config
+from tests.a2a_face.webhook import Webhook, push_config, until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_webhooks")]
 
 HUNG_HOST = "hung.example"
-
-
-@pytest.fixture
-def hung_port() -> Iterator[int]:
-    """A webhook that takes connections and never answers (they wait in its backlog);
-    closed at the end, which resets them, so the POSTs end at once."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(64)
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        listener.close()
-
-
-def _until(check: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.02)
 
 
 def _delivery(task: Task, url: str, captured: Any) -> int:
@@ -78,10 +56,10 @@ def test_hung_webhooks_hold_their_hosts_threads_and_no_others(
         # What the worker's Celery threads do with them: hand each over, never POST.
         answers = [push.deliver_push(pk) for pk in hung]
         assert answers == ["handed", "handed", "busy", "busy", "busy"]
-        _until(lambda: push_pool.running() == 2)
+        assert until(lambda: push_pool.running() == 2)
         assert push.deliver_push(good) == "handed"  # another host: a thread is free
         delivered = PushDelivery.objects.filter(pk=good, status=DeliveryStatus.DELIVERED)
-        _until(delivered.exists)
+        assert until(delivered.exists)
         assert len(webhook.received) == 1
         # Meanwhile the hung host's two POSTs are still under way, the others wait.
         assert push_pool.running() == 2
@@ -147,7 +125,7 @@ def test_deliveries_with_no_room_go_when_a_thread_frees(
     ]
     assert [push.deliver_push(pk) for pk in pks] == ["handed", "busy", "busy"]
     delivered = PushDelivery.objects.filter(pk__in=pks, status=DeliveryStatus.DELIVERED)
-    _until(lambda: delivered.count() == 3)
+    assert until(lambda: delivered.count() == 3)
     assert len(webhook.received) == 3
 
 
@@ -170,7 +148,7 @@ def test_a_delivery_waiting_for_an_earlier_event_is_not_taken_up_again_and_again
     real = push.attempt
     monkeypatch.setattr(push, "attempt", lambda pk: calls.append(pk) or real(pk))
     assert push_pool.hand(canceled.pk)
-    _until(lambda: push_pool.running() == 0)
+    assert until(lambda: push_pool.running() == 0)
     assert calls == [canceled.pk]
     canceled.refresh_from_db()
     assert canceled.next_attempt_at > timezone.now() + timedelta(seconds=10)

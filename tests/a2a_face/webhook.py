@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -16,12 +17,16 @@ class Webhook:
         self.received: list[tuple[dict[str, str], Any]] = []
         self.statuses: list[int] = []
         self.echo = False  # answer with each header it got as X-Echo-<name> (a debug proxy)
+        self.hold: dict[str, float] = {}  # seconds to wait before answering a POST, by state
         hook = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                hook.received.append((dict(self.headers), json.loads(body or b"null")))
+                payload = json.loads(body or b"null")
+                hook.received.append((dict(self.headers), payload))
+                state = ((payload or {}).get("task") or {}).get("status", {}).get("state")
+                time.sleep(hook.hold.get(state, 0.0))
                 status = hook.statuses.pop(0) if hook.statuses else 200
                 self.send_response(status)
                 for name, value in self.headers.items() if hook.echo else ():
@@ -37,6 +42,10 @@ class Webhook:
         threading.Thread(
             target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         ).start()
+
+    def states(self) -> list[str]:
+        """The task states of the notifications received, in the order they came."""
+        return [body["task"]["status"]["state"] for _, body in self.received]
 
     def wait_for_state(self, state: str, timeout: float) -> None:
         """Block until a notification with ``state`` arrived (or ``timeout`` passed)."""
@@ -58,3 +67,13 @@ def push_config(url: str, **extra: Any) -> dict[str, Any]:
         "token": "tok-1",
         "authentication": {"scheme": "Bearer", "credentials": "c"},
     } | extra
+
+
+def until(check: Callable[[], bool], timeout: float = 15.0) -> bool:
+    """Whether ``check()`` came true within ``timeout`` seconds (looked at every 20 ms)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True

@@ -93,6 +93,17 @@ async def send_over_http(
     return str(answer.json()["task"]["id"])
 
 
+async def blocking_send_under_way(
+    url: str, agent: ReferenceAgent, data: dict[str, Any]
+) -> asyncio.Task[str]:
+    """The platform's blocking send of message m-1, once the HTTP side has the message."""
+    http = asyncio.create_task(send_over_http(url, data, blocking=True))
+    # The HTTP side offers no event to wait on.
+    while (handler := agent.http_handler()) is None or handler.send_of("m-1") is None:  # noqa: ASYNC110
+        await asyncio.sleep(0.02)
+    return http
+
+
 async def until_state(gateway: FakeGateway, state: str) -> dict[str, Any]:
     while True:
         frame = await gateway.next("task.update")
@@ -166,10 +177,7 @@ def test_a_blocking_http_send_holds_up_no_other_frame(runs: Counter[str]) -> Non
     async def scenario() -> None:
         async with both_sides() as (url, gateway, agent):
             slow = {"product": "kettle", "demo": {"delaySeconds": 3}}
-            http = asyncio.create_task(send_over_http(url, slow, blocking=True))
-            # Until the HTTP side has the message (it offers no event to wait on).
-            while (handler := agent.http_handler()) is None or handler.send_of("m-1") is None:  # noqa: ASYNC110
-                await asyncio.sleep(0.02)
+            http = await blocking_send_under_way(url, agent, slow)
             await gateway.send(assign("t-1", {"product": "kettle"}, message_id="m-1"))
             await gateway.send(assign("t-9", {"product": "toaster"}, message_id="m-9"))
             done = await until_state(gateway, "TASK_STATE_COMPLETED")
@@ -193,10 +201,7 @@ def test_a_cancel_while_the_http_sides_blocking_send_runs_cancels_its_task(
     async def scenario() -> None:
         async with both_sides() as (url, gateway, agent):
             slow = {"product": "kettle", "demo": {"delaySeconds": 30}}
-            http = asyncio.create_task(send_over_http(url, slow, blocking=True))
-            # Until the HTTP side has the message (it offers no event to wait on).
-            while (handler := agent.http_handler()) is None or handler.send_of("m-1") is None:  # noqa: ASYNC110
-                await asyncio.sleep(0.02)
+            http = await blocking_send_under_way(url, agent, slow)
             await gateway.send(assign("t-1", {"product": "kettle"}, message_id="m-1"))
             await until_state(gateway, "TASK_STATE_WORKING")
             await gateway.send({"type": "task.cancel", "taskId": "t-1"})
