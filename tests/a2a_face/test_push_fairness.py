@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a.face import push, push_configs, push_pool
+from a2a.face import push, push_pool
 from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
 from agent_profiles.urlguard import use_resolver
-from tests.a2a_face.webhook import Webhook, push_config, until
+from tests.a2a_face.webhook import Webhook, until, working_then_canceled
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_webhooks")]
 
@@ -79,12 +79,9 @@ def test_an_earlier_event_written_while_a_later_ones_post_is_under_way_is_not_se
     too, and the webhook saw WORKING after CANCELED. It is superseded now."""
     webhook.hold = {"TASK_STATE_CANCELED": 1.5}  # its POST under way a while
     monkeypatch.setattr(push.deliver_push, "delay", lambda pk: None)
-    config = push_configs.create_config(task, push_config(webhook.url))
-    with django_capture_on_commit_callbacks(execute=True):
-        task.start_work()
-    with django_capture_on_commit_callbacks(execute=True):
-        task.cancel("a person canceled")
-    working, canceled = PushDelivery.objects.filter(config=config).order_by("seq")
+    config, working, canceled = working_then_canceled(
+        task, webhook, django_capture_on_commit_callbacks
+    )
     payload, seq = working.payload, working.seq
     working.delete()  # not written yet: its handler runs late
     results: list[str] = []
@@ -112,12 +109,9 @@ def test_a_waiting_delivery_started_while_it_is_put_off_is_not_put_off_again(
     it waited for the sweep (30-60 s) although nothing was before it."""
     started: list[int] = []
     monkeypatch.setattr(push.deliver_push, "delay", started.append)
-    config = push_configs.create_config(task, push_config(webhook.url))
-    with django_capture_on_commit_callbacks(execute=True):
-        task.start_work()
-    with django_capture_on_commit_callbacks(execute=True):
-        task.cancel("a person canceled")
-    working, canceled = PushDelivery.objects.filter(config=config).order_by("seq")
+    config, working, canceled = working_then_canceled(
+        task, webhook, django_capture_on_commit_callbacks
+    )
     started.clear()
     real = push._earlier_pending
 

@@ -14,9 +14,9 @@ import pytest
 from django.utils import timezone
 
 from a2a.face import push, push_configs, push_pool
-from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
+from a2a.models import DeliveryStatus, PushDelivery, Task
 from agent_profiles.urlguard import use_resolver
-from tests.a2a_face.webhook import Webhook, push_config, until
+from tests.a2a_face.webhook import Webhook, push_config, until, working_then_canceled
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_webhooks")]
 
@@ -67,19 +67,6 @@ def test_hung_webhooks_hold_their_hosts_threads_and_no_others(
         assert waiting.count() == 3
 
 
-def _working_then_canceled(
-    task: Task, webhook: Webhook, captured: Any
-) -> tuple[PushNotificationConfig, PushDelivery, PushDelivery]:
-    """A config on ``task`` at ``webhook``, and the deliveries of its next two changes."""
-    config = push_configs.create_config(task, push_config(webhook.url))
-    with captured(execute=True):
-        task.start_work()
-    with captured(execute=True):
-        task.cancel("a person canceled")
-    working, canceled = PushDelivery.objects.filter(config=config).order_by("seq")
-    return config, working, canceled
-
-
 def test_an_earlier_event_written_after_a_later_one_was_delivered_is_not_sent(
     task: Task,
     webhook: Webhook,
@@ -91,7 +78,7 @@ def test_an_earlier_event_written_after_a_later_one_was_delivered_is_not_sent(
     earlier one is superseded, and the webhook never sees WORKING after CANCELED."""
     started: list[int] = []
     monkeypatch.setattr(push.deliver_push, "delay", started.append)
-    config, working, canceled = _working_then_canceled(
+    config, working, canceled = working_then_canceled(
         task, webhook, django_capture_on_commit_callbacks
     )
     payload, seq = working.payload, working.seq
@@ -140,7 +127,7 @@ def test_a_delivery_waiting_for_an_earlier_event_is_not_taken_up_again_and_again
     it up hundreds of times a second for as long as the earlier POST took."""
     started: list[int] = []
     monkeypatch.setattr(push.deliver_push, "delay", started.append)
-    _, working, canceled = _working_then_canceled(task, webhook, django_capture_on_commit_callbacks)
+    _, working, canceled = working_then_canceled(task, webhook, django_capture_on_commit_callbacks)
     started.clear()
     lease = timezone.now() + timedelta(seconds=60)  # as _claim leaves a POST under way
     PushDelivery.objects.filter(pk=working.pk).update(next_attempt_at=lease, attempts=1)

@@ -9,6 +9,9 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from a2a.face import push_configs
+from a2a.models import PushDelivery, PushNotificationConfig, Task
+
 
 class Webhook:
     """A local webhook recording what it receives; answers ``status`` (a list is a script)."""
@@ -77,3 +80,16 @@ def until(check: Callable[[], bool], timeout: float = 15.0) -> bool:
             return False
         time.sleep(0.02)
     return True
+
+
+def working_then_canceled(
+    task: Task, webhook: Webhook, captured: Any
+) -> tuple[PushNotificationConfig, PushDelivery, PushDelivery]:
+    """A config on ``task`` at ``webhook``, and the deliveries of its next two changes."""
+    config = push_configs.create_config(task, push_config(webhook.url))
+    with captured(execute=True):
+        task.start_work()
+    with captured(execute=True):
+        task.cancel("a person canceled")
+    working, canceled = PushDelivery.objects.filter(config=config).order_by("seq")
+    return config, working, canceled
