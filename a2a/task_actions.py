@@ -136,15 +136,27 @@ def _still_asking(task: Task, asked_at: datetime | None, question_id: str | None
     return question_id is None or asked_id == question_id
 
 
+#: How many times a cancel tries again when the task moved on between its read and its
+#: write; each failed write reloads the task, so only a task that keeps moving runs out.
+CANCEL_TRIES = 5
+
+
 def cancel_task(task: Task, *, by: Any = None, reason: str = "") -> Task:
-    """Cancel a task that has not finished (else 409) and tell the agent."""
-    if task.is_terminal:
-        raise InvalidTransition(
-            f"Task {task.id} is {task.state}, a final state; it cannot be canceled."
-        )
+    """Cancel a task that has not finished (else 409) and tell the agent.
+
+    A task that moved on meanwhile (sent, started, asked) is still the person's to cancel:
+    the cancel is tried again from the state it is in now, and refused only once it
+    finished."""
     who = getattr(by, "username", None) or str(by or "a person")
     with transaction.atomic():
-        if not task.cancel(reason or f"canceled by {who}"):
+        for _ in range(CANCEL_TRIES):
+            if task.is_terminal:
+                raise InvalidTransition(
+                    f"Task {task.id} is {task.state}, a final state; it cannot be canceled."
+                )
+            if task.cancel(reason or f"canceled by {who}"):
+                break
+        else:
             raise InvalidTransition(f"Task {task.id} changed meanwhile; it is now {task.state}.")
         if task.remote_task_id or task.transport != Transport.A2A:
             deliver_followup(task, "cancel", None)

@@ -88,6 +88,30 @@ def test_cancel_of_a_finished_task_is_refused(task: Task) -> None:
     assert task.state == TaskState.FAILED
 
 
+def test_a_cancel_of_a_task_that_moved_on_meanwhile_cancels_it(task: Task) -> None:
+    # The caller read the task SUBMITTED; the worker sent it and the agent answered
+    # WORKING before the cancel's write. The person's cancel still stands.
+    elsewhere = Task.objects.get(pk=task.pk)
+    working(elsewhere)
+    services.cancel_task(task)
+    task.refresh_from_db()
+    assert task.state == TaskState.CANCELED
+    assert task.next_action == NextAction.CANCEL  # the agent has it now: told
+    assert list(task.events.order_by("id").values_list("from_state", "to_state"))[-1] == (
+        TaskState.WORKING,
+        TaskState.CANCELED,
+    )
+
+
+def test_a_cancel_of_a_task_that_finished_meanwhile_is_refused(task: Task) -> None:
+    elsewhere = Task.objects.get(pk=task.pk)
+    elsewhere.fail("x", "boom")
+    with pytest.raises(InvalidTransition, match="a final state"):
+        services.cancel_task(task)
+    task.refresh_from_db()
+    assert task.state == TaskState.FAILED
+
+
 def test_retry_of_a_running_task_is_refused(task: Task) -> None:
     working(task)
     with pytest.raises(InvalidTransition):
