@@ -35,6 +35,7 @@ from a2a import (
     agent_streams,
     holding_agents,
     lease_keeper,
+    overtaken_sends,
     send_gate,
     send_watch,
     transports,
@@ -210,19 +211,31 @@ def _send(task: Task) -> None:
             holding_agents.holds_sends(task, target, exc)
         if followup and agent_reads.read_after_refusal(task, exc):
             return
-        handle_send_failure(task, exc)
+        with overtaken_sends.still_sent(task, message) as still:
+            if still:
+                handle_send_failure(task, exc)
+        if not still:
+            overtaken_sends.drop(task, target, None)
         return
     agent_answers.answered(task)
     news: dict[str, Any] = {}  # the agent's task id, above all: written with the schedule
-    try:
-        apply_agent_reply(
-            task, task_json=reply.task, message=reply.message, via="a2a", pending=news
-        )
-    except A2ACallError as exc:  # raised before any news is put aside
-        handle_send_failure(task, exc)
-        return
-    agent_answers.after_answer(task, target, reply, state_before, mode, news)
-    if mode == POLL:  # now that the agent's task id is recorded
+    applied = False
+    # Applied only to the attempt it answers: a person may have reassigned or retried the
+    # task while the send was on the wire (a2a.overtaken_sends).
+    with overtaken_sends.still_sent(task, message) as still:
+        if still:
+            try:
+                apply_agent_reply(
+                    task, task_json=reply.task, message=reply.message, via="a2a", pending=news
+                )
+            except A2ACallError as exc:  # raised before anything of the answer is written
+                handle_send_failure(task, exc)
+            else:
+                agent_answers.after_answer(task, target, reply, state_before, mode, news)
+                applied = True
+    if not still:
+        overtaken_sends.drop(task, target, reply)
+    elif applied and mode == POLL:  # now that the agent's task id is recorded
         agent_listing.cover_send(task, target, reply, took)
 
 
