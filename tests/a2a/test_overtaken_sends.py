@@ -108,7 +108,8 @@ def test_a_reassign_during_the_send_is_not_taken_over_by_its_answer(
     process_task(task.pk)  # the fresh attempt goes to the new agent
     task.refresh_from_db()
     assert two.sends == 1
-    assert task.remote_task_id and task.state == TaskState.SUBMITTED
+    assert task.remote_task_id
+    assert task.state == TaskState.SUBMITTED
     assert task.next_action == NextAction.POLL
 
 
@@ -150,6 +151,7 @@ def test_a_failed_send_overtaken_by_a_reassign_leaves_the_new_attempt_alone(
     meanwhile(monkeypatch, reassign(task, user), raises=failure)
     process_task(task.pk)
     assert_fresh_attempt_at(task, "agent-two")
-    assert task.next_poll_at is not None and task.next_poll_at <= timezone.now()
+    assert task.next_poll_at is not None
+    assert task.next_poll_at <= timezone.now()
     assert len(task.metadata["reassignments"]) == 1
     assert "sendFailures" not in task.metadata
