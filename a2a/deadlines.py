@@ -237,7 +237,9 @@ def fail_timeout(task: Task, *, last_read: str | None = None) -> bool:
     details: dict[str, Any] = {"timeoutSeconds": seconds, "lastState": task.state, "sent": sent}
     if last_read is not None:
         details["readAtDeadline"] = str(last_read)
-    done = task.fail("timeout", message, details, **fields)
+    # Only the task read overdue: one a person reassigned or retried meanwhile is in the
+    # same state (SUBMITTED) with a new deadline, a fresh attempt not to fail at once.
+    done = task.fail("timeout", message, details, if_deadline_at=task.deadline_at, **fields)
     if done and fields:
         queue_processing(task.pk)
     return done
@@ -252,4 +254,4 @@ def _fail_offline(task: Task) -> bool:
         f"has never connected to the gateway, so the task was not kept waiting offline.{answer}"
     )
     details = {"lastAnswer": last or None, "waitedOffline": True}
-    return task.fail(code, message, details)
+    return task.fail(code, message, details, if_deadline_at=task.deadline_at)

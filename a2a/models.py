@@ -8,6 +8,7 @@ its state, what a worker must do next (``next_action``) and when (``next_poll_at
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -163,14 +164,22 @@ class Task(TaskScheduling, models.Model):
     # --- state machine ---------------------------------------------------------------
 
     def transition(
-        self, to_state: str, reason: str = "", *, leave_terminal: bool = False, **fields: Any
+        self,
+        to_state: str,
+        reason: str = "",
+        *,
+        leave_terminal: bool = False,
+        if_deadline_at: datetime | None = None,
+        **fields: Any,
     ) -> bool:
         """Move to ``to_state`` if nobody moved the task since it was read.
 
         A compare-and-set on the current state: returns False (and reloads) when another
-        process changed the state first. Raises :class:`InvalidTransition` from a terminal
-        state unless ``leave_terminal`` (only a person's retry does that). Records a
-        :class:`TaskEvent` and, after commit, sends :data:`a2a.signals.task_changed`.
+        process changed the state first. ``if_deadline_at``: also only while the deadline
+        is still this one (a timeout: a task started again meanwhile, in the same state,
+        has a new deadline). Raises :class:`InvalidTransition` from a terminal state unless
+        ``leave_terminal`` (only a person's retry does that). Records a :class:`TaskEvent`
+        and, after commit, sends :data:`a2a.signals.task_changed`.
         """
         if self.is_terminal and not leave_terminal:
             raise InvalidTransition(
@@ -187,6 +196,9 @@ class Task(TaskScheduling, models.Model):
             updates.setdefault("next_poll_at", None)
             updates.setdefault("lease_until", None)
         from_state = self.state
+        read: dict[str, Any] = {"state": from_state}
+        if if_deadline_at is not None:
+            read["deadline_at"] = if_deadline_at
         event = TaskEvent(
             task_id=self.pk, at=now, from_state=from_state, to_state=to_state, reason=reason[:2000]
         )
@@ -198,16 +210,14 @@ class Task(TaskScheduling, models.Model):
         # The UPDATE answers the row's ``watched`` as it wrote it (after any concurrent
         # push config or gateway hand-over committed), for the receivers.
         written = combined.update_then_insert(
-            Task, self.pk, {"state": from_state}, updates, event, returning="watched", joining=True
+            Task, self.pk, read, updates, event, returning="watched", joining=True
         )
         if written is not None:
             return self._moved(written, updates, from_state)
         with transaction.atomic(savepoint=False):
-            written = update_row_returning(
-                Task, self.pk, {"state": from_state}, updates, returning="watched"
-            )
+            written = update_row_returning(Task, self.pk, read, updates, returning="watched")
             if written is None:  # a value only the ORM can write (the agent, on a reassign)
-                changed = Task.objects.filter(pk=self.pk, state=from_state).update(**updates)
+                changed = Task.objects.filter(pk=self.pk, **read).update(**updates)
                 written = [None] * changed  # whether it is watched is not known: look
             if written:
                 insert_rows([event])

@@ -5,17 +5,19 @@ at an agent that does not answer, offline at the gateway, waiting for input) or 
 failed can go to another active agent of its skill: the one named, or the matcher's pick
 among the others. The old agent is told to drop it (best effort: a cancel over A2A, or
 its gateway assignment withdrawn / a ``task.cancel`` frame, which also closes the
-assignment it holds unacknowledged so that it is not sent again), the task starts again
-as a fresh attempt at the new agent (over the gateway, a new ``task.assign`` of its own),
-and the move is recorded in the history (a ``TaskEvent``) and in
-``metadata.reassignments``.
+assignment it holds unacknowledged so that it is not sent again) once the task started
+again as a fresh attempt at the new agent (over the gateway, a new ``task.assign`` of its
+own), and the move is recorded in the history (a ``TaskEvent``) and in
+``metadata.reassignments`` (with what telling the old agent gave, added after).
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from a2a import agent_registry, lookups, transports
@@ -32,7 +34,7 @@ from a2a.face.ids import (
 from a2a.models import InvalidTransition, Task
 from a2a.remote_ids import cancel_state
 from a2a.states import RETRYABLE_STATES, TERMINAL_STATES, Transport
-from a2a.task_actions import fresh_message, start_again
+from a2a.task_actions import fresh_message, start_again_as_now
 from agent_profiles.exceptions import NoAgentAvailable
 from agent_profiles.matching import match_agent
 from agent_profiles.models import AgentProfile
@@ -104,6 +106,13 @@ def reassign_task(task: Task, *, agent_id: str | None = None, by: Any = None) ->
 
     409 for a task that completed or was canceled; 400 for an agent that is unknown,
     inactive, without the skill or the current one, and when no other agent offers it.
+
+    A task that moved on meanwhile (sent, started, asked) is still the person's to
+    reassign: the move is built again from the task as it is now
+    (:func:`~a2a.task_actions.start_again_as_now`). The old agent is told only once the
+    move committed: a refused reassign tells it nothing, and its answer to the cancel (a
+    push, a poll) cannot end the task before the move, only be refused as another
+    attempt's after it.
     """
     if task.state in TERMINAL_STATES and task.state not in RETRYABLE_STATES:
         raise InvalidTransition(
@@ -112,9 +121,47 @@ def reassign_task(task: Task, *, agent_id: str | None = None, by: Any = None) ->
         )
     agent, match = _new_agent(task, agent_id)
     who = getattr(by, "username", None) or str(by or "a person")
-    old_agent = task.agent_id
-    told = _tell_old_agent(task) if task.state not in TERMINAL_STATES else {}
-    outbound, references = _references_for(task, fresh_message(task), agent.id)
+    taken: list[tuple[Task, dict[str, Any]]] = []  # the task as each try read it, its entry
+
+    def attempt() -> dict[str, Any] | None:
+        if task.agent_id == agent.id:  # another reassign gave it to that agent meanwhile
+            _new_agent(task, agent.id)  # refused as the current agent, as up front
+        old = copy.copy(task)  # the old agent's task, to tell it once the move is in
+        outbound, metadata, entry = _move(task, agent.id, match, who)
+        taken[:] = [(old, entry)]
+        moved = task.reassign(
+            agent,
+            f"reassigned by {who} from agent '{old.agent_id}' to agent '{agent.id}'",
+            outbound_message=outbound,
+            remote_context_id="",
+            attempts=0,
+            metadata=metadata,
+            deadline_at=_deadline(),
+        )
+        return outbound if moved else None
+
+    start_again_as_now(task, attempt)
+    old, entry = taken[0]
+    if old.state not in TERMINAL_STATES:
+        _note_told(task, entry, _tell_safely(old))
+    log.info(
+        "task %s reassigned from %s to %s by %s",
+        task.pk,
+        old.agent_id,
+        agent.id,
+        who,
+        extra={"task_id": str(task.pk), "agent_id": agent.id},
+    )
+    return task
+
+
+def _move(
+    task: Task, agent_id: str, match: dict[str, Any], who: str
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The reassign's first message, metadata and ``metadata.reassignments`` entry, from
+    the task as it is now (built again on each try: what the previous state was, what
+    its metadata holds, changes when the task moves)."""
+    outbound, references = _references_for(task, fresh_message(task), agent_id)
     metadata = {
         k: v
         for k, v in (task.metadata or {}).items()
@@ -123,38 +170,46 @@ def reassign_task(task: Task, *, agent_id: str | None = None, by: Any = None) ->
     if references:
         metadata[REFERENCES] = {**metadata.get(REFERENCES, {}), **references}
     metadata["match"] = match
-    metadata["reassignments"] = [
-        *metadata.get("reassignments", []),
-        {
-            "at": timezone.now().isoformat(),
-            "by": who,
-            "from": old_agent,
-            "to": agent.id,
-            "previousState": task.state,
-            "previousError": task.error,
-            "previousRemoteTaskId": task.remote_task_id or None,
-            **told,
-        },
-    ]
-    start_again(
-        task,
-        lambda: task.reassign(
-            agent,
-            f"reassigned by {who} from agent '{old_agent}' to agent '{agent.id}'",
-            outbound_message=outbound,
-            remote_context_id="",
-            attempts=0,
-            metadata=metadata,
-            deadline_at=_deadline(),
-        ),
-        outbound,
-    )
-    log.info(
-        "task %s reassigned from %s to %s by %s",
-        task.pk,
-        old_agent,
-        agent.id,
-        who,
-        extra={"task_id": str(task.pk), "agent_id": agent.id},
-    )
-    return task
+    entry = {
+        "at": timezone.now().isoformat(),
+        "by": who,
+        "from": task.agent_id,
+        "to": agent_id,
+        "previousState": task.state,
+        "previousError": task.error,
+        "previousRemoteTaskId": task.remote_task_id or None,
+    }
+    metadata["reassignments"] = [*metadata.get("reassignments", []), entry]
+    return outbound, metadata, entry
+
+
+def _tell_safely(old: Task) -> dict[str, Any]:
+    """:func:`_tell_old_agent`, for a move already made: an unexpected error (an
+    unreadable credential, say) is noted, not raised: the person's reassign stands."""
+    try:
+        return _tell_old_agent(old)
+    except Exception as exc:
+        log.exception("task %s: could not tell agent %s to drop it", old.pk, old.agent_id)
+        error = {"code": "internal_error", "message": type(exc).__name__, "details": None}
+        return {"gateway" if old.transport != Transport.A2A else "remoteCancel": {"error": error}}
+
+
+def _note_told(task: Task, entry: dict[str, Any], told: dict[str, Any]) -> None:
+    """Add what telling the old agent gave to the move's ``metadata.reassignments`` entry,
+    only while the task is still that attempt: at the new agent, its last entry this one
+    (a later reassign's entry is not written over, nor one of a task reassigned back).
+    The row stays locked until the transaction ends (on SQLite its ``IMMEDIATE``
+    transaction holds the write lock), so nothing changes the metadata meanwhile."""
+    if not told:
+        return
+    with transaction.atomic():
+        row = Task.objects.select_for_update().filter(pk=task.pk).first()
+        steps = (row.metadata or {}).get("reassignments") if row is not None else None
+        last = steps[-1] if isinstance(steps, list) and steps else None
+        if row is None or row.agent_id != entry["to"] or not isinstance(last, dict):
+            return
+        if (last.get("at"), last.get("to")) != (entry["at"], entry["to"]):
+            return
+        metadata = {**row.metadata, "reassignments": [*steps[:-1], {**last, **told}]}
+        if row.note(metadata=metadata):
+            task.metadata = metadata  # the caller's answer shows it too

@@ -191,10 +191,26 @@ def retry_task(task: Task, *, by: Any = None) -> Task:
 
 
 def start_again(task: Task, move: Callable[[], bool], outbound: dict[str, Any]) -> None:
-    """Run ``move`` (a fresh-attempt verb: retry, reassign), record the new first message
-    and queue the send, in one transaction; 409 if the task changed meanwhile."""
+    """Run ``move`` (a fresh-attempt verb: a retry), record the new first message
+    (``outbound``) and queue the send, in one transaction (:func:`start_again_as_now`)."""
+    start_again_as_now(task, lambda: outbound if move() else None)
+
+
+def start_again_as_now(task: Task, attempt: Callable[[], dict[str, Any] | None]) -> None:
+    """Run ``attempt`` (builds a fresh attempt from the task as it is now and writes it
+    with its verb: reassign, retry; the new first message, or None when the task moved on
+    before the write), record that message and queue the send, in one transaction.
+
+    A task that moved on meanwhile (the worker's send was answered, the agent asked) can
+    still start again: each failed write reloads the task and ``attempt`` builds from it
+    again, as :func:`cancel_task` does. The verb refuses (409) a task that can no longer
+    start again (it finished); only a task that keeps moving runs out of tries."""
     with transaction.atomic():
-        if not move():
+        for _ in range(CANCEL_TRIES):
+            outbound = attempt()
+            if outbound is not None:
+                break
+        else:
             raise InvalidTransition(f"Task {task.id} changed meanwhile; it is now {task.state}.")
         record_message(task, Direction.TO_AGENT, outbound)
         queue_processing(task.pk)
