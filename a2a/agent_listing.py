@@ -179,7 +179,10 @@ def _apply(listing: Listing) -> int:
                 continue
             try:
                 push = agent_push_body.parse({"task": remote})
-                agent_push.apply(task.pk, max(1, int(task.attempts or 0)), push, via=LIST)
+                attempt = max(1, int(task.attempts or 0))
+                # Its agent and agent task checked again under the row's lock: a person
+                # may have reassigned or retried the task since these rows were read.
+                agent_push.apply(task.pk, attempt, push, via=LIST, agent_id=listing.target.agent_id)
                 changed += 1
             except PlatformError:
                 continue  # older than what was applied, or the task ended meanwhile

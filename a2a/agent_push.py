@@ -112,9 +112,18 @@ def _read(task_id: uuid.UUID, *, lock: bool) -> Task:
     return task
 
 
-def _check_ties(task: Task, push: Push, attempt: int, agent_id: str | None) -> None:
-    """Refuse a push that is not this webhook's agent (``None``: the task's own, as for a
-    listing), attempt or agent task."""
+def _check_ties(
+    task: Task, push: Push, attempt: int, agent_id: str | None, via: str = "push"
+) -> None:
+    """Refuse a push that is not this webhook's agent (``None``: the task's own), attempt
+    or agent task. A listing's (``via="list"``) found the task by its agent task id: one
+    that no longer follows it (a person's retry or reassign since the rows were read) is
+    another attempt, whatever the attempt number says."""
+    if via == "list" and push.remote_id != task.remote_task_id:
+        raise StaleUpdate(
+            f"Task {task.id} no longer follows the agent's task {quoted(push.remote_id)}.",
+            {"taskId": str(task.id)},
+        )
     if agent_id is not None and agent_id != task.agent_id:
         raise StaleUpdate(
             f"This webhook belongs to agent {agent_id!r}; task {task.id} was reassigned to "
@@ -231,7 +240,7 @@ def apply(
     """
     if connection.vendor != "postgresql" and push.kind in ("status", "task"):
         task = _read(task_id, lock=False)
-        _check_ties(task, push, attempt, agent_id)
+        _check_ties(task, push, attempt, agent_id, via)
         if _repeats_the_end(task, push) or _changes_nothing(task, push):
             return Applied(task.state)
     with transaction.atomic():
@@ -251,7 +260,7 @@ def _apply_locked(
 ) -> Applied:
     """:func:`apply` under the task's row lock, inside its transaction."""
     task = _read(task_id, lock=True)
-    _check_ties(task, push, attempt, agent_id)
+    _check_ties(task, push, attempt, agent_id, via)
     if _repeats_the_end(task, push) or _changes_nothing(task, push):
         return Applied(task.state)
     if push.kind == "message":
