@@ -131,11 +131,14 @@ def _skill(skill: Skill, *, offered_by: list[str] | None = None) -> pb.AgentSkil
     if offered_by is not None:
         description += f"\n\nOffered by: {', '.join(offered_by) or 'no active agent yet'}."
     tags = list(dict.fromkeys([*skill.tags, *(t for t in (skill.domain, skill.subdomain) if t)]))
+    # AgentSkill.tags is REQUIRED, so at least one: the skill's id, as the name stands in
+    # for a missing description (the registry allows a skill with no tags nor domain).
+    tags = [str(t) for t in tags if str(t)] or [skill.id]
     return pb.AgentSkill(
         id=skill.id,
         name=skill.name,
         description=description,
-        tags=[str(t) for t in tags],
+        tags=tags,
         examples=[e if isinstance(e, str) else json.dumps(e) for e in skill.examples],
         input_modes=skill.input_modes or DEFAULT_MODES,
         output_modes=skill.output_modes or DEFAULT_MODES,

@@ -14,15 +14,15 @@ import base64
 import json
 import uuid
 from collections.abc import AsyncIterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
 
 from a2a import services
-from a2a.face import hybrid, push_configs, sending, sse
-from a2a.face.context import CallContext, CallerWatch
+from a2a.face import hybrid, legacy, push_configs, sending, sse
+from a2a.face.context import LEGACY_VERSION, CallContext, CallerWatch
 from a2a.face.db import db_call
 from a2a.face.errors import (
     ExtendedAgentCardNotConfigured,
@@ -33,7 +33,7 @@ from a2a.face.errors import (
     UnsupportedOperation,
 )
 from a2a.face.ids import caller_tag, toward_agent
-from a2a.face.params import opt_bool, opt_int, opt_str, opt_timestamp
+from a2a.face.params import opt_bool, opt_int, opt_str, opt_timestamp, required_str
 from a2a.face.serializers import task_json
 from a2a.face.stream_slots import Slot, stream_slots
 from a2a.face.visibility import (
@@ -60,11 +60,19 @@ def _encode_cursor(task: Task) -> str:
 
 
 def _decode_cursor(token: str) -> tuple[datetime, uuid.UUID]:
+    """The ``(time, id)`` a ListTasks token stands for; INVALID_PARAMS for any token this
+    server did not issue. A forged pair of the wrong types, or a time whose UTC value is
+    before year 1 or after 9999 (the database query overflowed on it), was a 500."""
     try:
         padded = token + "=" * (-len(token) % 4)
         at, task_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        return datetime.fromisoformat(at), uuid.UUID(task_id)
-    except (ValueError, TypeError):
+        if type(at) is not str or type(task_id) is not str:
+            raise ValueError(token)
+        moment = datetime.fromisoformat(at)
+        if moment.tzinfo is None:  # we issue aware times only
+            raise ValueError(token)
+        return moment.astimezone(UTC), uuid.UUID(task_id)
+    except (ValueError, TypeError, OverflowError):
         raise InvalidParams(
             "pageToken is not a token this server issued.", violations=[("pageToken", "invalid")]
         ) from None
@@ -143,7 +151,7 @@ class FaceHandler:
         def run() -> dict[str, Any]:
             ctx.require_caller()
             history_length = opt_int(params, "historyLength", low=0)
-            task = visible_task(ctx, params.get("id"))
+            task = visible_task(ctx, required_str(params, "id"))
             return hybrid.mark(params, task, task_payload(task, history_length=history_length))
 
         return await db_call(run)()
@@ -216,7 +224,7 @@ class FaceHandler:
     async def cancel_task(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         def run() -> dict[str, Any]:
             ctx.require_caller()
-            task = visible_task(ctx, params.get("id"))
+            task = visible_task(ctx, required_str(params, "id"))
             if task.is_terminal:
                 raise TaskNotCancelable(
                     f"Task {task.id} is {task.state}, a final state.",
@@ -235,7 +243,7 @@ class FaceHandler:
     ) -> AsyncIterator[dict[str, Any] | None]:
         def run() -> tuple[Task, Slot]:
             ctx.require_caller()
-            task = visible_task(ctx, params.get("id"))
+            task = visible_task(ctx, required_str(params, "id"))
             if task.is_terminal:
                 raise UnsupportedOperation(
                     f"Task {task.id} is {task.state}, a final state: nothing to subscribe to.",
@@ -251,7 +259,7 @@ class FaceHandler:
     async def create_push_config(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         def run() -> dict[str, Any]:
             ctx.require_caller()
-            task = visible_task(ctx, params.get("taskId"))
+            task = visible_task(ctx, required_str(params, "taskId"))
             return push_configs.config_json(push_configs.create_config(task, params))
 
         return await db_call(run)()
@@ -259,10 +267,12 @@ class FaceHandler:
     async def get_push_config(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         def run() -> dict[str, Any]:
             ctx.require_caller()
-            task = visible_task(ctx, params.get("taskId"))
-            config_id = opt_str(params, "id")
+            task = visible_task(ctx, required_str(params, "taskId"))
+            # 0.3 clients may omit the config id (0.3's is optional): then the task's
+            # first config. 1.0's is REQUIRED.
+            legacy_call = params.get(legacy.PUSH_VERSION_KEY) == LEGACY_VERSION
+            config_id = opt_str(params, "id") if legacy_call else required_str(params, "id")
             configs = PushNotificationConfig.objects.filter(task=task)
-            # 0.3 clients may omit the config id: then the task's first config.
             config = (
                 configs.filter(config_id=config_id)
                 if config_id
@@ -280,7 +290,7 @@ class FaceHandler:
     async def list_push_configs(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         def run() -> dict[str, Any]:
             ctx.require_caller()
-            task = visible_task(ctx, params.get("taskId"))
+            task = visible_task(ctx, required_str(params, "taskId"))
             # A task holds few configs (A2A_MAX_PUSH_CONFIGS_PER_TASK): without a pageSize
             # they all come in one page; with one, pages follow the creation order.
             page_size = opt_int(params, "pageSize", low=1, high=MAX_PAGE_SIZE) or MAX_PAGE_SIZE
@@ -301,11 +311,10 @@ class FaceHandler:
     async def delete_push_config(self, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         def run() -> None:
             ctx.require_caller()
-            task = visible_task(ctx, params.get("taskId"))
+            task = visible_task(ctx, required_str(params, "taskId"))
+            config_id = required_str(params, "id")
             # Idempotent: deleting twice has the same effect.
-            PushNotificationConfig.objects.filter(
-                task=task, config_id=opt_str(params, "id")
-            ).delete()
+            PushNotificationConfig.objects.filter(task=task, config_id=config_id).delete()
 
         await db_call(run)()
         return {}

@@ -93,9 +93,13 @@ def message_in(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def _push_config_in(config: dict[str, Any]) -> dict[str, Any]:
+    """A 0.3 ``PushNotificationConfig`` as 1.0's: its first scheme is the one the POSTs
+    use. ``{"schemes": []}`` without credentials asks for nothing (no authentication);
+    with credentials it becomes a 1.0 authentication without a scheme, which
+    :func:`a2a.face.push_configs.clean_config` refuses (its POSTs would go without them)."""
     out = {k: config[k] for k in ("id", "url", "token") if config.get(k) is not None}
     auth = config.get("authentication")
-    if auth:
+    if auth and (auth.get("schemes") or auth.get("credentials")):
         schemes = auth.get("schemes") or [""]
         out["authentication"] = {"scheme": schemes[0]}
         if auth.get("credentials"):
@@ -160,8 +164,9 @@ PUSH_VERSION_KEY = "@protocolVersion"
 def mark_push_config(operation: str, params: dict[str, Any]) -> None:
     """Mark the push config in a 0.3 call's (read) params, if any, as set over 0.3: the
     ``tasks/pushNotificationConfig/set`` config, or a send's
-    ``configuration.pushNotificationConfig``."""
-    if operation == "create_push_config":
+    ``configuration.pushNotificationConfig``; and a ``tasks/pushNotificationConfig/get``
+    as 0.3's, whose config id is optional (1.0's is required)."""
+    if operation in ("create_push_config", "get_push_config"):
         params[PUSH_VERSION_KEY] = LEGACY_VERSION
     elif operation in ("send_message", "stream_message"):
         configuration = params.get("configuration")

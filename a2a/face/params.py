@@ -66,6 +66,17 @@ def opt_str(params: dict[str, Any], name: str) -> str:
     return raw
 
 
+def required_str(params: dict[str, Any], name: str) -> str:
+    """A string param the request message marks REQUIRED (a task id, a config id): absent
+    or empty is INVALID_PARAMS naming the field. Read as optional, a missing task id was
+    looked up as the task "None" (TASK_NOT_FOUND) and a missing config id deleted nothing,
+    answering success."""
+    value = opt_str(params, name)
+    if not value:
+        raise InvalidParams(f"{name} is required.", violations=[(name, "required")])
+    return value
+
+
 def opt_str_list(
     params: dict[str, Any], name: str, *, items: int = 50, length: int = 200
 ) -> list[str]:

@@ -69,11 +69,19 @@ def clean_config(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     (the protocol version: 0.3 when the 0.3 binding marked the params, else 1.0)."""
     url = str(params.get("url") or "").strip()
     token = str(params.get("token") or "")
-    auth = params.get("authentication") or {}
-    if not isinstance(auth, dict):
+    auth = params.get("authentication")
+    if auth is not None and not isinstance(auth, dict):
         raise InvalidParams("authentication must be an object.")
-    scheme = str(auth.get("scheme") or "").strip()
-    credentials = str(auth.get("credentials") or "")
+    scheme = str((auth or {}).get("scheme") or "").strip()
+    credentials = str((auth or {}).get("credentials") or "")
+    if credentials and not scheme:
+        # AuthenticationInfo.scheme is REQUIRED: credentials without one were stored and
+        # then left out of every POST (no scheme, no Authorization header), silently. An
+        # empty ``authentication`` asks for nothing, as a 0.3 client's ``schemes: []``.
+        raise InvalidParams(
+            "authentication.scheme is required (e.g. Bearer).",
+            violations=[("authentication.scheme", "required")],
+        )
     _check_header_value("authentication.scheme", scheme)
     # Sent as header values: refused here, never quoted. What h11 refused at every POST
     # (a trailing space, a form feed) was recorded and logged with its whole value, and a

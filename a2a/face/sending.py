@@ -38,7 +38,13 @@ from a2a.face.ids import (
     toward_agent,
 )
 from a2a.face.params import opt_bool, opt_int, opt_str_list
-from a2a.face.serializers import OUTPUT_MODES, agent_message, caller_context, task_json
+from a2a.face.serializers import (
+    OUTPUT_MODES,
+    ROLE_USER,
+    agent_message,
+    caller_context,
+    task_json,
+)
 from a2a.face.stream_slots import Slot, stream_slots
 from a2a.face.visibility import visible_task, visible_tasks
 from a2a.models import Direction, Task, TaskEvent, TaskMessage
@@ -152,10 +158,14 @@ def validate_send(params: dict[str, Any]) -> dict[str, Any]:
             raise InvalidParams(
                 f"message.parts[{i}] {problem}.", violations=[(f"message.parts[{i}]", problem)]
             )
-    if message.get("role") not in ("ROLE_USER", 1):
+    # ProtoJSON also takes an enum as its number (1). Stored as sent, it went to the agent
+    # as ``"role": 1``, GetTask served it so, and 0.3 clients read it as the agent's.
+    role = message.get("role")
+    if role != ROLE_USER and not (type(role) is int and role == 1):
         raise InvalidParams(
             "message.role must be ROLE_USER.", violations=[("message.role", "ROLE_USER")]
         )
+    message["role"] = ROLE_USER
     return message
 
 
@@ -354,16 +364,25 @@ async def stream_message(
     """Send, then stream: the Task first, then status/artifact updates until the task
     ends or asks again."""
 
-    def start() -> tuple[Task, int | None, Slot]:
+    def start() -> tuple[Task, int | None, int | None, Slot]:
         ctx.require_caller()
         slot = stream_slots.take(ctx)  # before the send: a refused stream creates no task
         try:
-            task, since_seq, _config = send_and_attach(ctx, params, streaming=True)
+            task, since_seq, config = send_and_attach(ctx, params, streaming=True)
         except BaseException:
             slot.release()
             raise
         # Should the caller be gone by now, the slot goes back as it is dropped.
-        return task, since_seq, slot
+        return task, since_seq, opt_int(config, "historyLength", low=0), slot
 
-    task, since_seq, slot = await db_call(start)()
-    return sse.task_stream(task.id, watched=task.watched, sent=True, since_seq=since_seq, slot=slot)
+    task, since_seq, history_length, slot = await db_call(start)()
+    # historyLength bounds the first event's Task, as it bounds message:send's answer
+    # (the server MUST NOT return more messages than asked for).
+    return sse.task_stream(
+        task.id,
+        watched=task.watched,
+        sent=True,
+        since_seq=since_seq,
+        slot=slot,
+        history_length=history_length,
+    )

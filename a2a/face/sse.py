@@ -52,15 +52,20 @@ def recheck_seconds() -> float:
 # --- snapshots ------------------------------------------------------------------------
 
 
-def snapshot(task_id: uuid.UUID | str, *, with_history: bool = False) -> dict[str, Any] | None:
-    """``{"seq", "task"}`` for the task now, read in one query (seq = transitions so far)."""
+def snapshot(
+    task_id: uuid.UUID | str, *, with_history: bool = False, history_length: int | None = None
+) -> dict[str, Any] | None:
+    """``{"seq", "task"}`` for the task now, read in one query (seq = transitions so far);
+    ``with_history``: with its history, the last ``history_length`` messages of it (None:
+    all of it; 0: none, and no query for it)."""
     task = Task.objects.annotate(seq=Count("events")).filter(pk=task_id).first()
     if task is None:
         return None
     history = None
-    if with_history:
+    if with_history and history_length != 0:
         history = list(TaskMessage.objects.filter(task=task).order_by("created_at", "id"))
-    return {"seq": int(task.seq), "task": task_json(task, history=history)}  # type: ignore[attr-defined]
+    payload = task_json(task, history=history, history_length=history_length)
+    return {"seq": int(task.seq), "task": payload}  # type: ignore[attr-defined]
 
 
 def stream_events(task: dict[str, Any]) -> list[dict[str, Any]]:
@@ -265,8 +270,10 @@ async def task_stream(
     sent: bool = False,
     since_seq: int | None = None,
     slot: Slot | None = None,
+    history_length: int | None = None,
 ) -> AsyncIterator[dict[str, Any] | None]:
-    """The StreamResponse events of a task: the current Task first, then every new status
+    """The StreamResponse events of a task: the current Task first (with the last
+    ``history_length`` messages of its history; None: all), then every new status
     (and the artifacts on completion), closing after a final state. Yields
     :data:`KEEPALIVE` while nothing happens.
 
@@ -282,7 +289,9 @@ async def task_stream(
 
     try:
         async with Subscription(task_id, watched=watched) as sub:
-            snap = await db_call(snapshot)(task_id, with_history=True)
+            snap = await db_call(snapshot)(
+                task_id, with_history=True, history_length=history_length
+            )
             if snap is None:
                 return
             yield {"task": snap["task"]}

@@ -137,6 +137,18 @@ def test_the_real_card_advertises_both_bindings(skill: Any, settings: Any) -> No
     assert [s["id"] for s in body["skills"]] == ["ce-review"]
 
 
+def test_a_skill_without_tags_is_carried_with_its_id_as_its_tag(
+    make_skill: Any, make_agent: Any
+) -> None:
+    """AgentSkill.tags is REQUIRED, and a required list holds at least one element; the
+    registry allows a skill with no tags nor domain, which the cards carried as []."""
+    bare = make_skill(id="bare", tags=[], domain="", subdomain="")
+    make_agent(skills=[bare])
+    for path in ("/.well-known/agent-card.json", "/v1/a2a/agent-one/.well-known/agent-card.json"):
+        skills = {s["id"]: s for s in Client().get(path).json()["skills"]}
+        assert skills["bare"]["tags"] == ["bare"]
+
+
 def test_the_real_card_changes_its_etag_when_a_skill_changes(skill: Any) -> None:
     first = Client().get("/.well-known/agent-card.json")
     skill.description = "Now with more checks."

@@ -94,6 +94,36 @@ def test_bad_list_params_are_minus_32602(as_alice: FaceClient) -> None:
     assert _error(as_alice.rpc("ListTasks", {"pageSize": 500}))["code"] == -32602
 
 
+@pytest.mark.parametrize(
+    ("method", "params", "field"),
+    [
+        ("GetTask", {}, "id"),
+        ("CancelTask", {"id": ""}, "id"),
+        ("SubscribeToTask", {}, "id"),
+        ("ListTaskPushNotificationConfigs", {}, "taskId"),
+        ("CreateTaskPushNotificationConfig", {"url": "https://example.com/hook"}, "taskId"),
+        ("GetTaskPushNotificationConfig", {"taskId": "TASK"}, "id"),
+        ("DeleteTaskPushNotificationConfig", {"taskId": "TASK"}, "id"),
+        ("DeleteTaskPushNotificationConfig", {"id": "cfg"}, "taskId"),
+    ],
+)
+def test_a_missing_required_id_is_minus_32602_naming_it(
+    as_alice: FaceClient,
+    alice: Any,
+    make_task: Callable[..., Task],
+    method: str,
+    params: dict[str, Any],
+    field: str,
+) -> None:
+    """Read as optional, a missing task id was looked up as the task "None" (-32001), a
+    missing config id as "" (-32001), and a delete without one answered success."""
+    task = make_task(alice)
+    params = {k: str(task.id) if v == "TASK" else v for k, v in params.items()}
+    error = _error(as_alice.rpc(method, params))
+    assert error["code"] == -32602
+    assert error["data"][1]["fieldViolations"] == [{"field": field, "description": "required"}]
+
+
 def test_unsupported_version_is_minus_32009(as_alice: FaceClient) -> None:
     response = as_alice.rpc("ListTasks", **{"A2A-Version": "0.3"})
     assert _error(response)["code"] == -32009

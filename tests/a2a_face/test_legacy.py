@@ -151,6 +151,36 @@ def test_push_configs_in_0_3_shapes(
     assert PushNotificationConfig.objects.count() == 0
 
 
+def test_0_3_credentials_without_a_scheme_are_refused(
+    as_alice: FaceClient, alice: Any, agent: Any, make_task: Callable[..., Task], settings: Any
+) -> None:
+    """0.3's ``schemes: []`` with credentials is 1.0's authentication without a scheme:
+    refused (its POSTs went without the credentials), on set and with a send. Without
+    credentials it asks for nothing, and is taken as no authentication, as before."""
+    settings.ALLOW_LOOPBACK_URLS = True
+    task = make_task(alice)
+    auth = {"schemes": [], "credentials": "c"}
+    empty = {"url": "http://127.0.0.1:9/hook", "authentication": auth}
+    refused = _rpc(
+        as_alice,
+        "tasks/pushNotificationConfig/set",
+        {"taskId": str(task.id), "pushNotificationConfig": empty},
+    )["error"]
+    assert refused["code"] == -32602
+    assert refused["data"][1]["fieldViolations"][0]["field"] == "authentication.scheme"
+    send = {"message": _message(), "configuration": {"pushNotificationConfig": empty}}
+    assert _rpc(as_alice, "message/send", send)["error"]["code"] == -32602
+    assert Task.objects.count() == 1
+    bare = {"url": "http://127.0.0.1:9/hook", "authentication": {"schemes": []}}
+    stored = _rpc(
+        as_alice,
+        "tasks/pushNotificationConfig/set",
+        {"taskId": str(task.id), "pushNotificationConfig": bare},
+    )["result"]
+    assert "authentication" not in stored["pushNotificationConfig"]
+    assert PushNotificationConfig.objects.get().auth_scheme == ""
+
+
 def test_0_3_params_are_validated(as_alice: FaceClient, agent: Any) -> None:
     body = _rpc(as_alice, "message/send", {"message": {"role": "user"}})
     assert body["error"]["code"] == -32602

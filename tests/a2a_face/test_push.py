@@ -121,6 +121,42 @@ def test_bad_configs_are_refused(as_alice: FaceClient, task: Task, config: dict[
     assert PushNotificationConfig.objects.count() == 0
 
 
+def _scheme_refused(error: dict[str, Any]) -> bool:
+    """Whether ``error`` (a REST ``error`` or a JSON-RPC one) is INVALID_PARAMS naming
+    authentication.scheme."""
+    details = error.get("details") or error.get("data")
+    violations = [v["field"] for d in details for v in d.get("fieldViolations", [])]
+    return details[0]["reason"] == "INVALID_PARAMS" and violations == ["authentication.scheme"]
+
+
+@pytest.mark.parametrize(
+    "authentication", [{"credentials": "hook-secret"}, {"scheme": " ", "credentials": "s"}]
+)
+def test_authentication_without_a_scheme_is_refused_on_every_path(
+    as_alice: FaceClient, task: Task, agent: Any, authentication: dict[str, Any]
+) -> None:
+    """AuthenticationInfo.scheme is REQUIRED: credentials without one were stored, and
+    every POST then went without them (no scheme, no Authorization header)."""
+    as_alice.check = False
+    config = {"url": "http://127.0.0.1:9/h", "authentication": authentication}
+    rest = as_alice.post(f"/v1/a2a/tasks/{task.id}/pushNotificationConfigs", config)
+    assert rest.status_code == 400
+    assert _scheme_refused(rest.json()["error"])
+    rpc = as_alice.rpc("CreateTaskPushNotificationConfig", {"taskId": str(task.id), **config})
+    assert _scheme_refused(rpc.json()["error"])
+    message = {"messageId": "m-auth", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    sent = as_alice.post(
+        "/v1/a2a/message:send",
+        {
+            "message": message,
+            "configuration": {"returnImmediately": True, "taskPushNotificationConfig": config},
+        },
+    )
+    assert _scheme_refused(sent.json()["error"])
+    assert PushNotificationConfig.objects.count() == 0
+    assert Task.objects.count() == 1  # the send created no task
+
+
 def test_loopback_webhooks_are_refused_unless_allowed(
     as_alice: FaceClient, task: Task, settings: Any
 ) -> None:

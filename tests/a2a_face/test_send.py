@@ -232,6 +232,7 @@ def test_a_tenant_route_sees_a_disabled_agent_at_once(as_alice: FaceClient, agen
         {"message": {"role": "ROLE_USER", "parts": [{"text": "x"}]}},
         {"message": {"messageId": "m", "role": "ROLE_USER", "parts": []}},
         {"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "x"}]}},
+        {"message": {"messageId": "m", "role": True, "parts": [{"text": "x"}]}},  # == 1
         {"message": {"messageId": "m", "role": "ROLE_USER", "parts": "x"}},
         {
             "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
@@ -246,6 +247,16 @@ def test_malformed_sends_are_invalid_params(
     assert response.status_code == 400
     assert error_reason(response) == "INVALID_PARAMS"
     assert Task.objects.count() == 0
+
+
+def test_a_role_given_as_its_number_is_stored_as_its_name(as_alice: FaceClient, agent: Any) -> None:
+    """ProtoJSON takes ``"role": 1`` for ROLE_USER. Kept as sent, it went to the agent as
+    1, GetTask served 1 and a 0.3 client read its own message as the agent's."""
+    task_id = send(as_alice, message(role=1)).json()["task"]["id"]
+    assert Task.objects.get(pk=task_id).outbound_message["role"] == "ROLE_USER"
+    assert as_alice.get(f"/v1/a2a/tasks/{task_id}").json()["history"][0]["role"] == "ROLE_USER"
+    legacy = as_alice.rpc("tasks/get", {"id": task_id}, **{"A2A-Version": ""}).json()["result"]
+    assert legacy["history"][0]["role"] == "user"
 
 
 def test_an_unknown_task_id_is_task_not_found(as_alice: FaceClient, agent: Any) -> None:

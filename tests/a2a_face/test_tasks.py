@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 from collections.abc import Callable
 from datetime import timedelta
@@ -341,3 +343,35 @@ def test_a_legacy_agents_shapes_reach_clients_in_1_0_form(
     ]
     assert body["artifacts"][0]["parts"] == [{"data": {"verdict": "pass"}}]
     assert "kind" not in _walk_keys(body)
+
+
+def _forged(value: Any) -> str:
+    """A pageToken made by the client, in the shape of ours (base64 of a JSON pair)."""
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+
+SOME_ID = "00000000-0000-0000-0000-000000000001"
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"pageToken": _forged(["2026-01-01T00:00:00Z", 5])},  # an id that is no string
+        {"pageToken": _forged(["2026-01-01T00:00:00", SOME_ID])},  # no zone: never ours
+        {"pageToken": _forged(["0001-01-01T00:00:00+05:00", SOME_ID])},  # before year 1 in UTC
+        {"pageToken": _forged(["9999-12-31T23:59:59-05:00", SOME_ID])},  # after 9999 in UTC
+    ],
+)
+def test_list_refuses_forged_page_tokens_on_both_bindings(
+    alice: Any, make_task: Callable[..., Task], params: dict[str, str]
+) -> None:
+    """Each was a 500 (AttributeError, or OverflowError when the query ran). A
+    statusTimestampAfter out of range is refused as no Timestamp when the params are read."""
+    make_task(alice)
+    client = FaceClient(alice.raw_token)
+    response = client.get("/v1/a2a/tasks", params)
+    assert response.status_code == 400
+    assert error_reason(response) == "INVALID_PARAMS"
+    field = next(iter(params))
+    assert response.json()["error"]["details"][1]["fieldViolations"][0]["field"] == field
+    assert client.rpc("ListTasks", params).json()["error"]["code"] == -32602
