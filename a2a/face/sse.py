@@ -45,6 +45,10 @@ def group_name(task_id: uuid.UUID | str) -> str:
     return f"a2a-task-{uuid.UUID(str(task_id)).hex}"
 
 
+# Seconds between re-reads of a streamed task while the shared channel layer is away.
+DEGRADED_RECHECK = 1.0
+
+
 def recheck_seconds() -> float:
     return float(getattr(settings, "A2A_STREAM_RECHECK", 5.0))
 
@@ -179,6 +183,7 @@ class Subscription:
         self.task_id = task_id
         self.watched = watched
         self.marker = listeners.Marker()
+        self.degraded = False  # opened without the shared layer: the task is re-read
 
     async def open(self) -> None:
         if self.local:
@@ -188,8 +193,22 @@ class Subscription:
             # Before the Redis mark and the first snapshot: a transition that wrote the row
             # before this is in that snapshot; one after says watched and reads the mark.
             await db_call(Task.watch)(self.task_id)
-        self.channel = await self.layer.new_channel()
-        await self.layer.group_add(self.group, self.channel)
+        try:
+            self.channel = await self.layer.new_channel()
+            await self.layer.group_add(self.group, self.channel)
+        except Exception as exc:
+            # The shared layer (Redis) is away. The caller's task may exist already (a
+            # blocking send, a stream's send): refused now, the client would send it again
+            # and the agent get the work twice. The row is the truth: it is re-read instead.
+            log.warning(
+                "task %s: no channel layer (%s); its stream re-reads the task every %s s",
+                self.task_id,
+                type(exc).__name__,
+                DEGRADED_RECHECK,
+            )
+            self.channel = None
+            self.degraded = True
+            return
         await self._mark()
         # One long-lived reader per subscription: cancelling a pending receive() on the
         # Redis layer can drop a message, cancelling a queue get cannot.
@@ -206,6 +225,11 @@ class Subscription:
         self.marker.done()
 
     async def next(self, wait: float) -> dict[str, Any] | None:
+        """The next snapshot published within ``wait`` seconds, else None (the caller
+        re-reads the task). Without the layer, None after a short wait."""
+        if self.degraded:
+            await asyncio.sleep(min(wait, DEGRADED_RECHECK))
+            return None
         if not self.local and self.marker.due():
             await self._mark()
         try:
