@@ -8,7 +8,9 @@ the bare Task / ``kind``-tagged events of A2A 0.3) and :func:`apply` ties it to 
 platform task and the agent's task id, then goes through the one agent-update mapping
 polling uses (:func:`a2a.services.apply_agent_update`): a COMPLETED still has its output
 validated, and a COMPLETED that brings no artifacts (none pushed before either) makes the
-worker read the task once with ``GetTask``. It is idempotent and order-safe: a status
+worker read the task once with ``GetTask``. It is idempotent (but for appended artifact
+chunks: they carry no id, and the same chunk may come twice on purpose, so a chunk pushed
+again is appended again; a whole artifact or Task pushed replaces them) and order-safe: a status
 whose timestamp is older than the latest one applied, a WORKING while the platform waits
 for a person's answer, and anything for a finished task but a repeat of its final state
 are refused with ``409`` and change nothing. A push whose artifacts would take the
