@@ -15,7 +15,14 @@ def main() -> None:
             f"Django is not installed for {sys.executable}. Run `make run` once (it creates "
             "the virtual environment in .venv/), then use `.venv/bin/python manage.py ...`."
         )
-    execute_from_command_line(sys.argv)
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        execute_from_command_line(sys.argv)
+    except ImproperlyConfigured as exc:
+        # A bad setting is the operator's to fix: one line naming it (settings.py raises
+        # with the variable's name), not forty lines of Django's start-up traceback.
+        sys.exit(f"Configuration error: {exc}")
 
 
 if __name__ == "__main__":

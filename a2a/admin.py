@@ -66,6 +66,18 @@ class WaitingFilter(admin.SimpleListFilter):
         return queryset
 
 
+# The task list's columns (list_display) use none of these; the search and filters neither.
+LIST_DEFERRED = (
+    "input",
+    "output",
+    "artifacts",
+    "status_message",
+    "outbound_message",
+    "metadata",
+    "error",
+)
+
+
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
     """Tasks: list by state/skill/agent; a read-only page per task with its actions."""
@@ -83,7 +95,9 @@ class TaskAdmin(admin.ModelAdmin):
     ]
     list_filter = [WaitingFilter, "state", "transport", "origin", "skill", "agent"]
     search_fields = ["id", "remote_task_id", "context_id", "idempotency_key"]
-    list_select_related = ["skill", "agent"]
+    # None: the columns show the skill's and agent's ids, on the row itself; joining them
+    # read each row's agent (its card, up to AGENT_CARD_MAX_BYTES) for nothing.
+    list_select_related = False
     date_hierarchy = "created_at"
     ordering = ["-created_at"]
     actions = ["cancel_selected", "retry_selected"]
@@ -91,6 +105,15 @@ class TaskAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # tasks are created through the API, with validation and matching
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Task]:
+        """The list leaves out the JSON it never shows: 25 tasks with 4 MB of artifacts
+        each made one page of it hold 200 MB. The task page and the actions load it all."""
+        tasks = super().get_queryset(request)
+        match = request.resolver_match
+        if match is not None and match.url_name == "a2a_task_changelist":
+            return tasks.defer(*LIST_DEFERRED)
+        return tasks
 
     def get_ordering(self, request: HttpRequest) -> list[str]:
         """The inbox (``?waiting=yes``) lists the longest waiting first, unless a column
@@ -192,7 +215,8 @@ class TaskAdmin(admin.ModelAdmin):
         """Run ``fn`` on each task; the refusals in one message (a message each, over
         thousands of ended tasks selected, filled the session)."""
         done, refused = 0, []
-        for task in tasks.select_related("skill", "agent"):
+        # defer(None): the list's deferral undone, the verbs read (and save) whole tasks.
+        for task in tasks.defer(None).select_related("skill", "agent"):
             try:
                 fn(task)
                 done += 1

@@ -22,6 +22,11 @@ from a2a.states import INTERRUPTED_STATES, RETRYABLE_STATES, TaskState
 # What a user needs to see the panels (they show tasks): as the task list asks.
 PANEL_PERMISSIONS = ("a2a.view_task",)
 
+# What the panels show of a task (templates admin/a2a/dashboard.html, agent_tasks.html):
+# loading whole rows read every recent task's artifacts (megabytes each) to show its id.
+OLDEST_FIELDS = ("pk", "skill_id", "agent_id", "state_changed_at")
+RECENT_FIELDS = ("pk", "skill_id", "state", "created_at")
+
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
 
@@ -52,7 +57,8 @@ def dashboard_stats() -> dict[str, Any]:
     """What the admin index shows about tasks."""
     now = timezone.now()
     waiting = Task.objects.filter(state__in=INTERRUPTED_STATES)
-    oldest = waiting.order_by("state_changed_at").select_related("skill", "agent").first()
+    # The columns the panel shows: a task's artifacts and JSON can run to megabytes.
+    oldest = waiting.order_by("state_changed_at").only(*OLDEST_FIELDS).first()
     failures = (
         Task.objects.filter(state__in=RETRYABLE_STATES, state_changed_at__gte=now - DAY)
         .values("error__code")
@@ -95,7 +101,7 @@ def agent_panel(request: HttpRequest, agent: Any) -> str:
         "agent": agent,
         "counts": [(state, counts.get(state, 0)) for state in TaskState.values],
         "total_day": sum(counts.values()),
-        "recent": tasks.select_related("skill").order_by("-created_at")[:10],
+        "recent": tasks.only(*RECENT_FIELDS).order_by("-created_at")[:10],
         "all_url": f"{changelist}?agent__id__exact={agent.pk}",
     }
     return render_to_string("admin/a2a/agent_tasks.html", context, request=request)

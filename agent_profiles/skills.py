@@ -63,13 +63,14 @@ def load_skills(items: Any) -> SkillLoadResult:
     created: list[str] = []
     updated: list[str] = []
     with transaction.atomic():
-        existing = set(
-            Skill.objects.select_for_update().filter(pk__in=ids).values_list("pk", flat=True)
-        )
+        # Lock the rows that exist up front, in one statement, as before.
+        list(Skill.objects.select_for_update().filter(pk__in=ids).values_list("pk", flat=True))
         for fields in parsed:
             skill_id = fields.pop("id")
-            Skill.objects.update_or_create(id=skill_id, defaults=fields)
-            (updated if skill_id in existing else created).append(skill_id)
+            # The row's own word, not a list read up front: two loads of one new file at
+            # once each read "none exists" first, and both said "created" for every skill.
+            _, made = Skill.objects.update_or_create(id=skill_id, defaults=fields)
+            (created if made else updated).append(skill_id)
     return SkillLoadResult(created, updated)
 
 

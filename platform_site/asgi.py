@@ -2,13 +2,19 @@
 gateway for WebSockets."""
 
 import os
+import sys
 
 import django
+from django.core.exceptions import ImproperlyConfigured
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
-django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
+try:
+    django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
+except ImproperlyConfigured as exc:
+    # daphne would print the start-up traceback: one line naming the setting instead.
+    sys.exit(f"Configuration error: {exc}")
 
-from platform_site.lean_asgi import PlatformASGIHandler  # noqa: E402
+from platform_site.lean_asgi import PlatformASGIHandler
 
 # Chunked bodies, and each request's database connections closed: see the class.
 django_asgi_app = PlatformASGIHandler()

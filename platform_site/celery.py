@@ -4,9 +4,11 @@ lost message only a delay."""
 from __future__ import annotations
 
 import os
+import sys
 
 from celery import Celery
 from celery.signals import beat_init, setup_logging, task_prerun, worker_ready
+from django.core.exceptions import ImproperlyConfigured
 
 from platform_site import kombu_fix
 
@@ -23,6 +25,18 @@ app.autodiscover_tasks()
 # single cost of a worker's send (profiled). Connections are kept instead, and checked
 # before each task the way Django checks them per request (:func:`_tidy_connections`).
 app.conf.CELERY_DB_REUSE_MAX = 10**9
+
+
+@app.on_configure.connect
+def _settings_or_one_line(**kwargs: object) -> None:
+    """A bad setting stops a worker or beat with one line naming it (as manage.py and
+    daphne do), not Celery's hundred lines of traceback through its config loading."""
+    from django.conf import settings
+
+    try:
+        settings.INSTALLED_APPS  # noqa: B018 - loads the settings module
+    except ImproperlyConfigured as exc:
+        sys.exit(f"Configuration error: {exc}")
 
 
 @task_prerun.connect

@@ -15,6 +15,7 @@ process answers the same.
 from __future__ import annotations
 
 import hmac
+import logging
 import os
 import threading
 import time
@@ -23,6 +24,7 @@ from contextlib import ContextDecorator
 from typing import Any
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -33,8 +35,12 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from prometheus_client.core import Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from platform_site.db_bounds import statement_timeout
+
+log = logging.getLogger(__name__)
 
 MULTIPROC_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
 
@@ -172,9 +178,31 @@ def add_scrape_collector(collect: Callable[[], Iterable[Metric]]) -> None:
 
 
 class _ScrapeTime(Collector):
+    """The scrape-time gauges, and ``a2a_database_up``: 0 when the database could not be
+    read (down, or a statement slower than PROBE_TIMEOUT), its gauges then left out.
+
+    A database outage used to turn the whole page into a 503: every counter of the
+    process went missing exactly when an operator needed them.
+    """
+
     def collect(self) -> Iterable[Metric]:
+        gathered: list[Metric] = []
+        up = 1
         for collect in list(_scrape_collectors):
-            yield from collect()
+            try:
+                with statement_timeout():
+                    gathered.extend(collect())  # all or none of one collector's gauges
+            except DatabaseError as exc:
+                log.warning("metrics: database gauges skipped: %s: %s", type(exc).__name__, exc)
+                up = 0
+                break  # the next collector would wait for the same database again
+        yield from gathered
+        yield GaugeMetricFamily(
+            "a2a_database_up",
+            "1 when this scrape read the database's gauges, 0 when it could not (they are "
+            "left out).",
+            value=up,
+        )
 
 
 def render() -> bytes:

@@ -29,7 +29,12 @@ def envstr(name: str, default: str = "") -> str:
     """A string setting; ``NAME_FILE`` (a path) wins over ``NAME`` for secrets."""
     path = os.environ.get(f"{name}_FILE")
     if path:
-        return Path(path).read_text().strip()
+        try:
+            return Path(path).read_text().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            # A bare FileNotFoundError named the path but not the variable that gave it.
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ImproperlyConfigured(f"{name}_FILE: cannot read {path!r}: {reason}") from None
     return os.environ.get(name, default)
 
 
@@ -44,17 +49,33 @@ def envbool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {raw!r}")
 
 
-def envint(name: str, default: int) -> int:
+def _in_range(name: str, raw: str, value: float, minimum: float | None, positive: bool) -> None:
+    """Sizes, timeouts and intervals: a negative one (or 0 where 0 means nothing) started
+    the platform and failed far from the cause (every admin login a 500 with
+    MAX_BODY_BYTES=-5; tasks leased for -3 s)."""
+    if positive and value <= 0:
+        raise ImproperlyConfigured(f"{name} must be more than 0, got {raw}")
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name} must be {minimum:g} or more, got {raw}")
+
+
+def envint(name: str, default: int, *, minimum: int | None = None, positive: bool = False) -> int:
+    """An integer setting; ``minimum`` (inclusive) or ``positive`` (above 0) bound it."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
+    _in_range(name, raw, value, minimum, positive)
+    return value
 
 
-def envfloat(name: str, default: float) -> float:
+def envfloat(
+    name: str, default: float, *, minimum: float | None = None, positive: bool = False
+) -> float:
+    """A number setting; ``minimum`` (inclusive) or ``positive`` (above 0) bound it."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
@@ -66,6 +87,7 @@ def envfloat(name: str, default: float) -> float:
     # start and fail at the first timer scheduled from it, far from the cause.
     if not math.isfinite(value):
         raise ImproperlyConfigured(f"{name} must be a finite number, got {raw!r}")
+    _in_range(name, raw, value, minimum, positive)
     return value
 
 
@@ -117,7 +139,7 @@ CSRF_TRUSTED_ORIGINS = [
 ]
 # Reverse proxies in front of daphne: throttles and the login lockout then key on the real
 # client address from X-Forwarded-For (platform_site.clientip). Unset: the socket's peer.
-NUM_PROXIES = envint("NUM_PROXIES", 0) if os.environ.get("NUM_PROXIES") else None
+NUM_PROXIES = envint("NUM_PROXIES", 0, minimum=0) if os.environ.get("NUM_PROXIES") else None
 # An https PUBLIC_URL means TLS ends before daphne (a TLS-terminating proxy, as deploy/
 # sets it up): the admin's session and CSRF cookies then never travel over plain http.
 # The embedded default (http://127.0.0.1:8000) keeps them plain, or no login would stick.
@@ -136,12 +158,10 @@ if USE_X_FORWARDED_PROTO:
 # remembered by browsers for its whole lifetime, and a redirect needs the proxy's scheme
 # header (above) or every request would redirect again. Health and metrics stay plain, as
 # load balancers and scrapers on the host probe them over http.
-SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", False)
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
-if SECURE_HSTS_SECONDS < 0:
-    raise ImproperlyConfigured(f"SECURE_HSTS_SECONDS must be 0 or more, got {SECURE_HSTS_SECONDS}")
 if SECURE_SSL_REDIRECT and not USE_X_FORWARDED_PROTO:
     raise ImproperlyConfigured(
         "SECURE_SSL_REDIRECT needs USE_X_FORWARDED_PROTO: daphne sees plain http behind the "
@@ -209,8 +229,22 @@ TEMPLATES = [
     },
 ]
 
+# Seconds to open a PostgreSQL connection: a server that accepts the TCP connection and
+# then says nothing (stopped, or a black-holed path) held each request, /readyz and
+# /metrics for ever (libpq waits without end by default).
+DATABASE_CONNECT_TIMEOUT = envint("DATABASE_CONNECT_TIMEOUT", 5, positive=True)
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    try:
+        DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    except ValueError as exc:  # an unknown scheme, a port that is not a number, ...
+        # The message, never the URL: it may carry the password.
+        raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
+    if "postgresql" in DATABASES["default"]["ENGINE"]:
+        # psycopg passes it to libpq; the URL's own ?connect_timeout= wins.
+        DATABASES["default"]["OPTIONS"] = {
+            "connect_timeout": DATABASE_CONNECT_TIMEOUT,
+            **DATABASES["default"].get("OPTIONS", {}),
+        }
     if envbool("DATABASE_PREPARED_STATEMENTS", True):
         # The same few statements run for every task: prepared once per connection
         # (psycopg prepares one after its fifth run), PostgreSQL skips parsing and
@@ -258,8 +292,8 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_ENABLED = envbool("AXES_ENABLED", True)
-AXES_FAILURE_LIMIT = envint("AXES_FAILURE_LIMIT", 5)
-AXES_COOLOFF_TIME = envfloat("AXES_COOLOFF_TIME", 0.25)
+AXES_FAILURE_LIMIT = envint("AXES_FAILURE_LIMIT", 5, positive=True)
+AXES_COOLOFF_TIME = envfloat("AXES_COOLOFF_TIME", 0.25, minimum=0)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 # The client address as the throttles see it (NUM_PROXIES trusted proxies in front).
@@ -284,11 +318,11 @@ WHITENOISE_USE_FINDERS = True
 warnings.filterwarnings("ignore", message=r"No directory at: .*staticfiles", category=UserWarning)
 
 # Request bodies larger than this are refused with 413 (REST) or the A2A error shape.
-MAX_BODY_BYTES = envint("MAX_BODY_BYTES", 1_000_000)
+MAX_BODY_BYTES = envint("MAX_BODY_BYTES", 1_000_000, positive=True)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_BODY_BYTES
 # A connection (HTTP or WebSocket) whose client has taken none of what it was sent for this
 # many seconds is closed, like a proxy's send timeout (platform_site/send_stall.py); 0: never.
-SEND_STALL_TIMEOUT = envfloat("SEND_STALL_TIMEOUT", 60.0)
+SEND_STALL_TIMEOUT = envfloat("SEND_STALL_TIMEOUT", 60.0, minimum=0)
 
 # --- REST API -------------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -349,46 +383,51 @@ ALLOW_LOOPBACK_URLS = envbool("ALLOW_LOOPBACK_URLS", EMBEDDED)
 # Fernet key(s) for agents' credentials at rest, comma-separated (the first encrypts, all
 # decrypt: rotation). Unset: derived from SECRET_KEY.
 CREDENTIALS_KEY = envstr("CREDENTIALS_KEY")
-AGENT_CARD_TIMEOUT = envfloat("AGENT_CARD_TIMEOUT", 5.0)  # seconds per card request
-AGENT_CARD_MAX_BYTES = envint("AGENT_CARD_MAX_BYTES", 512_000)
-AGENT_ANSWER_MAX_BYTES = envint("AGENT_ANSWER_MAX_BYTES", 10_000_000)  # or one stream event
+AGENT_CARD_TIMEOUT = envfloat("AGENT_CARD_TIMEOUT", 5.0, positive=True)  # seconds per card request
+AGENT_CARD_MAX_BYTES = envint("AGENT_CARD_MAX_BYTES", 512_000, positive=True)
+# One agent's answer, or one stream event.
+AGENT_ANSWER_MAX_BYTES = envint("AGENT_ANSWER_MAX_BYTES", 10_000_000, positive=True)
 # All of a task's artifacts, however they came (appended chunks of a stream or of pushes).
-TASK_ARTIFACTS_MAX_BYTES = envint("TASK_ARTIFACTS_MAX_BYTES", 10_000_000)
+TASK_ARTIFACTS_MAX_BYTES = envint("TASK_ARTIFACTS_MAX_BYTES", 10_000_000, positive=True)
 # Messages an agent may push into one task's conversation; more are refused (409).
-TASK_AGENT_MESSAGES_MAX = envint("TASK_AGENT_MESSAGES_MAX", 1000)
-AGENT_CARD_RETRY_SECONDS = envfloat("AGENT_CARD_RETRY_SECONDS", 30.0)
-AGENT_CARD_REFRESH_INTERVAL = envfloat("AGENT_CARD_REFRESH_INTERVAL", 3600.0)  # 0: never
-AGENT_HEALTH_INTERVAL = envfloat("AGENT_HEALTH_INTERVAL", 60.0)  # 0: no health checks
-AGENT_HEALTH_TIMEOUT = envfloat("AGENT_HEALTH_TIMEOUT", 5.0)
+TASK_AGENT_MESSAGES_MAX = envint("TASK_AGENT_MESSAGES_MAX", 1000, minimum=0)
+AGENT_CARD_RETRY_SECONDS = envfloat("AGENT_CARD_RETRY_SECONDS", 30.0, minimum=0)
+AGENT_CARD_REFRESH_INTERVAL = envfloat("AGENT_CARD_REFRESH_INTERVAL", 3600.0, minimum=0)  # 0: never
+AGENT_HEALTH_INTERVAL = envfloat("AGENT_HEALTH_INTERVAL", 60.0, minimum=0)  # 0: no health checks
+AGENT_HEALTH_TIMEOUT = envfloat("AGENT_HEALTH_TIMEOUT", 5.0, positive=True)
 
 # --- Dispatch -------------------------------------------------------------------------
-A2A_POLL_INTERVAL = envfloat("A2A_POLL_INTERVAL", 0.5)  # seconds, first poll
-A2A_POLL_INTERVAL_MAX = envfloat("A2A_POLL_INTERVAL_MAX", 10.0)  # most between two polls
-A2A_POLL_BACKOFF = envfloat("A2A_POLL_BACKOFF", 1.5)  # factor on the time a task stayed unchanged
-A2A_TASK_TIMEOUT = envfloat("A2A_TASK_TIMEOUT", 300.0)  # overall seconds per task
+A2A_POLL_INTERVAL = envfloat("A2A_POLL_INTERVAL", 0.5, minimum=0)  # seconds, first poll
+A2A_POLL_INTERVAL_MAX = envfloat("A2A_POLL_INTERVAL_MAX", 10.0, minimum=0)  # most between two polls
+# Poll backoff: a factor on the time a task stayed unchanged.
+A2A_POLL_BACKOFF = envfloat("A2A_POLL_BACKOFF", 1.5, minimum=0)
+A2A_TASK_TIMEOUT = envfloat("A2A_TASK_TIMEOUT", 300.0, positive=True)  # overall seconds per task
 # Days a task is kept after it ended (COMPLETED, FAILED, CANCELED, REJECTED); then beat
 # deletes it with its events and messages (a2a.retention). 0: kept forever.
 TASK_RETENTION_DAYS = max(0.0, envfloat("TASK_RETENTION_DAYS", 0.0))
-A2A_HTTP_TIMEOUT = envfloat("A2A_HTTP_TIMEOUT", 10.0)  # one HTTP call to an agent
-A2A_CONNECT_TIMEOUT = envfloat("A2A_CONNECT_TIMEOUT", 3.0)
-A2A_MAX_ATTEMPTS = envint("A2A_MAX_ATTEMPTS", 3)  # sends per task for transient errors
-A2A_RETRY_BACKOFF = envfloat("A2A_RETRY_BACKOFF", 2.0)  # seconds, doubled per attempt
-A2A_LEASE_SECONDS = envfloat("A2A_LEASE_SECONDS", 30.0)  # a claimed task's lease
-A2A_POLL_BATCH = envint("A2A_POLL_BATCH", 50)  # due sends/cancels/follows claimed per sweep
+A2A_HTTP_TIMEOUT = envfloat("A2A_HTTP_TIMEOUT", 10.0, positive=True)  # one HTTP call to an agent
+A2A_CONNECT_TIMEOUT = envfloat("A2A_CONNECT_TIMEOUT", 3.0, positive=True)
+# Sends per task for transient errors.
+A2A_MAX_ATTEMPTS = envint("A2A_MAX_ATTEMPTS", 3, positive=True)
+A2A_RETRY_BACKOFF = envfloat("A2A_RETRY_BACKOFF", 2.0, minimum=0)  # seconds, doubled per attempt
+A2A_LEASE_SECONDS = envfloat("A2A_LEASE_SECONDS", 30.0, positive=True)  # a claimed task's lease
+# Due sends/cancels/follows claimed per sweep.
+A2A_POLL_BATCH = envint("A2A_POLL_BATCH", 50, positive=True)
 # Polls: the batched engine (a2a/engine.py) claims this many per batch, up to
 # A2A_POLL_SWEEP_MAX per sweep, at most A2A_AGENT_POLL_RATE per agent and second (a
 # budget of rate x A2A_SWEEP_INTERVAL per sweep, over all its batches).
-A2A_POLL_ENGINE_BATCH = envint("A2A_POLL_ENGINE_BATCH", 200)
-A2A_POLL_SWEEP_MAX = envint("A2A_POLL_SWEEP_MAX", 2000)
-A2A_AGENT_POLL_RATE = envfloat("A2A_AGENT_POLL_RATE", 100.0)
-A2A_AGENT_SENDS_IN_FLIGHT = envint("A2A_AGENT_SENDS_IN_FLIGHT", 16)  # per agent and process
-A2A_POLL_CONCURRENCY = envint("A2A_POLL_CONCURRENCY", 16)
+A2A_POLL_ENGINE_BATCH = envint("A2A_POLL_ENGINE_BATCH", 200, positive=True)
+A2A_POLL_SWEEP_MAX = envint("A2A_POLL_SWEEP_MAX", 2000, positive=True)
+A2A_AGENT_POLL_RATE = envfloat("A2A_AGENT_POLL_RATE", 100.0, positive=True)
+# Sends to one agent at once, per process.
+A2A_AGENT_SENDS_IN_FLIGHT = envint("A2A_AGENT_SENDS_IN_FLIGHT", 16, positive=True)
+A2A_POLL_CONCURRENCY = envint("A2A_POLL_CONCURRENCY", 16, positive=True)
 # Embedded mode: threads of the platform process that act on a task at once after a change
 # (a new task, a reply, a cancel: a2a.local_dispatch). On 2 CPUs 16 took CPU from the
 # requests (face message:send 0.36x of a plain a2a-sdk server, 0.55x with 4); since the
 # sweep stopped racing new tasks' hints, 4 left new tasks queueing under load (dispatch
 # p50 132 ms, 52-57 ms with 8, the face's rate the same).
-A2A_EMBEDDED_THREADS = envint("A2A_EMBEDDED_THREADS", 8)
+A2A_EMBEDDED_THREADS = envint("A2A_EMBEDDED_THREADS", 8, positive=True)
 # Distributed: immediate hints go to the workers through one Redis list instead of a
 # Celery message each (a2a.hint_queue); each worker process starts them on this many
 # threads of its own (each with a database connection). Its threads wait on the agent and
@@ -396,38 +435,39 @@ A2A_EMBEDDED_THREADS = envint("A2A_EMBEDDED_THREADS", 8)
 # 250-291/s while creations came at 350-410/s (p50 2.6-4.0 s); 8 gave 269-306/s (p50
 # 1.4-2.3 s), 16 no more tasks than 8 on 2 CPUs.
 A2A_HINT_QUEUE = envbool("A2A_HINT_QUEUE", True)
-A2A_HINT_THREADS = envint("A2A_HINT_THREADS", 8)
-A2A_SWEEP_INTERVAL = envfloat("A2A_SWEEP_INTERVAL", 1.0)
+A2A_HINT_THREADS = envint("A2A_HINT_THREADS", 8, positive=True)
+A2A_SWEEP_INTERVAL = envfloat("A2A_SWEEP_INTERVAL", 1.0, positive=True)
 # Seconds the sweep leaves a new task to the hint that starts it (its safety net after).
-A2A_HINT_GRACE = envfloat("A2A_HINT_GRACE", 5.0)
+A2A_HINT_GRACE = envfloat("A2A_HINT_GRACE", 5.0, minimum=0)
 # Longest single stream or blocking send to an agent that cannot be polled (then the
 # stream is picked up again, up to the task's deadline).
-A2A_LONG_CALL_MAX = envfloat("A2A_LONG_CALL_MAX", 240.0)
+A2A_LONG_CALL_MAX = envfloat("A2A_LONG_CALL_MAX", 240.0, positive=True)
 # A long call's claim on its task: renewed every third of it while the call runs
 # (a2a.lease_keeper), so a worker killed during the call lets the task go within it.
-A2A_LONG_CALL_LEASE = envfloat("A2A_LONG_CALL_LEASE", 30.0)
+A2A_LONG_CALL_LEASE = envfloat("A2A_LONG_CALL_LEASE", 30.0, positive=True)
 # Long calls (streams followed to their end, blocking sends, held sends) run on threads of
 # their own where tasks are started (a2a.long_calls): at most this many per process, and
 # per agent, so an agent that hangs holds that many threads, not those starting tasks.
 # Each holds a database connection while it runs: 32 is four times the threads that
 # started tasks (and ran long calls) before, well within PostgreSQL's 100 connections.
-A2A_LONG_CALLS = envint("A2A_LONG_CALLS", 32)
-A2A_LONG_CALLS_PER_AGENT = envint("A2A_LONG_CALLS_PER_AGENT", 8)
+A2A_LONG_CALLS = envint("A2A_LONG_CALLS", 32, positive=True)
+A2A_LONG_CALLS_PER_AGENT = envint("A2A_LONG_CALLS_PER_AGENT", 8, positive=True)
 # A stream's events that only add artifacts are applied at most this often (0: each one).
-A2A_STREAM_APPLY_INTERVAL = envfloat("A2A_STREAM_APPLY_INTERVAL", 0.5)
+A2A_STREAM_APPLY_INTERVAL = envfloat("A2A_STREAM_APPLY_INTERVAL", 0.5, minimum=0)
 # Queue a Celery message (with a countdown) for polls due before the next sweeps; off:
 # every poll waits for the sweep, which claims and polls due tasks in batches.
 A2A_POLL_MESSAGES = envbool("A2A_POLL_MESSAGES", False)
 # Threads serving token calls to /api/tasks (each keeps its database connection); 0 runs
 # them on the one shared sync thread. One in the embedded mode (SQLite and the in-process
 # worker share one interpreter: more threads only contend), four on PostgreSQL.
-TASKS_API_THREADS = envint("TASKS_API_THREADS", 1 if EMBEDDED else 4)
+TASKS_API_THREADS = envint("TASKS_API_THREADS", 1 if EMBEDDED else 4, minimum=0)
 # Task creation caches skills and their candidate agents per process this long (a change
 # made in this process clears them at once; one made elsewhere shows within this); 0: off.
-A2A_REGISTRY_CACHE_SECONDS = envfloat("A2A_REGISTRY_CACHE_SECONDS", 2.0)
-A2A_LOAD_CACHE_SECONDS = envfloat("A2A_LOAD_CACHE_SECONDS", 1.0)  # candidates' task counts
+A2A_REGISTRY_CACHE_SECONDS = envfloat("A2A_REGISTRY_CACHE_SECONDS", 2.0, minimum=0)
+# Candidates' task counts are cached this long.
+A2A_LOAD_CACHE_SECONDS = envfloat("A2A_LOAD_CACHE_SECONDS", 1.0, minimum=0)
 # Most tasks one POST /api/tasks:batch may create.
-TASKS_BATCH_MAX = envint("TASKS_BATCH_MAX", 100)
+TASKS_BATCH_MAX = envint("TASKS_BATCH_MAX", 100, positive=True)
 # Agents whose card offers push notifications are asked to push each update of a task to
 # a per-task webhook (PUBLIC_URL must reach the platform from the agent); polling stays as
 # the safety net, from AGENT_PUSH_POLL_INTERVAL seconds on.
@@ -435,69 +475,74 @@ AGENT_PUSH_ENABLED = envbool("AGENT_PUSH_ENABLED", True)
 # Other A2A 1.0 agents' polled tasks are followed by listing: one ListTasks per agent every
 # A2A_LIST_INTERVAL seconds (0: off, every task polled on its own), each task's own polls
 # from A2A_LIST_POLL_INTERVAL seconds on as the safety net (a2a.agent_listing).
-A2A_LIST_INTERVAL = envfloat("A2A_LIST_INTERVAL", 1.0)
-A2A_LIST_POLL_INTERVAL = envfloat("A2A_LIST_POLL_INTERVAL", 60.0)
-AGENT_PUSH_POLL_INTERVAL = envfloat("AGENT_PUSH_POLL_INTERVAL", 60.0)
+A2A_LIST_INTERVAL = envfloat("A2A_LIST_INTERVAL", 1.0, minimum=0)
+A2A_LIST_POLL_INTERVAL = envfloat("A2A_LIST_POLL_INTERVAL", 60.0, minimum=0)
+AGENT_PUSH_POLL_INTERVAL = envfloat("AGENT_PUSH_POLL_INTERVAL", 60.0, minimum=0)
 # Those safety-net polls back off (A2A_POLL_BACKOFF) while they find nothing new, up to
 # this: the longest a lost push, or a change a listing missed, goes unnoticed (plus the
 # jitter below).
-A2A_SAFETY_POLL_INTERVAL_MAX = envfloat("A2A_SAFETY_POLL_INTERVAL_MAX", 600.0)
+A2A_SAFETY_POLL_INTERVAL_MAX = envfloat("A2A_SAFETY_POLL_INTERVAL_MAX", 600.0, minimum=0)
 # Each safety-net poll comes up to this fraction of its interval later, at random: tasks
 # sent together are not all polled in the same second, nor at the moment tasks of that
 # length end and push (a poll racing the push is a request for nothing).
 A2A_SAFETY_POLL_JITTER = max(0.0, envfloat("A2A_SAFETY_POLL_JITTER", 0.25))
-AGENT_PUSH_MAX_BYTES = envint("AGENT_PUSH_MAX_BYTES", 1_000_000)  # one pushed body
+AGENT_PUSH_MAX_BYTES = envint("AGENT_PUSH_MAX_BYTES", 1_000_000, positive=True)  # one pushed body
 # Database threads applying pushes (each keeps its connection); 0: the shared sync thread.
-AGENT_PUSH_THREADS = envint("AGENT_PUSH_THREADS", 2)
+AGENT_PUSH_THREADS = envint("AGENT_PUSH_THREADS", 2, minimum=0)
 
 # --- A2A server face ------------------------------------------------------------------
 A2A_DEFAULT_SKILL = envstr("A2A_DEFAULT_SKILL")
 A2A_ALLOW_ANONYMOUS = envbool("A2A_ALLOW_ANONYMOUS", False)
 A2A_EXTENDED_CARD_BEARER_TOKEN = envstr("A2A_EXTENDED_CARD_BEARER_TOKEN")
-A2A_BLOCKING_TIMEOUT = envfloat("A2A_BLOCKING_TIMEOUT", 60.0)
-A2A_MAX_PUSH_CONFIGS_PER_TASK = envint("A2A_MAX_PUSH_CONFIGS_PER_TASK", 10)
-A2A_PUSH_TIMEOUT = envfloat("A2A_PUSH_TIMEOUT", 10.0)  # seconds per webhook POST
-A2A_PUSH_MAX_ATTEMPTS = envint("A2A_PUSH_MAX_ATTEMPTS", 5)  # POSTs per event and webhook
-A2A_PUSH_BACKOFF = envfloat("A2A_PUSH_BACKOFF", 1.0)  # seconds, doubled per failed attempt
-A2A_PUSH_DISABLE_AFTER = envint("A2A_PUSH_DISABLE_AFTER", 10)  # consecutive failed POSTs
-A2A_PUSH_SWEEP_INTERVAL = envfloat("A2A_PUSH_SWEEP_INTERVAL", 30.0)
+A2A_BLOCKING_TIMEOUT = envfloat("A2A_BLOCKING_TIMEOUT", 60.0, minimum=0)
+A2A_MAX_PUSH_CONFIGS_PER_TASK = envint("A2A_MAX_PUSH_CONFIGS_PER_TASK", 10, minimum=0)
+A2A_PUSH_TIMEOUT = envfloat("A2A_PUSH_TIMEOUT", 10.0, positive=True)  # seconds per webhook POST
+# POSTs per event and webhook.
+A2A_PUSH_MAX_ATTEMPTS = envint("A2A_PUSH_MAX_ATTEMPTS", 5, positive=True)
+# Seconds before a webhook retry, doubled per failed attempt.
+A2A_PUSH_BACKOFF = envfloat("A2A_PUSH_BACKOFF", 1.0, minimum=0)
+# Consecutive failed POSTs before a webhook is disabled.
+A2A_PUSH_DISABLE_AFTER = envint("A2A_PUSH_DISABLE_AFTER", 10, positive=True)
+A2A_PUSH_SWEEP_INTERVAL = envfloat("A2A_PUSH_SWEEP_INTERVAL", 30.0, positive=True)
 # Webhook POSTs run on threads of their own (a2a.face.push_pool), never on the workers'
 # that poll agents: at most this many at once per process, and per webhook host.
-A2A_PUSH_THREADS = envint("A2A_PUSH_THREADS", 8)
-A2A_PUSH_PER_HOST = envint("A2A_PUSH_PER_HOST", 2)
-A2A_STREAM_RECHECK = envfloat("A2A_STREAM_RECHECK", 5.0)  # re-read a quiet stream's task
+A2A_PUSH_THREADS = envint("A2A_PUSH_THREADS", 8, positive=True)
+A2A_PUSH_PER_HOST = envint("A2A_PUSH_PER_HOST", 2, positive=True)
+# A quiet stream re-reads its task this often.
+A2A_STREAM_RECHECK = envfloat("A2A_STREAM_RECHECK", 5.0, positive=True)
 # Task streams (message:stream, subscribe) one caller may hold open in one server process;
 # one more is refused (429 TOO_MANY_STREAMS) before anything is sent (a2a/face/stream_slots.py).
-A2A_MAX_STREAMS_PER_CALLER = envint("A2A_MAX_STREAMS_PER_CALLER", 1000)
-A2A_CARD_MAX_AGE = envint("A2A_CARD_MAX_AGE", 300)  # Cache-Control max-age of agent cards
+A2A_MAX_STREAMS_PER_CALLER = envint("A2A_MAX_STREAMS_PER_CALLER", 1000, minimum=0)
+# Cache-Control max-age of agent cards.
+A2A_CARD_MAX_AGE = envint("A2A_CARD_MAX_AGE", 300, minimum=0)
 # Threads (each with its own database connection) serving the face's ORM calls; 0 runs
 # them in Django's single sync thread instead.
-A2A_FACE_DB_THREADS = envint("A2A_FACE_DB_THREADS", 4)
+A2A_FACE_DB_THREADS = envint("A2A_FACE_DB_THREADS", 4, minimum=0)
 # How long a process reuses a successful token lookup (a revoked token keeps working that
 # long at most); 0 looks every request up.
-A2A_FACE_AUTH_CACHE_SECONDS = envfloat("A2A_FACE_AUTH_CACHE_SECONDS", 5.0)
+A2A_FACE_AUTH_CACHE_SECONDS = envfloat("A2A_FACE_AUTH_CACHE_SECONDS", 5.0, minimum=0)
 PLATFORM_NAME = envstr("PLATFORM_NAME", "A2A Agent Platform")
 
 # --- Gateway --------------------------------------------------------------------------
-GATEWAY_AUTH_TIMEOUT = envfloat("GATEWAY_AUTH_TIMEOUT", 10.0)
+GATEWAY_AUTH_TIMEOUT = envfloat("GATEWAY_AUTH_TIMEOUT", 10.0, positive=True)
 # Database threads of the gateway's sockets (each keeps its connection); 0: the shared sync
 # thread.
-GATEWAY_DB_THREADS = envint("GATEWAY_DB_THREADS", 4)
-GATEWAY_HEARTBEAT_TIMEOUT = envfloat("GATEWAY_HEARTBEAT_TIMEOUT", 90.0)
-OFFLINE_TASK_TTL = envfloat("OFFLINE_TASK_TTL", 24 * 3600.0)
-GATEWAY_MAX_FRAME_BYTES = envint("GATEWAY_MAX_FRAME_BYTES", 256_000)
+GATEWAY_DB_THREADS = envint("GATEWAY_DB_THREADS", 4, minimum=0)
+GATEWAY_HEARTBEAT_TIMEOUT = envfloat("GATEWAY_HEARTBEAT_TIMEOUT", 90.0, positive=True)
+OFFLINE_TASK_TTL = envfloat("OFFLINE_TASK_TTL", 24 * 3600.0, positive=True)
+GATEWAY_MAX_FRAME_BYTES = envint("GATEWAY_MAX_FRAME_BYTES", 256_000, positive=True)
 # More than LIMIT bad frames within WINDOW seconds closes the connection (4429).
-GATEWAY_BAD_FRAME_LIMIT = envint("GATEWAY_BAD_FRAME_LIMIT", 20)
-GATEWAY_BAD_FRAME_WINDOW = envfloat("GATEWAY_BAD_FRAME_WINDOW", 10.0)
+GATEWAY_BAD_FRAME_LIMIT = envint("GATEWAY_BAD_FRAME_LIMIT", 20, positive=True)
+GATEWAY_BAD_FRAME_WINDOW = envfloat("GATEWAY_BAD_FRAME_WINDOW", 10.0, positive=True)
 # Frames of any kind one connection may send: RATE a second on average, BURST at once;
 # past them it is closed (4429): a flood of valid frames outran the server's reading.
-GATEWAY_FRAME_RATE = envfloat("GATEWAY_FRAME_RATE", 200.0)
-GATEWAY_FRAME_BURST = envfloat("GATEWAY_FRAME_BURST", 1000.0)
+GATEWAY_FRAME_RATE = envfloat("GATEWAY_FRAME_RATE", 200.0, positive=True)
+GATEWAY_FRAME_BURST = envfloat("GATEWAY_FRAME_BURST", 1000.0, positive=True)
 # Connections one agent may hold to one server process; past it a new one is refused
 # (4429): each connection is sent all the agent's owed deliveries when it starts.
-GATEWAY_MAX_CONNECTIONS_PER_AGENT = envint("GATEWAY_MAX_CONNECTIONS_PER_AGENT", 16)
+GATEWAY_MAX_CONNECTIONS_PER_AGENT = envint("GATEWAY_MAX_CONNECTIONS_PER_AGENT", 16, positive=True)
 # Beat: expire offline tasks past OFFLINE_TASK_TTL and drop stale presence rows.
-GATEWAY_SWEEP_INTERVAL = envfloat("GATEWAY_SWEEP_INTERVAL", 30.0)
+GATEWAY_SWEEP_INTERVAL = envfloat("GATEWAY_SWEEP_INTERVAL", 30.0, positive=True)
 
 # --- Celery and Channels --------------------------------------------------------------
 if DISTRIBUTED:
@@ -514,15 +559,17 @@ if DISTRIBUTED:
                     {
                         "address": REDIS_URL,
                         "socket_timeout": 30,
-                        "max_connections": envint("CHANNELS_REDIS_MAX_CONNECTIONS", 1000),
+                        "max_connections": envint(
+                            "CHANNELS_REDIS_MAX_CONNECTIONS", 1000, positive=True
+                        ),
                     }
                 ],
                 "prefix": envstr("CHANNELS_PREFIX", "asgi"),
                 # All process-specific channels of one daphne share one Redis queue: the
                 # default capacity (100) would drop pushes beyond 100 in flight per process.
-                "capacity": envint("CHANNELS_CAPACITY", 10_000),
+                "capacity": envint("CHANNELS_CAPACITY", 10_000, positive=True),
                 # Gateway sockets live for days; consumers re-join hourly (gateway.connections).
-                "group_expiry": envint("CHANNELS_GROUP_EXPIRY", 7 * 24 * 3600),
+                "group_expiry": envint("CHANNELS_GROUP_EXPIRY", 7 * 24 * 3600, positive=True),
             },
         }
     }
@@ -541,8 +588,8 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_SOFT_TIME_LIMIT = envint("CELERY_TASK_SOFT_TIME_LIMIT", 120)
-CELERY_TASK_TIME_LIMIT = envint("CELERY_TASK_TIME_LIMIT", 150)
+CELERY_TASK_SOFT_TIME_LIMIT = envint("CELERY_TASK_SOFT_TIME_LIMIT", 120, positive=True)
+CELERY_TASK_TIME_LIMIT = envint("CELERY_TASK_TIME_LIMIT", 150, positive=True)
 CELERY_TASK_DEFAULT_QUEUE = envstr("CELERY_QUEUE", "platform")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Keep retrying the broker forever after a loss (Celery's default gives up after 100
@@ -593,7 +640,7 @@ METRICS_TOKEN = envstr("METRICS_TOKEN")
 PROMETHEUS_MULTIPROC_DIR = envstr("PROMETHEUS_MULTIPROC_DIR")
 # Allocations between two collections of the youngest generation once a server process is
 # ready (Python's default 700; 0 leaves it): see platform_site/gc_tuning.py.
-GC_THRESHOLD = envint("GC_THRESHOLD", 7000)
+GC_THRESHOLD = envint("GC_THRESHOLD", 7000, minimum=0)
 
 LOG_FORMAT = envchoice("LOG_FORMAT", "text", {"text", "json"})
 # Read here: logging.config's own refusal of an unknown level was a traceback that did not

@@ -3,8 +3,9 @@
 ``/healthz``: the process is up and serving (touches nothing else).
 ``/readyz``: the process can do work: the database answers and is fully migrated and, in
 the distributed mode, the Redis broker (also the channel layer) answers. 503 with the
-failing checks otherwise. A failure names the check and the kind of error, never its text
-(which would tell anonymous callers the database's host and port): that goes to the log.
+failing checks otherwise; a check that does not answer within PROBE_TIMEOUT fails as a
+timeout. A failure names the check and the kind of error, never its text (which would
+tell anonymous callers the database's host and port): that goes to the log.
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from django.views.decorators.http import require_safe
 
+from platform_site.db_bounds import PROBE_TIMEOUT, ProbeTimeout, in_thread
 from platform_site.errors import RETRY_AFTER_SECONDS, error_body, outage_error
-
-PROBE_TIMEOUT = 2.0  # seconds per dependency
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def _check(probe: Any) -> dict[str, Any]:
     started = time.monotonic()
     try:
         detail = probe()
-    except NotReady as exc:
+    except (NotReady, ProbeTimeout) as exc:
         return {"ok": False, "error": str(exc)}
     except Exception as exc:  # a probe reports every failure, it never raises
         log.warning("readyz: %s failed: %s: %s", probe.__name__.strip("_"), type(exc).__name__, exc)
@@ -66,6 +66,12 @@ def _check(probe: Any) -> dict[str, Any]:
 
 
 def _database() -> str:
+    # On a thread of its own: a database that accepts the connection and then says nothing
+    # (a stopped server) held the probe, and the load balancer's, for ever.
+    return in_thread("database", _select_one)
+
+
+def _select_one() -> str:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
         cursor.fetchone()

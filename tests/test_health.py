@@ -61,3 +61,87 @@ def test_readyz_is_503_while_migrations_are_pending(
         executor.recorder.record_applied(*leaf)
     monkeypatch.setattr(views, "_migrated", False)
     assert client.get("/readyz").json()["checks"]["migrations"]["ok"] is True
+
+
+@pytest.fixture
+def probe_settles() -> Any:
+    """After the test: wait for a database probe given up on to end, so that the next
+    test's /readyz does not find it still running."""
+    from platform_site import db_bounds
+
+    yield
+    running = db_bounds._running.get("database")
+    if running is not None:
+        running.exception(timeout=15)
+
+
+def test_readyz_gives_up_on_a_database_that_does_not_answer(
+    client: Any, db: None, monkeypatch: Any, probe_settles: None
+) -> None:
+    """A database that takes the query and says nothing (a stopped server) held /readyz,
+    and the load balancer asking it, for ever: now 503 after PROBE_TIMEOUT (2 s)."""
+    import threading
+    import time
+
+    from django.db import connections
+
+    released = threading.Event()
+    wrapper = type(connections["default"])
+    cursor = wrapper.cursor
+
+    def silent(self: Any) -> Any:
+        released.wait(8)  # bounded: the old code waited here in the request itself
+        return cursor(self)
+
+    monkeypatch.setattr(wrapper, "cursor", silent)
+    try:
+        started = time.monotonic()
+        response = client.get("/readyz")
+        took = time.monotonic() - started
+        assert response.status_code == 503
+        assert response.json()["checks"]["database"] == {"ok": False, "error": "timeout after 2 s"}
+        assert "migrations" not in response.json()["checks"]
+        assert 1.5 < took < 4
+        # Asked again while that probe still waits: at once, no second thread piling up.
+        started = time.monotonic()
+        again = client.get("/readyz").json()["checks"]["database"]
+        assert again["ok"] is False
+        assert "has not answered" in again["error"]
+        assert time.monotonic() - started < 1
+    finally:
+        released.set()
+
+
+@pytest.mark.postgres
+def test_readyz_gives_up_on_a_postgresql_that_accepts_and_says_nothing(
+    client: Any, transactional_db: None, probe_settles: None
+) -> None:
+    """The real thing: a listener that takes the TCP connection and never answers libpq."""
+    import socket
+    import time
+
+    from django.db import connection
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # the kernel completes handshakes; nothing ever reads or answers
+    saved = dict(connection.settings_dict)
+    connection.close()
+    connection.settings_dict.update(HOST="127.0.0.1", PORT=str(silent.getsockname()[1]))
+    try:
+        started = time.monotonic()
+        response = client.get("/readyz")
+        took = time.monotonic() - started
+        assert response.status_code == 503
+        assert response.json()["checks"]["database"] == {"ok": False, "error": "timeout after 2 s"}
+        assert took < 4
+    finally:
+        from platform_site import db_bounds
+
+        running = db_bounds._running.get("database")
+        if running is not None:
+            running.exception(timeout=15)  # DATABASE_CONNECT_TIMEOUT (5 s) ends it
+        connection.close()
+        connection.settings_dict.clear()
+        connection.settings_dict.update(saved)
+        silent.close()

@@ -211,3 +211,68 @@ def test_the_listing_cursors_are_shown_and_cannot_be_edited(admin_client: Any, a
     detail = admin_client.get(f"/admin/a2a/agentlisting/{agent.pk}/change/")
     assert detail.status_code == 200
     assert admin_client.get("/admin/a2a/agentlisting/add/").status_code == 403
+
+
+BIG_COLUMNS = (
+    "input",
+    "output",
+    "artifacts",
+    "status_message",
+    "outbound_message",
+    "metadata",
+    "error",
+)
+
+
+def selected_columns(queries: Any) -> set[str]:
+    """The a2a_task columns ``queries`` load whole (in a select list, not a JSON key's
+    extraction such as the dashboard's failures by error code)."""
+    return {
+        column
+        for query in queries.captured_queries
+        for column in BIG_COLUMNS
+        for after in (', "', " FROM")
+        if f'"a2a_task"."{column}"{after}' in query["sql"]
+    }
+
+
+def test_the_list_reads_none_of_the_json_it_does_not_show(admin_client: Any, task: Task) -> None:
+    """25 tasks with 4 MB of artifacts each made one page of the list hold 200 MB."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        response = admin_client.get(reverse("admin:a2a_task_changelist"))
+    assert response.status_code == 200
+    assert "EU or UK?" in response.content.decode()  # the question column still shows
+    assert selected_columns(queries) == set()
+
+
+def test_the_agent_page_and_dashboard_read_none_of_the_tasks_json(
+    admin_client: Any, task: Task
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for url in (
+        reverse("admin:agent_profiles_agentprofile_change", args=[task.agent_id]),
+        "/admin/",
+    ):
+        with CaptureQueriesContext(connection) as queries:
+            response = admin_client.get(url)
+        assert response.status_code == 200
+        assert str(task.pk)[:8] in response.content.decode()  # recent / oldest waiting
+        assert selected_columns(queries) == set(), url
+
+
+def test_an_action_from_the_list_still_acts_on_whole_tasks(admin_client: Any, task: Task) -> None:
+    response = admin_client.post(
+        reverse("admin:a2a_task_changelist"),
+        {"action": "cancel_selected", "_selected_action": [str(task.pk)]},
+        follow=True,
+    )
+    assert response.status_code == 200
+    assert "Canceled 1 task(s)." in [str(m) for m in response.context["messages"]]
+    task.refresh_from_db()
+    assert task.input == {"product": "lamp"}  # the verb saw (and kept) the whole task
+    assert task.outbound_message

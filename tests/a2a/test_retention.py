@@ -159,6 +159,23 @@ def test_the_command_counts_with_dry_run_and_needs_a_retention(
     assert left(old, recent) == set()
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("days", "shown"), [("-1", "-1"), ("0", "0"), ("nan", "nan"), ("1e400", "inf")]
+)
+def test_a_bad_days_argument_is_named_not_blamed_on_the_setting(
+    settings: Any, make: Any, days: str, shown: str
+) -> None:
+    """The setting is 90: a bad --days is the argument's fault, and nothing goes."""
+    task = make(TaskState.COMPLETED, ended=400)
+    settings.TASK_RETENTION_DAYS = 90.0
+    with pytest.raises(CommandError) as refused:
+        call_command("prunetasks", "--days", days)
+    assert str(refused.value).startswith(f"--days must be a finite number > 0, got {shown}")
+    assert "TASK_RETENTION_DAYS" not in str(refused.value)
+    assert left(task) == {str(task.pk)}
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_row_another_transaction_holds_is_left_for_the_next_run(

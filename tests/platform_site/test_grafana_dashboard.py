@@ -12,6 +12,7 @@ from platform_site import metrics
 
 DOCS = Path(settings.BASE_DIR) / "docs"
 SCRAPE_TIME = {
+    "a2a_database_up",
     "a2a_tasks",
     "a2a_sweep_lag_seconds",
     "a2a_gateway_offline_tasks",

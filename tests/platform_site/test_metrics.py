@@ -132,6 +132,61 @@ def test_the_sweep_lag_is_how_overdue_the_oldest_due_task_is(
     assert value(scrape(client), "a2a_sweep_lag_seconds") == 0
 
 
+def test_a_database_outage_leaves_out_its_gauges_and_serves_the_rest(
+    client: Any, db: None, monkeypatch: Any
+) -> None:
+    """The database gauges failing turned the whole page into a 503: every counter of the
+    process went missing just when an operator needed them."""
+    from django.db.utils import OperationalError
+
+    from a2a import observe
+
+    page = scrape(client)
+    assert value(page, "a2a_database_up") == 1
+    assert ("a2a_tasks", (("state", TaskState.COMPLETED),)) in page
+    monkeypatch.setattr(observe, "Count", _raise(OperationalError("connection refused")))
+    down = scrape(client)
+    assert value(down, "a2a_database_up") == 0
+    names = {name for name, _ in down}
+    assert not names & {"a2a_tasks", "a2a_sweep_lag_seconds"}  # the failed reader's gauges
+    assert "python_gc_collections_total" in names  # the process's own metrics
+
+
+def _raise(exc: Exception) -> Any:
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise exc
+
+    return fail
+
+
+@pytest.mark.postgres
+def test_a_database_gauge_slower_than_the_probe_timeout_is_cut_off(client: Any, db: None) -> None:
+    """A scrape waits at most PROBE_TIMEOUT (2 s) for a database statement (a lock wait,
+    an overloaded server), then answers without those gauges."""
+    import time
+
+    from django.db import connection
+    from prometheus_client.core import GaugeMetricFamily
+
+    from platform_site import metrics
+
+    def slow() -> Any:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_sleep(6)")
+        yield GaugeMetricFamily("a2a_test_slow", "never shown", value=1)
+
+    metrics.add_scrape_collector(slow)
+    try:
+        started = time.monotonic()
+        page = scrape(client)
+        took = time.monotonic() - started
+    finally:
+        metrics._scrape_collectors.remove(slow)
+    assert value(page, "a2a_database_up") == 0
+    assert not any(name == "a2a_test_slow" for name, _ in page)
+    assert took < 4
+
+
 def test_calls_to_agents_are_counted_and_timed_by_agent_binding_and_operation(
     client: Any, db: None
 ) -> None:

@@ -62,10 +62,20 @@ def test_a_statement_run_again_on_one_connection_is_prepared(
 
 def test_prepared_statements_are_on_by_default_and_the_url_options_kept() -> None:
     url = "postgres://u@db.example:5432/d?sslmode=require"
-    options = options_with(DATABASE_URL=url, DATABASE_PREPARED_STATEMENTS="")
-    assert options == {"server_side_binding": True, "prepare_threshold": 5, "sslmode": "require"}
+    options = options_with(
+        DATABASE_URL=url, DATABASE_PREPARED_STATEMENTS="", DATABASE_CONNECT_TIMEOUT=""
+    )
+    assert options == {
+        "server_side_binding": True,
+        "prepare_threshold": 5,
+        "connect_timeout": 5,  # DATABASE_CONNECT_TIMEOUT (tests/platform_site/test_settings_env.py)
+        "sslmode": "require",
+    }
 
 
 def test_prepared_statements_can_be_turned_off_for_a_pooler() -> None:
     url = "postgres://u@db.example:5432/d"
-    assert options_with(DATABASE_URL=url, DATABASE_PREPARED_STATEMENTS="false") == {}
+    options = options_with(
+        DATABASE_URL=url, DATABASE_PREPARED_STATEMENTS="false", DATABASE_CONNECT_TIMEOUT=""
+    )
+    assert options == {"connect_timeout": 5}

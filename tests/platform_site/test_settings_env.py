@@ -97,3 +97,119 @@ def test_the_log_level_reads_case_insensitively(raw: str, read: str) -> None:
     result = _read("LOGGING['root']['level']", {"LOG_LEVEL": raw})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == read
+
+
+def _start(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``command`` (a start: manage.py, daphne, celery) in the embedded mode plus ``env``."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    clean["SQLITE_PATH"] = "/tmp/a2a-settings-env-unused.sqlite3"  # never opened
+    return subprocess.run(
+        command, env={**clean, **env}, cwd=BASE_DIR, capture_output=True, text=True, timeout=60
+    )
+
+
+MANAGE = [sys.executable, "manage.py", "check"]
+VENV = Path(sys.executable).parent
+
+
+@pytest.mark.parametrize(
+    ("env", "line"),
+    [
+        ({"A2A_POLL_INTERVAL": "soon"}, "A2A_POLL_INTERVAL must be a number, got 'soon'"),
+        (
+            {"SECRET_KEY_FILE": "/nonexistent/secret"},
+            "SECRET_KEY_FILE: cannot read '/nonexistent/secret': No such file or directory",
+        ),
+        (
+            {"DATABASE_URL": "nonsense://x", "REDIS_URL": "redis://127.0.0.1:1/0"},
+            "DATABASE_URL is not a database URL: Scheme 'nonsense://' is unknown.",
+        ),
+    ],
+)
+def test_a_bad_setting_stops_manage_py_with_one_line(env: dict[str, str], line: str) -> None:
+    # Django's start-up traceback ran to ~35 lines; a missing secret file ended in a bare
+    # FileNotFoundError, a bad DATABASE_URL in dj-database-url's: neither named the variable.
+    result = _start(MANAGE, env)
+    assert result.returncode != 0
+    assert result.stderr.startswith(f"Configuration error: {line}"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_a_bad_database_url_is_named_without_its_password() -> None:
+    url = "postgres://platform:s3cret-pw@db.example:notaport/platform"
+    result = _start(MANAGE, {"DATABASE_URL": url, "REDIS_URL": "redis://127.0.0.1:1/0"})
+    assert result.returncode != 0
+    assert result.stderr.startswith("Configuration error: DATABASE_URL is not a database URL")
+    assert "s3cret-pw" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [str(VENV / "daphne"), "-b", "127.0.0.1", "-p", "1", "platform_site.asgi:application"],
+        [str(VENV / "celery"), "-A", "platform_site", "worker", "-P", "threads", "-c", "1"],
+        [str(VENV / "celery"), "-A", "platform_site", "beat", "-S", "celery.beat:Scheduler"],
+    ],
+    ids=["daphne", "celery-worker", "celery-beat"],
+)
+def test_a_bad_setting_stops_the_distributed_processes_with_one_line(command: list[str]) -> None:
+    result = _start(command, {"A2A_POLL_INTERVAL": "soon"})
+    assert result.returncode != 0
+    assert result.stderr.strip() == (
+        "Configuration error: A2A_POLL_INTERVAL must be a number, got 'soon'"
+    ), result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "wanted"),
+    [
+        ("MAX_BODY_BYTES", "-5", "more than 0"),  # every admin login answered 500
+        ("MAX_BODY_BYTES", "0", "more than 0"),
+        ("A2A_HTTP_TIMEOUT", "-1", "more than 0"),
+        ("A2A_LEASE_SECONDS", "-3", "more than 0"),
+        ("A2A_SWEEP_INTERVAL", "0", "more than 0"),
+        ("GATEWAY_MAX_FRAME_BYTES", "-1", "more than 0"),
+        ("DATABASE_CONNECT_TIMEOUT", "0", "more than 0"),
+        ("A2A_LIST_INTERVAL", "-1", "0 or more"),
+        ("TASKS_API_THREADS", "-2", "0 or more"),
+        ("SECURE_HSTS_SECONDS", "-1", "0 or more"),
+    ],
+)
+def test_a_negative_or_zero_size_or_duration_stops_the_start(
+    name: str, raw: str, wanted: str
+) -> None:
+    result = _read(name, {name: raw})
+    assert result.returncode != 0
+    assert f"{name} must be {wanted}, got {raw}" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["A2A_LIST_INTERVAL", "AGENT_HEALTH_INTERVAL", "TASKS_API_THREADS", "SEND_STALL_TIMEOUT"],
+)
+def test_a_documented_zero_still_reads_as_off(name: str) -> None:
+    result = _read(name, {name: "0"})
+    assert result.returncode == 0, result.stderr
+    assert float(result.stdout) == 0
+
+
+PG_URL = "postgres://u@127.0.0.1:1/db"
+OPTIONS = "DATABASES['default']['OPTIONS']['connect_timeout']"
+
+
+@pytest.mark.parametrize(
+    ("env", "read"),
+    [
+        ({"DATABASE_URL": PG_URL}, "5"),
+        ({"DATABASE_URL": PG_URL, "DATABASE_CONNECT_TIMEOUT": "3"}, "3"),
+        ({"DATABASE_URL": PG_URL + "?connect_timeout=7"}, "7"),
+    ],
+)
+def test_postgresql_connections_give_up_after_the_connect_timeout(
+    env: dict[str, str], read: str
+) -> None:
+    # libpq waits for ever by default: a server that accepted the connection and said
+    # nothing held every request, /readyz and /metrics.
+    result = _read(OPTIONS, {"REDIS_URL": "", "DATABASE_CONNECT_TIMEOUT": "", **env})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == read

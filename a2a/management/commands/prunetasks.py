@@ -30,7 +30,17 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        days = opts["days"] if opts["days"] is not None else settings.TASK_RETENTION_DAYS
+        if opts["days"] is not None:
+            # Blame the argument, not the setting: "--days 0" or "--days nan" said
+            # "TASK_RETENTION_DAYS is 0" even when the setting was 90.
+            days = opts["days"]
+            if not math.isfinite(days) or days <= 0:
+                raise CommandError(
+                    f"--days must be a finite number > 0, got {days:g}: --days N deletes the "
+                    "tasks that ended N days ago."
+                )
+        else:
+            days = settings.TASK_RETENTION_DAYS
         if not math.isfinite(days) or days <= 0:
             raise CommandError(
                 "No retention: TASK_RETENTION_DAYS is 0 (tasks are kept forever). "
