@@ -47,6 +47,7 @@ from a2a.exceptions import (
     A2ACallError,
     A2AUnsupportedOperation,
 )
+from a2a.face.serializers import OUTPUT_MODES
 from a2a.follow_policy import (
     BLOCKING,
     FOLLOWED_BY,
@@ -176,7 +177,7 @@ def _send(task: Task) -> None:
         target = agent_answers.target_of(task, first_call=not followup)
         if not followup and not takes_json(task.agent, task.skill_id):
             message = data_as_text(message)  # its card is read by now (target_of)
-        transport = transports.transport_for(target)
+        transport = transports.transport_for(target, output_modes=_output_modes(task))
         _apply_timeout(task, target, followup)
         mode = follow_mode(task, target)
         push = _start_attempt(task, target, mode, followup)
@@ -237,6 +238,16 @@ def _send(task: Task) -> None:
         overtaken_sends.drop(task, target, reply)
     elif applied and mode == POLL:  # now that the agent's task id is recorded
         agent_listing.cover_send(task, target, reply, took)
+
+
+def _output_modes(task: Task) -> list[str] | None:
+    """The media types the task's caller accepts (an A2A client's ``acceptedOutputModes``,
+    kept on the task by the face), for the agent; None for a caller that named none (the
+    tasks API's: its output is checked against the skill's schema, whatever the mode)."""
+    modes = (task.metadata or {}).get(OUTPUT_MODES)
+    if isinstance(modes, list) and modes and all(isinstance(m, str) for m in modes):
+        return modes
+    return None
 
 
 def _start_attempt(task: Task, target: CallTarget, mode: str, followup: bool) -> Any:

@@ -36,8 +36,9 @@ __all__ = [
 ]
 
 
-def transport_for(target: CallTarget) -> AgentTransport:
-    """The transport that speaks ``target``'s binding and version."""
+def transport_for(target: CallTarget, *, output_modes: list[str] | None = None) -> AgentTransport:
+    """The transport that speaks ``target``'s binding and version; its sends pass on
+    ``output_modes`` (the media types the task's caller accepts), when given."""
     if target.binding not in BINDINGS or target.version not in VERSIONS:
         from a2a.exceptions import A2APermanentError
 
@@ -47,8 +48,8 @@ def transport_for(target: CallTarget) -> AgentTransport:
             code="unsupported_interface",
         )
     if target.binding == JSONRPC:
-        return JsonRpcTransport(target)
-    return RestTransport(target)
+        return JsonRpcTransport(target, output_modes=output_modes)
+    return RestTransport(target, output_modes=output_modes)
 
 
 class GatewayTransport(Protocol):

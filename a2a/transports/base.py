@@ -98,8 +98,11 @@ class AgentTransport(abc.ABC):
             if name in cls.__dict__:
                 setattr(cls, name, _redacting(cls.__dict__[name], stream=name in STREAMS))
 
-    def __init__(self, target: CallTarget) -> None:
+    def __init__(self, target: CallTarget, *, output_modes: list[str] | None = None) -> None:
         self.target = target
+        # The media types the task's caller accepts (an A2A client's acceptedOutputModes),
+        # passed on with each send so that the agent can tailor its answer; None: any.
+        self.output_modes = output_modes
 
     @abc.abstractmethod
     def send(
@@ -217,18 +220,25 @@ def push_config_03(push: dict[str, Any]) -> dict[str, Any]:
 
 
 def send_configuration(
-    *, blocking: bool, v03: bool, push: dict[str, Any] | None, rest: bool = False
+    *,
+    blocking: bool,
+    v03: bool,
+    push: dict[str, Any] | None,
+    rest: bool = False,
+    output_modes: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The ``configuration`` of a send: blocking or not, and the push config if any."""
+    """The ``configuration`` of a send: blocking or not, the output modes the caller
+    accepts (both versions' ``acceptedOutputModes``) and the push config, if any."""
+    modes = {"acceptedOutputModes": list(output_modes)} if output_modes else {}
     if v03:
-        config: dict[str, Any] = {"blocking": blocking}
+        config: dict[str, Any] = {"blocking": blocking, **modes}
         if push:
             # A2A 0.3 names the field differently per binding: the JSON-RPC schema's
             # ``pushNotificationConfig``, the proto's ``push_notification`` (JSON
             # ``pushNotification``) on HTTP+JSON, whose parsers drop the other name.
             config["pushNotification" if rest else "pushNotificationConfig"] = push_config_03(push)
         return config
-    config = {"returnImmediately": not blocking}
+    config = {"returnImmediately": not blocking, **modes}
     if push:
         config["taskPushNotificationConfig"] = push
     return config
@@ -241,12 +251,15 @@ def send_params(
     v03: bool,
     rest: bool,
     push: dict[str, Any] | None = None,
+    output_modes: list[str] | None = None,
 ) -> dict[str, Any]:
     """A send's JSON-RPC params or HTTP+JSON body: the message in the version's shape
     (0.3 spells parts differently on each binding) and the configuration."""
     if v03:
         message = shapes.message_to_03(message, rest=rest)
-    configuration = send_configuration(blocking=blocking, v03=v03, push=push, rest=rest)
+    configuration = send_configuration(
+        blocking=blocking, v03=v03, push=push, rest=rest, output_modes=output_modes
+    )
     return {"message": message, "configuration": configuration}
 
 

@@ -163,7 +163,14 @@ class JsonRpcTransport(AgentTransport):
     def _send_params(
         self, message: dict[str, Any], blocking: bool, push: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        return send_params(message, blocking=blocking, v03=self.v03, rest=False, push=push)
+        return send_params(
+            message,
+            blocking=blocking,
+            v03=self.v03,
+            rest=False,
+            push=push,
+            output_modes=self.output_modes,
+        )
 
     def send(
         self,

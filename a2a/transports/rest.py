@@ -59,7 +59,14 @@ class RestTransport(AgentTransport):
     def _send_body(
         self, message: dict[str, Any], blocking: bool, push: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        return send_params(message, blocking=blocking, v03=self.v03, rest=True, push=push)
+        return send_params(
+            message,
+            blocking=blocking,
+            v03=self.v03,
+            rest=True,
+            push=push,
+            output_modes=self.output_modes,
+        )
 
     def send(
         self,

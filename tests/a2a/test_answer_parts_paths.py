@@ -58,8 +58,8 @@ def answers_as_03_agent(monkeypatch: pytest.MonkeyPatch, artifact_parts: list[An
     real_transport_for = transports.transport_for
 
     class As03:
-        def __init__(self, target: Any) -> None:
-            self.real = real_transport_for(target)
+        def __init__(self, target: Any, **options: Any) -> None:
+            self.real = real_transport_for(target, **options)
 
         def _answer(self, task_id: str) -> AgentReply:
             answer = {

@@ -72,8 +72,8 @@ def answers_about(monkeypatch: pytest.MonkeyPatch, other_id: str) -> list[str]:
     canceled: list[str] = []
 
     class AboutAnother:
-        def __init__(self, target: Any) -> None:
-            self.real = real_transport_for(target)
+        def __init__(self, target: Any, **options: Any) -> None:
+            self.real = real_transport_for(target, **options)
 
         def get_task(self, task_id: str, *, history: int = 0) -> AgentReply:
             return self.real.get_task(other_id, history=history)
@@ -154,8 +154,8 @@ def test_an_agent_task_id_longer_than_the_platform_keeps_is_refused_not_cut(
     class LongIds:
         """The agent's send answer, with its task named by ``long_id``."""
 
-        def __init__(self, target: Any) -> None:
-            self.real = real_transport_for(target)
+        def __init__(self, target: Any, **options: Any) -> None:
+            self.real = real_transport_for(target, **options)
 
         def send(self, *args: Any, **kwargs: Any) -> AgentReply:
             reply = self.real.send(*args, **kwargs)

@@ -86,8 +86,8 @@ def test_a_push_that_beat_the_answer_is_not_written_over(
         return changed
 
     class PushFirst:
-        def __init__(self, target: Any) -> None:
-            self.real = real_transport_for(target)
+        def __init__(self, target: Any, **options: Any) -> None:
+            self.real = real_transport_for(target, **options)
 
         def send(self, *args: Any, **kwargs: Any) -> Any:
             reply = self.real.send(*args, **kwargs)

@@ -11,11 +11,14 @@ import uuid
 from typing import Any
 
 import pytest
+from django.utils import timezone
+from starlette.responses import JSONResponse
 
 from a2a import services
 from a2a.face import sse
 from a2a.models import Task
 from tests.a2a_face.conftest import FaceClient, error_reason
+from tests.support.scripted_agent import run_out, run_scripted_agent, start
 
 pytestmark = pytest.mark.django_db
 
@@ -176,3 +179,59 @@ def test_a_0_3_client_that_accepts_text_alone_gets_text_parts(
     [part] = task["result"]["artifacts"][0]["parts"]
     assert part["kind"] == "text"
     assert json.loads(part["text"]) == RESULT
+
+
+# --- passed on to the agent ---------------------------------------------------------------
+
+
+def _completed(binding: str, version: str, body: Any) -> JSONResponse:
+    """The scripted agent's answer to a send: its task, completed with the result."""
+    if version == "0.3":
+        part = {"kind": "data", "data": RESULT}
+        status = {"state": "completed"}
+        result = {"kind": "task", "id": "t1", "contextId": "c", "status": status}
+    else:
+        part = {"data": RESULT}
+        result = {"id": "t1", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}}
+    result["artifacts"] = [{"artifactId": "r", "parts": [part]}]
+    if binding == "JSONRPC":
+        return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "result": result})
+    return JSONResponse(result if version == "0.3" else {"task": result})
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("binding", "version"), [("HTTP+JSON", "1.0"), ("JSONRPC", "1.0"), ("JSONRPC", "0.3")]
+)
+def test_the_callers_output_modes_go_to_the_agent(
+    as_alice: FaceClient,
+    alice: Any,
+    make_agent: Any,
+    make_skill: Any,
+    settings: Any,
+    binding: str,
+    version: str,
+) -> None:
+    """The agent is told what the caller accepts (A2A: it SHOULD tailor its output to
+    it), in the send's ``configuration``; a task of the tasks API names none."""
+    settings.ALLOW_LOOPBACK_URLS = True
+    sent: list[dict[str, Any]] = []
+
+    def answer(kind: str, body: Any) -> JSONResponse:
+        sent.append(body.get("params", body)["configuration"])
+        return _completed(binding, version, body)
+
+    with run_scripted_agent() as agent:
+        agent.answer = answer
+        make_agent(
+            skills=[make_skill(id="ce-review")],
+            a2a_endpoint=agent.url,
+            card_read_at=timezone.now(),
+            protocol_binding=binding,
+            protocol_version=version,
+        )
+        task_id = send(as_alice, ["text/plain", "text"])["id"]
+        assert run_out(Task.objects.get(pk=task_id)).state == "TASK_STATE_COMPLETED"
+        assert run_out(start(alice)).state == "TASK_STATE_COMPLETED"
+    assert sent[0]["acceptedOutputModes"] == ["text/plain", "text"]
+    assert "acceptedOutputModes" not in sent[1]
