@@ -59,13 +59,26 @@ def _encode_cursor(task: Task) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+# The longest page token this server issues is about 110 characters.
+MAX_TOKEN_LENGTH = 256
+
+
+def _token_json(token: str) -> Any:
+    """What a page token holds (ValueError for one this server cannot have issued): a
+    long one is refused before it is decoded, as a few kilobytes of ``[`` made the JSON
+    parser recurse out of the stack (a 500)."""
+    if len(token) > MAX_TOKEN_LENGTH:
+        raise ValueError("too long")
+    padded = token + "=" * (-len(token) % 4)
+    return json.loads(base64.urlsafe_b64decode(padded.encode()))
+
+
 def _decode_cursor(token: str) -> tuple[datetime, uuid.UUID]:
     """The ``(time, id)`` a ListTasks token stands for; INVALID_PARAMS for any token this
     server did not issue. A forged pair of the wrong types, or a time whose UTC value is
     before year 1 or after 9999 (the database query overflowed on it), was a 500."""
     try:
-        padded = token + "=" * (-len(token) % 4)
-        at, task_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        at, task_id = _token_json(token)
         if type(at) is not str or type(task_id) is not str:
             raise ValueError(token)
         moment = datetime.fromisoformat(at)
@@ -84,8 +97,7 @@ def _encode_config_cursor(last_pk: int) -> str:
 
 def _decode_config_cursor(token: str) -> int:
     try:
-        padded = token + "=" * (-len(token) % 4)
-        kind, last_pk = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        kind, last_pk = _token_json(token)
         if kind != "config" or type(last_pk) is not int or not 0 <= last_pk < 2**63:
             raise ValueError(token)
         return last_pk

@@ -85,12 +85,14 @@ def test_configs_are_listed_in_pages_of_the_asked_size(
     assert [c["id"] for c in as_alice.get(base).json()["configs"]] == ["cfg-0", "cfg-1", "cfg-2"]
 
 
-@pytest.mark.parametrize("token", ["nonsense", "WyJjb25maWciLCAiMSJd", "WyJjb25maWciLCAtMV0"])
+@pytest.mark.parametrize(
+    "token", ["nonsense", "WyJjb25maWciLCAiMSJd", "WyJjb25maWciLCAtMV0", "W1tb" * 2000]
+)
 def test_a_push_config_page_token_not_issued_here_is_invalid_params(
     as_alice: FaceClient, task: Task, token: str
 ) -> None:
-    """A made-up token (or a string or negative position) is the client's error, not a
-    500 or a silently restarted list."""
+    """A made-up token (or a string or negative position, or kilobytes of ``[`` that made
+    the parser recurse) is the client's error, not a 500 or a silently restarted list."""
     response = as_alice.get(
         f"/v1/a2a/tasks/{task.id}/pushNotificationConfigs", {"pageToken": token}
     )

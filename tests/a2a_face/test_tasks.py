@@ -360,6 +360,7 @@ SOME_ID = "00000000-0000-0000-0000-000000000001"
         {"pageToken": _forged(["2026-01-01T00:00:00", SOME_ID])},  # no zone: never ours
         {"pageToken": _forged(["0001-01-01T00:00:00+05:00", SOME_ID])},  # before year 1 in UTC
         {"pageToken": _forged(["9999-12-31T23:59:59-05:00", SOME_ID])},  # after 9999 in UTC
+        {"pageToken": base64.urlsafe_b64encode(b"[" * 5000).decode()},  # the parser recursed
     ],
 )
 def test_list_refuses_forged_page_tokens_on_both_bindings(
