@@ -35,7 +35,7 @@ from a2a import (
     agent_streams,
     holding_agents,
     lease_keeper,
-    overtaken_sends,
+    overtaken_calls,
     send_gate,
     send_watch,
     transports,
@@ -212,18 +212,18 @@ def _send(task: Task) -> None:
             holding_agents.holds_sends(task, target, exc)
         if followup and agent_reads.read_after_refusal(task, exc):
             return
-        with overtaken_sends.still_sent(task, message) as still:
+        with overtaken_calls.still_current(task, message.get("messageId")) as still:
             if still:
                 handle_send_failure(task, exc)
         if not still:
-            overtaken_sends.drop(task, target, None)
+            overtaken_calls.drop(task, target, None)
         return
     agent_answers.answered(task)
     news: dict[str, Any] = {}  # the agent's task id, above all: written with the schedule
     applied = False
     # Applied only to the attempt it answers: a person may have reassigned or retried the
-    # task while the send was on the wire (a2a.overtaken_sends).
-    with overtaken_sends.still_sent(task, message) as still:
+    # task while the send was on the wire (a2a.overtaken_calls).
+    with overtaken_calls.still_current(task, message.get("messageId")) as still:
         if still:
             try:
                 apply_agent_reply(
@@ -235,7 +235,7 @@ def _send(task: Task) -> None:
                 agent_answers.after_answer(task, target, reply, state_before, mode, news)
                 applied = True
     if not still:
-        overtaken_sends.drop(task, target, reply)
+        overtaken_calls.drop(task, target, reply)
     elif applied and mode == POLL:  # now that the agent's task id is recorded
         agent_listing.cover_send(task, target, reply, took)
 
@@ -285,19 +285,37 @@ def poll(task: Task) -> None:
     news: dict[str, Any] = {}
     try:
         reply = agent_reads.read_task(target, task.remote_task_id)
-        if task.error:  # an earlier transient poll error: the agent answers again
-            if auth_refused(task):
-                agent_answers.outcome(task, None)  # the credential works: health says so
-            task.note(error=None, if_state=task.state)
-        apply_agent_reply(task, task_json=reply.task, message=None, via="a2a", pending=news)
-    except A2AUnsupportedOperation as exc:
-        no_polling(task, target, exc)
-        return
     except A2ACallError as exc:
-        agent_answers.outcome(task, exc)
-        poll_failed(task, target, exc)
+        if not isinstance(exc, A2AUnsupportedOperation):
+            agent_answers.outcome(task, exc)
+        with overtaken_calls.still_current(task) as still:
+            if still and isinstance(exc, A2AUnsupportedOperation):
+                no_polling(task, target, exc)
+            elif still:
+                poll_failed(task, target, exc)
+        if not still:
+            overtaken_calls.drop(task, target, None, "poll")
         return
-    agent_answers.after_answer(task, target, reply, state_before, POLL, news, held=held)
+    if task.error and auth_refused(task):
+        agent_answers.outcome(task, None)  # the credential works again: health says so
+    refused: A2ACallError | None = None
+    # Applied only to the agent task it read: a person may have reassigned or retried
+    # the task while the poll was on the wire (a2a.overtaken_calls).
+    with overtaken_calls.still_current(task) as still:
+        if still:
+            try:
+                if task.error:  # an earlier transient poll error: the agent answers again
+                    task.note(error=None, if_state=task.state)
+                apply_agent_reply(task, task_json=reply.task, message=None, via="a2a", pending=news)
+            except A2ACallError as exc:  # not A2A, about another task: a failed poll
+                refused = exc
+                poll_failed(task, target, exc)
+            else:
+                agent_answers.after_answer(task, target, reply, state_before, POLL, news, held=held)
+    if not still:
+        overtaken_calls.drop(task, target, reply, "poll")
+    elif refused is not None:
+        agent_answers.outcome(task, refused)  # the agent's health, out of the row's lock
 
 
 def poll_failed(task: Task, target: CallTarget, exc: A2ACallError) -> None:

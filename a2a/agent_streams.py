@@ -8,12 +8,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
 
-from a2a import agent_answers, lease_keeper, long_calls, transports
+from a2a import agent_answers, lease_keeper, long_calls, overtaken_calls, transports
 from a2a.agent_updates import apply_agent_reply
 from a2a.exceptions import (
     A2AAuthError,
@@ -54,8 +55,46 @@ def follow(task: Task) -> None:
         follow_events(task, target, events, sending=False)
 
 
+class _Overtaken(Exception):
+    """The task was reassigned or retried while its stream ran (see
+    :mod:`a2a.overtaken_calls`): nothing more of the stream is applied."""
+
+    def __init__(self, last: AgentReply | None) -> None:
+        super().__init__("overtaken")
+        self.last = last
+
+
+@contextmanager
+def _as_called(task: Task, message_id: str | None, last: AgentReply | None) -> Iterator[None]:
+    """The writes inside are made only while the task is what the stream is about, under
+    its row's lock; else :class:`_Overtaken` (nothing written)."""
+    with overtaken_calls.still_current(task, message_id) as current:
+        if not current:
+            raise _Overtaken(last)
+        yield
+
+
 def follow_events(
     task: Task, target: CallTarget, events: Iterator[AgentReply], *, sending: bool
+) -> None:
+    """Apply the stream's events; then schedule what comes next (:func:`_follow_events`),
+    only while the task is the attempt the stream is about: a person may reassign or
+    retry it meanwhile (:mod:`a2a.overtaken_calls`)."""
+    message_id = (task.outbound_message or {}).get("messageId") if sending else None
+    try:
+        _follow_events(task, target, events, sending=sending, message_id=message_id)
+    except _Overtaken as exc:
+        first = sending and not (task.outbound_message or {}).get("taskId")
+        overtaken_calls.drop(task, target, exc.last, "send" if first else "stream")
+
+
+def _follow_events(
+    task: Task,
+    target: CallTarget,
+    events: Iterator[AgentReply],
+    *,
+    sending: bool,
+    message_id: str | None,
 ) -> None:
     """Apply the stream's events; then schedule what comes next.
 
@@ -93,7 +132,7 @@ def follow_events(
                 held = reply
                 continue
             held = None
-            _apply(task, reply, with_message=True)
+            _apply(task, reply, message_id, with_message=True)
             applied = (status, time.monotonic())
             if sending and task.remote_task_id and task.next_action == NextAction.SEND:
                 task.mark_sent()  # a crash from here on subscribes, never sends again
@@ -103,35 +142,39 @@ def follow_events(
                 break
         if held is not None:  # the stream ended: what it held back goes in now
             final, held = held, None
-            _apply(task, final)
+            _apply(task, final, message_id)
     except AgentErrorEvent as exc:
         if held is not None:  # what came before the error is kept
-            _apply_held(task, held)
-        _agent_error(task, exc)
+            _apply_held(task, held, message_id)
+        with _as_called(task, message_id, last):
+            _agent_error(task, exc)
         return
     except A2AUnsupportedOperation as exc:
-        _stream_unsupported(task, exc, sending=sending and last is None)
+        with _as_called(task, message_id, last):
+            _stream_unsupported(task, exc, sending=sending and last is None)
         return
     except A2ACallError as exc:
         if held is not None:  # what came before the break is kept
-            _apply_held(task, held)
+            _apply_held(task, held, message_id)
         if sending and last is None:
             agent_answers.outcome(task, exc)
-            handle_send_failure(task, exc)
+            with _as_called(task, message_id, last):
+                handle_send_failure(task, exc)
             return
-        if isinstance(exc, A2AAuthError) and not task.is_terminal:
-            _follow_again_later(task, target, exc)
-            return
-        if not exc.transient and not task.is_terminal:
-            task.fail(
-                exc.code,
-                f"The stream of agent '{task.agent_id}' broke off: {exc.message}",
-                exc.as_error()["details"],
-            )
-            return
-        if not (last is not None and _waits_on_stream(task)):
-            failed = exc
-            task.note(error=exc.as_error(), if_state=task.state)
+        with _as_called(task, message_id, last):
+            if isinstance(exc, A2AAuthError) and not task.is_terminal:
+                _follow_again_later(task, target, exc)
+                return
+            if not exc.transient and not task.is_terminal:
+                task.fail(
+                    exc.code,
+                    f"The stream of agent '{task.agent_id}' broke off: {exc.message}",
+                    exc.as_error()["details"],
+                )
+                return
+            if not (last is not None and _waits_on_stream(task)):
+                failed = exc
+                task.note(error=exc.as_error(), if_state=task.state)
     if sending and last is None:
         # A 2xx stream that closed before naming its task: nothing to follow (a subscribe
         # needs the agent's task id), and a send again might run the task twice.
@@ -139,7 +182,8 @@ def follow_events(
             f"Agent '{task.agent_id}' closed its stream without an event naming its task."
         )
         agent_answers.outcome(task, exc)
-        handle_send_failure(task, exc)
+        with _as_called(task, message_id, last):
+            handle_send_failure(task, exc)
         return
     # Nothing new: a break, or a stream that closed at once on the task as it was. The
     # next subscribe backs off then, as a poll would (a long stream's end is no news).
@@ -148,7 +192,8 @@ def follow_events(
     reply = last or AgentReply()
     if failed is not None and failed.retry_after:
         reply = replace(reply, retry_after=failed.retry_after)
-    agent_answers.after_answer(task, target, reply, state_before, STREAM, quiet=quiet)
+    with _as_called(task, message_id, last):
+        agent_answers.after_answer(task, target, reply, state_before, STREAM, quiet=quiet)
 
 
 def _waits_on_stream(task: Task) -> bool:
@@ -194,18 +239,22 @@ def _follow_again_later(task: Task, target: CallTarget, exc: A2AAuthError) -> No
         task.release(held=held)  # another worker's later claim stands
 
 
-def _apply(task: Task, reply: AgentReply, *, with_message: bool = False) -> None:
-    """Apply one event: a copy of its task, which the stream's view goes on changing."""
+def _apply(
+    task: Task, reply: AgentReply, message_id: str | None, *, with_message: bool = False
+) -> None:
+    """Apply one event: a copy of its task, which the stream's view goes on changing; only
+    to the attempt the stream is about (else :class:`_Overtaken`)."""
     task_json = task_copy(reply.task) if reply.task is not None else None
     message = reply.message if with_message else None
-    apply_agent_reply(task, task_json=task_json, message=message, via="stream")
+    with _as_called(task, message_id, reply):
+        apply_agent_reply(task, task_json=task_json, message=message, via="stream")
 
 
-def _apply_held(task: Task, held: AgentReply) -> None:
+def _apply_held(task: Task, held: AgentReply, message_id: str | None) -> None:
     """Apply an event held back before the stream broke (its own refusal is only noted:
     the break is what the task's error says)."""
     try:
-        _apply(task, held)
+        _apply(task, held, message_id)
     except A2ACallError:
         log.warning("task %s: the stream's last held event could not be applied", task.pk)
 

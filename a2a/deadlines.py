@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from a2a import agent_reads, agent_registry, engine, follow_policy
+from a2a import agent_reads, agent_registry, engine, follow_policy, overtaken_calls
 from a2a.agent_updates import apply_agent_reply, task_timeout
 from a2a.exceptions import A2ACallError, A2APermanentError, A2AProtocolError
 from a2a.hints import queue_processing
@@ -184,8 +184,18 @@ def _apply(task: Task, answer: AgentReply | A2ACallError) -> str:
         log.info("task %s: the read at its deadline answered another task", task.pk)
         return A2AProtocolError.code
     try:
-        # pending: news with no change of state is not written (the task fails anyway)
-        apply_agent_reply(task, task_json=answer.task, message=None, via="a2a", pending={})
+        # pending: news with no change of state is not written (the task fails anyway).
+        # Only to the agent task read: a person may have reassigned or retried the task
+        # while the read was on the wire (a2a.overtaken_calls); then nothing is applied,
+        # and the timeout's own compare-and-set (on the deadline read) refuses too.
+        with overtaken_calls.still_current(task) as still:
+            if still:
+                apply_agent_reply(
+                    task, task_json=answer.task, message=None, via="a2a", pending={}
+                )
+        if not still:
+            log.info("task %s: started again while read at its deadline; left", task.pk)
+            return "overtaken"
     except A2ACallError as exc:  # not A2A, another agent task: the timeout stands
         log.info("task %s: the read at its deadline was refused (%s)", task.pk, exc.code)
         return exc.code

@@ -46,6 +46,7 @@ from a2a import (
     agent_reads,
     agent_registry,
     follow_policy,
+    overtaken_calls,
     remote_ids,
     transports,
 )
@@ -242,6 +243,37 @@ def reschedule_quiet(quiet: list[Polled], lease: Any) -> int:
 
 
 def _apply_one(polled: Polled) -> None:
+    """Apply one poll's answer (or failure), only to the agent task it read: a person may
+    have reassigned or retried the task while the batch was on the wire
+    (:mod:`a2a.overtaken_calls`). What concerns the agent (its health, its listing's
+    cursor, a pause it asked for) is written outside the task row's lock."""
+    task, target = polled.task, polled.target
+    if polled.error is None and polled.reply is not None:
+        if task.error and follow_policy.auth_refused(task):
+            # The credential works again: the agent's health says so too, as after a
+            # single poll (agent_calls.poll); else it stayed unhealthy (unreachable in
+            # matching, no "agent back") until some other call succeeded.
+            agent_answers.outcome(task, None)
+        try:
+            # An answer about another agent task is refused before its status time is
+            # taken for a change the listings missed (which moves the agent's cursor).
+            remote_ids.remote_fields(task, polled.reply.task)
+            agent_listing.check_poll(task, target, polled.reply)
+        except A2ACallError as exc:
+            polled.error = exc
+    if polled.error is not None and polled.error.retry_after:
+        # The agent asked for a pause: every poll of its tasks waits, in every worker.
+        until = timezone.now() + timedelta(seconds=polled.error.retry_after)
+        Task.pause_polls(task.agent_id, until)
+    with overtaken_calls.still_current(task) as still:
+        if still:
+            _apply_current(polled)
+    if not still:
+        overtaken_calls.drop(task, target, polled.reply, "poll")
+
+
+def _apply_current(polled: Polled) -> None:
+    """:func:`_apply_one` for a task still at the agent task polled, under its row's lock."""
     task, target = polled.task, polled.target
     state_before, held = task.state, task.lease_until
     news: dict[str, Any] = {}  # written with the next poll's schedule
@@ -251,16 +283,7 @@ def _apply_one(polled: Polled) -> None:
             return
         assert polled.reply is not None
         if task.error:  # an earlier poll error: the agent answers again
-            if follow_policy.auth_refused(task):
-                # The credential works again: the agent's health says so too, as after a
-                # single poll (agent_calls.poll); else it stayed unhealthy (unreachable
-                # in matching, no "agent back") until some other call succeeded.
-                agent_answers.outcome(task, None)
             task.note(error=None, if_state=task.state)
-        # An answer about another agent task is refused before its status time is taken
-        # for a change the listings missed (which moves the agent's cursor).
-        remote_ids.remote_fields(task, polled.reply.task)
-        agent_listing.check_poll(task, target, polled.reply)
         apply_agent_reply(task, task_json=polled.reply.task, message=None, via="a2a", pending=news)
     except A2ACallError as exc:
         polled.error = exc
@@ -277,9 +300,6 @@ def _failed(polled: Polled) -> None:
     if isinstance(exc, A2AUnsupportedOperation):
         agent_calls.no_polling(task, target, exc)
         return
-    if exc.retry_after:
-        # The agent asked for a pause: every poll of its tasks waits, in every worker.
-        Task.pause_polls(task.agent_id, timezone.now() + timedelta(seconds=exc.retry_after))
     agent_calls.poll_failed(task, target, exc)
 
 

@@ -1,19 +1,21 @@
-"""Sends overtaken by a fresh attempt: the answer to a send that comes back after a
-person reassigned or retried the task.
+"""Calls overtaken by a fresh attempt: the answer to a send, a poll, a stream or the
+deadline's last read that comes back after a person reassigned or retried the task.
 
-A send is on the wire for up to ``A2A_HTTP_TIMEOUT`` (much longer when the agent holds
-it), and a slow agent is just what a person reassigns. The reassign (or a retry after the
-deadline failed the task) writes a fresh attempt: SUBMITTED again, a new first message,
-no agent task. The worker's copy of the task is still the old attempt's, in the same
-state, so the compare-and-sets on the state let the old answer through: the old agent's
-task id was written on the new attempt, which then polled the new agent for a task it
-never had (failing ``remote_task_not_found``) instead of sending to it; a failure
-rescheduled or failed the new attempt, blaming the old agent.
+A call is on the wire for up to ``A2A_HTTP_TIMEOUT`` (much longer when the agent holds
+a send or streams), and a slow agent is just what a person reassigns. The reassign (or a
+retry after the deadline failed the task) writes a fresh attempt: SUBMITTED again, a new
+first message, no agent task. The worker's copy of the task is still the old attempt's,
+often in the same state, so the compare-and-sets on the state let the old answer through:
+the old agent's task id was written on the new attempt, which then polled the new agent
+for a task it never had (failing ``remote_task_not_found``) instead of sending to it; a
+poll's answer replaced the new attempt's send by a poll, or showed the old agent's
+question; a failure rescheduled or failed the new attempt, blaming the old agent.
 
-So what a send brings back is applied only while the task is still the attempt it was
-sent for (:func:`still_sent`): the same agent, and the same outbound message (a fresh
-attempt, and a person's reply, write a new one). Otherwise it is dropped, and an agent
-task it started is canceled at once (:func:`drop`), since nothing follows it any more.
+So what a call brings back is applied only while the task is still what the call was
+about (:func:`still_current`): the same agent and, once the agent's task is known, the
+same agent task; before that (a first message on its way), the same outbound message (a
+fresh attempt, and a person's reply, write a new one). Otherwise it is dropped; an agent
+task a dropped send started, which nothing follows, is canceled at once (:func:`drop`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from django.db import transaction
 
@@ -40,34 +41,45 @@ CANCEL_TIMEOUT = 3.0
 
 
 @contextmanager
-def still_sent(task: Task, message: dict[str, Any]) -> Iterator[bool]:
+def still_current(task: Task, message_id: str | None = None) -> Iterator[bool]:
     """A transaction in which the task's row is locked (on SQLite the ``IMMEDIATE``
-    transaction holds the write lock) and whether it is still the attempt ``message``
-    (the outbound message as the worker sent it) was sent for: the answer's writes are
-    made in it, so no reassign or retry slips in between the check and them."""
+    transaction holds the write lock) and whether it is still what the worker's call was
+    about: the agent of ``task`` (the worker's copy) and its agent task, or, while that is
+    not known, the first message ``message_id`` (as sent). The answer's writes are made
+    in it, so no reassign or retry slips in between the check and them."""
+    about = {"agent_id": task.agent_id}
+    if task.remote_task_id:
+        about["remote_task_id"] = task.remote_task_id
+    elif message_id is not None:
+        # A key lookup compares JSON values on every backend (a messageId such as "12345"
+        # read back through values() would come back a number on SQLite).
+        about["outbound_message__messageId"] = message_id
     with transaction.atomic():
-        row = (
-            Task.objects.select_for_update()
-            .filter(pk=task.pk)
-            .values_list("agent_id", "outbound_message__messageId")
-            .first()
-        )
-        yield row is not None and row == (task.agent_id, message.get("messageId"))
+        rows = Task.objects.select_for_update().filter(pk=task.pk, **about)
+        yield rows.values_list("pk", flat=True).first() is not None
 
 
-def drop(task: Task, target: CallTarget, reply: AgentReply | None) -> None:
-    """The answer to an overtaken send is not applied; the agent's task it names, still
-    running, is canceled (best effort: one try)."""
+def drop(task: Task, target: CallTarget, reply: AgentReply | None, what: str = "send") -> None:
+    """The answer to an overtaken call is not applied; an agent task it names that no
+    platform task follows now (the send started it for the earlier attempt) is canceled
+    (best effort: one try)."""
     remote = reply.task if reply is not None and isinstance(reply.task, dict) else {}
     rid = remote.get("id") if isinstance(remote.get("id"), str) else ""
+    orphan = bool(rid) and what == "send" and not reply_state_final(reply)
+    if orphan:
+        # Still followed (a push named it, and a person's reply goes to it next): kept.
+        orphan = not Task.objects.filter(
+            pk=task.pk, agent_id=target.agent_id, remote_task_id=rid
+        ).exists()
     log.info(
-        "task %s: the answer of agent %s to an earlier attempt's send was dropped (the task "
-        "was reassigned or retried meanwhile)%s",
+        "task %s: the answer of agent %s to an earlier %s was dropped (the task was "
+        "reassigned, retried or answered meanwhile)%s",
         task.pk,
         target.agent_id,
-        f"; its task {quoted(rid)} is canceled" if rid else "",
+        what,
+        f"; its task {quoted(rid)} is canceled" if orphan else "",
     )
-    if not rid or (reply is not None and reply.state in TERMINAL_STATES):
+    if not orphan:
         return
     try:
         transports.transport_for(target).cancel(rid, timeout=CANCEL_TIMEOUT)
@@ -79,3 +91,7 @@ def drop(task: Task, target: CallTarget, reply: AgentReply | None) -> None:
             quoted(rid),
             exc.code,
         )
+
+
+def reply_state_final(reply: AgentReply | None) -> bool:
+    return reply is not None and reply.state in TERMINAL_STATES

@@ -15,6 +15,7 @@ from django.utils import timezone
 from a2a import deadlines, reassign, services
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
+from a2a.transports.base import AgentReply
 
 pytestmark = pytest.mark.django_db
 
@@ -108,3 +109,31 @@ def test_a_task_still_overdue_is_timed_out(task: Task, monkeypatch: Any) -> None
         "timeout",
         NextAction.CANCEL,
     )
+
+
+@pytest.mark.parametrize("state", ["TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED"])
+def test_the_last_read_of_a_task_reassigned_meanwhile_is_not_applied(
+    task: Task, monkeypatch: Any, state: str
+) -> None:
+    """The old agent's answer to the read (its task working, or asking) belongs to the
+    attempt the task was taken from: the fresh one shows none of it (a2a.overtaken_calls)."""
+    overdue(task, remote_task_id="r-1", next_action=NextAction.POLL)
+    monkeypatch.setattr(reassign, "_tell_old_agent", lambda old: {})
+    question = {"messageId": "q1", "role": "ROLE_AGENT", "parts": [{"text": "Which colour?"}]}
+
+    def read_all(tasks: list[Task], targets: Any) -> list[Any]:
+        if not tasks:  # a round with nothing left to read
+            return []
+        to_agent_two(Task.objects.select_related("agent", "skill").get(pk=tasks[0].pk))
+        remote = {"id": "r-1", "contextId": "c-1", "status": {"state": state, "message": question}}
+        return [(AgentReply(task=remote), 0.1)]
+
+    monkeypatch.setattr(deadlines, "_read_all", read_all)
+    assert deadlines.expire_overdue() == 0
+    task.refresh_from_db()
+    assert (task.agent_id, task.state, task.next_action) == (
+        "agent-two",
+        TaskState.SUBMITTED,
+        NextAction.SEND,
+    )
+    assert (task.remote_task_id, task.remote_context_id, task.question) == ("", "", None)

@@ -1,10 +1,12 @@
-"""A send's answer that comes back after a person reassigned or retried the task.
+"""A call's answer that comes back after a person reassigned or retried the task.
 
 Against real a2a-sdk agents: the person's reassign (or a retry, after the sweep failed
-the task) lands while the worker's send to the first agent is on the wire. The answer
-belongs to the earlier attempt: it must not be applied to the fresh one (the first
-agent's task id on the new attempt made it poll the new agent for a task it never had),
-and the first agent's task it started is canceled, since nothing follows it any more.
+the task) lands while the worker's send, poll or stream to the first agent is on the
+wire. The answer belongs to the earlier attempt: it must not be applied to the fresh one
+(the first agent's task id on the new attempt made it poll the new agent for a task it
+never had; a poll's answer replaced its send, or showed the old agent's question), and
+the first agent's task a send started is canceled, since nothing follows it any more. A
+send overtaken by a person's reply to the same agent task keeps that task.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import services
+from a2a import agent_push, agent_push_body, agent_reads, services
 from a2a.exceptions import A2AProtocolError, A2ATransientError
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
+from a2a.transports.base import AgentReply
 from a2a.transports.rest import RestTransport
 from a2a.worker import process_task
+from agent_profiles.models import AgentProfile
 from tests.support.agents import TestAgent, run_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -155,3 +159,98 @@ def test_a_failed_send_overtaken_by_a_reassign_leaves_the_new_attempt_alone(
     assert task.next_poll_at <= timezone.now()
     assert len(task.metadata["reassignments"]) == 1
     assert "sendFailures" not in task.metadata
+
+
+def test_a_reply_during_the_send_keeps_the_agent_task_it_goes_to(
+    user: Any, peers: tuple[TestAgent, TestAgent], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent pushed a question while the first send was on the wire, and a person
+    answered it at once: the send's answer is stale (dropped), but the agent task it names
+    is the one the reply goes to, never canceled."""
+    one, _ = peers
+    task = create(user)
+    question = {"messageId": "q1", "role": "ROLE_AGENT", "parts": [{"text": "Which colour?"}]}
+    real_send = RestTransport.send
+
+    def send(self: RestTransport, *args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(RestTransport, "send", real_send)
+        reply = real_send(self, *args, **kwargs)
+        asked = {
+            **reply.task,
+            "status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": question},
+        }
+        agent_push.apply(task.pk, 1, agent_push_body.parse({"task": asked}), agent_id="agent-one")
+        row = Task.objects.select_related("agent", "skill").get(pk=task.pk)
+        services.reply_to_task(row, text="red", by=user)
+        return reply
+
+    monkeypatch.setattr(RestTransport, "send", send)
+    process_task(task.pk)
+    task.refresh_from_db()
+    assert (task.state, task.next_action) == (TaskState.WORKING, NextAction.SEND)
+    assert task.remote_task_id
+    assert one.canceled == []
+
+
+def test_a_reassign_during_a_poll_is_not_taken_over_by_its_answer(
+    user: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = create(user)
+    process_task(task.pk)  # sent: agent-one has it, polled next
+    task.refresh_from_db()
+    assert (task.state, task.next_action) == (TaskState.SUBMITTED, NextAction.POLL)
+    question = {"messageId": "q1", "role": "ROLE_AGENT", "parts": [{"text": "Which colour?"}]}
+    remote = {
+        "id": task.remote_task_id,
+        "contextId": "ctx-of-agent-one",
+        "status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": question},
+    }
+
+    def read_task(target: Any, remote_task_id: str, **kwargs: Any) -> AgentReply:
+        reassign(task, user)()  # while the poll is on the wire
+        return AgentReply(task=remote)
+
+    monkeypatch.setattr(agent_reads, "read_task", read_task)
+    Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now())
+    process_task(task.pk)
+    assert_fresh_attempt_at(task, "agent-two")
+    assert (task.remote_context_id, task.question) == ("", None)
+
+
+def test_a_failed_stream_send_overtaken_by_a_reassign_leaves_the_new_attempt_alone(
+    user: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent followed by streams (not polled): its stream's failure, after the person
+    reassigned the task, does not fail the new attempt, blaming the old agent."""
+    AgentProfile.objects.filter(pk="agent-one").update(streaming=True, polling=False)
+    task = create(user)
+    act = reassign(task, user)
+
+    def stream(self: RestTransport, *args: Any, **kwargs: Any) -> Any:
+        def events() -> Iterator[Any]:  # as the transport's: the request goes out here
+            act()
+            raise A2AProtocolError("The agent's answer is not A2A.")
+            yield
+
+        return events()
+
+    monkeypatch.setattr(RestTransport, "stream", stream)
+    process_task(task.pk)
+    assert_fresh_attempt_at(task, "agent-two")
+
+
+@pytest.mark.parametrize("message_id", ["12345", "true", "1.5"])
+def test_a_message_id_that_reads_as_json_is_still_its_send(
+    user: Any, peers: tuple[TestAgent, TestAgent], message_id: str
+) -> None:
+    """A caller's message id such as "12345" (SQLite decodes a JSON key read back)."""
+    one, _ = peers
+    task = create(user)
+    Task.objects.filter(pk=task.pk).update(
+        outbound_message={**task.outbound_message, "messageId": message_id}
+    )
+    process_task(task.pk)
+    task.refresh_from_db()
+    assert task.remote_task_id  # the answer was applied
+    assert (task.state, task.next_action) == (TaskState.SUBMITTED, NextAction.POLL)
+    assert one.canceled == []
