@@ -190,9 +190,7 @@ def _apply(task: Task, answer: AgentReply | A2ACallError) -> str:
         # and the timeout's own compare-and-set (on the deadline read) refuses too.
         with overtaken_calls.still_current(task) as still:
             if still:
-                apply_agent_reply(
-                    task, task_json=answer.task, message=None, via="a2a", pending={}
-                )
+                apply_agent_reply(task, task_json=answer.task, message=None, via="a2a", pending={})
         if not still:
             log.info("task %s: started again while read at its deadline; left", task.pk)
             return "overtaken"
