@@ -17,7 +17,6 @@ import copy
 import logging
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
 from a2a import agent_registry, lookups, transports
@@ -32,6 +31,7 @@ from a2a.face.ids import (
     task_ids,
 )
 from a2a.models import InvalidTransition, Task
+from a2a.old_attempts import cancel_owed, note_on_entry
 from a2a.remote_ids import cancel_state
 from a2a.states import RETRYABLE_STATES, TERMINAL_STATES, Transport
 from a2a.task_actions import fresh_message, start_again_as_now
@@ -108,11 +108,14 @@ def reassign_task(task: Task, *, agent_id: str | None = None, by: Any = None) ->
     inactive, without the skill or the current one, and when no other agent offers it.
 
     A task that moved on meanwhile (sent, started, asked) is still the person's to
-    reassign: the move is built again from the task as it is now
-    (:func:`~a2a.task_actions.start_again_as_now`). The old agent is told only once the
-    move committed: a refused reassign tells it nothing, and its answer to the cancel (a
-    push, a poll) cannot end the task before the move, only be refused as another
-    attempt's after it.
+    reassign: the move is built from the task's row read again under a lock
+    (:func:`~a2a.task_actions.start_again_as_now`), never from ``task`` as the caller
+    read it (the agent's task id recorded since, the gateway's hand-over, another
+    reassign: the agent that has it now is the one told, and a reassign to it is refused
+    as up front). The old agent is told only once the move committed: a refused reassign
+    tells it nothing, and its answer to the cancel (a push, a poll) cannot end the task
+    before the move, only be refused as another attempt's after it. A failed task's agent
+    is told only of the cancel a timeout left unsent.
     """
     if task.state in TERMINAL_STATES and task.state not in RETRYABLE_STATES:
         raise InvalidTransition(
@@ -121,9 +124,10 @@ def reassign_task(task: Task, *, agent_id: str | None = None, by: Any = None) ->
         )
     agent, match = _new_agent(task, agent_id)
     who = getattr(by, "username", None) or str(by or "a person")
-    taken: list[tuple[Task, dict[str, Any]]] = []  # the task as each try read it, its entry
+    taken: list[tuple[Task, dict[str, Any]]] = []  # the row as the try read it, its entry
 
     def attempt() -> dict[str, Any] | None:
+        # ``task`` is the row as it is now, locked (start_again_as_now read it again).
         if task.agent_id == agent.id:  # another reassign gave it to that agent meanwhile
             _new_agent(task, agent.id)  # refused as the current agent, as up front
         old = copy.copy(task)  # the old agent's task, to tell it once the move is in
@@ -142,8 +146,10 @@ def reassign_task(task: Task, *, agent_id: str | None = None, by: Any = None) ->
 
     start_again_as_now(task, attempt)
     old, entry = taken[0]
-    if old.state not in TERMINAL_STATES:
-        _note_told(task, entry, _tell_safely(old))
+    # A failed task's agent is told only of a cancel the row still owed (a timeout's, not
+    # sent yet): the reassign's send took its place.
+    if old.state not in TERMINAL_STATES or cancel_owed(old):
+        note_on_entry(task, "reassignments", entry, _tell_safely(old))
     log.info(
         "task %s reassigned from %s to %s by %s",
         task.pk,
@@ -192,24 +198,3 @@ def _tell_safely(old: Task) -> dict[str, Any]:
         log.exception("task %s: could not tell agent %s to drop it", old.pk, old.agent_id)
         error = {"code": "internal_error", "message": type(exc).__name__, "details": None}
         return {"gateway" if old.transport != Transport.A2A else "remoteCancel": {"error": error}}
-
-
-def _note_told(task: Task, entry: dict[str, Any], told: dict[str, Any]) -> None:
-    """Add what telling the old agent gave to the move's ``metadata.reassignments`` entry,
-    only while the task is still that attempt: at the new agent, its last entry this one
-    (a later reassign's entry is not written over, nor one of a task reassigned back).
-    The row stays locked until the transaction ends (on SQLite its ``IMMEDIATE``
-    transaction holds the write lock), so nothing changes the metadata meanwhile."""
-    if not told:
-        return
-    with transaction.atomic():
-        row = Task.objects.select_for_update().filter(pk=task.pk).first()
-        steps = (row.metadata or {}).get("reassignments") if row is not None else None
-        last = steps[-1] if isinstance(steps, list) and steps else None
-        if row is None or row.agent_id != entry["to"] or not isinstance(last, dict):
-            return
-        if (last.get("at"), last.get("to")) != (entry["at"], entry["to"]):
-            return
-        metadata = {**row.metadata, "reassignments": [*steps[:-1], {**last, **told}]}
-        if row.note(metadata=metadata):
-            task.metadata = metadata  # the caller's answer shows it too

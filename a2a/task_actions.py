@@ -6,6 +6,7 @@ or a cancel to the agent, :func:`handle_send_failure` decides what a failed send
 
 from __future__ import annotations
 
+import copy
 import logging
 import uuid
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from a2a.creation import _deadline
 from a2a.exceptions import A2ACallError, A2APermanentError
 from a2a.hints import queue_processing
 from a2a.models import Direction, InvalidTransition, Task, TaskEvent, TaskMessage
+from a2a.old_attempts import cancel_owed, note_on_entry, read_locked, tell_owed_cancel
 from a2a.question_memory import answered
 from a2a.states import INTERRUPTED_STATES, NextAction, TaskState, Transport
 from a2a.wire import data_as_text, relay_message, user_message
@@ -167,46 +169,51 @@ def retry_task(task: Task, *, by: Any = None) -> Task:
     """A person's retry of a FAILED or REJECTED task (else 409): a fresh attempt.
 
     Same agent, a new message (new messageId) without the agent's old task id; output,
-    artifacts, error and question are cleared and the deadline starts again.
+    artifacts, error and question are cleared and the deadline starts again. Built from
+    the row as it is now (:func:`start_again_as_now`). A timed-out task's cancel of the
+    agent's old task, not sent yet, is sent once the retry committed (its send takes the
+    cancel's place): the outcome in the retry's ``metadata.retries`` entry.
     """
     who = getattr(by, "username", None) or str(by or "a person")
-    outbound = fresh_message(task, context_id=task.remote_context_id)
-    metadata = dict(task.metadata or {})
-    metadata["retries"] = [
-        *metadata.get("retries", []),
-        {"at": timezone.now().isoformat(), "by": who, "previousError": task.error},
-    ]
-    metadata["sendFailures"] = 0
-    start_again(
-        task,
-        lambda: task.resubmit(
+    taken: list[tuple[Task, dict[str, Any]]] = []  # the row as the try read it, its entry
+
+    def attempt() -> dict[str, Any] | None:
+        old = copy.copy(task)  # its agent task, owed a cancel maybe
+        outbound = fresh_message(task, context_id=task.remote_context_id)
+        entry = {"at": timezone.now().isoformat(), "by": who, "previousError": task.error}
+        metadata = dict(task.metadata or {})
+        metadata["retries"] = [*metadata.get("retries", []), entry]
+        metadata["sendFailures"] = 0
+        taken[:] = [(old, entry)]
+        moved = task.resubmit(
             f"retried by {who}",
             outbound_message=outbound,
             metadata=metadata,
             deadline_at=_deadline(),
-        ),
-        outbound,
-    )
+        )
+        return outbound if moved else None
+
+    start_again_as_now(task, attempt)
+    old, entry = taken[0]
+    if cancel_owed(old):
+        note_on_entry(task, "retries", entry, {"remoteCancel": tell_owed_cancel(old)})
     return task
 
 
-def start_again(task: Task, move: Callable[[], bool], outbound: dict[str, Any]) -> None:
-    """Run ``move`` (a fresh-attempt verb: a retry), record the new first message
-    (``outbound``) and queue the send, in one transaction (:func:`start_again_as_now`)."""
-    start_again_as_now(task, lambda: outbound if move() else None)
-
-
 def start_again_as_now(task: Task, attempt: Callable[[], dict[str, Any] | None]) -> None:
-    """Run ``attempt`` (builds a fresh attempt from the task as it is now and writes it
+    """Run ``attempt`` (builds a fresh attempt from ``task`` as it is now and writes it
     with its verb: reassign, retry; the new first message, or None when the task moved on
     before the write), record that message and queue the send, in one transaction.
 
-    A task that moved on meanwhile (the worker's send was answered, the agent asked) can
-    still start again: each failed write reloads the task and ``attempt`` builds from it
-    again, as :func:`cancel_task` does. The verb refuses (409) a task that can no longer
-    start again (it finished); only a task that keeps moving runs out of tries."""
+    Each try first reads the row again into ``task``, locked until the transaction ends
+    (:func:`~a2a.old_attempts.read_locked`): the caller's copy may be older than a change
+    in the same state (the send's answer recorded the agent's task, the gateway took the
+    task over, another person moved it), which the verb's compare-and-set on the state
+    alone does not see. A task that moved on to another state can still start again; the
+    verb refuses (409) one that can no longer (it finished)."""
     with transaction.atomic():
         for _ in range(CANCEL_TRIES):
+            read_locked(task)
             outbound = attempt()
             if outbound is not None:
                 break

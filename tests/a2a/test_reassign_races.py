@@ -5,17 +5,21 @@ committed, so its report is another attempt's and changes nothing."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.db import connection
 from rest_framework.test import APIClient
 
+from a2a import deadlines, services
 from a2a import reassign as reassign_module
-from a2a import services
+from a2a.exceptions import A2ATransientError, UnknownAgent
 from a2a.models import Direction, Task, TaskMessage
-from a2a.states import NextAction, TaskState
+from a2a.states import NextAction, TaskState, Transport
 from a2a.transports import AgentReply
+from platform_site.errors import NotFound
 from tests.a2a.helpers import working
 from tests.a2a.test_api import client_for
 
@@ -212,3 +216,238 @@ def test_an_unexpected_error_telling_the_old_agent_keeps_the_reassign(
     assert (task.agent_id, task.state) == ("agent-two", TaskState.SUBMITTED)
     told = task.metadata["reassignments"][-1]["remoteCancel"]
     assert told["error"]["code"] == "internal_error"
+
+
+# --- built from the row as it is now, not from the caller's copy ----------------------
+# A change in the same state passes the verb's compare-and-set on the state: the move
+# and whom it tells come from the row read again (locked) in the move's transaction.
+
+
+def accepted(row: Task, remote_id: str = "r-1") -> Task:
+    """The worker's send was answered: the agent's task (``remote_id``), still SUBMITTED."""
+    return services.apply_agent_update(
+        row, status={"state": "TASK_STATE_SUBMITTED"}, remote={"id": remote_id}, via="a2a"
+    )
+
+
+def stale(task: Task) -> Task:
+    """A person's copy of the task (a page, the API's read), before what comes next."""
+    return Task.objects.select_related("agent", "skill").get(pk=task.pk)
+
+
+def test_the_agent_task_recorded_after_the_read_is_the_one_canceled(
+    api: APIClient, task: Task, monkeypatch: Any
+) -> None:
+    agent = old_agent(monkeypatch, OldAgent(task))
+    meanwhile(monkeypatch, accepted)
+    response = reassign(api, task)
+    assert response.status_code == 200, response.content
+    task.refresh_from_db()
+    assert (task.agent_id, task.remote_task_id) == ("agent-two", "")
+    # agent-one's task, which nothing follows any more, is told to stop.
+    assert agent.told == [("r-1", "agent-two", TaskState.SUBMITTED)]
+    moved = task.metadata["reassignments"][-1]
+    assert moved["previousRemoteTaskId"] == "r-1"
+    assert moved["remoteCancel"] == {"state": "TASK_STATE_CANCELED"}
+
+
+def test_a_task_the_gateway_took_over_after_the_read_is_canceled_there(
+    api: APIClient, task: Task, monkeypatch: Any
+) -> None:
+    """The old agent's assignment was acknowledged: it gets a ``task.cancel``."""
+    from gateway import services as gateway_services
+    from gateway.models import Delivery, DeliveryKind, DeliveryStatus
+
+    def handed_over(row: Task) -> None:
+        gateway_services.push_task(row, reason="agent_refused (HTTP 404)")
+        Delivery.objects.filter(task=row).update(status=DeliveryStatus.ACKED)
+
+    agent = old_agent(monkeypatch, OldAgent(task))
+    meanwhile(monkeypatch, handed_over)
+    response = reassign(api, task)
+    assert response.status_code == 200, response.content
+    task.refresh_from_db()
+    assert (task.agent_id, task.transport) == ("agent-two", Transport.A2A)
+    cancel = Delivery.objects.get(task=task, kind=DeliveryKind.CANCEL)
+    assert cancel.agent_id == "agent-one"
+    assert agent.told == []  # not over A2A: the gateway carried it
+    assert task.metadata["reassignments"][-1]["previousState"] == TaskState.SUBMITTED
+
+
+def test_two_reassigns_from_the_same_read_keep_both_moves(
+    task: Task, make_agent: Any, skill: Any, monkeypatch: Any
+) -> None:
+    """Two people reassign the task they both read at agent-one; agent-two started it
+    after the first move. The second move is from agent-two, which is told."""
+    make_agent(skills=[skill], id="agent-three", a2a_endpoint="http://127.0.0.1:9/three")
+    agent = old_agent(monkeypatch, OldAgent(task))
+    working(task)
+    first, second = stale(task), stale(task)
+    services.reassign_task(first, agent_id="agent-two", by="ann")
+    working(stale(task), remote_id="r-2")
+    agent.told.clear()
+    services.reassign_task(second, agent_id="agent-three", by="bob")
+    task.refresh_from_db()
+    steps = [(s["from"], s["to"], s["by"]) for s in task.metadata["reassignments"]]
+    assert steps == [("agent-one", "agent-two", "ann"), ("agent-two", "agent-three", "bob")]
+    assert task.metadata["reassignments"][-1]["previousRemoteTaskId"] == "r-2"
+    assert agent.told == [("r-2", "agent-three", TaskState.SUBMITTED)]
+    # The caller's copy is the task as the move left it.
+    assert (second.agent_id, second.metadata) == ("agent-three", task.metadata)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_reassign_at_the_same_time_waits_for_the_other_to_commit(
+    task: Task, make_agent: Any, skill: Any, monkeypatch: Any
+) -> None:
+    """Two people's reassigns from the same read, at the same time: the second reads the
+    row only once the first committed (its lock), not the row the first is moving. Read
+    unlocked, both moves passed the compare-and-set on SUBMITTED, the second's metadata
+    written over the first's."""
+    make_agent(skills=[skill], id="agent-three", a2a_endpoint="http://127.0.0.1:9/three")
+    old_agent(monkeypatch, OldAgent(task))
+    first, second = stale(task), stale(task)
+    build = reassign_module._move
+    other: list[threading.Thread] = []
+
+    def second_person() -> None:
+        try:
+            services.reassign_task(second, agent_id="agent-three", by="bob")
+        finally:
+            connection.close()
+
+    def moving(row: Task, *args: Any) -> Any:
+        if not other:  # the first move, its row read and locked: the second starts now
+            other.append(threading.Thread(target=second_person))
+            other[0].start()
+            other[0].join(0.5)
+            assert other[0].is_alive()  # waits on the first move's lock
+        return build(row, *args)
+
+    monkeypatch.setattr(reassign_module, "_move", moving)
+    services.reassign_task(first, agent_id="agent-two", by="ann")
+    other[0].join(10)
+    task.refresh_from_db()
+    steps = [(s["from"], s["to"]) for s in task.metadata["reassignments"]]
+    assert steps == [("agent-one", "agent-two"), ("agent-two", "agent-three")]
+
+
+def test_a_reassign_from_a_stale_read_to_the_agent_that_has_it_is_refused(
+    task: Task, monkeypatch: Any
+) -> None:
+    """Read at agent-one; meanwhile reassigned to agent-two, whose send was answered:
+    naming agent-two is refused as up front, and its running task is still followed."""
+    agent = old_agent(monkeypatch, OldAgent(task))
+    seen = stale(task)
+    services.reassign_task(stale(task), agent_id="agent-two", by="ann")
+    accepted(stale(task), remote_id="r-2")
+    with pytest.raises(UnknownAgent, match="already assigned to agent 'agent-two'"):
+        services.reassign_task(seen, agent_id="agent-two", by="bob")
+    task.refresh_from_db()
+    assert (task.agent_id, task.remote_task_id) == ("agent-two", "r-2")
+    assert len(task.metadata["reassignments"]) == 1
+    assert agent.told == []
+
+
+def test_a_task_deleted_after_the_read_is_not_found(task: Task) -> None:
+    seen = stale(task)
+    Task.objects.filter(pk=task.pk).delete()
+    with pytest.raises(NotFound):
+        services.reassign_task(seen, agent_id="agent-two", by="ann")
+
+
+# --- a timed-out task's cancel, not sent yet ----------------------------------------------
+# The sweep failed the task 'timeout' and left the cancel of the agent's task to a worker
+# (next action CANCEL); a person starts it again first, its send in the cancel's place.
+
+
+def timed_out(task: Task) -> Task:
+    working(task)
+    assert deadlines.fail_timeout(stale(task))
+    task.refresh_from_db()
+    assert (task.state, task.next_action) == (TaskState.FAILED, NextAction.CANCEL)
+    return task
+
+
+def test_a_reassign_of_a_timed_out_task_cancels_the_old_agents_task(
+    api: APIClient, task: Task, monkeypatch: Any
+) -> None:
+    agent = old_agent(monkeypatch, OldAgent(task))
+    timed_out(task)
+    response = reassign(api, task)
+    assert response.status_code == 200, response.content
+    task.refresh_from_db()
+    assert (task.agent_id, task.next_action) == ("agent-two", NextAction.SEND)
+    assert agent.told == [("r-1", "agent-two", TaskState.SUBMITTED)]
+    assert task.metadata["reassignments"][-1]["remoteCancel"] == {"state": "TASK_STATE_CANCELED"}
+
+
+def test_a_failed_task_whose_cancel_was_sent_tells_nobody(
+    api: APIClient, task: Task, monkeypatch: Any
+) -> None:
+    """The agent failed the task itself (or the worker sent the timeout's cancel)."""
+    agent = old_agent(monkeypatch, OldAgent(task))
+    working(task)
+    services.apply_agent_update(stale(task), status={"state": "TASK_STATE_FAILED"}, via="a2a")
+    assert reassign(api, task).status_code == 200
+    assert api.post(f"/api/tasks/{task.pk}/retry").status_code == 409  # SUBMITTED now
+    task.refresh_from_db()
+    assert "remoteCancel" not in task.metadata["reassignments"][-1]
+    assert agent.told == []
+
+
+def test_a_retry_of_a_timed_out_task_cancels_the_agents_old_task(
+    api: APIClient, task: Task, monkeypatch: Any
+) -> None:
+    agent = old_agent(monkeypatch, OldAgent(task))
+    timed_out(task)
+    response = api.post(f"/api/tasks/{task.pk}/retry")
+    assert response.status_code == 200, response.content
+    task.refresh_from_db()
+    assert (task.agent_id, task.remote_task_id, task.next_action) == (
+        "agent-one",
+        "",
+        NextAction.SEND,
+    )
+    assert agent.told == [("r-1", "agent-one", TaskState.SUBMITTED)]
+    told = task.metadata["retries"][-1]["remoteCancel"]
+    assert (told["taskId"], told["state"]) == ("r-1", "TASK_STATE_CANCELED")
+    assert response.json()["metadata"]["retries"][-1]["remoteCancel"] == told
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (A2ATransientError("down", code="agent_unreachable"), "agent_unreachable"),
+        (RuntimeError("credential unreadable"), "internal_error"),
+    ],
+)
+def test_a_retry_whose_cancel_fails_still_stands(
+    api: APIClient, task: Task, monkeypatch: Any, error: Exception, code: str
+) -> None:
+    class Refuses(OldAgent):
+        def cancel(self, remote_id: str, timeout: float = 0.0) -> Any:
+            raise error
+
+    old_agent(monkeypatch, Refuses(task))
+    timed_out(task)
+    assert api.post(f"/api/tasks/{task.pk}/retry").status_code == 200
+    task.refresh_from_db()
+    assert (task.state, task.next_action) == (TaskState.SUBMITTED, NextAction.SEND)
+    told = task.metadata["retries"][-1]["remoteCancel"]
+    assert (told["taskId"], told["error"]["code"]) == ("r-1", code)
+
+
+def test_a_retry_from_a_stale_read_keeps_what_happened_since(task: Task) -> None:
+    """Read failed at agent-one; meanwhile reassigned to agent-two, where it failed too:
+    the retry is agent-two's, and the reassignment stays on record."""
+    task.fail("agent_failed", "Agent 'agent-one': broke")
+    seen = stale(task)
+    services.reassign_task(stale(task), agent_id="agent-two", by="ann")
+    stale(task).fail("agent_failed", "Agent 'agent-two': broke")
+    services.retry_task(seen, by="bob")
+    task.refresh_from_db()
+    assert (task.agent_id, task.state) == ("agent-two", TaskState.SUBMITTED)
+    assert len(task.metadata["reassignments"]) == 1
+    assert task.metadata["retries"][-1]["previousError"]["message"] == "Agent 'agent-two': broke"

@@ -1,0 +1,95 @@
+"""What a fresh attempt (a person's retry or reassign) owes the attempt it replaces.
+
+Part of :mod:`a2a.task_actions` and :mod:`a2a.reassign`. A fresh attempt is built from
+the task's row read again under a lock (:func:`read_locked`), not from the copy the
+person's page or the API read: what the worker or the gateway wrote meanwhile in the
+same state (the agent's task id, a hand-over) is what the old agent must be told about.
+It writes its own send over the row's next action, so a cancel of the agent's task the
+row still owed (:func:`cancel_owed`, the deadline sweep's on a timeout) is sent by the
+attempt once it committed (:func:`tell_owed_cancel`), and what that gave is added to the
+attempt's entry in the metadata (:func:`note_on_entry`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from a2a import agent_registry, transports
+from a2a.exceptions import A2ACallError
+from a2a.models import Task
+from a2a.remote_ids import cancel_state
+from a2a.states import NextAction, Transport
+from platform_site.errors import NotFound
+
+log = logging.getLogger(__name__)
+
+# Seconds the agent gets to hear about the cancel (a person is waiting).
+OWED_CANCEL_TIMEOUT = 3.0
+
+
+def read_locked(task: Task) -> None:
+    """Read the task's row again into ``task`` (with its agent and skill), locked until
+    the caller's transaction ends (on SQLite its ``IMMEDIATE`` transaction holds the write
+    lock). Nothing changes the row between this read and the verb's write, so the verb's
+    compare-and-set on the state is enough: alone, it let through a row that changed in
+    the same state (the agent's task id recorded, the gateway taking it over)."""
+    # Locked first, read after: a locking read that joins the agent found no row on
+    # PostgreSQL when the task it waited for was moved to another agent (the row read
+    # again after the wait no longer joins the agent read before it).
+    locked = Task.objects.select_for_update().filter(pk=task.pk).values_list("pk", flat=True)
+    if locked.first() is None:
+        raise NotFound(f"Task {task.id} no longer exists.")
+    task.refresh_from_db(from_queryset=Task.objects.select_related("agent", "skill"))
+
+
+def cancel_owed(row: Task) -> bool:
+    """Whether the row holds a cancel of the agent's task over A2A not sent yet (the
+    sweep's, when it timed the task out: ``next_action`` CANCEL). A fresh attempt's send
+    replaces that action, so nobody else would tell the agent."""
+    return bool(
+        row.remote_task_id
+        and row.transport == Transport.A2A
+        and row.next_action == NextAction.CANCEL
+    )
+
+
+def tell_owed_cancel(old: Task) -> dict[str, Any]:
+    """Best effort, once the fresh attempt committed: cancel the agent task ``old`` (the
+    row as it was read before the attempt) still owed. Recorded as the worker's cancel
+    records it (:func:`a2a.agent_calls.cancel`): when, which agent task, and its state or
+    the call's error (an unexpected error too: the person's action stands)."""
+    told: dict[str, Any] = {"at": timezone.now().isoformat(), "taskId": old.remote_task_id}
+    try:
+        target = agent_registry.target_for(old.agent)
+        reply = transports.transport_for(target).cancel(
+            old.remote_task_id, timeout=OWED_CANCEL_TIMEOUT
+        )
+        return {**told, "state": cancel_state(old, reply)}
+    except A2ACallError as exc:
+        return {**told, "error": exc.as_error()}
+    except Exception as exc:
+        log.exception("task %s: could not tell agent %s to cancel", old.pk, old.agent_id)
+        error = {"code": "internal_error", "message": type(exc).__name__, "details": None}
+        return {**told, "error": error}
+
+
+def note_on_entry(task: Task, key: str, entry: dict[str, Any], told: dict[str, Any]) -> None:
+    """Add ``told`` (what telling the old agent gave) to the attempt's entry ``entry`` in
+    ``metadata[key]`` (``reassignments``, ``retries``), only while it is still the last
+    one: a later attempt's entry is not written over. The row stays locked until the
+    transaction ends, so nothing changes the metadata meanwhile."""
+    if not told:
+        return
+    with transaction.atomic():
+        row = Task.objects.select_for_update().filter(pk=task.pk).first()
+        steps = (row.metadata or {}).get(key) if row is not None else None
+        last = steps[-1] if isinstance(steps, list) and steps else None
+        if row is None or last != entry:  # the entry as written (JSON: the same values)
+            return
+        metadata = {**row.metadata, key: [*steps[:-1], {**last, **told}]}
+        if row.note(metadata=metadata):
+            task.metadata = metadata  # the caller's answer shows it too
