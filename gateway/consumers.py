@@ -15,7 +15,6 @@ Daphne sends 1013 only with :mod:`gateway.daphne_close` installed.
 from __future__ import annotations
 
 import asyncio
-import collections
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -27,8 +26,9 @@ from django.conf import settings
 from agent_profiles.models import AgentProfile
 from gateway import frames, observe, presence, services
 from gateway.connections import local
-from gateway.db import db
+from gateway.db import db, db_fresh
 from gateway.frames import FrameError
+from gateway.limits import BadFrameLimiter, FrameRate
 from gateway.middleware import CLOSE_TRY_AGAIN
 from gateway.sessions import AccessLost, end_session
 from platform_site import logs
@@ -55,43 +55,6 @@ def _start_gate() -> asyncio.Semaphore:
     return gate
 
 
-class BadFrameLimiter:
-    """Counts bad frames in a sliding window; too many and the connection is closed."""
-
-    def __init__(self, limit: int, window: float) -> None:
-        self.limit, self.window = limit, window
-        self.times: collections.deque[float] = collections.deque()
-
-    def hit(self, now: float) -> bool:
-        """Record one bad frame; True when the limit is exceeded."""
-        self.times.append(now)
-        while self.times and self.times[0] < now - self.window:
-            self.times.popleft()
-        return len(self.times) > self.limit
-
-
-class FrameRate:
-    """Frames a connection may send: ``rate`` a second on average, ``burst`` at once (a
-    token bucket). Valid frames count too: one agent sending pings as fast as it could
-    (a million in 25 s) filled the server's queue for its connection faster than it was
-    read, took 300 MB that stayed, and stalled every other client for seconds."""
-
-    def __init__(self, rate: float, burst: float) -> None:
-        self.rate, self.burst = rate, burst
-        self.tokens = burst
-        self.at: float | None = None
-
-    def take(self, now: float) -> bool:
-        """One frame at ``now``; False when the connection is over its rate."""
-        if self.at is not None:
-            self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
-        self.at = now
-        if self.tokens < 1:
-            return False
-        self.tokens -= 1
-        return True
-
-
 class AgentGatewayConsumer(AsyncWebsocketConsumer):
     """One agent connection: auth, heartbeats, acks, updates and pushed deliveries."""
 
@@ -102,6 +65,7 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
     remote_addr = ""
     _layer_failed = False
     _refused = False
+    _closing = False  # this side closed the socket (what it reads then is still applied)
     _layer_receive: Callable[[], Awaitable[dict[str, Any]]]
 
     # AsyncConsumer.__call__ sets ``channel_receive`` to the channel layer's receive for
@@ -241,9 +205,11 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         if frame.type == "ping":
             await self._send(frames.PONG)
         elif frame.type == "task.ack":
-            await db(services.ack)(self.agent.id, data["deliveryId"])
+            await db_fresh(services.ack)(self.agent.id, data["deliveryId"])
         elif frame.type == "task.update":
-            await db(services.apply_update)(
+            # Nothing tells the agent its update was stored (only a later pong): one that met
+            # a connection a database restart killed runs again on a new one.
+            await db_fresh(services.apply_update)(
                 self.agent.id, data["taskId"], data["status"], data.get("artifacts")
             )
         elif frame.type == "auth":
@@ -347,25 +313,48 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
             await self._send(payload)
 
     async def _send(self, frame: dict[str, Any]) -> None:
-        await self.send(text_data=json.dumps(frame, separators=(",", ":")))
+        try:
+            await self.send(text_data=json.dumps(frame, separators=(",", ":")))
+        except Exception:
+            if not self._closing:
+                raise
+            # A frame read before the close and handled after it (daphne refuses the
+            # answer once the socket closed): raised, it ended the handler and the frames
+            # queued behind it (task.update frames) were never applied.
+            log.debug("gateway: no answer after the close to %s", self.agent)
+
+    async def close(self, code: int | bool | None = None, reason: str | None = None) -> None:
+        self._closing = True
+        await super().close(code=code, reason=reason)
 
     # --- channel-layer events ------------------------------------------------------------
 
     async def gateway_deliver(self, event: dict[str, Any]) -> None:
-        """A delivery row was committed for this agent: claim it and send it."""
+        """A delivery row was committed for this agent: claim it and send it.
+
+        A claim the database failed leaves the row pending, and the sweep hints it again
+        (:func:`gateway.offline.renotify_pending`). Raised, it ended the handler: daphne
+        closed the socket with 1011 and dropped the frames the agent had sent meanwhile
+        (its task.update frames after a PostgreSQL restart: not applied, not answered).
+        """
         if self.agent is None:
             return
         frame = event.get("frame")
-        if frame is None:  # a re-hint (sweep, requeue): read the row
-            await self._deliver(event["delivery_id"])
+        try:
+            if frame is None:  # a re-hint (sweep, requeue): read the row
+                await self._deliver(event["delivery_id"])
+                return
+            claimed = await db(services.claim_pending)(
+                event["delivery_id"],
+                self.agent.id,
+                self.channel_name,
+                event.get("task_id", ""),
+                bool(event.get("was_offline")),
+            )
+        except Exception:
+            delivery_id = event.get("delivery_id")
+            log.warning("gateway: %s not claimed by %s", delivery_id, self.agent, exc_info=True)
             return
-        claimed = await db(services.claim_pending)(
-            event["delivery_id"],
-            self.agent.id,
-            self.channel_name,
-            event.get("task_id", ""),
-            bool(event.get("was_offline")),
-        )
         if claimed:
             await self._send(frame)
 

@@ -7,6 +7,7 @@ none). Frames carry the same A2A objects as HTTP, and the same skill handler run
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import random
@@ -26,6 +27,22 @@ if TYPE_CHECKING:
     from reference_agent.agent import ReferenceAgent
 
 log = logging.getLogger("reference-agent.gateway")
+
+# Seconds before updates the platform could not store are sent again (its database may
+# need a moment).
+RESEND_DELAY = 1.0
+# Updates kept until confirmed: after them the agent sends nothing more for its task (it
+# ended, or waits for a person), so one lost would strand the task.
+WAITING_STATES = frozenset(
+    {
+        "TASK_STATE_COMPLETED",
+        "TASK_STATE_FAILED",
+        "TASK_STATE_CANCELED",
+        "TASK_STATE_REJECTED",
+        "TASK_STATE_INPUT_REQUIRED",
+        "TASK_STATE_AUTH_REQUIRED",
+    }
+)
 
 
 @dataclass
@@ -53,6 +70,12 @@ class Gateway:
     ``task.ack``, CANCELED; ``ping`` every ``ping_interval``. Updates made while
     disconnected are sent on reconnect. An assignment whose message reached the HTTP side
     first is that side's task (:mod:`reference_agent.shared_tasks`): never run twice.
+
+    The platform answers a stored update with nothing: a ``pong`` tells the frames sent
+    before its ``ping`` were applied (docs/gateway.md). Until then a task's last update
+    that ends it or asks a question is kept, and sent again after an ``internal_error``
+    (the platform could not store a frame) and on the next connection (a close may drop
+    frames the platform had not read).
     """
 
     def __init__(self, agent: ReferenceAgent) -> None:
@@ -61,6 +84,11 @@ class Gateway:
         self.connected = False
         self._ws: Any = None
         self._outbox: list[dict[str, Any]] = []
+        # Each task's last update sent and not yet followed by a pong, and what each ping
+        # in flight will confirm (pongs come in the order of the pings).
+        self._unconfirmed: dict[str, dict[str, Any]] = {}
+        self._pings: collections.deque[dict[str, dict[str, Any]]] = collections.deque()
+        self._resender: asyncio.Task[None] | None = None
 
     async def run_forever(self) -> None:
         """Connect, serve, and reconnect with exponential backoff (a refusal such as 4403,
@@ -96,7 +124,10 @@ class Gateway:
         self._ws, self.connected = ws, True
         log.info("gateway connected: %s", self.agent.config.gateway_url)
         pending, self._outbox = self._outbox, []
-        for frame in pending:  # what happened while we were away
+        self._pings.clear()  # the old connection's pings get no pong now
+        newer = {frame.get("taskId") for frame in pending if frame["type"] == "task.update"}
+        unsure = [f for task_id, f in self._unconfirmed.items() if task_id not in newer]
+        for frame in unsure + pending:  # maybe not stored; then what happened while away
             await self.send_frame(frame)
         pinger = asyncio.create_task(self._ping(ws))
         try:
@@ -108,7 +139,25 @@ class Gateway:
     async def _ping(self, ws: Any) -> None:
         while True:
             await asyncio.sleep(self.agent.config.ping_interval)
+            self._pings.append(dict(self._unconfirmed))
             await ws.send(json.dumps({"type": "ping"}))
+
+    def _confirmed(self) -> None:
+        """A pong: the updates sent before its ping were stored."""
+        if not self._pings:
+            return
+        for task_id, frame in self._pings.popleft().items():
+            if self._unconfirmed.get(task_id) is frame:
+                del self._unconfirmed[task_id]
+
+    async def _send_unconfirmed_again(self) -> None:
+        """After an ``internal_error``: the platform could not store a frame (its database
+        failed; the error does not say which frame), so the updates it has not confirmed
+        go again, a moment later. Duplicates are harmless: a task takes its final state
+        again, and the last update of a running one is its state now."""
+        await asyncio.sleep(RESEND_DELAY)
+        for frame in list(self._unconfirmed.values()):
+            await self.send_frame(frame)
 
     async def send_frame(self, frame: dict[str, Any]) -> None:
         """Send now, or keep it for the next connection."""
@@ -119,6 +168,12 @@ class Gateway:
             await self._ws.send(json.dumps(frame))
         except websockets.ConnectionClosed:
             self._outbox.append(frame)
+            return
+        if frame["type"] == "task.update":
+            if (frame.get("status") or {}).get("state") in WAITING_STATES:
+                self._unconfirmed[frame["taskId"]] = frame
+            else:  # a WORKING lost is superseded by the next update; the one before is old
+                self._unconfirmed.pop(frame["taskId"], None)
 
     async def _on_frame(self, raw: str | bytes) -> None:
         try:
@@ -135,7 +190,12 @@ class Gateway:
             await self._on_cancel(frame)
         elif kind == "error":
             log.warning("gateway error %s: %s", frame.get("code"), frame.get("message"))
-        elif kind != "pong":
+            resending = self._resender is not None and not self._resender.done()
+            if frame.get("code") == "internal_error" and not resending:
+                self._resender = asyncio.create_task(self._send_unconfirmed_again())
+        elif kind == "pong":
+            self._confirmed()
+        else:
             log.debug("ignoring frame type %r", kind)
 
     async def _on_assign(self, frame: dict[str, Any]) -> None:
