@@ -18,26 +18,6 @@ from tests.a2a.test_api import client_for
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def two(make_agent: Any, skill: Any) -> tuple[Any, Any]:
-    return (
-        make_agent(skills=[skill]),
-        make_agent(skills=[skill], id="agent-two", a2a_endpoint="http://127.0.0.1:9/two"),
-    )
-
-
-@pytest.fixture
-def task(skill: Any, two: Any, user: Any) -> Task:
-    return services.create_task(
-        skill_id=skill.id, input={"product": "lamp"}, agent_id="agent-one", user=user
-    )
-
-
-@pytest.fixture
-def api(user: Any) -> APIClient:
-    return client_for(user)
-
-
 def reassign(api: APIClient, task: Task, **body: Any) -> Any:
     return api.post(f"/api/tasks/{task.pk}/reassign", body, format="json")
 

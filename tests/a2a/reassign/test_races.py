@@ -21,31 +21,10 @@ from a2a.states import NextAction, TaskState, Transport
 from a2a.transports import AgentReply
 from platform_site.errors import NotFound
 from tests.a2a.helpers import working
-from tests.a2a.test_api import client_for
 
 pytestmark = pytest.mark.django_db
 
 QUESTION = {"messageId": "q-1", "role": "ROLE_AGENT", "parts": [{"text": "EU or UK?"}]}
-
-
-@pytest.fixture
-def two(make_agent: Any, skill: Any) -> tuple[Any, Any]:
-    return (
-        make_agent(skills=[skill]),
-        make_agent(skills=[skill], id="agent-two", a2a_endpoint="http://127.0.0.1:9/two"),
-    )
-
-
-@pytest.fixture
-def task(skill: Any, two: Any, user: Any) -> Task:
-    return services.create_task(
-        skill_id=skill.id, input={"product": "lamp"}, agent_id="agent-one", user=user
-    )
-
-
-@pytest.fixture
-def api(user: Any) -> APIClient:
-    return client_for(user)
 
 
 class OldAgent:
