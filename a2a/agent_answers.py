@@ -43,14 +43,28 @@ def outcome(task: Task, error: A2ACallError | None) -> None:
 
 
 def answered(task: Task) -> None:
-    """The agent answered: clear send failures, note it as seen (at most every 30 s)."""
+    """The agent answered: its health and last seen (:func:`agent_answered`), and the
+    task's send failures cleared (:func:`clear_send_failures`)."""
+    agent_answered(task)
+    clear_send_failures(task)
+
+
+def agent_answered(task: Task) -> None:
+    """The agent answered: its health says so, and it is noted as seen (at most every
+    30 s). About the agent alone: written outside the task row's lock."""
     outcome(task, None)
-    metadata = task.metadata or {}
-    if metadata.get("sendFailures") or task.error:
-        task.note(metadata={**metadata, "sendFailures": 0}, error=None)
     seen = task.agent.last_seen_at
     if seen is None or (timezone.now() - seen).total_seconds() > 30:
         task.agent.touch()
+
+
+def clear_send_failures(task: Task) -> None:
+    """The task's earlier send failures no longer stand. Written from the worker's copy
+    of its metadata: only under the row's lock while the task is still what the call was
+    about (:mod:`a2a.overtaken_calls`), or a reassign's record made meanwhile was lost."""
+    metadata = task.metadata or {}
+    if metadata.get("sendFailures") or task.error:
+        task.note(metadata={**metadata, "sendFailures": 0}, error=None)
 
 
 def after_answer(

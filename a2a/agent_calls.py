@@ -218,7 +218,7 @@ def _send(task: Task) -> None:
         if not still:
             overtaken_calls.drop(task, target, None)
         return
-    agent_answers.answered(task)
+    agent_answers.agent_answered(task)
     news: dict[str, Any] = {}  # the agent's task id, above all: written with the schedule
     applied = False
     # Applied only to the attempt it answers: a person may have reassigned or retried the
@@ -226,6 +226,9 @@ def _send(task: Task) -> None:
     with overtaken_calls.still_current(task, message.get("messageId")) as still:
         if still:
             try:
+                # Before the answer is applied: a failure it brings (an invalid output)
+                # stands.
+                agent_answers.clear_send_failures(task)
                 apply_agent_reply(
                     task, task_json=reply.task, message=reply.message, via="a2a", pending=news
                 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from a2a import agent_answers, transports
+from a2a import agent_answers, overtaken_calls, transports
 from a2a.agent_updates import apply_agent_reply
 from a2a.exceptions import A2AAuthError, A2ACallError, A2APermanentError
 from a2a.follow_policy import POLL
@@ -82,31 +82,45 @@ def read_after_refusal(task: Task, exc: A2ACallError) -> bool:
     try:
         target = agent_answers.target_of(task)
         reply = read_task(target, task.remote_task_id)
-        # Before the answer is applied: it may fail the task (an invalid output), and
-        # that error must stand.
-        agent_answers.answered(task)  # the agent answered: no send failure stands
-        # Checked (another task's id, a state it cannot read...) before anything is kept.
-        apply_agent_reply(task, task_json=reply.task, message=None, via="a2a", pending=news)
     except A2ACallError as unread:
+        _unread(task, exc, unread)
+        return False
+    agent_answers.agent_answered(task)
+    # Applied only to the agent task read: a person may have reassigned or retried the
+    # task while the reply and the read were on the wire (a2a.overtaken_calls).
+    with overtaken_calls.still_current(task) as still:
+        if not still:
+            return True  # the fresh attempt stands: nothing of the refusal is kept
+        try:
+            # Before the answer is applied: it may fail the task (an invalid output), and
+            # that error must stand.
+            agent_answers.clear_send_failures(task)  # the agent answered
+            # Checked (another task's id, a state it cannot read...) before anything is kept.
+            apply_agent_reply(task, task_json=reply.task, message=None, via="a2a", pending=news)
+        except A2ACallError as unread:
+            _unread(task, exc, unread)
+            return False
         log.info(
-            "task %s: agent %s refused the follow-up (%s) and its task %s cannot be read (%s)",
+            "task %s: agent %s refused the follow-up (%s); its task %s is %s",
             task.pk,
             task.agent_id,
             exc.code,
             task.remote_task_id,
-            unread.code,
+            reply.state,
         )
-        return False
+        if reply.state in INTERRUPTED_STATES and task.state == state_before:
+            ask_again(task, exc)
+            return True
+        agent_answers.after_answer(task, target, reply, state_before, POLL, news)
+    return True
+
+
+def _unread(task: Task, exc: A2ACallError, unread: A2ACallError) -> None:
     log.info(
-        "task %s: agent %s refused the follow-up (%s); its task %s is %s",
+        "task %s: agent %s refused the follow-up (%s) and its task %s cannot be read (%s)",
         task.pk,
         task.agent_id,
         exc.code,
         task.remote_task_id,
-        reply.state,
+        unread.code,
     )
-    if reply.state in INTERRUPTED_STATES and task.state == state_before:
-        ask_again(task, exc)
-        return True
-    agent_answers.after_answer(task, target, reply, state_before, POLL, news)
-    return True

@@ -117,9 +117,10 @@ def _follow_events(
     applied: tuple[Any, float] = (None, 0.0)  # the status applied last, and when
     try:
         for reply in events:
-            if last is None and sending:
-                agent_answers.answered(task)
-            elif last is None and auth_refused(task):  # the credential works again
+            first = last is None
+            if first and sending:
+                agent_answers.agent_answered(task)
+            elif first and auth_refused(task):  # the credential works again
                 agent_answers.outcome(task, None)
                 task.note(error=None, if_state=task.state)
             last = reply
@@ -132,10 +133,8 @@ def _follow_events(
                 held = reply
                 continue
             held = None
-            _apply(task, reply, message_id, with_message=True)
+            _apply(task, reply, message_id, with_message=True, sending=sending, first=first)
             applied = (status, time.monotonic())
-            if sending and task.remote_task_id and task.next_action == NextAction.SEND:
-                task.mark_sent()  # a crash from here on subscribes, never sends again
             if task.transport != Transport.A2A or not (
                 task.state in ACTIVE_STATES or _waits_on_stream(task)
             ):
@@ -240,14 +239,27 @@ def _follow_again_later(task: Task, target: CallTarget, exc: A2AAuthError) -> No
 
 
 def _apply(
-    task: Task, reply: AgentReply, message_id: str | None, *, with_message: bool = False
+    task: Task,
+    reply: AgentReply,
+    message_id: str | None,
+    *,
+    with_message: bool = False,
+    sending: bool = False,
+    first: bool = False,
 ) -> None:
     """Apply one event: a copy of its task, which the stream's view goes on changing; only
-    to the attempt the stream is about (else :class:`_Overtaken`)."""
+    to the attempt the stream is about (else :class:`_Overtaken`), under its row's lock
+    with what goes with it: a sending stream's first event clears the send's failures
+    (before it: a failure it brings stands), and once the agent named its task the send
+    is marked done (a crash from then on subscribes, never sends again)."""
     task_json = task_copy(reply.task) if reply.task is not None else None
     message = reply.message if with_message else None
     with _as_called(task, message_id, reply):
+        if sending and first:
+            agent_answers.clear_send_failures(task)
         apply_agent_reply(task, task_json=task_json, message=message, via="stream")
+        if sending and task.remote_task_id and task.next_action == NextAction.SEND:
+            task.mark_sent()
 
 
 def _apply_held(task: Task, held: AgentReply, message_id: str | None) -> None:

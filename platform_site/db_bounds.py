@@ -25,7 +25,7 @@ class ProbeTimeout(RuntimeError):
     """A probe did not answer in time; the message is safe to show to anyone."""
 
 
-_running: dict[str, Future[object]] = {}
+_given_up: dict[str, Future[object]] = {}  # per name, the last probe given up
 _lock = threading.Lock()
 
 
@@ -37,17 +37,20 @@ def in_thread(name: str, probe: Callable[[], T], timeout: float = PROBE_TIMEOUT)
     server enforces ``statement_timeout``, and TCP keeps acknowledging. A probe given up
     goes on running until the database answers or the connection breaks; until then the
     next call of the same ``name`` fails at once instead of adding a thread per request.
+    Probes that run at once (a load balancer's and an orchestrator's) each get theirs.
     """
     with _lock:
-        previous = _running.get(name)
-        if previous is not None and not previous.done():
+        stuck = _given_up.get(name)
+        if stuck is not None and not stuck.done():
             raise ProbeTimeout(f"timeout: the check before has not answered after {timeout:g} s")
-        future: Future[object] = Future()
-        _running[name] = future
+        _given_up.pop(name, None)
+    future: Future[object] = Future()
     threading.Thread(target=_run, args=(probe, future), name=f"probe-{name}", daemon=True).start()
     try:
         return future.result(timeout)  # type: ignore[return-value]
     except TimeoutError:
+        with _lock:
+            _given_up[name] = future
         raise ProbeTimeout(f"timeout after {timeout:g} s") from None
 
 

@@ -70,7 +70,7 @@ def probe_settles() -> Any:
     from platform_site import db_bounds
 
     yield
-    running = db_bounds._running.get("database")
+    running = db_bounds._given_up.get("database")
     if running is not None:
         running.exception(timeout=15)
 
@@ -130,10 +130,29 @@ def test_readyz_gives_up_on_a_postgresql_that_accepts_and_says_nothing(
     finally:
         from platform_site import db_bounds
 
-        running = db_bounds._running.get("database")
+        running = db_bounds._given_up.get("database")
         if running is not None:
             running.exception(timeout=15)  # DATABASE_CONNECT_TIMEOUT (5 s) ends it
         connection.close()
         connection.settings_dict.clear()
         connection.settings_dict.update(saved)
         silent.close()
+
+
+def test_probes_at_once_each_answer() -> None:
+    """A load balancer's and an orchestrator's probes at the same moment: each runs its
+    check (the second was refused as if the first had timed out)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from platform_site import db_bounds
+
+    both_in = threading.Barrier(2, timeout=5)
+
+    def probe() -> str:
+        both_in.wait()  # both run at once, or neither gets past here
+        return "ok"
+
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda _: db_bounds.in_thread("concurrent", probe), range(2)))
+    assert answers == ["ok", "ok"]

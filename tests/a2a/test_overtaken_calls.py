@@ -11,14 +11,22 @@ send overtaken by a person's reply to the same agent task keeps that task.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from django.utils import timezone
 
-from a2a import agent_push, agent_push_body, agent_reads, services
-from a2a.exceptions import A2AProtocolError, A2ATransientError
+from a2a import (
+    agent_answers,
+    agent_push,
+    agent_push_body,
+    agent_reads,
+    agent_streams,
+    services,
+)
+from a2a.exceptions import A2APermanentError, A2AProtocolError, A2ATransientError
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
 from a2a.transports.base import AgentReply
@@ -254,3 +262,73 @@ def test_a_message_id_that_reads_as_json_is_still_its_send(
     assert task.remote_task_id  # the answer was applied
     assert (task.state, task.next_action) == (TaskState.SUBMITTED, NextAction.POLL)
     assert one.canceled == []
+
+
+def test_an_overtaken_send_keeps_the_reassigns_record(
+    user: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A send failed once before (its failures noted on the task); the send again is on
+    the wire when the person reassigns. Clearing those failures wrote the worker's copy
+    of the metadata over the reassign's (its record, the new match)."""
+    task = create(user)
+    Task.objects.filter(pk=task.pk).update(
+        metadata={**(task.metadata or {}), "sendFailures": 1},
+        error={"code": "agent_unreachable", "message": "once", "details": None},
+    )
+    meanwhile(monkeypatch, reassign(task, user))
+    process_task(task.pk)
+    assert_fresh_attempt_at(task, "agent-two")
+    assert len(task.metadata["reassignments"]) == 1
+    assert task.metadata["match"]["agentId"] == "agent-two"
+
+
+def test_a_reassign_just_after_a_streams_first_event_keeps_its_send(
+    user: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first event of a sending stream named the agent's task, and the person
+    reassigned before the send was marked done (its one condition: the send is due,
+    which the fresh attempt's is too): the new agent's send became following no task.
+    Now the mark is made under the row's lock with the event, so the reassign waits."""
+    task = create(user)
+    claimed = Task.claim(task.pk)
+    assert claimed is not None
+    target = agent_answers.target_of(claimed)
+    real_mark_sent = Task.mark_sent
+    person = threading.Thread(target=reassign(task, user))
+
+    def mark_sent(self: Task) -> bool:
+        person.start()
+        person.join(1.0)  # done at once if nothing holds the row; else after the commit
+        return real_mark_sent(self)
+
+    monkeypatch.setattr(Task, "mark_sent", mark_sent)
+    event = {"id": "old-1", "contextId": "c1", "status": {"state": "TASK_STATE_SUBMITTED"}}
+    events = iter([AgentReply(task=event), AgentReply(task=event)])
+    agent_streams.follow_events(claimed, target, events, sending=True)
+    person.join(15)
+    assert_fresh_attempt_at(task, "agent-two")
+
+
+def test_a_reassign_during_a_refused_reply_is_not_taken_over_by_its_read(
+    user: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A person's reply is on the wire when the task is reassigned; the old agent refuses
+    the reply (400), and the platform reads the old agent's task to see where it stands:
+    that read is the old attempt's, and its answer replaced the new attempt's send."""
+    task = create(user)
+    process_task(task.pk)
+    task.refresh_from_db()
+    question = {"messageId": "q1", "role": "ROLE_AGENT", "parts": [{"text": "Sure?"}]}
+    services.apply_agent_update(
+        task, status={"state": "TASK_STATE_INPUT_REQUIRED", "message": question}, via="a2a"
+    )
+    services.reply_to_task(Task.objects.get(pk=task.pk), text="yes")
+
+    def send(self: RestTransport, *args: Any, **kwargs: Any) -> Any:
+        reassign(task, user)()  # while the reply is on the wire
+        raise A2APermanentError("The agent refused the message.", code="agent_refused", status=400)
+
+    monkeypatch.setattr(RestTransport, "send", send)
+    process_task(task.pk)
+    assert_fresh_attempt_at(task, "agent-two")
+    assert (task.artifacts, task.status_message) == ([], None)
