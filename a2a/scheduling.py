@@ -96,8 +96,12 @@ class TaskScheduling(TaskClaims):
         this worker still holds the claim: should the worker die, the task is picked up by
         following it (a subscribe) when the claim runs out, not by sending the message
         again, which an agent that does not deduplicate would run twice. Only while the
-        action is still the send (a person's cancel meanwhile stands)."""
-        return self._set({"next_action": NextAction.SEND}, {"next_action": NextAction.FOLLOW})
+        action is still the send (a person's cancel meanwhile stands) of the agent task
+        named (a reassign or retry meanwhile, due to be sent too, follows none yet)."""
+        return self._set(
+            {"next_action": NextAction.SEND, "remote_task_id": self.remote_task_id},
+            {"next_action": NextAction.FOLLOW},
+        )
 
     def drop_action(self) -> None:
         """Give up the pending action (nothing is due any more)."""
