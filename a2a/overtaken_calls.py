@@ -73,7 +73,7 @@ def drop(task: Task, target: CallTarget, reply: AgentReply | None, what: str = "
     (best effort: one try)."""
     remote = reply.task if reply is not None and isinstance(reply.task, dict) else {}
     rid = remote.get("id") if isinstance(remote.get("id"), str) else ""
-    orphan = bool(rid) and what == "send" and not reply_state_final(reply)
+    orphan = bool(rid) and what == "send" and not _ended(reply)
     if orphan:
         # Still followed (a push named it, and a person's reply goes to it next): kept.
         orphan = not Task.objects.filter(
@@ -101,5 +101,6 @@ def drop(task: Task, target: CallTarget, reply: AgentReply | None, what: str = "
         )
 
 
-def reply_state_final(reply: AgentReply | None) -> bool:
+def _ended(reply: AgentReply | None) -> bool:
+    """Whether the answer says its agent task ended already (nothing to cancel)."""
     return reply is not None and reply.state in TERMINAL_STATES
