@@ -54,13 +54,14 @@ class FakeGateway:
 
 
 @asynccontextmanager
-async def connected_agent() -> AsyncIterator[tuple[ReferenceAgent, FakeGateway]]:
+async def connected_agent(ping: float = 20.0) -> AsyncIterator[tuple[ReferenceAgent, FakeGateway]]:
+    """The reference agent's WebSocket side, connected to a :class:`FakeGateway`
+    (``ping``: seconds between its pings, WS_PING_INTERVAL)."""
     gateway = FakeGateway()
     port = free_port()
     async with serve(gateway.handler, "127.0.0.1", port):
-        config = Config.from_env(
-            {"PLATFORM_URL": f"http://127.0.0.1:{port}", "A2A_HTTP": "off", "RECONNECT_MAX": "0.2"}
-        )
+        env = {"PLATFORM_URL": f"http://127.0.0.1:{port}", "A2A_HTTP": "off"}
+        config = Config.from_env(env | {"RECONNECT_MAX": "0.2", "WS_PING_INTERVAL": str(ping)})
         agent = ReferenceAgent(config)
         agent.skill, agent.api_key = SKILL, "a2a_test_key"
         runner = asyncio.create_task(agent.gateway.run_forever())

@@ -11,16 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 
-from tests.refagent import conftest as _scripts_on_path  # noqa: F401  (imports reference_agent)
-from tests.refagent.support import SKILL
-from tests.refagent.test_gateway_side import FakeGateway, assign
-from tests.support.serving import free_port
+from tests.refagent.test_gateway_side import FakeGateway, assign, connected_agent
 
 INTERNAL_ERROR = {"type": "error", "code": "internal_error", "message": "could not apply it"}
 
@@ -47,28 +42,6 @@ async def nothing_more(gateway: FakeGateway, wait: float = 0.3) -> bool:
 def quick_resend(monkeypatch: pytest.MonkeyPatch) -> None:
     gateway_side = importlib.import_module("reference_agent.gateway")
     monkeypatch.setattr(gateway_side, "RESEND_DELAY", 0.05, raising=False)
-
-
-@asynccontextmanager
-async def connected_agent(ping: float = 20.0) -> AsyncIterator[tuple[Any, FakeGateway]]:
-    """The reference agent's WebSocket side, connected to a :class:`FakeGateway`."""
-    from reference_agent.agent import ReferenceAgent
-    from reference_agent.config import Config
-    from websockets.asyncio.server import serve
-
-    gateway = FakeGateway()
-    port = free_port()
-    async with serve(gateway.handler, "127.0.0.1", port):
-        env = {"PLATFORM_URL": f"http://127.0.0.1:{port}", "A2A_HTTP": "off"}
-        config = Config.from_env(env | {"RECONNECT_MAX": "0.2", "WS_PING_INTERVAL": str(ping)})
-        agent = ReferenceAgent(config)
-        agent.skill, agent.api_key = SKILL, "a2a_test_key"
-        runner = asyncio.create_task(agent.gateway.run_forever())
-        try:
-            await gateway.wait_connected()
-            yield agent, gateway
-        finally:
-            runner.cancel()
 
 
 def test_an_internal_error_sends_the_unconfirmed_update_again() -> None:
