@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from channels.layers import channel_layers
 from django.test import Client
 
 from a2a.face import push_pool
@@ -141,6 +142,17 @@ def _face_db_in_the_test_thread(settings: Any) -> None:
     (ids are reused across tests' rolled-back transactions)."""
     settings.A2A_FACE_DB_THREADS = 0
     settings.A2A_FACE_AUTH_CACHE_SECONDS = 0
+
+
+@pytest.fixture(autouse=True)
+def _fresh_channel_layer() -> Iterator[None]:
+    """Each test gets channel layers of its own. Django's test client runs each async
+    view in an event loop of its own, and the Redis layer keeps its receive state (its
+    lock, its pending receive) in the loop that first used it: a later test's blocking
+    send once waited on a layer another test's loop had used, and the run hung."""
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
 
 
 @pytest.fixture(autouse=True)
