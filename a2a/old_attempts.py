@@ -1,26 +1,29 @@
 """What a fresh attempt (a person's retry or reassign) owes the attempt it replaces.
 
 Part of :mod:`a2a.task_actions` and :mod:`a2a.reassign`. A fresh attempt is built from
-the task's row read again under a lock (:func:`read_locked`), not from the copy the
-person's page or the API read: what the worker or the gateway wrote meanwhile in the
-same state (the agent's task id, a hand-over) is what the old agent must be told about.
-It writes its own send over the row's next action, so a cancel of the agent's task the
-row still owed (:func:`cancel_owed`, the deadline sweep's on a timeout) is sent by the
-attempt once it committed (:func:`tell_owed_cancel`), and what that gave is added to the
-attempt's entry in the metadata (:func:`note_on_entry`).
+the task's row read again under a lock (:func:`start_again_as_now`, :func:`read_locked`),
+not from the copy the person's page or the API read: what the worker or the gateway wrote
+meanwhile in the same state (the agent's task id, a hand-over) is what the old agent must
+be told about. It writes its own send over the row's next action, so a cancel of the
+agent's task the row still owed (:func:`cancel_owed`, the deadline sweep's on a timeout)
+is sent by the attempt once it committed (:func:`tell_owed_cancel`), and what that gave
+is added to the attempt's entry in the metadata (:func:`note_on_entry`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from a2a import agent_registry, transports
+from a2a.agent_updates import record_message
 from a2a.exceptions import A2ACallError
-from a2a.models import Task
+from a2a.hints import queue_processing
+from a2a.models import Direction, InvalidTransition, Task
 from a2a.remote_ids import cancel_state
 from a2a.states import NextAction, Transport
 from platform_site.errors import NotFound
@@ -29,6 +32,32 @@ log = logging.getLogger(__name__)
 
 # Seconds the agent gets to hear about the cancel (a person is waiting).
 OWED_CANCEL_TIMEOUT = 3.0
+# How many times a move is built again when the task moved on before its write; each try
+# reads the row again, so only a task that keeps moving runs out.
+MOVE_TRIES = 5
+
+
+def start_again_as_now(task: Task, attempt: Callable[[], dict[str, Any] | None]) -> None:
+    """Run ``attempt`` (builds a fresh attempt from ``task`` as it is now and writes it
+    with its verb: reassign, retry; the new first message, or None when the task moved on
+    before the write), record that message and queue the send, in one transaction.
+
+    Each try first reads the row again into ``task``, locked until the transaction ends
+    (:func:`read_locked`): the caller's copy may be older than a change
+    in the same state (the send's answer recorded the agent's task, the gateway took the
+    task over, another person moved it), which the verb's compare-and-set on the state
+    alone does not see. A task that moved on to another state can still start again; the
+    verb refuses (409) one that can no longer (it finished)."""
+    with transaction.atomic():
+        for _ in range(MOVE_TRIES):
+            read_locked(task)
+            outbound = attempt()
+            if outbound is not None:
+                break
+        else:
+            raise InvalidTransition(f"Task {task.id} changed meanwhile; it is now {task.state}.")
+        record_message(task, Direction.TO_AGENT, outbound)
+        queue_processing(task.pk)
 
 
 def read_locked(task: Task) -> None:

@@ -31,10 +31,10 @@ from a2a.face.ids import (
     task_ids,
 )
 from a2a.models import InvalidTransition, Task
-from a2a.old_attempts import cancel_owed, note_on_entry
+from a2a.old_attempts import cancel_owed, note_on_entry, start_again_as_now
 from a2a.remote_ids import cancel_state
 from a2a.states import RETRYABLE_STATES, TERMINAL_STATES, Transport
-from a2a.task_actions import fresh_message, start_again_as_now
+from a2a.task_actions import fresh_message
 from agent_profiles.exceptions import NoAgentAvailable
 from agent_profiles.matching import match_agent
 from agent_profiles.models import AgentProfile
@@ -109,7 +109,7 @@ def reassign_task(task: Task, *, agent_id: str | None = None, by: Any = None) ->
 
     A task that moved on meanwhile (sent, started, asked) is still the person's to
     reassign: the move is built from the task's row read again under a lock
-    (:func:`~a2a.task_actions.start_again_as_now`), never from ``task`` as the caller
+    (:func:`~a2a.old_attempts.start_again_as_now`), never from ``task`` as the caller
     read it (the agent's task id recorded since, the gateway's hand-over, another
     reassign: the agent that has it now is the one told, and a reassign to it is refused
     as up front). The old agent is told only once the move committed: a refused reassign

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import logging
 import uuid
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,7 +23,7 @@ from a2a.creation import _deadline
 from a2a.exceptions import A2ACallError, A2APermanentError
 from a2a.hints import queue_processing
 from a2a.models import Direction, InvalidTransition, Task, TaskEvent, TaskMessage
-from a2a.old_attempts import cancel_owed, note_on_entry, read_locked, tell_owed_cancel
+from a2a.old_attempts import cancel_owed, note_on_entry, start_again_as_now, tell_owed_cancel
 from a2a.question_memory import answered
 from a2a.states import INTERRUPTED_STATES, NextAction, TaskState, Transport
 from a2a.wire import data_as_text, relay_message, user_message
@@ -198,29 +197,6 @@ def retry_task(task: Task, *, by: Any = None) -> Task:
     if cancel_owed(old):
         note_on_entry(task, "retries", entry, {"remoteCancel": tell_owed_cancel(old)})
     return task
-
-
-def start_again_as_now(task: Task, attempt: Callable[[], dict[str, Any] | None]) -> None:
-    """Run ``attempt`` (builds a fresh attempt from ``task`` as it is now and writes it
-    with its verb: reassign, retry; the new first message, or None when the task moved on
-    before the write), record that message and queue the send, in one transaction.
-
-    Each try first reads the row again into ``task``, locked until the transaction ends
-    (:func:`~a2a.old_attempts.read_locked`): the caller's copy may be older than a change
-    in the same state (the send's answer recorded the agent's task, the gateway took the
-    task over, another person moved it), which the verb's compare-and-set on the state
-    alone does not see. A task that moved on to another state can still start again; the
-    verb refuses (409) one that can no longer (it finished)."""
-    with transaction.atomic():
-        for _ in range(CANCEL_TRIES):
-            read_locked(task)
-            outbound = attempt()
-            if outbound is not None:
-                break
-        else:
-            raise InvalidTransition(f"Task {task.id} changed meanwhile; it is now {task.state}.")
-        record_message(task, Direction.TO_AGENT, outbound)
-        queue_processing(task.pk)
 
 
 def fresh_message(task: Task, *, context_id: str = "") -> dict[str, Any]:
