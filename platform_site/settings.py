@@ -13,110 +13,16 @@ Bad values fail loudly at start.
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import warnings
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from platform_site.env import envbool, envchoice, envfloat, envint, envrate, envstr
+
 BASE_DIR = Path(__file__).resolve().parent.parent
-
-
-def envstr(name: str, default: str = "") -> str:
-    """A string setting; ``NAME_FILE`` (a path) wins over ``NAME`` for secrets."""
-    path = os.environ.get(f"{name}_FILE")
-    if path:
-        try:
-            return Path(path).read_text().strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            # A bare FileNotFoundError named the path but not the variable that gave it.
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise ImproperlyConfigured(f"{name}_FILE: cannot read {path!r}: {reason}") from None
-    return os.environ.get(name, default)
-
-
-def envbool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    if raw.lower() in {"1", "true", "yes", "on"}:
-        return True
-    if raw.lower() in {"0", "false", "no", "off"}:
-        return False
-    raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {raw!r}")
-
-
-def _in_range(name: str, raw: str, value: float, minimum: float | None, positive: bool) -> None:
-    """Sizes, timeouts and intervals: a negative one (or 0 where 0 means nothing) started
-    the platform and failed far from the cause (every admin login a 500 with
-    MAX_BODY_BYTES=-5; tasks leased for -3 s)."""
-    if positive and value <= 0:
-        raise ImproperlyConfigured(f"{name} must be more than 0, got {raw}")
-    if minimum is not None and value < minimum:
-        raise ImproperlyConfigured(f"{name} must be {minimum:g} or more, got {raw}")
-
-
-def envint(name: str, default: int, *, minimum: int | None = None, positive: bool = False) -> int:
-    """An integer setting; ``minimum`` (inclusive) or ``positive`` (above 0) bound it."""
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
-    _in_range(name, raw, value, minimum, positive)
-    return value
-
-
-def envfloat(
-    name: str, default: float, *, minimum: float | None = None, positive: bool = False
-) -> float:
-    """A number setting; ``minimum`` (inclusive) or ``positive`` (above 0) bound it."""
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
-    # float() takes "nan" and "inf" (and "1e999"): an interval of either would pass the
-    # start and fail at the first timer scheduled from it, far from the cause.
-    if not math.isfinite(value):
-        raise ImproperlyConfigured(f"{name} must be a finite number, got {raw!r}")
-    _in_range(name, raw, value, minimum, positive)
-    return value
-
-
-def envchoice(name: str, default: str, choices: set[str], *, upper: bool = False) -> str:
-    """One of ``choices``; with ``upper``, read case-insensitively (choices in capitals)."""
-    raw = os.environ.get(name) or default
-    value = raw.upper() if upper else raw
-    if value not in choices:
-        raise ImproperlyConfigured(f"{name} must be one of {sorted(choices)}, got {raw!r}")
-    return value
-
-
-# DRF reads only the period's first letter ("30/mango" is 30 a minute): hold to the words.
-THROTTLE_RATE = re.compile(r"\d+/(?:s|sec|second|m|min|minute|h|hour|d|day)s?")
-
-
-def envrate(name: str, default: str) -> str:
-    """A DRF throttle rate, ``N/sec``, ``N/min``, ``N/hour`` or ``N/day``.
-
-    DRF parses the rate only when the first throttled request arrives: a bad one passed the
-    start and made every such request a 500.
-    """
-    raw = os.environ.get(name) or default
-    value = raw.strip().lower()
-    if not THROTTLE_RATE.fullmatch(value):
-        raise ImproperlyConfigured(
-            f"{name} must be a rate N/sec, N/min, N/hour or N/day (e.g. 30/min), got {raw!r}"
-        )
-    return value
 
 
 DEBUG = envbool("DEBUG", False)
