@@ -61,8 +61,9 @@ def test_hung_webhooks_hold_their_hosts_threads_and_no_others(
         delivered = PushDelivery.objects.filter(pk=good, status=DeliveryStatus.DELIVERED)
         assert until(delivered.exists)
         assert len(webhook.received) == 1
-        # Meanwhile the hung host's two POSTs are still under way, the others wait.
-        assert push_pool.running() == 2
+        # Meanwhile the hung host's two POSTs are still under way, the others wait. The
+        # good POST's thread releases its place just after writing DELIVERED: wait for it.
+        assert until(lambda: push_pool.running() == 2)
         waiting = PushDelivery.objects.filter(pk__in=hung[2:], attempts=0)
         assert waiting.count() == 3
 
