@@ -15,7 +15,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from agent_profiles.models import AgentProfile, Skill
-from tests.support.processes import LivePlatform, embedded_platform
+from tests.support.processes import LivePlatform, live_platform_for_mode
 from tests.support.serving import down_url
 
 pytestmark = [pytest.mark.slow]
@@ -28,14 +28,16 @@ ENV = {
     "A2A_POLL_INTERVAL": 0.2,
     "GATEWAY_SWEEP_INTERVAL": 1.0,
     "LOG_LEVEL": "WARNING",
+    "ALLOW_LOOPBACK_URLS": True,  # the dead endpoint is on loopback (distributed: off)
 }
 
 
 @pytest.fixture(scope="module")
 def platform(django_db_blocker: Any) -> Iterator[LivePlatform]:
-    """One embedded platform for the module; each test's rows are its own."""
-    with django_db_blocker.unblock(), embedded_platform(**ENV) as proc:
-        yield LivePlatform(proc.url, {"platform": proc})  # type: ignore[attr-defined]
+    """One platform for the module, in the pass's mode (on PostgreSQL and Redis, daphne
+    alone has no worker to send tasks to the dead endpoint); each test's rows are its own."""
+    with django_db_blocker.unblock(), live_platform_for_mode(**ENV) as platform:
+        yield platform
 
 
 @pytest.fixture

@@ -21,6 +21,8 @@ from tests.a2a.helpers import embedded_workers, wait_for
 from tests.support.agents import run_agent
 
 FAST = {"A2A_POLL_INTERVAL": 0.1, "A2A_POLL_INTERVAL_MAX": 0.3, "A2A_SWEEP_INTERVAL": 0.3}
+# The agent runs on loopback, which the distributed settings refuse by default.
+LOOPBACK = {"ALLOW_LOOPBACK_URLS": True}
 
 
 @pytest.fixture
@@ -42,7 +44,7 @@ def test_a_task_with_a_question_and_a_reply_is_one_trace_and_the_agent_sees_it(
     make_user: Any,
 ) -> None:
     with (
-        override_settings(**FAST),
+        override_settings(**FAST, **LOOPBACK),
         run_agent() as peer,
         embedded_workers(sweep_interval=FAST["A2A_SWEEP_INTERVAL"]),
     ):

@@ -190,8 +190,9 @@ def embedded_platform(
 ) -> Iterator[Proc]:
     """``manage.py runplatform`` (daphne + in-process worker and beat) on a free port.
 
-    ``proc.url`` is its base URL. With the distributed settings active, prefer
-    :func:`distributed_platform`; this one always runs the embedded workers in-process.
+    ``proc.url`` is its base URL. With the distributed settings active (PostgreSQL and
+    Redis), runplatform runs daphne alone: nothing sends tasks to agents unless the test
+    starts a worker. Use :func:`live_platform_for_mode` when tasks must reach agents.
     """
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
