@@ -6,64 +6,24 @@ committed, so its report is another attempt's and changes nothing."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
-from a2a import deadlines, services
 from a2a import reassign as reassign_module
-from a2a.exceptions import A2ATransientError, UnknownAgent
+from a2a import services
+from a2a.exceptions import UnknownAgent
 from a2a.models import Direction, Task, TaskMessage
 from a2a.states import NextAction, TaskState, Transport
-from a2a.transports import AgentReply
 from platform_site.errors import NotFound
 from tests.a2a.helpers import working
+from tests.a2a.reassign.helpers import OldAgent, accepted, meanwhile, old_agent, reassign, stale
 
 pytestmark = pytest.mark.django_db
 
 QUESTION = {"messageId": "q-1", "role": "ROLE_AGENT", "parts": [{"text": "EU or UK?"}]}
-
-
-class OldAgent:
-    """The old agent's A2A transport: records the cancels it is told, and what the row
-    was when told; ``then`` runs as the agent answers (its report of the cancel)."""
-
-    def __init__(self, task: Task, then: Callable[[str], None] | None = None) -> None:
-        self.task, self.then = task, then
-        self.told: list[tuple[str, str, str]] = []
-
-    def cancel(self, remote_id: str, timeout: float = 0.0) -> Any:
-        row = Task.objects.get(pk=self.task.pk)
-        self.told.append((remote_id, row.agent_id, row.state))
-        if self.then is not None:
-            self.then(remote_id)
-        return AgentReply(task={"id": remote_id, "status": {"state": "TASK_STATE_CANCELED"}})
-
-
-def old_agent(monkeypatch: Any, agent: OldAgent) -> OldAgent:
-    monkeypatch.setattr(reassign_module.agent_registry, "target_for", lambda a: None)
-    monkeypatch.setattr(reassign_module.transports, "transport_for", lambda target: agent)
-    return agent
-
-
-def meanwhile(monkeypatch: Any, move: Callable[[Task], Any]) -> None:
-    """Between the reassign's read of the task (the view's) and its write, the platform
-    moves it: done as the new agent is chosen (its queries are that window)."""
-    choose = reassign_module._new_agent
-
-    def chosen(task: Task, agent_id: str | None) -> Any:
-        picked = choose(task, agent_id)
-        move(Task.objects.get(pk=task.pk))  # another process's copy of the row
-        return picked
-
-    monkeypatch.setattr(reassign_module, "_new_agent", chosen)
-
-
-def reassign(api: APIClient, task: Task) -> Any:
-    return api.post(f"/api/tasks/{task.pk}/reassign", {"agentId": "agent-two"}, format="json")
 
 
 def test_a_task_the_agent_started_meanwhile_is_reassigned(
@@ -202,18 +162,6 @@ def test_an_unexpected_error_telling_the_old_agent_keeps_the_reassign(
 # and whom it tells come from the row read again (locked) in the move's transaction.
 
 
-def accepted(row: Task, remote_id: str = "r-1") -> Task:
-    """The worker's send was answered: the agent's task (``remote_id``), still SUBMITTED."""
-    return services.apply_agent_update(
-        row, status={"state": "TASK_STATE_SUBMITTED"}, remote={"id": remote_id}, via="a2a"
-    )
-
-
-def stale(task: Task) -> Task:
-    """A person's copy of the task (a page, the API's read), before what comes next."""
-    return Task.objects.select_related("agent", "skill").get(pk=task.pk)
-
-
 def test_the_agent_task_recorded_after_the_read_is_the_one_canceled(
     api: APIClient, task: Task, monkeypatch: Any
 ) -> None:
@@ -334,99 +282,3 @@ def test_a_task_deleted_after_the_read_is_not_found(task: Task) -> None:
     Task.objects.filter(pk=task.pk).delete()
     with pytest.raises(NotFound):
         services.reassign_task(seen, agent_id="agent-two", by="ann")
-
-
-# --- a timed-out task's cancel, not sent yet ----------------------------------------------
-# The sweep failed the task 'timeout' and left the cancel of the agent's task to a worker
-# (next action CANCEL); a person starts it again first, its send in the cancel's place.
-
-
-def timed_out(task: Task) -> Task:
-    working(task)
-    assert deadlines.fail_timeout(stale(task))
-    task.refresh_from_db()
-    assert (task.state, task.next_action) == (TaskState.FAILED, NextAction.CANCEL)
-    return task
-
-
-def test_a_reassign_of_a_timed_out_task_cancels_the_old_agents_task(
-    api: APIClient, task: Task, monkeypatch: Any
-) -> None:
-    agent = old_agent(monkeypatch, OldAgent(task))
-    timed_out(task)
-    response = reassign(api, task)
-    assert response.status_code == 200, response.content
-    task.refresh_from_db()
-    assert (task.agent_id, task.next_action) == ("agent-two", NextAction.SEND)
-    assert agent.told == [("r-1", "agent-two", TaskState.SUBMITTED)]
-    assert task.metadata["reassignments"][-1]["remoteCancel"] == {"state": "TASK_STATE_CANCELED"}
-
-
-def test_a_failed_task_whose_cancel_was_sent_tells_nobody(
-    api: APIClient, task: Task, monkeypatch: Any
-) -> None:
-    """The agent failed the task itself (or the worker sent the timeout's cancel)."""
-    agent = old_agent(monkeypatch, OldAgent(task))
-    working(task)
-    services.apply_agent_update(stale(task), status={"state": "TASK_STATE_FAILED"}, via="a2a")
-    assert reassign(api, task).status_code == 200
-    assert api.post(f"/api/tasks/{task.pk}/retry").status_code == 409  # SUBMITTED now
-    task.refresh_from_db()
-    assert "remoteCancel" not in task.metadata["reassignments"][-1]
-    assert agent.told == []
-
-
-def test_a_retry_of_a_timed_out_task_cancels_the_agents_old_task(
-    api: APIClient, task: Task, monkeypatch: Any
-) -> None:
-    agent = old_agent(monkeypatch, OldAgent(task))
-    timed_out(task)
-    response = api.post(f"/api/tasks/{task.pk}/retry")
-    assert response.status_code == 200, response.content
-    task.refresh_from_db()
-    assert (task.agent_id, task.remote_task_id, task.next_action) == (
-        "agent-one",
-        "",
-        NextAction.SEND,
-    )
-    assert agent.told == [("r-1", "agent-one", TaskState.SUBMITTED)]
-    told = task.metadata["retries"][-1]["remoteCancel"]
-    assert (told["taskId"], told["state"]) == ("r-1", "TASK_STATE_CANCELED")
-    assert response.json()["metadata"]["retries"][-1]["remoteCancel"] == told
-
-
-@pytest.mark.parametrize(
-    ("error", "code"),
-    [
-        (A2ATransientError("down", code="agent_unreachable"), "agent_unreachable"),
-        (RuntimeError("credential unreadable"), "internal_error"),
-    ],
-)
-def test_a_retry_whose_cancel_fails_still_stands(
-    api: APIClient, task: Task, monkeypatch: Any, error: Exception, code: str
-) -> None:
-    class Refuses(OldAgent):
-        def cancel(self, remote_id: str, timeout: float = 0.0) -> Any:
-            raise error
-
-    old_agent(monkeypatch, Refuses(task))
-    timed_out(task)
-    assert api.post(f"/api/tasks/{task.pk}/retry").status_code == 200
-    task.refresh_from_db()
-    assert (task.state, task.next_action) == (TaskState.SUBMITTED, NextAction.SEND)
-    told = task.metadata["retries"][-1]["remoteCancel"]
-    assert (told["taskId"], told["error"]["code"]) == ("r-1", code)
-
-
-def test_a_retry_from_a_stale_read_keeps_what_happened_since(task: Task) -> None:
-    """Read failed at agent-one; meanwhile reassigned to agent-two, where it failed too:
-    the retry is agent-two's, and the reassignment stays on record."""
-    task.fail("agent_failed", "Agent 'agent-one': broke")
-    seen = stale(task)
-    services.reassign_task(stale(task), agent_id="agent-two", by="ann")
-    stale(task).fail("agent_failed", "Agent 'agent-two': broke")
-    services.retry_task(seen, by="bob")
-    task.refresh_from_db()
-    assert (task.agent_id, task.state) == ("agent-two", TaskState.SUBMITTED)
-    assert len(task.metadata["reassignments"]) == 1
-    assert task.metadata["retries"][-1]["previousError"]["message"] == "Agent 'agent-two': broke"
