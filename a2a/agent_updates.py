@@ -41,6 +41,7 @@ from a2a.wire import (
     task_output,
 )
 from agent_profiles.interfaces import call_target
+from platform_site.text import find_bad_text
 
 
 def record_message(task: Task, direction: str, message: dict[str, Any]) -> TaskMessage | None:
@@ -305,8 +306,19 @@ def _output_schema(task: Task) -> dict[str, Any]:
 def _complete(
     task: Task, output: Any, artifacts: list[Any], fields: dict[str, Any], via_text: str
 ) -> bool:
-    errors = schema_errors(_output_schema(task), output)
     fields = {**fields, "artifacts": artifacts}
+    bad = find_bad_text(output, "output")
+    if bad is not None:
+        # JSON in a text part may escape a NUL or a lone surrogate ("\\u0000"), which no
+        # boundary saw: PostgreSQL refuses it (DataError, the task left WORKING), SQLite
+        # would store it. The value is kept out of the error's details for that reason.
+        return task.fail(
+            "output_invalid",
+            f"Agent '{task.agent_id}' completed, but its output cannot be stored: {bad}",
+            {"errors": [{"path": bad.where, "message": f"contains {bad.what}"}]},
+            **fields,
+        )
+    errors = schema_errors(_output_schema(task), output)
     if errors:
         first = errors[0]
         return task.fail(

@@ -12,9 +12,10 @@ import re
 import uuid
 from typing import Any
 
-from jsonschema.validators import validator_for
+from referencing.exceptions import Unresolvable
 
-from platform_site.text import parse_json
+from agent_profiles.json_schemas import build_validator
+from platform_site.text import loads_bounded
 
 
 def new_message_id() -> str:
@@ -100,7 +101,9 @@ def _json_in_text(text: str) -> Any:
     if body[:1] not in ("{", "["):
         return None
     try:
-        return parse_json(body)
+        # Bounded: text nested thousands deep would fail the parser's recursion. Deeper
+        # than MAX_JSON_DEPTH, or not JSON, it is prose, which the schema then judges.
+        return loads_bounded(body)
     except ValueError:
         return None
 
@@ -269,17 +272,30 @@ def said_text(message: Any) -> str:
 @functools.lru_cache(maxsize=256)
 def _validator(schema_json: str) -> Any:
     schema = json.loads(schema_json)
-    return validator_for(schema)(schema)
+    # Never fetching a $ref, matching patterns in linear time: agent_profiles.json_schemas.
+    return build_validator(schema)
 
 
 def schema_errors(schema: dict[str, Any], value: Any) -> list[dict[str, str]]:
     """jsonschema errors of ``value`` as ``[{"path", "message"}]`` (empty when valid).
 
     Validators are built once per distinct schema (per process): building one costs more
-    than most validations.
+    than most validations. A schema that cannot be applied (a ``$ref`` that does not
+    resolve, or loops: saving one is refused, but one stored before may remain) is one
+    error at ``(schema)``: the caller's input is refused, an agent's output fails, where
+    an exception would answer 500 or leave the task running.
     """
     validator = _validator(json.dumps(schema, sort_keys=True))
-    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    try:
+        errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    except Unresolvable as exc:
+        ref = getattr(exc, "ref", "") or str(exc)
+        ref = f"#{ref}" if ref.startswith("/") else ref  # a JSON pointer's fragment
+        fault = f"the schema's $ref '{ref}' does not resolve within the schema"
+        return [{"path": "(schema)", "message": f"{fault}, so nothing can be checked"}]
+    except RecursionError:
+        fault = "the schema's $refs loop without end"
+        return [{"path": "(schema)", "message": f"{fault}, so nothing can be checked"}]
     return [
         {"path": "/".join(str(p) for p in e.absolute_path) or "(root)", "message": e.message}
         for e in errors[:50]

@@ -15,6 +15,7 @@ from jsonschema import SchemaError
 from jsonschema.validators import validator_for
 
 from agent_profiles import keys
+from agent_profiles.json_schemas import ref_fault
 from platform_site.compiled import CompiledGet
 
 SLUG_RE = r"^[a-z0-9](?:[a-z0-9_-]{0,98}[a-z0-9])?$"
@@ -49,14 +50,25 @@ RESERVED_AGENT_IDS = frozenset(
 
 
 def check_json_schema(schema: Any, label: str) -> None:
-    """Raise ``ValidationError`` unless ``schema`` is a valid JSON Schema document."""
+    """Raise ``ValidationError`` unless ``schema`` is a valid JSON Schema document whose
+    references all resolve within it, without a loop (:mod:`agent_profiles.json_schemas`):
+    else a task's input or output could not be checked against it."""
     if not isinstance(schema, dict):
         raise ValidationError({label: "must be a JSON Schema object"})
     try:
         validator_for(schema).check_schema(schema)
+        fault = ref_fault(schema)
     except SchemaError as exc:
         path = "/".join(str(p) for p in exc.absolute_path) or "(root)"
         raise ValidationError({label: f"invalid JSON Schema at {path}: {exc.message}"}) from None
+    except RecursionError:
+        # A schema nested deeper than the checks can recurse (the API and loadskills
+        # refuse such JSON first; this covers any other way in).
+        raise ValidationError({label: "invalid JSON Schema: nested too deep"}) from None
+    except ValueError as exc:  # an $id that is no URI ("http://[x")
+        raise ValidationError({label: f"invalid JSON Schema: {exc}"}) from None
+    if fault:
+        raise ValidationError({label: f"invalid JSON Schema: {fault}"})
 
 
 class Skill(models.Model):

@@ -11,7 +11,7 @@ from django.db import transaction
 
 from agent_profiles.models import Skill
 from platform_site.errors import ValidationFailed
-from platform_site.text import find_bad_text
+from platform_site.text import MAX_JSON_DEPTH, find_bad_text
 
 # File keys (the GET /api/a2a/skills shape, plus snake_case spellings) → model fields.
 SKILL_KEYS: dict[str, str] = {
@@ -112,6 +112,13 @@ def _parse_skill(item: Any, index: int) -> dict[str, Any]:
         fields["name"] = fields["id"]
     for name in ("input_schema", "output_schema"):
         fields.setdefault(name, {"type": "object"})
+        if _deeper_than(fields[name], MAX_JSON_DEPTH):
+            # The schema checks recurse: a schema a few hundred levels deep crashed the
+            # command with a RecursionError traceback. The API refuses such JSON alike.
+            raise ValidationFailed(
+                f"{label}: '{name}' is nested deeper than {MAX_JSON_DEPTH} levels.",
+                {"skill": label, "field": name},
+            )
     for name in STRING_LISTS:
         value = fields.get(name, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -125,3 +132,16 @@ def _parse_skill(item: Any, index: int) -> dict[str, Any]:
         problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
         raise ValidationFailed(f"{label}: {problems}", exc.message_dict) from None
     return fields
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists/objects more than ``limit`` levels (no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth >= limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False

@@ -25,6 +25,7 @@ from typing import Any
 
 import jsonschema
 from a2a.types.a2a_pb2 import TaskState
+from referencing import Registry
 
 QUESTION = "Who will use the product: consumers, professionals, or both?"
 
@@ -192,7 +193,9 @@ SKILLS: dict[str, Callable[[dict[str, Any], list[str], dict[str, Any]], Any]] = 
 
 
 def schema_errors(schema: dict[str, Any], value: Any) -> list[str]:
-    validator = jsonschema.validators.validator_for(schema)(schema)
+    # An empty registry: without one, jsonschema fetches a $ref's URL (urlopen, no
+    # timeout, file:// too); a skill's schema must not make the agent read or call out.
+    validator = jsonschema.validators.validator_for(schema)(schema, registry=Registry())
     return [e.message for e in validator.iter_errors(value)]
 
 

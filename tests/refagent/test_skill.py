@@ -19,6 +19,7 @@ from reference_agent.skill import (
     handle_task,
     schema_errors,
 )
+from referencing.exceptions import Unresolvable
 
 GENERIC_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -219,3 +220,15 @@ def test_input_of_reads_the_data_part_then_json_text_then_plain_text() -> None:
 def test_answer_of_prefers_text_and_falls_back_to_data_as_json() -> None:
     assert answer_of({"parts": [{"text": "EU"}]}) == "EU"
     assert answer_of({"parts": [{"data": {"market": "EU"}}]}) == '{"market": "EU"}'
+
+
+def test_schema_errors_never_reads_a_ref_outside_the_schema(tmp_path: Any) -> None:
+    """jsonschema without a registry fetched a $ref's URL (file:// too): the agent read
+    its own files at a schema's word. Now such a reference is unresolvable."""
+    local = tmp_path / "s.json"
+    local.write_text('{"type": "string"}')
+    schema = {"type": "object", "properties": {"x": {"$ref": f"file://{local}"}}}
+    with pytest.raises(Unresolvable):
+        schema_errors(schema, {"x": 5})
+    local_ref = {"$defs": {"s": {"type": "string"}}, "properties": {"x": {"$ref": "#/$defs/s"}}}
+    assert schema_errors(local_ref, {"x": 5}) == ["5 is not of type 'string'"]
