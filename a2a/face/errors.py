@@ -19,7 +19,7 @@ from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 
-from a2a.exceptions import UnknownAgent, UnknownSkill
+from a2a.exceptions import InputInvalid, UnknownAgent, UnknownSkill
 from agent_profiles.urlguard import UnsafeURL
 from platform_site.errors import RETRY_AFTER_SECONDS, Conflict, PlatformError, outage_error
 
@@ -204,6 +204,26 @@ def _unknown_skill(exc: PlatformError) -> FaceError:
     )
 
 
+def _data_field(path: Any) -> str:
+    """A schema error's path (``a/0/b``, ``(root)``) as a field of the data part."""
+    if not isinstance(path, str) or path in ("", "(root)"):
+        return "data"
+    return "data." + path.replace("/", ".")
+
+
+def _input_invalid(exc: PlatformError) -> FaceError:
+    """The data part's input does not fit the skill's ``input_schema``: each error as a
+    violation on the data's path (``data`` alone for the whole object)."""
+    details = exc.details if isinstance(exc.details, dict) else {}
+    errors = [e for e in details.get("errors") or [] if isinstance(e, dict)]
+    violations = [
+        (_data_field(e.get("path")), e["message"])
+        for e in errors
+        if isinstance(e.get("message"), str)
+    ]
+    return InvalidParams(exc.message, metadata=_details(exc), violations=violations or None)
+
+
 def _unsafe_url(exc: PlatformError) -> FaceError:
     return InvalidParams(f"Webhook URL refused: {exc.message}", violations=[("url", exc.message)])
 
@@ -212,6 +232,7 @@ def _unsafe_url(exc: PlatformError) -> FaceError:
 DOMAIN_ERRORS: list[tuple[type[Exception], Callable[[Any], FaceError]]] = [
     (UnknownSkill, _unknown_skill),
     (UnsafeURL, _unsafe_url),
+    (InputInvalid, _input_invalid),
     (UnknownAgent, lambda e: InvalidParams(e.message, metadata=_details(e))),
     (Conflict, lambda e: UnsupportedOperation(e.message, metadata=_details(e))),
     (

@@ -112,6 +112,14 @@ def _tenant_skill(agent_id: str, skill_id: str | None) -> str:
     )
 
 
+def has_data(message: dict[str, Any]) -> bool:
+    """Whether the message carries structured input (a data part): that input is checked
+    against the skill's ``input_schema``, as on ``POST /api/tasks``. Text is the agent's
+    to read; no object schema could ever accept a text-only A2A client's message."""
+    parts = message.get("parts") or []
+    return any(isinstance(part, dict) and isinstance(part.get("data"), dict) for part in parts)
+
+
 def input_of(message: dict[str, Any]) -> dict[str, Any]:
     """What the platform records as the task's input: the first data part, else text."""
     texts = []
@@ -249,7 +257,7 @@ def _send_sync(
         message={**message, "messageId": message_id, "contextId": context_id},
         context_id=context_id,
         origin="a2a",
-        validate_input=False,
+        validate_input=has_data(message),
         watched=watched,
         metadata=_new_metadata(params, modes),
         for_agent=_for_agent(known) if references else None,

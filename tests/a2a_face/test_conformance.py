@@ -162,7 +162,8 @@ def test_a_send_in_proto_names_relays_json_names(as_alice: FaceClient, agent: An
 
 
 def test_values_in_data_parts_are_kept_exactly(as_alice: FaceClient, agent: Any) -> None:
-    data = {"count": 1, "ratio": 0.5, "big": 12345678901234567, "nested": [{"a": None}]}
+    data = {"product": "kettle", "count": 1, "ratio": 0.5, "big": 12345678901234567}
+    data["nested"] = [{"a": None}]
     body = {
         "message": _message(parts=[{"data": data}]),
         "configuration": {"returnImmediately": True},
