@@ -145,6 +145,18 @@ def test_loadskills_refuses_a_schema_nested_too_deep(tmp_path: Path, levels: int
     assert not Skill.objects.exists()
 
 
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_a_file_nested_thousands_deep_is_refused_not_a_traceback(
+    tmp_path: Path, suffix: str
+) -> None:
+    """The parsers' own recursion ran out first (a RecursionError traceback)."""
+    path = tmp_path / f"skills{suffix}"
+    path.write_text(f'[{{"id": "deep", "inputSchema": {_nested(3000)}}}]')
+    with pytest.raises(CommandError, match="nested"):
+        call_command("loadskills", str(path), stdout=io.StringIO())
+    assert not Skill.objects.exists()
+
+
 def test_a_schema_at_the_depth_limit_loads() -> None:
     schema = json.loads(_nested(31))  # 63 levels of objects
     load_skills([{"id": "deep-enough", "output_schema": schema}])

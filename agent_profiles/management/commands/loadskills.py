@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agent_profiles.skills import load_skills
 from platform_site.errors import ValidationFailed
-from platform_site.text import parse_json
+from platform_site.text import MAX_JSON_DEPTH, loads_bounded
 
 
 class Command(BaseCommand):
@@ -38,6 +38,9 @@ class Command(BaseCommand):
         )
 
 
+FILE_DEPTH = 8 * MAX_JSON_DEPTH
+
+
 def read_skills_file(name: str) -> Any:
     """The parsed content of a JSON or YAML skills file."""
     if name == "-":
@@ -60,9 +63,12 @@ def read_skills_file(name: str) -> Any:
             f"Cannot read {name}: it is not UTF-8 (bad byte at offset {exc.start}); "
             "save it as UTF-8."
         ) from None
+    # Thousands of levels would exhaust the parsers' stack (a traceback). A schema deeper
+    # than MAX_JSON_DEPTH but parseable is refused by skills.py, naming the skill.
+    depth = FILE_DEPTH
     if suffix == ".json":
         try:
-            return parse_json(text)
+            return loads_bounded(text, depth)
         except ValueError as exc:
             raise CommandError(f"{name} is not valid JSON: {exc}.") from None
     try:
@@ -70,3 +76,7 @@ def read_skills_file(name: str) -> Any:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise CommandError(f"{name} is not valid YAML: {exc}.") from None
+    except RecursionError:
+        raise CommandError(
+            f"{name} is nested too deep (a schema may have {MAX_JSON_DEPTH} levels)."
+        ) from None
