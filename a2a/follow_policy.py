@@ -20,7 +20,8 @@ followed — ``push``, ``list``, ``poll``, ``stream`` or ``blocking`` — is rec
 
 A read while following (a poll, a subscribe) that the agent refuses for the platform's
 credential (HTTP 401/403, ``agent_auth_failed``) is tried again with the same backoff
-until the task's deadline; a new credential for the agent makes those reads due at once
+until the task's deadline; a new credential for the agent makes those reads due at once,
+and sends its tasks whose send was so refused (offline) again over HTTP
 (:func:`credentials_changed`).
 """
 
@@ -35,7 +36,7 @@ from django.db import transaction
 from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
 
-from a2a import agent_listing, agent_push
+from a2a import agent_listing, agent_push, http_again
 from a2a.exceptions import A2AAuthError
 from a2a.hints import queue_processing, queue_processing_many
 from a2a.models import Task
@@ -213,16 +214,26 @@ _CHANGING = "_a2a_credential_changing"
 
 
 def credentials_changed(agent_id: str) -> int:
-    """The agent's credential changed: its tasks waiting on a refused one (a poll or a
-    subscribe answered 401/403, backing off until the deadline) are followed again now,
-    with the new credential; how many.
+    """The agent's credential changed: its tasks waiting on a refused one are taken up
+    again now, with the new credential; how many.
+
+    * followed (a poll or a subscribe answered 401/403, or its token endpoint down,
+      backing off until the deadline): their reads are due at once;
+    * offline after a send (or a reply) so refused, when the agent never connected to
+      the gateway: back to HTTP and sent at once (:func:`a2a.http_again.credential_changed`).
+      Before, they waited offline for a gateway connection that never came and failed at
+      their deadline, although the docs promise a rotation "without losing work in flight".
 
     Called after the commit of every save of an agent that changes its stored
     credential (the admin's form, a registration's ``auth``, ``set_credentials`` and a
     save anywhere): the registry does not know dispatch, so dispatch watches the saves
     (:func:`watch_credentials`, from ``a2a.apps``).
     """
-    ids = Task.follow_again_now(agent_id, A2AAuthError.code)
+    ids = [
+        pk
+        for code in sorted(http_again.REFUSED_CREDENTIAL)
+        for pk in Task.follow_again_now(agent_id, code)
+    ]
     if ids:
         queue_processing_many(ids[:CREDENTIAL_HINTS])
         log.info(
@@ -231,7 +242,17 @@ def credentials_changed(agent_id: str) -> int:
             len(ids),
             extra={"agent_id": agent_id},
         )
-    return len(ids)
+    # Each hints a worker itself (after its commit), as a new task's send does.
+    sent = http_again.credential_changed(agent_id)
+    if sent:
+        log.info(
+            "agent %s: new credential; %d offline task(s) refused with the old one sent "
+            "again over HTTP",
+            agent_id,
+            sent,
+            extra={"agent_id": agent_id},
+        )
+    return len(ids) + sent
 
 
 def watch_credentials() -> None:

@@ -168,14 +168,16 @@ def _derived_key(secret: str) -> bytes:
 def _fernet(configured: str, secret: str) -> MultiFernet:
     if not configured:
         return MultiFernet([Fernet(_derived_key(secret))])
+    # The settings check each key at the start (platform_site.env.envfernetkeys); this
+    # holds for a value set another way (a test's override), and never quotes a key.
     try:
         keys = [Fernet(k.strip().encode()) for k in configured.split(",") if k.strip()]
+        return MultiFernet(keys)  # ValueError for none
     except ValueError:
         raise ImproperlyConfigured(
             "CREDENTIALS_KEY must be one or more comma-separated Fernet keys "
             "(32 url-safe base64-encoded bytes each)"
         ) from None
-    return MultiFernet(keys)
 
 
 def cipher() -> MultiFernet:
@@ -194,6 +196,16 @@ class CredentialsUnreadable(Exception):
 def decrypt(token: str) -> dict[str, Any]:
     try:
         return json.loads(cipher().decrypt(token.encode()))
+    except (InvalidToken, ValueError):
+        raise CredentialsUnreadable from None
+
+
+def reencrypt(token: str) -> str:
+    """``token`` encrypted anew under the first ``CREDENTIALS_KEY`` (read with any of
+    them), its original timestamp kept; :class:`CredentialsUnreadable` when none reads
+    it. What ``manage.py rotatecredentials`` does to each stored credential."""
+    try:
+        return cipher().rotate(token.encode()).decode()
     except (InvalidToken, ValueError):
         raise CredentialsUnreadable from None
 
@@ -218,7 +230,8 @@ def set_credentials(agent: AgentProfile, auth: dict[str, Any] | None) -> None:
 
 def read_credentials(agent: AgentProfile) -> dict[str, Any] | None:
     """The decrypted credential for a call to ``agent``, or None (none, or unreadable:
-    logged without the secret)."""
+    logged without the secret; an agent with a stored credential read as None has an
+    unreadable one: :attr:`~agent_profiles.interfaces.CallTarget.auth_unreadable`)."""
     if not agent.auth_encrypted:
         return None
     try:
@@ -235,3 +248,9 @@ def read_credentials(agent: AgentProfile) -> dict[str, Any] | None:
 
 def has_credentials(agent: AgentProfile) -> bool:
     return bool(agent.auth_encrypted)
+
+
+# What dispatch says of a credential it cannot read: the admin shows "configured: yes",
+# so "no credential configured" (as a call without one was worded) sent the operator
+# looking at the agent instead of at the key.
+UNREADABLE = "its stored credential cannot be decrypted (CREDENTIALS_KEY changed?)"

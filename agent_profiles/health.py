@@ -12,7 +12,8 @@ Two sources feed it:
 The verdict (:func:`health_of`) is unhealthy when the last check failed or the last call
 failed; a passing check clears a failed call, except ``agent_auth_failed`` (a health
 endpoint cannot show that credentials work): that stays until a call succeeds or the
-credential is changed.
+credential is changed. An OAuth2 token endpoint that was down is not that
+(``token_endpoint_unavailable``, transient): a passing check clears it like any outage.
 
 An agent reached only over HTTP (never connected to the gateway) found answering again,
 by a passing check or by a call that succeeds after a failed one, is announced to the

@@ -32,6 +32,9 @@ class CallTarget:
 
     ``auth`` is the decrypted credential in one of DESIGN.md's shapes (``bearer``,
     ``apiKey``, ``oauth2``) or None; it must never be logged or stored elsewhere.
+    ``auth_unreadable``: the agent has a stored credential that cannot be decrypted (the
+    key changed); dispatch then calls nothing (``agent_auth_failed``) rather than call
+    without the credential the operator configured.
     ``polling`` is False once the agent was found not to answer ``GetTask``, ``listing``
     once its tasks were found not to be followed by ``ListTasks``, ``early_return`` once
     it held a send that asked it to return at once.
@@ -43,6 +46,7 @@ class CallTarget:
     version: str = V1_0
     tenant: str = ""
     auth: dict[str, Any] | None = field(default=None, repr=False)
+    auth_unreadable: bool = False
     streaming: bool = False
     push_notifications: bool = False
     polling: bool = True
@@ -62,16 +66,18 @@ def call_target(profile: AgentProfile) -> CallTarget:
     ``target`` (the remote tenant) overrides the card interface's ``tenant``. Call
     :func:`agent_profiles.cards.ensure_card` first so a card not read yet is read.
     """
-    from agent_profiles.credentials import read_credentials
+    from agent_profiles.credentials import has_credentials, read_credentials
 
     chosen = interface_of(profile)
+    auth = read_credentials(profile)
     return CallTarget(
         agent_id=profile.id,
         binding=chosen["binding"],
         url=chosen["url"],
         version=chosen["version"],
         tenant=chosen["tenant"],
-        auth=read_credentials(profile),
+        auth=auth,
+        auth_unreadable=auth is None and has_credentials(profile),
         streaming=profile.streaming,
         push_notifications=profile.push_notifications,
         polling=profile.polling,

@@ -87,6 +87,40 @@ def envchoice(name: str, default: str, choices: set[str], *, upper: bool = False
     return value
 
 
+def envfernetkeys(name: str) -> str:
+    """Comma-separated Fernet keys (``CREDENTIALS_KEY``), or empty when unset; read as
+    :func:`envstr` (``NAME_FILE`` too), spaces around the keys dropped.
+
+    Checked here, at the start: a key with a typo (or only a comma) passed it, then every
+    registration with a credential answered 500 and every task of an agent with one failed
+    ``internal_error``. A refusal names the key by its place, never its value (a secret).
+    """
+    raw = envstr(name)
+    if not raw:
+        return ""
+    keys = [key.strip() for key in raw.split(",") if key.strip()]  # "new,old," too
+    wanted = "one or more comma-separated Fernet keys (32 url-safe base64-encoded bytes each)"
+    if not keys:
+        raise ImproperlyConfigured(f"{name} must be {wanted}; it holds none")
+    for place, key in enumerate(keys, start=1):
+        if not _is_fernet_key(key):
+            raise ImproperlyConfigured(
+                f"{name} must be {wanted}; key {place} of {len(keys)} is not one"
+            )
+    return ",".join(keys)
+
+
+def _is_fernet_key(key: str) -> bool:
+    # Imported here: the other readers need nothing of cryptography.
+    from cryptography.fernet import Fernet
+
+    try:
+        Fernet(key.encode())
+    except ValueError:  # binascii.Error is one too
+        return False
+    return True
+
+
 # DRF reads only the period's first letter ("30/mango" is 30 a minute): hold to the words.
 THROTTLE_RATE = re.compile(r"\d+/(?:s|sec|second|m|min|minute|h|hour|d|day)s?")
 

@@ -20,7 +20,15 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from platform_site.env import envbool, envchoice, envfloat, envint, envrate, envstr
+from platform_site.env import (
+    envbool,
+    envchoice,
+    envfernetkeys,
+    envfloat,
+    envint,
+    envrate,
+    envstr,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -287,8 +295,8 @@ ALLOW_PRIVATE_URLS = envbool("ALLOW_PRIVATE_URLS", False)
 ALLOW_LOOPBACK_URLS = envbool("ALLOW_LOOPBACK_URLS", EMBEDDED)
 # Agents' cards, credentials and health (docs/registry.md).
 # Fernet key(s) for agents' credentials at rest, comma-separated (the first encrypts, all
-# decrypt: rotation). Unset: derived from SECRET_KEY.
-CREDENTIALS_KEY = envstr("CREDENTIALS_KEY")
+# decrypt: rotation). Unset: derived from SECRET_KEY. Each key is checked here.
+CREDENTIALS_KEY = envfernetkeys("CREDENTIALS_KEY")
 AGENT_CARD_TIMEOUT = envfloat("AGENT_CARD_TIMEOUT", 5.0, positive=True)  # seconds per card request
 AGENT_CARD_MAX_BYTES = envint("AGENT_CARD_MAX_BYTES", 512_000, positive=True)
 # One agent's answer, or one stream event.
@@ -326,7 +334,7 @@ A2A_POLL_ENGINE_BATCH = envint("A2A_POLL_ENGINE_BATCH", 200, positive=True)
 A2A_POLL_SWEEP_MAX = envint("A2A_POLL_SWEEP_MAX", 2000, positive=True)
 A2A_AGENT_POLL_RATE = envfloat("A2A_AGENT_POLL_RATE", 100.0, positive=True)
 # Sends to one agent at once, per process.
-A2A_AGENT_SENDS_IN_FLIGHT = envint("A2A_AGENT_SENDS_IN_FLIGHT", 16, positive=True)
+A2A_AGENT_SENDS_IN_FLIGHT = envint("A2A_AGENT_SENDS_IN_FLIGHT", 16, minimum=0)
 A2A_POLL_CONCURRENCY = envint("A2A_POLL_CONCURRENCY", 16, positive=True)
 # Embedded mode: threads of the platform process that act on a task at once after a change
 # (a new task, a reply, a cancel: a2a.local_dispatch). On 2 CPUs 16 took CPU from the
@@ -401,7 +409,7 @@ A2A_DEFAULT_SKILL = envstr("A2A_DEFAULT_SKILL")
 A2A_ALLOW_ANONYMOUS = envbool("A2A_ALLOW_ANONYMOUS", False)
 A2A_EXTENDED_CARD_BEARER_TOKEN = envstr("A2A_EXTENDED_CARD_BEARER_TOKEN")
 A2A_BLOCKING_TIMEOUT = envfloat("A2A_BLOCKING_TIMEOUT", 60.0, minimum=0)
-A2A_MAX_PUSH_CONFIGS_PER_TASK = envint("A2A_MAX_PUSH_CONFIGS_PER_TASK", 10, minimum=0)
+A2A_MAX_PUSH_CONFIGS_PER_TASK = envint("A2A_MAX_PUSH_CONFIGS_PER_TASK", 10, positive=True)
 A2A_PUSH_TIMEOUT = envfloat("A2A_PUSH_TIMEOUT", 10.0, positive=True)  # seconds per webhook POST
 # POSTs per event and webhook.
 A2A_PUSH_MAX_ATTEMPTS = envint("A2A_PUSH_MAX_ATTEMPTS", 5, positive=True)
@@ -418,7 +426,7 @@ A2A_PUSH_PER_HOST = envint("A2A_PUSH_PER_HOST", 2, positive=True)
 A2A_STREAM_RECHECK = envfloat("A2A_STREAM_RECHECK", 5.0, positive=True)
 # Task streams (message:stream, subscribe) one caller may hold open in one server process;
 # one more is refused (429 TOO_MANY_STREAMS) before anything is sent (a2a/face/stream_slots.py).
-A2A_MAX_STREAMS_PER_CALLER = envint("A2A_MAX_STREAMS_PER_CALLER", 1000, minimum=0)
+A2A_MAX_STREAMS_PER_CALLER = envint("A2A_MAX_STREAMS_PER_CALLER", 1000, positive=True)
 # Cache-Control max-age of agent cards.
 A2A_CARD_MAX_AGE = envint("A2A_CARD_MAX_AGE", 300, minimum=0)
 # Threads (each with its own database connection) serving the face's ORM calls; 0 runs

@@ -7,8 +7,11 @@ refused such values, or an access token so answered) is an auth error naming the
 
 OAuth2 tokens are fetched from ``tokenUrl`` (client credentials, client authentication with
 HTTP Basic), kept in this process until shortly before they expire (:func:`kept_for`), and
-fetched again once when the agent answers 401. The cache is per process, in the embedded
-mode and in each distributed worker alike (a token is a secret: it is not put in Redis):
+fetched again once when the agent answers 401. A token endpoint that does not answer a token
+for now (unreachable, 5xx, 429) is a transient :data:`TOKEN_ENDPOINT_UNAVAILABLE`; one that
+refuses the client credentials or answers garbage is ``agent_auth_failed``. The cache is
+per process, in the embedded mode and in each distributed worker alike (a token is a
+secret: it is not put in Redis):
 within a process one fetch per credential serves every call that needs it meanwhile
 (:class:`_Flight`), so tasks starting together do not each ask the token endpoint.
 
@@ -31,6 +34,7 @@ from django.conf import settings
 from a2a.exceptions import A2AAuthError, A2ACallError, A2ATransientError
 from a2a.transports.answers import read_capped
 from a2a.transports.quoting import excerpt
+from agent_profiles.credentials import UNREADABLE as UNREADABLE_CREDENTIAL
 from agent_profiles.credentials import header_value_problem
 from agent_profiles.deadlines import whole_answer_by, whole_answer_seconds
 from agent_profiles.guarded_pool import AnswerTooLarge
@@ -51,6 +55,13 @@ TOKEN_MAX_BYTES = 64_000
 # The tokens last fetched per credential, kept to recognise them in an echo: a call may
 # have sent one that a concurrent refresh has replaced in the cache since.
 TOKENS_REMEMBERED = 3
+
+# The code of a token endpoint that did not answer a token for now (unreachable, 5xx, 429,
+# a fetch that took too long): transient, as an agent's own outage is. Not
+# ``agent_auth_failed``: that says the credential is refused, which a health check cannot
+# clear and HTTP dispatch does not try again, so an outage of the identity provider
+# stranded the tasks offline and left the agent unhealthy after it recovered.
+TOKEN_ENDPOINT_UNAVAILABLE = "token_endpoint_unavailable"
 
 _tokens: dict[tuple[str, ...], tuple[str, float]] = {}
 _sent_tokens: dict[tuple[str, ...], tuple[str, ...]] = {}
@@ -73,19 +84,35 @@ _flights: dict[tuple[str, ...], _Flight] = {}
 _flights_pid = os.getpid()
 
 
+# The scheme of a stored credential that cannot be decrypted (:func:`scheme`).
+UNREADABLE = "unreadable"
+
+
 def scheme(target: CallTarget) -> str:
-    """The credential's scheme name for messages (``bearer``, ``apiKey``, ``oauth2``, ``none``)."""
+    """The credential's scheme name for messages (``bearer``, ``apiKey``, ``oauth2``,
+    ``none``, or :data:`UNREADABLE`)."""
     auth = target.auth
     if not isinstance(auth, dict) or not auth:
-        return "none"
+        return UNREADABLE if target.auth_unreadable else "none"
     return str(auth.get("type") or "unknown")
 
 
 def apply(target: CallTarget, headers: dict[str, str], *, refused: str | None = None) -> str:
     """Put the target's credential on ``headers``; returns the scheme name. ``refused``:
-    the OAuth2 token the agent just answered 401 to (another one is used)."""
+    the OAuth2 token the agent just answered 401 to (another one is used).
+
+    A stored credential that cannot be decrypted (``CREDENTIALS_KEY`` changed) is an
+    ``agent_auth_failed`` before anything goes out: called without it, the agent answered
+    401 and the task said "no credential configured" while the admin said one was.
+    """
     auth = target.auth
     name = scheme(target)
+    if name == UNREADABLE:
+        raise A2AAuthError(
+            f"Agent '{target.agent_id}': {UNREADABLE_CREDENTIAL}; nothing was sent to it. "
+            "Put the key it was written under back in CREDENTIALS_KEY, or set the "
+            "credential again.",
+        )
     if name == "none":
         return name
     assert isinstance(auth, dict)
@@ -213,7 +240,7 @@ def _wait_for(flight: _Flight, target: CallTarget) -> str:
     if not flight.done.wait(bound + settings.A2A_CONNECT_TIMEOUT):
         raise A2ATransientError(
             f"Gave up waiting for {who}: the fetch in progress took too long.",
-            code="agent_auth_failed",
+            code=TOKEN_ENDPOINT_UNAVAILABLE,
         )
     if flight.token is not None:
         return flight.token
@@ -222,7 +249,7 @@ def _wait_for(flight: _Flight, target: CallTarget) -> str:
     # Not a call's error (a bug): named by its type only, its text may quote anything.
     raise A2ATransientError(
         f"Could not get {who}: {type(flight.error).__name__} in the fetch it waited for.",
-        code="agent_auth_failed",
+        code=TOKEN_ENDPOINT_UNAVAILABLE,
     )
 
 
@@ -262,14 +289,14 @@ def _fetch_token(target: CallTarget, auth: dict[str, Any]) -> tuple[str, float]:
             raise A2AAuthError(f"{The} answered a body that does not decode: {exc}.") from None
         except httpx.TransportError as exc:
             raise A2ATransientError(
-                f"Could not reach {who}: {type(exc).__name__}.", code="agent_auth_failed"
+                f"Could not reach {who}: {type(exc).__name__}.", code=TOKEN_ENDPOINT_UNAVAILABLE
             ) from None
         except UnsafeURL as exc:
             raise A2AAuthError(f"{The} is not allowed: {exc.message}") from None
         if response.status_code >= 500 or response.status_code == 429:
             raise A2ATransientError(
                 f"{The} answered HTTP {response.status_code}.",
-                code="agent_auth_failed",
+                code=TOKEN_ENDPOINT_UNAVAILABLE,
                 status=response.status_code,
             )
         body = _json_or_none(content)

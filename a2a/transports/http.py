@@ -317,9 +317,11 @@ def check_status(
     retry_after = parse_retry_after(response.headers.get("Retry-After"))
     said = error_message(response)
     if status in (401, 403):
-        configured = (
-            f"with its {scheme} credential" if scheme != "none" else "(no credential configured)"
-        )
+        configured = f"with its {scheme} credential"
+        if scheme == "none":
+            configured = "(no credential configured)"
+        elif scheme == credentials.UNREADABLE:  # never sent (credentials.apply): a safeguard
+            configured = f"without its credential: {credentials.UNREADABLE_CREDENTIAL}"
         raise A2AAuthError(
             f"Agent '{target.agent_id}' refused the platform {configured}: HTTP {status} "
             f"to {method} {url}: {said}",

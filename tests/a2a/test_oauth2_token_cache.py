@@ -162,7 +162,7 @@ def test_a_fetch_failing_with_a_bug_is_told_to_its_waiters_by_type_only(
     waited = [o for o in outcomes if isinstance(o, A2ACallError)]
     assert len(waited) == 3
     assert all(isinstance(o, A2ATransientError) for o in waited)
-    assert {o.code for o in waited} == {"agent_auth_failed"}
+    assert {o.code for o in waited} == {"token_endpoint_unavailable"}
     assert "RuntimeError in the fetch it waited for" in waited[0].message
     assert CLIENT_SECRET not in waited[0].message
 
@@ -178,7 +178,7 @@ def test_a_waiter_gives_up_on_a_fetch_that_never_ends(
         credentials._flights[key] = credentials._Flight()  # another thread's, stuck
     with pytest.raises(A2ATransientError, match="Gave up waiting") as gave_up:
         credentials.oauth2_token(target(peer))
-    assert gave_up.value.code == "agent_auth_failed"
+    assert gave_up.value.code == "token_endpoint_unavailable"
     assert guard.counts["/oauth/token"] == 0
 
 

@@ -173,6 +173,9 @@ def test_a_bad_setting_stops_the_distributed_processes_with_one_line(command: li
         ("A2A_LIST_INTERVAL", "-1", "0 or more"),
         ("TASKS_API_THREADS", "-2", "0 or more"),
         ("SECURE_HSTS_SECONDS", "-1", "0 or more"),
+        # 0 would refuse every push config and stream while the card offers both.
+        ("A2A_MAX_PUSH_CONFIGS_PER_TASK", "0", "more than 0"),
+        ("A2A_MAX_STREAMS_PER_CALLER", "0", "more than 0"),
     ],
 )
 def test_a_negative_or_zero_size_or_duration_stops_the_start(
@@ -185,7 +188,15 @@ def test_a_negative_or_zero_size_or_duration_stops_the_start(
 
 @pytest.mark.parametrize(
     "name",
-    ["A2A_LIST_INTERVAL", "AGENT_HEALTH_INTERVAL", "TASKS_API_THREADS", "SEND_STALL_TIMEOUT"],
+    [
+        "A2A_LIST_INTERVAL",
+        "AGENT_HEALTH_INTERVAL",
+        "TASKS_API_THREADS",
+        "SEND_STALL_TIMEOUT",
+        "A2A_AGENT_SENDS_IN_FLIGHT",  # documented "0: no limit", refused at start before
+        "TASK_AGENT_MESSAGES_MAX",
+        "A2A_BLOCKING_TIMEOUT",
+    ],
 )
 def test_a_documented_zero_still_reads_as_off(name: str) -> None:
     result = _read(name, {name: "0"})

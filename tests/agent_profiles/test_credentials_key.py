@@ -1,0 +1,175 @@
+"""``CREDENTIALS_KEY`` at work: its documented rotation (``manage.py rotatecredentials``)
+and a stored credential no key reads any more.
+
+Why: the rotation said "re-save the credentials", which nothing but typing every agent's
+secret again did (a credential is write-only); and a credential the key changed under
+was called without, refused by the agent as "(no credential configured)" while the admin
+said one was configured."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from cryptography.fernet import Fernet
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from a2a import services
+from a2a.states import TaskState, Transport
+from a2a.transports import credentials as outbound_credentials
+from agent_profiles.credentials import read_credentials, set_credentials
+from agent_profiles.health import health_of
+from agent_profiles.interfaces import call_target
+from agent_profiles.models import AgentProfile, HealthStatus
+from tests.a2a.test_peers import drive, settled
+from tests.support.login_guarded_agent import BEARER, login_guarded_agent
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "tok-rotate-me-very-secret-4711"
+
+
+def key() -> str:
+    return Fernet.generate_key().decode()
+
+
+def with_credential(make_agent: Any, skill: Any, agent_id: str, token: str = SECRET) -> Any:
+    agent = make_agent(skills=[skill], id=agent_id, a2a_endpoint="http://127.0.0.1:9/")
+    set_credentials(agent, {"type": "bearer", "token": token})
+    agent.save()
+    return agent
+
+
+def stored(agent_id: str) -> str:
+    return AgentProfile.objects.get(pk=agent_id).auth_encrypted
+
+
+def rotate() -> str:
+    out = io.StringIO()
+    call_command("rotatecredentials", stdout=out)
+    return out.getvalue()
+
+
+def test_the_documented_rotation_needs_no_secret(
+    make_agent: Any, make_skill: Any, settings: Any
+) -> None:
+    """``new,old``, ``rotatecredentials``, then ``new`` alone: every credential reads."""
+    skill = make_skill()
+    old, new = key(), key()
+    settings.CREDENTIALS_KEY = old
+    with_credential(make_agent, skill, "agent-one")
+    with_credential(make_agent, skill, "agent-two", token="another-secret-0815")
+    make_agent(skills=[skill], id="agent-three")  # no credential: nothing to do
+    settings.CREDENTIALS_KEY = f"{new},{old}"
+    output = rotate()
+    assert "Re-encrypted 2 credential(s)" in output
+    assert SECRET not in output
+    for agent_id in ("agent-one", "agent-two"):
+        Fernet(new.encode()).decrypt(stored(agent_id).encode())  # under the new key now
+    assert stored("agent-three") == ""
+    settings.CREDENTIALS_KEY = new  # the old key dropped
+    assert read_credentials(AgentProfile.objects.get(pk="agent-one")) == {
+        "type": "bearer",
+        "token": SECRET,
+    }
+    assert read_credentials(AgentProfile.objects.get(pk="agent-two"))["token"] == (
+        "another-secret-0815"
+    )
+
+
+def test_a_credential_no_key_reads_is_named_and_left_as_it_is(
+    make_agent: Any, make_skill: Any, settings: Any
+) -> None:
+    """The others are rotated; the command fails naming the agent (never a secret), so a
+    script does not go on to drop the old key."""
+    skill = make_skill()
+    lost, old, new = key(), key(), key()
+    settings.CREDENTIALS_KEY = lost
+    with_credential(make_agent, skill, "agent-lost")
+    settings.CREDENTIALS_KEY = old
+    with_credential(make_agent, skill, "agent-one")
+    before = stored("agent-lost")
+    settings.CREDENTIALS_KEY = f"{new},{old}"
+    out = io.StringIO()
+    with pytest.raises(CommandError) as refused:
+        call_command("rotatecredentials", stdout=out)
+    assert "agent-lost" in str(refused.value)
+    assert "cannot be decrypted with any CREDENTIALS_KEY" in str(refused.value)
+    assert SECRET not in str(refused.value) + out.getvalue()
+    assert "Re-encrypted 1 credential(s)" in out.getvalue()
+    assert stored("agent-lost") == before
+    Fernet(new.encode()).decrypt(stored("agent-one").encode())
+    # Listing the lost key lets a second run finish the job.
+    settings.CREDENTIALS_KEY = f"{new},{old},{lost}"
+    assert "Re-encrypted 2 credential(s)" in rotate()
+    settings.CREDENTIALS_KEY = new
+    assert read_credentials(AgentProfile.objects.get(pk="agent-lost"))["token"] == SECRET
+
+
+def test_a_rotation_is_no_credential_change_for_dispatch(
+    make_agent: Any, make_skill: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The secret is the same: the agent's tasks waiting on a refused credential are not
+    taken up again (a2a.follow_policy watches the saves; this writes by update)."""
+    from a2a import follow_policy
+
+    seen: list[str] = []
+    monkeypatch.setattr(follow_policy, "credentials_changed", seen.append)
+    settings.CREDENTIALS_KEY = key()
+    with_credential(make_agent, make_skill(), "agent-one")
+    settings.CREDENTIALS_KEY = f"{key()},{settings.CREDENTIALS_KEY}"
+    rotate()
+    assert seen == []
+
+
+# --- a credential no key reads -----------------------------------------------------------
+
+
+def test_an_unreadable_credential_is_told_as_such_and_nothing_is_sent(
+    make_agent: Any, make_skill: Any, make_user: Any, settings: Any
+) -> None:
+    """Not called without it (the agent would refuse "no credential configured", or worse
+    take a call the operator meant to authenticate): ``agent_auth_failed`` at once, naming
+    the key, in the task and in the agent's health."""
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_POLL_INTERVAL = 0.05
+    outbound_credentials.forget_tokens()
+    settings.CREDENTIALS_KEY = key()
+    skill = make_skill(id="ce-review")
+    with login_guarded_agent() as (peer, guard):
+        agent = make_agent(skills=[skill], a2a_endpoint=peer.url)
+        set_credentials(agent, {"type": "bearer", "token": BEARER})
+        agent.save()
+        settings.CREDENTIALS_KEY = key()  # the key changed
+        target = call_target(AgentProfile.objects.get(pk=agent.pk))
+        assert (target.auth, target.auth_unreadable) == (None, True)
+        data = {"product": "lamp", "behaviour": "complete"}
+        task = services.create_task(skill_id="ce-review", input=data, user=make_user())
+        task = drive(task, lambda t: t.transport == Transport.OFFLINE or settled(t))
+        assert task.state == TaskState.SUBMITTED
+        assert task.error["code"] == "agent_auth_failed"
+        message = task.error["message"]
+        assert "stored credential cannot be decrypted (CREDENTIALS_KEY changed?)" in message
+        assert "no credential configured" not in message
+        assert guard.counts["/message:send"] == 0  # nothing went out
+        assert peer.sends == 0
+        agent.refresh_from_db()
+        verdict = health_of(agent)
+        assert verdict.status == HealthStatus.UNHEALTHY
+        assert "cannot be decrypted" in verdict.error
+
+
+def test_a_key_list_without_a_key_set_at_run_time_is_a_configuration_error(
+    settings: Any,
+) -> None:
+    """The start refuses it (tests/platform_site/test_credentials_key_setting.py); set
+    another way, it is the same clear error, not MultiFernet's bare ValueError."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from agent_profiles.credentials import encrypt
+
+    settings.CREDENTIALS_KEY = ","
+    with pytest.raises(ImproperlyConfigured, match="comma-separated Fernet keys"):
+        encrypt({"type": "bearer", "token": SECRET})
