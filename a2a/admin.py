@@ -22,6 +22,7 @@ from a2a import console as task_console
 from a2a import services
 from a2a.listing_models import AgentListing
 from a2a.models import Task
+from a2a.question_excerpts import excerpt_of, with_excerpts
 from a2a.reply_form import ReplyForm, asked_token, reply_form
 from a2a.states import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a.task_actions import QuestionChanged
@@ -67,8 +68,10 @@ class WaitingFilter(admin.SimpleListFilter):
 
 
 # The task list's columns (list_display) use none of these; the search and filters neither.
+# The question column reads an excerpt of the question (a2a.question_excerpts).
 LIST_DEFERRED = (
     "input",
+    "question",
     "output",
     "artifacts",
     "status_message",
@@ -112,7 +115,7 @@ class TaskAdmin(admin.ModelAdmin):
         tasks = super().get_queryset(request)
         match = request.resolver_match
         if match is not None and match.url_name == "a2a_task_changelist":
-            return tasks.defer(*LIST_DEFERRED)
+            return with_excerpts(tasks.defer(*LIST_DEFERRED))
         return tasks
 
     def get_ordering(self, request: HttpRequest) -> list[str]:
@@ -149,7 +152,7 @@ class TaskAdmin(admin.ModelAdmin):
     def question_col(self, task: Task) -> str:
         if task.state not in INTERRUPTED_STATES:
             return ""
-        text = said_text(task.question) or "(data)"
+        text = excerpt_of(task) or "(data)"
         return format_html('<span title="{}">{}</span>', text, text[:60])
 
     # --- the task page ---------------------------------------------------------------

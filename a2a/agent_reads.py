@@ -7,15 +7,18 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from a2a import agent_answers, overtaken_calls, transports
+from a2a import agent_answers, answer_parts, overtaken_calls, transports
 from a2a.agent_updates import apply_agent_reply
 from a2a.exceptions import A2AAuthError, A2ACallError, A2APermanentError
 from a2a.follow_policy import POLL
+from a2a.hints import queue_processing
 from a2a.models import Task
+from a2a.question_memory import asked_again
+from a2a.remote_ids import remote_fields
 from a2a.states import INTERRUPTED_STATES, TaskState, normalize_state
 from a2a.task_actions import ask_again
 from a2a.transports.base import AgentReply
-from a2a.wire import task_output
+from a2a.wire import question_of, task_output
 from agent_profiles.interfaces import CallTarget
 
 log = logging.getLogger(__name__)
@@ -65,7 +68,8 @@ def read_after_refusal(task: Task, exc: A2ACallError) -> bool:
     * it still asks the question the reply answers (its repeat is stale news to
       :func:`~a2a.agent_updates.apply_agent_update`, so the task did not move): the reply
       was refused for what it says, and the person answers again
-      (:func:`~a2a.task_actions.ask_again`), whatever the refusal's code.
+      (:func:`~a2a.task_actions.ask_again`), whatever the refusal's code. A question asked
+      in artifacts alone (:func:`_asked_in_artifacts_again`) the same, asked from them.
     """
     metadata = task.metadata or {}
     if (
@@ -95,8 +99,13 @@ def read_after_refusal(task: Task, exc: A2ACallError) -> bool:
             # Before the answer is applied: it may fail the task (an invalid output), and
             # that error must stand.
             agent_answers.clear_send_failures(task)  # the agent answered
-            # Checked (another task's id, a state it cannot read...) before anything is kept.
-            apply_agent_reply(task, task_json=reply.task, message=None, via="a2a", pending=news)
+            again = _asked_in_artifacts_again(task, reply)
+            if again is None:
+                # Checked (another task's id, a state it cannot read...) before anything
+                # is kept.
+                apply_agent_reply(task, task_json=reply.task, message=None, via="a2a", pending=news)
+            else:  # nothing new to keep; checked as an applied answer would be
+                remote_fields(task, reply.task)
         except A2ACallError as unread:
             _unread(task, exc, unread)
             return False
@@ -108,11 +117,53 @@ def read_after_refusal(task: Task, exc: A2ACallError) -> bool:
             task.remote_task_id,
             reply.state,
         )
+        if again is not None:
+            _ask_in_artifacts_again(task, exc, again, reply.state)
+            return True
         if reply.state in INTERRUPTED_STATES and task.state == state_before:
             ask_again(task, exc)
             return True
         agent_answers.after_answer(task, target, reply, state_before, POLL, news)
     return True
+
+
+def _asked_in_artifacts_again(task: Task, reply: AgentReply) -> dict[str, Any] | None:
+    """The question the person answered, when the agent's task, read after the refusal,
+    asks it again in its artifacts alone (LangGraph's server: an ``Interrupt`` artifact, no
+    status message nor timestamp); None for any other read.
+
+    Why: applied, that read was taken for a new question (nothing tells it from the one
+    answered), and the refusal's reason was lost: the task waited again, the person not
+    told why their answer went nowhere. :func:`~a2a.task_actions.ask_again` asks again
+    with the agent's latest message, which such an agent never sent: the question comes
+    from the artifacts here (:func:`_ask_in_artifacts_again`)."""
+    remote = reply.task if isinstance(reply.task, dict) else {}
+    status, artifacts = remote.get("status"), remote.get("artifacts")
+    if reply.state not in INTERRUPTED_STATES or not isinstance(status, dict):
+        return None
+    # As the question was kept (apply_agent_update): checked, its bytes canonical.
+    answer_parts.refuse(task, answer_parts.answer_problem(status, artifacts))
+    status, artifacts = answer_parts.canonical_answer(status, artifacts)
+    message = status.get("message")
+    asked = question_of(message, artifacts)
+    if not isinstance(asked, dict) or asked is message:  # asked in a message: as usual
+        return None
+    return asked if asked_again(task, status, artifacts=artifacts) else None
+
+
+def _ask_in_artifacts_again(
+    task: Task, exc: A2ACallError, question: dict[str, Any], state: str | None
+) -> None:
+    """:func:`~a2a.task_actions.ask_again` for a question asked in artifacts: the task
+    waits for the person again with ``question`` and, in its error, why the answer was
+    refused (worded as there). A task moved meanwhile is let go of and taken up again."""
+    held = task.lease_until
+    error = exc.as_error()
+    error["message"] = f"The agent refused the answer; answer again. {exc.message}"
+    auth = state == TaskState.AUTH_REQUIRED
+    moved = not task.require_input(question, auth=auth, error=error)
+    if moved and held is not None and task.release(held=held):
+        queue_processing(task.pk)
 
 
 def _unread(task: Task, exc: A2ACallError, unread: A2ACallError) -> None:

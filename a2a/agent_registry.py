@@ -8,7 +8,9 @@
   :func:`mark_early_return_seen` — it was seen not to;
 * :func:`record_call_outcome` — feeds the agent's health (an ``agent_auth_failed`` shows
   there as a credential problem). Outcomes that say nothing about the agent's health (its
-  task is unknown, it cannot be polled, it has no HTTP endpoint) are not recorded.
+  task is unknown, it cannot be polled, it has no HTTP endpoint) are not recorded; a
+  request the agent read and refused for what it says (:func:`answered_anyway`) counts as
+  an answer.
 """
 
 from __future__ import annotations
@@ -29,6 +31,25 @@ log = logging.getLogger(__name__)
 NOT_HEALTH = frozenset(
     {"remote_task_not_found", "task_not_cancelable", "unsupported_operation", "no_endpoint"}
 )
+
+
+# Statuses of an ``agent_refused`` that do not show the agent taking requests: 404, no
+# such route (a wrong endpoint; a missing route while following is
+# ``unsupported_operation``); 408, it did not read the request in time; 410, the endpoint
+# is withdrawn.
+NOT_READ_STATUSES = frozenset({404, 408, 410})
+
+
+def answered_anyway(error: A2ACallError) -> bool:
+    """Whether ``error`` is a refusal that proves the agent up and reading its requests: an
+    ``agent_refused`` (HTTP 400, 409, 422..., or a JSON-RPC error, which has no HTTP status)
+    but of a route it lacks. Why: a person's answer the agent refuses (HTTP 400 "market
+    must be EU or UK") is the person's mistake; recorded as a failed call, the agent showed
+    unhealthy, "known unreachable" to the matcher, which sent new work elsewhere (a polled
+    agent's next ``GetTask`` cleared it, a streamed agent's stayed). Credentials refused
+    (401/403) keep their own code, ``agent_auth_failed``, and 5xx/429 are transient
+    failures: both still count against the agent."""
+    return error.code == "agent_refused" and error.status not in NOT_READ_STATUSES
 
 
 def target_for(profile: AgentProfile, *, first_call: bool = False) -> CallTarget:
@@ -63,6 +84,8 @@ def record_call_outcome(profile: AgentProfile, error: A2ACallError | None = None
     """Tell the registry how a call to the agent went (``error`` None: it answered)."""
     if error is not None and error.code in NOT_HEALTH:
         return
+    if error is not None and answered_anyway(error):
+        error = None  # it answered: reachable, whatever it thought of the request
     try:
         if error is None:
             health.record_call_outcome(profile, ok=True)

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from a2a.models import Task
-from a2a.wire import task_output
+from a2a.wire import question_of, task_output
 
 
 def message_key(message: dict[str, Any]) -> str:
@@ -80,27 +80,35 @@ def judged_on(task: Task, message: Any, history: Any) -> list[Any]:
     return list(task.artifacts)
 
 
-def asked_again(task: Task, status: dict[str, Any], history: Any = None) -> bool:
+def asked_again(
+    task: Task, status: dict[str, Any], history: Any = None, artifacts: Any = None
+) -> bool:
     """Whether an interrupted status reports a question a person already answered, before
     the agent took the answer in (a 0.3 agent answers a non-blocking reply with the task as
-    it was; a listing's overlap shows the question again): that question's message, or,
-    with no message, a status older than the reply, or (``history``: the answer to the
-    reply itself) a history whose last agent message is that question. a2a-sdk 0.3's
-    HTTP+JSON answer to a reply carries no status message nor timestamp: taken for a new
-    question, the task waited for a second reply while the agent completed it. Not a
-    message the agent merely sent before (ADK reports its question's message with a
-    WORKING status first, then asks with the same message: that is the question, not a
-    repeat)."""
+    it was; a listing's overlap shows the question again): that question's message (with
+    ``artifacts``, the answer's, as :func:`~a2a.wire.question_of` makes the question of
+    them), or, with no message, the question its ``artifacts`` ask, a status older than
+    the reply, or (``history``: the answer to the reply itself) a history whose last agent
+    message is that question. a2a-sdk 0.3's HTTP+JSON answer to a reply carries no status
+    message nor timestamp: taken for a new question, the task waited for a second reply
+    while the agent completed it; so did LangGraph's server, which asks in an
+    ``Interrupt`` artifact alone. Not a message the agent merely sent before (ADK reports
+    its question's message with a WORKING status first, then asks with the same message:
+    that is the question, not a repeat)."""
     ids = (task.metadata or {}).get(ANSWERED)
     if ids is None:  # never answered: nothing to repeat
         return False
     message = status.get("message")
     if isinstance(message, dict):
-        return message_key(message) in ids
+        # An empty message asks with the artifacts: the question kept is made of both.
+        return message_key(question_of(message, artifacts)) in ids
     if isinstance(history, list):
         said = [m for m in history if isinstance(m, dict) and m.get("role") == "ROLE_AGENT"]
         if said and message_key(said[-1]) in ids:
             return True
+    asked = question_of(None, artifacts)
+    if isinstance(asked, dict) and message_key(asked) in ids:
+        return True
     return _before(status, task.state_changed_at)
 
 

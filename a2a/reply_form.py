@@ -10,9 +10,15 @@ from datetime import datetime
 from typing import Any
 
 from django import forms
+from django.core.validators import MaxLengthValidator
 
 from a2a.models import Task
 from platform_site.admin_forms import TextRuleCharField, TextRuleJSONField
+
+# The longest text a person's answer may carry, on every way in: this form and
+# ``POST /api/tasks/{id}/reply`` (a2a.api.serializers). The form once had no cap and sent
+# the agent what the API refuses.
+REPLY_TEXT_MAX_CHARS = 100_000
 
 
 class OptionalJSONField(TextRuleJSONField):
@@ -34,7 +40,13 @@ class ReplyForm(forms.Form):
 
     asked = forms.CharField(widget=forms.HiddenInput, required=False)
 
-    text = TextRuleCharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 80}), required=False)
+    text = TextRuleCharField(
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 80}),
+        required=False,
+        # A validator, not max_length: that sets the box's maxlength, and a browser cuts
+        # a longer paste short without a word; this answers with the error, text kept.
+        validators=[MaxLengthValidator(REPLY_TEXT_MAX_CHARS)],
+    )
     data = OptionalJSONField(
         required=False,
         help_text='Optional JSON object sent as a data part, e.g. {"market": "EU"}.',

@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from a2a.models import Task
+from a2a.reply_form import REPLY_TEXT_MAX_CHARS
 
 
 class TaskSerializer(serializers.ModelSerializer):
@@ -164,7 +165,7 @@ class _IdField(serializers.CharField):
 class ReplySerializer(serializers.Serializer):
     """``POST /api/tasks/{id}/reply`` body: text and/or data."""
 
-    text = serializers.CharField(required=False, allow_blank=False, max_length=100_000)
+    text = serializers.CharField(required=False, allow_blank=False, max_length=REPLY_TEXT_MAX_CHARS)
     data = serializers.JSONField(required=False)
     # Optional: the messageId of the question answered (the task's question.messageId);
     # a task that asks another one by now is not answered (409 question_changed).

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from django.urls import reverse
 from django.utils.html import escape
+from rest_framework.test import APIClient
 
 from a2a.models import Task
-from a2a.reply_form import ReplyForm
+from a2a.reply_form import REPLY_TEXT_MAX_CHARS, ReplyForm
 from a2a.states import TaskState
 
 pytestmark = pytest.mark.django_db
@@ -60,6 +61,38 @@ def test_the_reply_forms_text_holds_to_the_same_rule() -> None:
     assert form.errors["text"] == ["The value contains a lone surrogate, which is not allowed."]
     nul = ReplyForm({"text": "E\x00U"})
     assert nul.errors["text"] == ["The value contains a NUL character, which is not allowed."]
+
+
+def test_the_reply_form_refuses_text_longer_than_the_api_takes(
+    admin_client: Any, task: Task
+) -> None:
+    """``POST /api/tasks/{id}/reply`` refuses a text over 100,000 characters (400); the
+    form sent it to the agent. Now an error under "text", the text kept in the box (no
+    ``maxlength`` there: a browser would cut a longer paste short without a word); the
+    longest text the API takes still goes out."""
+    assert REPLY_TEXT_MAX_CHARS == 100_000
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {task.created_by.raw_token}")
+    too_long = "x" * (REPLY_TEXT_MAX_CHARS + 1)
+    assert (
+        api.post(f"/api/tasks/{task.pk}/reply", {"text": too_long}, format="json").status_code
+        == 400
+    )
+    sent = task.outbound_message
+    url = reverse("admin:a2a_task_reply", args=[task.pk])
+    response = admin_client.post(url, {"text": too_long, "data": ""})
+    assert response.status_code == 200
+    assert "at most 100000 characters" in response.context["form"].errors["text"][0]
+    page = response.content.decode()
+    assert too_long in page
+    assert "maxlength" not in page
+    task.refresh_from_db()
+    assert task.state == TaskState.INPUT_REQUIRED
+    assert task.outbound_message == sent
+    admin_client.post(url, {"text": too_long[:-1], "data": ""})
+    task.refresh_from_db()
+    assert task.state == TaskState.WORKING
+    assert task.outbound_message["parts"][0]["text"] == too_long[:-1]
 
 
 @pytest.mark.parametrize("object_id", ["not-a-uuid", "e1872027", "1"])

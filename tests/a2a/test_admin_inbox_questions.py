@@ -1,0 +1,98 @@
+"""The admin's inbox (the task list, ``?waiting=yes``) shows each waiting task's question
+cut short, read cut short in the database: a page listing three tasks whose agents asked
+1 MB questions (within ``AGENT_ANSWER_MAX_BYTES``) carried all 3 MB, in the column's
+``title``. Text parts, a LangGraph interrupt's data, an ADK tool call's arguments."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from django.urls import reverse
+
+from a2a import services
+from a2a.models import Task
+from a2a.question_excerpts import TITLE_CHARS
+
+pytestmark = pytest.mark.django_db
+
+INBOX = reverse("admin:a2a_task_changelist") + "?waiting=yes"
+
+
+@pytest.fixture
+def ask(make_skill: Any, make_agent: Any, make_user: Any) -> Any:
+    """A task of a new user's whose agent asks ``parts`` (the whole question message)."""
+    skill = make_skill()
+    make_agent(skills=[skill])
+    user = make_user()
+
+    def asking(*parts: dict[str, Any]) -> Task:
+        task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=user)
+        question = {"messageId": f"q-{task.pk}", "role": "ROLE_AGENT", "parts": list(parts)}
+        services.apply_agent_update(
+            task,
+            status={"state": "TASK_STATE_INPUT_REQUIRED", "message": question},
+            remote={"id": f"r-{task.pk}", "contextId": "c-1"},
+            via="a2a",
+        )
+        return task
+
+    return asking
+
+
+def titles(page: str) -> list[str]:
+    return re.findall(r'<span title="([^"]*)">', page)
+
+
+def test_long_questions_are_cut_short_in_the_page_and_the_query(
+    admin_client: Any, ask: Any
+) -> None:
+    """Three 1 MB questions: a small page, each title a few hundred characters at most,
+    and no query reads the question whole."""
+    for _ in range(3):
+        ask({"text": "Which market? " + "x" * 1_000_000})
+    response = admin_client.get(INBOX)
+    page = response.content.decode()
+    assert len(page) < 100_000, len(page)
+    shown = titles(page)
+    assert len(shown) == 3
+    assert all(t.startswith("Which market? xxx") and len(t) <= TITLE_CHARS for t in shown)
+    # The rows were read without their question (nor read again for the column).
+    rows = list(response.context["cl"].result_list)
+    assert len(rows) == 3
+    assert all("question" in t.get_deferred_fields() for t in rows)
+
+
+def test_the_texts_of_several_parts_are_joined(admin_client: Any, ask: Any) -> None:
+    ask({"text": "Which market?"}, {"text": "EU or UK."})
+    assert titles(admin_client.get(INBOX).content.decode()) == ["Which market? EU or UK."]
+
+
+@pytest.mark.parametrize(
+    ("data", "shown"),
+    [
+        ({"value": "Which market, EU or UK?"}, "Which market, EU or UK?"),  # LangGraph
+        (
+            {"id": "c1", "name": "ask_market", "args": {"question": "EU or UK?"}},  # ADK
+            "EU or UK?",
+        ),
+        ({"flag": True}, "(data)"),  # no strings: said in data only
+    ],
+    ids=["interrupt", "tool-call", "no-strings"],
+)
+def test_a_data_question_shows_its_strings(
+    admin_client: Any, ask: Any, data: Any, shown: str
+) -> None:
+    ask({"data": data})
+    assert titles(admin_client.get(INBOX).content.decode()) == [shown]
+
+
+def test_a_long_data_question_is_cut_short(admin_client: Any, ask: Any) -> None:
+    """Data read cut short does not parse: its start is shown, no error."""
+    ask({"data": {"value": "Which market? " + "y" * 100_000}})
+    page = admin_client.get(INBOX)
+    assert page.status_code == 200
+    (title,) = titles(page.content.decode())
+    assert "Which market? yyy" in title
+    assert len(title) <= TITLE_CHARS
