@@ -130,7 +130,10 @@ def test_a_failed_fetch_is_every_waiters_error_and_is_not_kept(
     """The calls that waited for a fetch that failed fail with its error (each its own
     copy: each is redacted and stored on its own); the next call fetches again."""
     peer, guard = guarded
-    guard.token_delay = 0.3
+    # A failed fetch is not kept: a thread that reaches the cache only after the failure
+    # fetches again, by design. The delay keeps the fetch open until every thread of the
+    # barrier waits on it, also on a loaded machine (0.3 s let one in late there).
+    guard.token_delay = 1.5
     broken = CallTarget(agent_id="agent-one", url=peer.url, auth={**oauth(peer)})
     broken.auth["tokenUrl"] = peer.url + "/oauth/nowhere"  # the guard's 401
     errors = at_once(lambda: credentials.oauth2_token(broken))
