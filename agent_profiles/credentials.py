@@ -166,13 +166,20 @@ def _derived_key(secret: str) -> bytes:
 
 @lru_cache(maxsize=4)
 def _fernet(configured: str, secret: str) -> MultiFernet:
+    derived = Fernet(_derived_key(secret))
     if not configured:
-        return MultiFernet([Fernet(_derived_key(secret))])
+        return MultiFernet([derived])
     # The settings check each key at the start (platform_site.env.envfernetkeys); this
     # holds for a value set another way (a test's override), and never quotes a key.
     try:
         keys = [Fernet(k.strip().encode()) for k in configured.split(",") if k.strip()]
-        return MultiFernet(keys)  # ValueError for none
+        if not keys:
+            raise ValueError("no key")
+        # The key derived from SECRET_KEY still decrypts (last): credentials stored before
+        # CREDENTIALS_KEY was first set stay readable, and rotatecredentials moves them
+        # under it. Nothing new is written with it; whoever holds SECRET_KEY could read
+        # those anyway.
+        return MultiFernet([*keys, derived])
     except ValueError:
         raise ImproperlyConfigured(
             "CREDENTIALS_KEY must be one or more comma-separated Fernet keys "

@@ -173,3 +173,21 @@ def test_a_key_list_without_a_key_set_at_run_time_is_a_configuration_error(
     settings.CREDENTIALS_KEY = ","
     with pytest.raises(ImproperlyConfigured, match="comma-separated Fernet keys"):
         encrypt({"type": "bearer", "token": SECRET})
+
+
+def test_the_first_key_set_reads_what_the_derived_key_wrote(
+    make_agent: Any, make_skill: Any, settings: Any
+) -> None:
+    """Unset, the key is derived from SECRET_KEY, which no CREDENTIALS_KEY can list:
+    setting one made every stored credential unreadable. The derived key still decrypts,
+    and rotatecredentials moves them under the new key."""
+    skill = make_skill()
+    settings.CREDENTIALS_KEY = ""
+    with_credential(make_agent, skill, "agent-one")
+    new = key()
+    settings.CREDENTIALS_KEY = new
+    assert read_credentials(AgentProfile.objects.get(pk="agent-one"))["token"] == SECRET
+    assert "Re-encrypted 1 credential(s)" in rotate()
+    Fernet(new.encode()).decrypt(stored("agent-one").encode())
+    settings.SECRET_KEY = "another-secret-key-" + "x" * 40  # the derived key is gone too
+    assert read_credentials(AgentProfile.objects.get(pk="agent-one"))["token"] == SECRET
