@@ -33,6 +33,7 @@ from a2a.states import (
     normalize_state,
 )
 from a2a.transports.quoting import quoted
+from a2a.transports.redaction import redactor
 from a2a.wire import (
     artifacts_bytes,
     message_text,
@@ -252,10 +253,10 @@ def _move(
         output = task_output(artifacts, message, history)
         return _complete(task, output, artifacts, fields, via_text)
     elif state == TaskState.FAILED:
-        text = message_text(message) or "The agent reported the task as failed."
+        text = _quoted(task, message) or "The agent reported the task as failed."
         return task.fail("agent_failed", f"Agent '{task.agent_id}': {text}", **fields)
     elif state == TaskState.REJECTED:
-        text = message_text(message) or "The agent rejected the task."
+        text = _quoted(task, message) or "The agent rejected the task."
         return task.reject(f"Agent '{task.agent_id}': {text}", **fields)
     elif state == TaskState.CANCELED:
         return task.cancel(f"the agent canceled the task {via_text}", **fields)
@@ -301,6 +302,17 @@ def _output_schema(task: Task) -> dict[str, Any]:
     if skill is None:  # never judged on a cache's word
         skill = task.skill
     return skill.output_schema or {}
+
+
+def _quoted(task: Task, message: Any) -> str:
+    """The agent's reason, as the task's error quotes it: an agent that echoes the request
+    (its headers, in a failure's message) would show the platform's credential for it
+    there, in the API and the admin. Redacted as the transports redact a refusal; only on
+    these paths, so ordinary answers cost nothing."""
+    text = message_text(message)
+    if not text or task.agent is None:
+        return text
+    return redactor(call_target(task.agent)).text(text)
 
 
 def _complete(

@@ -66,8 +66,9 @@ class A2APermanentError(A2ACallError):
 
 
 class A2AAuthError(A2APermanentError):
-    """The agent refused the platform's credentials (HTTP 401/403), or they could not be
-    obtained (an OAuth2 token endpoint that fails or answers garbage)."""
+    """The agent refused the platform's credentials (HTTP 401/403), they could not be
+    obtained (an OAuth2 token endpoint that refuses the client or answers garbage; one
+    that is down is ``token_endpoint_unavailable``, transient), or cannot be decrypted."""
 
     code = "agent_auth_failed"
 
