@@ -148,7 +148,8 @@ def _asked_in_artifacts_again(task: Task, reply: AgentReply) -> dict[str, Any] |
     asked = question_of(message, artifacts)
     if not isinstance(asked, dict) or asked is message:  # asked in a message: as usual
         return None
-    return asked if asked_again(task, status, artifacts=artifacts) else None
+    # The read after the refusal of a reply: asking the answered question is its repeat.
+    return asked if asked_again(task, status, artifacts=artifacts, replying=True) else None
 
 
 def _ask_in_artifacts_again(

@@ -33,23 +33,24 @@ NOT_HEALTH = frozenset(
 )
 
 
-# Statuses of an ``agent_refused`` that do not show the agent taking requests: 404, no
-# such route (a wrong endpoint; a missing route while following is
-# ``unsupported_operation``); 408, it did not read the request in time; 410, the endpoint
-# is withdrawn.
-NOT_READ_STATUSES = frozenset({404, 408, 410})
+# Statuses of an ``agent_refused`` that show the agent read the request and refused what
+# it said. Others do not: 404, no such route (a wrong endpoint); 408, the request not read
+# in time; 410, the endpoint withdrawn; 407, 413, 431 and the like, often a proxy in front
+# that never reached the agent.
+READ_STATUSES = frozenset({400, 409, 422})
 
 
 def answered_anyway(error: A2ACallError) -> bool:
-    """Whether ``error`` is a refusal that proves the agent up and reading its requests: an
-    ``agent_refused`` (HTTP 400, 409, 422..., or a JSON-RPC error, which has no HTTP status)
-    but of a route it lacks. Why: a person's answer the agent refuses (HTTP 400 "market
-    must be EU or UK") is the person's mistake; recorded as a failed call, the agent showed
-    unhealthy, "known unreachable" to the matcher, which sent new work elsewhere (a polled
-    agent's next ``GetTask`` cleared it, a streamed agent's stayed). Credentials refused
-    (401/403) keep their own code, ``agent_auth_failed``, and 5xx/429 are transient
-    failures: both still count against the agent."""
-    return error.code == "agent_refused" and error.status not in NOT_READ_STATUSES
+    """Whether ``error`` is a refusal that proves the agent up and reading its requests:
+    an ``agent_refused`` of HTTP 400, 409 or 422, or a JSON-RPC error. Why: a person's
+    answer the agent refuses (HTTP 400 "market must be EU or UK") is the person's
+    mistake; recorded as a failed call, the agent showed unhealthy, "known unreachable" to
+    the matcher, which sent new work elsewhere (a polled agent's next ``GetTask`` cleared
+    it, a streamed agent's stayed). Credentials refused (401/403) keep their own code,
+    ``agent_auth_failed``, and 5xx/429 are transient failures: both still count against
+    the agent."""
+    # A JSON-RPC error has no HTTP status: the agent's own answer.
+    return error.code == "agent_refused" and (error.status is None or error.status in READ_STATUSES)
 
 
 def target_for(profile: AgentProfile, *, first_call: bool = False) -> CallTarget:

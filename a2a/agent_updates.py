@@ -163,7 +163,7 @@ def apply_agent_update(
     if (
         state in INTERRUPTED_STATES
         and task.state in ACTIVE_STATES
-        and asked_again(task, status, history if replying else None, artifacts)
+        and asked_again(task, status, history if replying else None, artifacts, replying=replying)
     ):
         # A question a person already answered, reported again before the agent took the
         # answer in (0.3 agents answer a non-blocking reply with the task as it was):

@@ -64,6 +64,9 @@ def excerpt_of(task: Task) -> str:
 # A JSON string, closed or cut short at the end, and whether it is a key (a colon after).
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)("?)(\s*:)?')
 _CUT_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{0,3})?$")
+# SQLite keeps JSON ASCII-escaped: a cut between an emoji's two escapes ("\ud83d" of
+# "\ud83d\ude00") decodes to half a pair, which no page can be encoded with (a 500).
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # Values said_text leaves out (a tool call's id and name, an interrupt's id).
 _NOT_SAID = ("id", "name", "interruptId")
 
@@ -80,7 +83,7 @@ def _cut_strings(data: str) -> str:
         if not closed:  # the string the cut ends in: an escape may be cut in two
             raw = _CUT_ESCAPE.sub("", raw)
         try:
-            text = json.loads(f'"{raw}"')
+            text = _LONE_SURROGATE.sub("", json.loads(f'"{raw}"'))
         except ValueError:
             text = raw
         if key not in _NOT_SAID and text.strip():

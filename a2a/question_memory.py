@@ -81,7 +81,12 @@ def judged_on(task: Task, message: Any, history: Any) -> list[Any]:
 
 
 def asked_again(
-    task: Task, status: dict[str, Any], history: Any = None, artifacts: Any = None
+    task: Task,
+    status: dict[str, Any],
+    history: Any = None,
+    artifacts: Any = None,
+    *,
+    replying: bool = False,
 ) -> bool:
     """Whether an interrupted status reports a question a person already answered, before
     the agent took the answer in (a 0.3 agent answers a non-blocking reply with the task as
@@ -94,7 +99,13 @@ def asked_again(
     while the agent completed it; so did LangGraph's server, which asks in an
     ``Interrupt`` artifact alone. Not a message the agent merely sent before (ADK reports
     its question's message with a WORKING status first, then asks with the same message:
-    that is the question, not a repeat)."""
+    that is the question, not a repeat).
+
+    A question asked in artifacts alone has no id, only its content: the same content asked
+    again (an agent looping until it gets a valid answer) looks like the echo. So the
+    artifacts count as a repeat only in the answer to the reply itself (``replying``): a
+    later read that still asks is a new question, or the task would poll until its
+    deadline while the agent waited for a person."""
     ids = (task.metadata or {}).get(ANSWERED)
     if ids is None:  # never answered: nothing to repeat
         return False
@@ -106,7 +117,7 @@ def asked_again(
         said = [m for m in history if isinstance(m, dict) and m.get("role") == "ROLE_AGENT"]
         if said and message_key(said[-1]) in ids:
             return True
-    asked = question_of(None, artifacts)
+    asked = question_of(None, artifacts) if replying else None
     if isinstance(asked, dict) and message_key(asked) in ids:
         return True
     return _before(status, task.state_changed_at)

@@ -205,7 +205,10 @@ def _unknown_skill(exc: PlatformError) -> FaceError:
 
 
 def _data_field(path: Any) -> str:
-    """A schema error's path (``a/0/b``, ``(root)``) as a field of the data part."""
+    """A schema error's path (``a/0/b``, ``(root)``) as a field of the data part; the
+    skill's schema itself where it cannot be applied (``(schema)``: not the caller's)."""
+    if path == "(schema)":
+        return "metadata.skillId"
     if not isinstance(path, str) or path in ("", "(root)"):
         return "data"
     return "data." + path.replace("/", ".")

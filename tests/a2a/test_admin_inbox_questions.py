@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from a2a import services
 from a2a.models import Task
-from a2a.question_excerpts import TITLE_CHARS
+from a2a.question_excerpts import DATA_CHARS, TITLE_CHARS
 
 pytestmark = pytest.mark.django_db
 
@@ -96,3 +96,14 @@ def test_a_long_data_question_is_cut_short(admin_client: Any, ask: Any) -> None:
     (title,) = titles(page.content.decode())
     assert "Which market? yyy" in title
     assert len(title) <= TITLE_CHARS
+
+
+def test_a_data_question_cut_inside_an_emoji_renders(admin_client: Any, ask: Any) -> None:
+    """SQLite keeps JSON ASCII-escaped (an emoji is two 6-character escapes): the cut fell
+    between the two at some offset, the half decoded alone, and the page was a 500."""
+    emoji = "\N{GRINNING FACE}"
+    for pad in range(12):  # '{"q":"' then 12-character emoji: every offset of the cut
+        ask({"data": {"q": "a" * pad + emoji * (DATA_CHARS // 12 + 5)}})
+    response = admin_client.get(INBOX)
+    assert response.status_code == 200
+    assert emoji in response.content.decode()

@@ -7,6 +7,9 @@ artifact, no status message nor timestamp), answered by a person.
 * The agent answers the reply's send with its task as it was (not taken in yet): that
   echo is no new question (:func:`a2a.question_memory.asked_again`). It was: the task
   waited for a second answer while the agent finished.
+* The agent takes the answer and asks the same again (a graph looping until it gets a
+  valid answer): a read after the reply's answer that still asks is a new question. Taken
+  for the echo, the task was polled until its deadline and nobody was asked.
 """
 
 from __future__ import annotations
@@ -135,9 +138,31 @@ def test_asked_again_knows_a_question_asked_in_artifacts(task: Task) -> None:
     answered = [message_key(asked), message_key(with_empty)]
     Task.objects.filter(pk=task.pk).update(metadata={ANSWERED: answered})
     task.refresh_from_db()
-    assert asked_again(task, status, artifacts=[INTERRUPT])
+    assert asked_again(task, status, artifacts=[INTERRUPT], replying=True)
+    # Not in the answer to the reply: the agent asks the same again (its content is all
+    # that tells it), and taken for the echo the task would poll, never asking a person.
+    assert not asked_again(task, status, artifacts=[INTERRUPT])
     assert asked_again(task, {**status, "message": empty}, artifacts=[INTERRUPT])
     other = {**INTERRUPT, "parts": [{"data": {"id": "i-2", "value": "Which year?"}}]}
-    assert not asked_again(task, status, artifacts=[other])
+    assert not asked_again(task, status, artifacts=[other], replying=True)
     assert not asked_again(task, {**status, "message": empty}, artifacts=[other])
     assert not asked_again(task, status)  # nothing to tell it by: a new question
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_question_asked_again_after_the_answer_reaches_the_person(
+    make_agent: Any, make_skill: Any, make_user: Any, settings: Any
+) -> None:
+    settings.ALLOW_LOOPBACK_URLS = True
+    user = make_user()
+    with run_scripted_agent() as agent:
+        register(make_agent, make_skill, agent)
+        agent.answer = lambda kind, body: JSONResponse(
+            asking() if kind == "get" else {"task": asking()}
+        )
+        task = run_out(start(user))
+        assert task.state == TaskState.INPUT_REQUIRED, task.error
+        services.reply_to_task(task, text="France")  # the agent takes it and asks again
+        task = run_out(task)
+    assert task.state == TaskState.INPUT_REQUIRED
+    assert task.question == question_of(None, [INTERRUPT])

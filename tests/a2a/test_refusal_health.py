@@ -76,12 +76,13 @@ def test_a_refused_answer_leaves_the_agent_healthy(
         (A2APermanentError("JSON-RPC error -32602"), True),  # no HTTP status
         (A2APermanentError("HTTP 404: no such route", status=404), False),
         (A2APermanentError("HTTP 408", status=408), False),
+        (A2APermanentError("HTTP 413 from a proxy", status=413), False),
         (A2AAuthError("HTTP 401", status=401), False),
         (A2AAuthError("HTTP 403", status=403), False),
         (A2ATransientError("HTTP 503", code="agent_http_error", status=503), False),
         (A2APermanentError("version", code="version_not_supported", status=400), False),
     ],
-    ids=["400", "422", "jsonrpc", "404", "408", "401", "403", "503", "version"],
+    ids=["400", "422", "jsonrpc", "404", "408", "413", "401", "403", "503", "version"],
 )
 def test_which_refusals_count_as_an_answer(
     make_agent: Any, error: A2ACallError, healthy: bool

@@ -88,3 +88,16 @@ def test_a_fitting_data_part_and_a_text_only_message_are_sent(
     prose = as_alice.post("/v1/a2a/message:send", text)
     assert prose.status_code == 200, prose.content
     assert Task.objects.count() == 2
+
+
+def test_a_skill_schema_that_cannot_be_applied_blames_the_skill_not_the_data(
+    as_alice: FaceClient, agent: Any, skill: Any
+) -> None:
+    """One stored before such schemas were refused on save: its fault is the skill's."""
+    type(skill).objects.filter(pk=skill.pk).update(input_schema={"$ref": "#/$defs/nowhere"})
+    response = as_alice.post("/v1/a2a/message:send", _send({"product": "lamp"}))
+    assert response.status_code == 400, response.content
+    (violation,) = _violations(response.json()["error"]["details"])
+    assert violation["field"] == "metadata.skillId"
+    assert "does not resolve" in violation["description"]
+    assert not Task.objects.exists()
