@@ -21,6 +21,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -150,6 +151,18 @@ def _decode(url: str, content_type: str, body: bytes) -> Any:
     return document
 
 
+def _check_length(url: str) -> None:
+    """The chosen URL becomes the endpoint of an agent registered by its card only: one
+    that does not fit the column is refused as registration refuses it (PostgreSQL
+    answered a DataError, a 500, and SQLite stored what registration would not)."""
+    limit = AgentProfile._meta.get_field("a2a_endpoint").max_length
+    if limit is not None and len(url) > limit:
+        raise UnsafeURL(
+            f"URL {url[:100]!r}... is longer than {limit} characters.",
+            {"url": url[:limit], "limit": limit},
+        )
+
+
 def _choose(parsed: ParsedCard, source_url: str) -> Interface:
     candidates = spoken(parsed.interfaces)
     if not candidates:
@@ -157,6 +170,7 @@ def _choose(parsed: ParsedCard, source_url: str) -> Interface:
     refused: ValidationFailed | None = None
     for candidate in candidates:
         try:
+            _check_length(candidate.url)
             check_url(candidate.url)  # dispatch's calls resolve and pin it
         except ValidationFailed as exc:
             refused = refused or exc
@@ -190,6 +204,10 @@ def fetch_card(card_url: str, endpoint: str, *, timeout: float | None = None) ->
                 raise CardUnreachable(exc.message) from None  # DNS cannot answer (yet)
             except httpx.HTTPError as exc:
                 raise CardUnreachable(f"{url}: {type(exc).__name__} {exc}".strip()) from None
+            except (httpx.InvalidURL, ValueError) as exc:
+                # A URL httpx cannot send (a host it cannot encode): the URL is at fault,
+                # not the network, so it is refused (400), never a 500.
+                raise UnsafeURL(f"URL {url!r} cannot be requested: {exc}.", {"url": url}) from None
             if status in NOT_HERE:
                 misses.append(f"{url}: HTTP {status}")
                 continue
@@ -248,16 +266,30 @@ def store_document(agent: AgentProfile, read: CardRead) -> None:
     )
 
 
-def _save(agent: AgentProfile, fields: list[str], read: CardRead | None) -> None:
+def _save(
+    agent: AgentProfile,
+    fields: list[str],
+    read: CardRead | None,
+    guard: Callable[[], None] | None = None,
+) -> None:
     with transaction.atomic():
+        if guard is not None:
+            guard()  # raises to write nothing (a caller's key revoked during the read)
         agent.save(update_fields=[*fields, "updated_at"])
         if read is not None:
             store_document(agent, read)
 
 
-def _record_failure(
-    agent: AgentProfile, reason: str, *, retry: bool, reachable: bool = False
+def record_failure(
+    agent: AgentProfile,
+    reason: str,
+    *,
+    retry: bool,
+    reachable: bool = False,
+    guard: Callable[[], None] | None = None,
 ) -> None:
+    """Record why ``agent``'s card was not read (``card_error``, a retry time, and health
+    while no card was ever read)."""
     agent.card_error = reason[:2000]
     fields = ["card_error"]
     if retry:
@@ -271,29 +303,34 @@ def _record_failure(
         agent.health_error = f"{CARD_NOT_READ}: {agent.card_error}"
         agent.health_checked_at = timezone.now()
         fields += ["health_status", "health_error", "health_checked_at"]
-    _save(agent, fields, None)
+    _save(agent, fields, None, guard)
 
 
 def refresh_card(
-    agent: AgentProfile, *, strict: bool = True, timeout: float | None = None
+    agent: AgentProfile,
+    *,
+    strict: bool = True,
+    timeout: float | None = None,
+    guard: Callable[[], None] | None = None,
 ) -> CardRead | None:
     """Read ``agent``'s card now and store it; None when unreachable (recorded).
 
     A served card that is not usable raises ``ValidationFailed`` when ``strict`` (the agent
     or an operator asked) and is recorded in ``card_error`` otherwise; either way the
-    previous card stays in use.
+    previous card stays in use. ``guard`` runs in the transaction that writes, after the
+    card was read: whatever it raises leaves the profile as it was.
     """
     try:
         read = fetch_card(agent.agent_card_url, agent.a2a_endpoint, timeout=timeout)
     except CardUnreachable as exc:
-        _record_failure(agent, exc.describe(), retry=not strict, reachable=exc.answered)
+        record_failure(agent, exc.describe(), retry=not strict, reachable=exc.answered, guard=guard)
         return None
     except ValidationFailed as exc:
         if strict:
             raise
-        _record_failure(agent, exc.message, retry=True)
+        record_failure(agent, exc.message, retry=True, guard=guard)
         return None
-    _save(agent, apply_card(agent, read), read)
+    _save(agent, apply_card(agent, read), read, guard)
     logger.info(
         "Agent %s: card read from %s; calling %s",
         agent.pk,

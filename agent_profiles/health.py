@@ -167,7 +167,19 @@ def _probe_urls(agent: AgentProfile) -> tuple[str, list[str]]:
 
 
 def check_one(health_url: str, card_urls: list[str]) -> CheckResult:
-    """One check: the health endpoint, else the card (only HTTP; no database)."""
+    """One check: the health endpoint, else the card (only HTTP; no database).
+
+    Never raises: whatever goes wrong is a failed check, for this agent only (the checks
+    of all agents run together, and one exception stopped them all).
+    """
+    try:
+        return _check(health_url, card_urls)
+    except Exception as exc:
+        logger.exception("health check of %s failed", health_url)
+        return CheckResult(False, None, f"{health_url}: check failed: {type(exc).__name__} {exc}")
+
+
+def _check(health_url: str, card_urls: list[str]) -> CheckResult:
     seconds = settings.AGENT_HEALTH_TIMEOUT
     timeout = httpx.Timeout(seconds)
     whole = whole_answer_seconds(seconds, seconds)
@@ -187,6 +199,9 @@ def check_one(health_url: str, card_urls: list[str]) -> CheckResult:
                 return CheckResult(False, None, exc.message)
             except httpx.HTTPError as exc:
                 return CheckResult(False, None, f"{url}: {type(exc).__name__} {exc}".strip())
+            except (httpx.InvalidURL, ValueError) as exc:
+                # A stored URL httpx cannot send (a host it cannot encode).
+                return CheckResult(False, None, f"{url}: not a usable URL: {exc}")
             if response.status_code >= 500:
                 return CheckResult(False, latency, f"{url}: HTTP {response.status_code}")
             if 200 <= response.status_code < 300:
@@ -230,17 +245,33 @@ def store_check(agent: AgentProfile, result: CheckResult) -> None:
         )
 
 
+def _has_scheme(url: str) -> bool:
+    try:
+        return bool(urlsplit(url).scheme)
+    except ValueError:  # malformed: checked all the same, and found failing
+        return True
+
+
+def _check_agent(agent: AgentProfile) -> CheckResult:
+    """:func:`check_one` for ``agent``; a URL that cannot even be split fails its check."""
+    try:
+        urls = _probe_urls(agent)
+    except ValueError as exc:
+        return CheckResult(False, None, f"{agent.a2a_endpoint}: not a usable URL: {exc}")
+    return check_one(*urls)
+
+
 def check_agents(agents: list[AgentProfile] | None = None) -> dict[str, str]:
     """Check every agent with an endpoint (active or pending); their new status by id."""
     if agents is None:
         agents = list(
             AgentProfile.objects.exclude(a2a_endpoint="").exclude(status=AgentStatus.DISABLED)
         )
-    agents = [a for a in agents if a.a2a_endpoint and urlsplit(a.a2a_endpoint).scheme]
+    agents = [a for a in agents if a.a2a_endpoint and _has_scheme(a.a2a_endpoint)]
     if not agents:
         return {}
     with ThreadPoolExecutor(max_workers=min(CHECK_CONCURRENCY, len(agents))) as pool:
-        results = list(pool.map(lambda a: check_one(*_probe_urls(a)), agents))
+        results = list(pool.map(_check_agent, agents))
     statuses: dict[str, str] = {}
     for agent, result in zip(agents, results, strict=True):
         store_check(agent, result)

@@ -261,7 +261,9 @@ class AgentCard(models.Model):
         AgentProfile, on_delete=models.CASCADE, primary_key=True, related_name="card"
     )
     document = models.JSONField()
-    source_url = models.URLField(max_length=500)
+    # Where the card was read: an endpoint of up to 500 characters plus
+    # /.well-known/agent-card.json is longer than the endpoint's column, so no bound here.
+    source_url = models.TextField()
     read_at = models.DateTimeField()
 
     def __str__(self) -> str:

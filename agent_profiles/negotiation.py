@@ -92,8 +92,15 @@ def normalize_version(raw: Any, default: str = "") -> str:
 def _url(raw: Any, base: str, where: str) -> str:
     if not isinstance(raw, str) or not raw.strip():
         raise InvalidCard(f"The agent card's {where} has no url.", {"field": where})
-    url = urljoin(base, raw.strip())
-    if urlsplit(url).scheme not in {"http", "https"}:
+    try:
+        url = urljoin(base, raw.strip())
+        scheme = urlsplit(url).scheme
+    except ValueError as exc:  # "http://[::1": a card's mistake, not the platform's (500)
+        raise InvalidCard(
+            f"The agent card's {where} url {raw!r} is malformed: {exc}.",
+            {"field": where, "url": raw},
+        ) from None
+    if scheme not in {"http", "https"}:
         raise InvalidCard(
             f"The agent card's {where} url {raw!r} is not an http(s) URL.", {"field": where}
         )

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from rest_framework.exceptions import AuthenticationFailed
 
 from agent_profiles.cards import (
     CARD_NOT_READ,
@@ -31,6 +32,7 @@ from agent_profiles.models import (
     RESERVED_AGENT_IDS,
     AgentProfile,
     AgentStatus,
+    ApiKey,
     HealthStatus,
     Skill,
 )
@@ -99,12 +101,15 @@ def register_agent(
     *,
     caller_agent: AgentProfile | None = None,
     registration_token: str | None = None,
+    caller_key_prefix: str | None = None,
 ) -> Registration:
     """Create a new agent, or update an existing one when its own key is presented.
 
     ``data`` holds validated, snake_case fields (``agent_id``, ``skill_ids`` and the
     optional profile fields). A new agent gets an API key (shown once); in ``approval``
     mode it starts pending. An existing id without its own key is a :class:`Conflict`.
+    ``caller_key_prefix``: the prefix of the key the caller authenticated with, checked
+    again under the lock (:func:`check_key_live`).
     """
     agent_id: str = data["agent_id"]
     check_agent_id(agent_id)
@@ -120,6 +125,10 @@ def register_agent(
     # The card is read before the transaction: no lock is held while an agent answers.
     card = read_card_for(data, known)
     with transaction.atomic():
+        if caller_agent is not None:
+            # The key's row before the agent's: a rotation locks them in that order too
+            # (revoking the old key, then inserting the new one under the agent).
+            check_key_live(caller_agent.pk, caller_key_prefix)
         existing = AgentProfile.objects.select_for_update().filter(pk=agent_id).first()
         if existing is not None:
             agent = _update(existing, data, skills, caller_agent, card)
@@ -272,9 +281,12 @@ def _update(
     return agent
 
 
-def refresh_agent_card(agent_id: str, *, caller: Any) -> AgentProfile:
+def refresh_agent_card(
+    agent_id: str, *, caller: Any, caller_key_prefix: str | None = None
+) -> AgentProfile:
     """Read the agent's card again now (the agent itself with its key, or a staff user who
     may change agent profiles: the admin's *Refresh the agent card* takes that too).
+    ``caller_key_prefix``: the agent's key, checked again when the card is stored.
 
     A served card that is not usable raises ``ValidationFailed`` (400) and the previous
     card stays; an unreachable one is recorded (``card.error`` in the profile).
@@ -302,9 +314,37 @@ def refresh_agent_card(agent_id: str, *, caller: Any) -> AgentProfile:
             {"agentId": agent_id},
             code="no_agent_card",
         )
-    refresh_card(agent, strict=True)
+
+    def still_allowed() -> None:
+        # The card may be slow (the caller serves it): a disable or a key revoked
+        # meanwhile holds, as registration's update re-checks under its lock.
+        if own is None:
+            return
+        check_key_live(agent_id, caller_key_prefix)  # the key's row first, as above
+        _check_owner(AgentProfile.objects.select_for_update().get(pk=agent_id), own)
+
+    refresh_card(agent, strict=True, guard=still_allowed)
     agent.refresh_from_db()
     return agent
+
+
+def check_key_live(agent_id: str, key_prefix: str | None) -> None:
+    """Inside the writing transaction: the key the caller authenticated with (its prefix)
+    is still live, else 401 as for any revoked key. Authentication ran before the card was
+    read, which the caller controls (a slow card): an update must not land with a key the
+    operator rotated or revoked meanwhile (docs: the old key stops working at once).
+
+    The key row is locked (take it before the agent's row): a rotation or revocation
+    running now waits for this write, or this check waits for it and sees the key revoked.
+    None: no key (not an agent's own request); nothing to check.
+    """
+    if key_prefix is None:
+        return
+    live = ApiKey.objects.select_for_update().filter(
+        prefix=key_prefix, agent_id=agent_id, revoked_at__isnull=True
+    )
+    if not list(live.values_list("pk", flat=True)[:1]):
+        raise AuthenticationFailed("Invalid or revoked API token.")
 
 
 def _taken(agent_id: str) -> PlatformError:

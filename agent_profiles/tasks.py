@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 from celery import shared_task
@@ -10,8 +11,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agent_profiles import health
-from agent_profiles.cards import refresh_card
+from agent_profiles.cards import record_failure, refresh_card
 from agent_profiles.models import AgentProfile, AgentStatus
+
+logger = logging.getLogger(__name__)
 
 # Cards re-read per run: each may take AGENT_CARD_TIMEOUT; the rest wait for the next run.
 CARD_BATCH = 20
@@ -36,6 +39,16 @@ def cards_due() -> list[AgentProfile]:
     )
 
 
+def _record_crash(agent: AgentProfile, exc: Exception) -> None:
+    logger.exception("Agent %s: refreshing the card failed", agent.pk, extra={"agent_id": agent.pk})
+    try:
+        record_failure(agent, f"card refresh failed: {type(exc).__name__}: {exc}", retry=True)
+    except Exception:  # the database refuses even that: the log has it
+        logger.exception(
+            "Agent %s: could not record the card error", agent.pk, extra={"agent_id": agent.pk}
+        )
+
+
 @shared_task(
     name="agent_profiles.check_agents", soft_time_limit=100, time_limit=120, ignore_result=True
 )
@@ -47,8 +60,13 @@ def check_agents() -> dict[str, int]:
     """
     refreshed = 0
     for agent in cards_due():
-        if refresh_card(agent, strict=False) is not None:
-            refreshed += 1
+        try:
+            if refresh_card(agent, strict=False) is not None:
+                refreshed += 1
+        except Exception as exc:
+            # One agent's card must not stop every other agent's refresh and health
+            # check: logged, recorded on that agent (retried later), and on to the next.
+            _record_crash(agent, exc)
     checked = health.check_agents() if settings.AGENT_HEALTH_INTERVAL > 0 else {}
     return {
         "cards_refreshed": refreshed,

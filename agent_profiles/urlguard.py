@@ -154,7 +154,28 @@ def split_url(url: str) -> tuple[str, str, int]:
         raise UnsafeURL(f"URL {url!r} has no host.", {"url": url})
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
         raise UnsafeURL(f"URL {url!r} must not carry credentials.", {"url": url})
+    _check_sendable(url, parts.hostname)
     return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80)
+
+
+def _check_sendable(url: str, host: str) -> None:
+    """Refuse what urlsplit takes but httpx cannot send: a host it cannot IDNA-encode
+    (``xn--``, ``\ufb01.com``, a zero-width character) or a URL it cannot parse. Stored,
+    such a URL failed every request later with an error no caller expected (a 500 at
+    registration, one agent's health check stopping all the others)."""
+    try:
+        # Reading ``host`` back decodes an ``xn--`` label too, as a request does.
+        httpx.URL(scheme="http", host=host).host  # noqa: B018
+    except (httpx.InvalidURL, ValueError) as exc:
+        raise UnsafeURL(
+            f"URL {url!r} cannot be used: its host is not a valid name ({exc}).",
+            {"url": url},
+        ) from None
+    try:
+        httpx.URL(url).host  # noqa: B018
+    except (httpx.InvalidURL, ValueError) as exc:
+        reason = str(exc).rstrip(".")
+        raise UnsafeURL(f"URL {url!r} is malformed: {reason}.", {"url": url}) from None
 
 
 def _refuse(url: str, reason: str, address: Any) -> UnsafeURL:

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from agent_profiles import ratelimit, services
+from agent_profiles import keys, ratelimit, services
 from agent_profiles.api.serializers import (
     AgentProfileSerializer,
     RegistrationResultSerializer,
@@ -19,6 +19,15 @@ from agent_profiles.api.serializers import (
 )
 from agent_profiles.authentication import AgentPrincipal
 from platform_site.clientip import client_ip
+
+
+def _key_prefix(request: Request) -> str | None:
+    """The prefix of the agent key the request authenticated with (None for a user token
+    or no key): services check it is still live when they write."""
+    if not isinstance(request.user, AgentPrincipal) or not isinstance(request.auth, str):
+        return None
+    return keys.parse_prefix(request.auth, "a2a")
+
 
 ERROR_RESPONSE = OpenApiResponse(description='`{"error": {"code", "message", "details"}}`')
 
@@ -78,6 +87,7 @@ class RegisterAgentView(APIView):
             201: RegistrationResultSerializer,
             200: RegistrationResultSerializer,
             400: ERROR_RESPONSE,
+            401: ERROR_RESPONSE,
             403: ERROR_RESPONSE,
             409: ERROR_RESPONSE,
             413: ERROR_RESPONSE,
@@ -93,6 +103,7 @@ class RegisterAgentView(APIView):
             body.validated_data,
             caller_agent=caller,
             registration_token=request.headers.get("X-Registration-Token"),
+            caller_key_prefix=_key_prefix(request),
         )
         payload: dict[str, Any] = {"profile": AgentProfileSerializer(result.agent).data}
         if result.api_key:
@@ -123,5 +134,7 @@ class RefreshCardView(APIView):
         tags=["registry"],
     )
     def post(self, request: Request, agent_id: str) -> Response:
-        agent = services.refresh_agent_card(agent_id, caller=request.user)
+        agent = services.refresh_agent_card(
+            agent_id, caller=request.user, caller_key_prefix=_key_prefix(request)
+        )
         return Response({"profile": AgentProfileSerializer(agent).data})
