@@ -16,7 +16,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from a2a import agent_registry
+from a2a import agent_registry, sent_credentials
 from a2a.exceptions import A2ACallError
 from a2a.follow_policy import POLL, STREAM, base_interval, next_poll, schedule_poll
 from a2a.hints import queue_processing
@@ -33,8 +33,12 @@ from agent_profiles.interfaces import CallTarget
 
 
 def target_of(task: Task, *, first_call: bool = False) -> CallTarget:
-    """How to call the task's agent (its card read first when ``first_call`` needs it)."""
-    return agent_registry.target_for(task.agent, first_call=first_call)
+    """How to call the task's agent (its card read first when ``first_call`` needs it).
+    The stored credential it carries is noted on the task: a send refused for it is sent
+    again when that was replaced meanwhile (:mod:`a2a.sent_credentials`)."""
+    target = agent_registry.target_for(task.agent, first_call=first_call)
+    sent_credentials.note(task, task.agent.auth_encrypted)
+    return target
 
 
 def outcome(task: Task, error: A2ACallError | None) -> None:

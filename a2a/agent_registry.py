@@ -8,7 +8,8 @@
   :func:`mark_early_return_seen` — it was seen not to;
 * :func:`record_call_outcome` — feeds the agent's health (an ``agent_auth_failed`` shows
   there as a credential problem). Outcomes that say nothing about the agent's health (its
-  task is unknown, it cannot be polled, it has no HTTP endpoint) are not recorded; a
+  task is unknown, it cannot be polled, it has no HTTP endpoint, the platform cannot
+  decrypt its stored credential) are not recorded; a
   request the agent read and refused for what it says (:func:`answered_anyway`) counts as
   an answer.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import logging
 
 from a2a.exceptions import A2ACallError
+from a2a.transports.credentials import CREDENTIALS_UNREADABLE
 from agent_profiles import cards, health
 from agent_profiles.interfaces import CallTarget, call_target
 from agent_profiles.models import AgentProfile
@@ -28,8 +30,17 @@ log = logging.getLogger(__name__)
 # no A2A endpoint works over the gateway alone, so an HTTP send (a retry's or a
 # reassignment's) meets none; nothing was called, and recording it would show the agent
 # unhealthy for good (no HTTP answer ever clears it) and keep it out of matching.
+# ``credentials_unreadable``: the platform's key cannot decrypt the stored credential;
+# nothing was called either, and recorded, the agent showed unhealthy right after a
+# passing check, out of matching, for the platform's own misconfiguration.
 NOT_HEALTH = frozenset(
-    {"remote_task_not_found", "task_not_cancelable", "unsupported_operation", "no_endpoint"}
+    {
+        "remote_task_not_found",
+        "task_not_cancelable",
+        "unsupported_operation",
+        "no_endpoint",
+        CREDENTIALS_UNREADABLE,
+    }
 )
 
 

@@ -22,7 +22,8 @@ A read while following (a poll, a subscribe) that the agent refuses for the plat
 credential (HTTP 401/403, ``agent_auth_failed``) is tried again with the same backoff
 until the task's deadline; a new credential for the agent makes those reads due at once,
 and sends its tasks whose send was so refused (offline) again over HTTP
-(:func:`credentials_changed`).
+(:func:`credentials_changed`); a send refused after the new one was saved while it was on
+the wire is sent again by the worker itself (:mod:`a2a.sent_credentials`).
 """
 
 from __future__ import annotations

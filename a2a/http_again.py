@@ -20,6 +20,11 @@ documented rotation: at the agent, then at the platform), failing at the deadlin
 Dispatch tells this module of a new credential (:func:`credential_changed`, from
 :func:`a2a.follow_policy.credentials_changed`): those tasks go back to HTTP the same way,
 to be sent with it.
+
+A send that stopped before going out because the agent's stored credential could not be
+decrypted (``credentials_unreadable``: ``CREDENTIALS_KEY`` changed) went offline too: it
+goes back at the agent's next passing check once the credential reads again (the key put
+back), or at once when a new credential is set.
 """
 
 from __future__ import annotations
@@ -37,7 +42,8 @@ from a2a.exceptions import A2AAuthError
 from a2a.hints import queue_processing
 from a2a.models import Task
 from a2a.states import ACTIVE_STATES, Transport
-from a2a.transports.credentials import TOKEN_ENDPOINT_UNAVAILABLE
+from a2a.transports.credentials import CREDENTIALS_UNREADABLE, TOKEN_ENDPOINT_UNAVAILABLE
+from agent_profiles.credentials import CredentialsUnreadable, decrypt
 from agent_profiles.models import AgentProfile
 
 log = logging.getLogger("a2a.lifecycle")
@@ -49,13 +55,24 @@ log = logging.getLogger("a2a.lifecycle")
 # REFUSED_CREDENTIAL). Not a timeout either: the agent got the message and may be working
 # on it, only slower than A2A_HTTP_TIMEOUT; sent again at every passing check, it was made
 # to start the work over and over (its HTTP retries there again each time) until the
-# deadline.
+# deadline. With them, a send that went nowhere because the platform could not decrypt the
+# agent's stored credential (``CREDENTIALS_KEY`` changed): the operator puts the key back
+# and saves nothing, so no new credential tells dispatch; sent again at a passing check
+# only once the credential reads (:func:`_unreadable_still`).
 UNANSWERED = frozenset(
-    {"agent_unreachable", "agent_http_error", "agent_busy", TOKEN_ENDPOINT_UNAVAILABLE}
+    {
+        "agent_unreachable",
+        "agent_http_error",
+        "agent_busy",
+        TOKEN_ENDPOINT_UNAVAILABLE,
+        CREDENTIALS_UNREADABLE,
+    }
 )
-# The last answers a new credential may change: the agent refused the old one, or its
-# token endpoint gave none (the new one may name another).
-REFUSED_CREDENTIAL = frozenset({A2AAuthError.code, TOKEN_ENDPOINT_UNAVAILABLE})
+# The last answers a new credential may change: the agent refused the old one, its token
+# endpoint gave none (the new one may name another), or the old one could not be read.
+REFUSED_CREDENTIAL = frozenset(
+    {A2AAuthError.code, TOKEN_ENDPOINT_UNAVAILABLE, CREDENTIALS_UNREADABLE}
+)
 
 WITHDRAWN_REASON = "withdrawn: the agent answers over HTTP again; sent to it over HTTP"
 NEW_CREDENTIAL_REASON = "withdrawn: a new credential for the agent; sent to it over HTTP"
@@ -83,6 +100,12 @@ def credential_changed(agent_id: str) -> int:
     the next credential or its deadline, as before.
     """
     return _send_back({agent_id}, REFUSED_CREDENTIAL, NEW_CREDENTIAL_REASON, CREDENTIAL_BACK_REASON)
+
+
+def credential_changed_for(pk: Any) -> bool:
+    """:func:`credential_changed` for one task (its send refused with a credential replaced
+    while the hand-over to the gateway was written: :mod:`a2a.sent_credentials`)."""
+    return _send_again(pk, REFUSED_CREDENTIAL, NEW_CREDENTIAL_REASON, CREDENTIAL_BACK_REASON)
 
 
 def _send_back(ids: set[Any], codes: frozenset[str], withdrawn: str, why: str) -> int:
@@ -120,6 +143,7 @@ def _send_again(pk: Any, codes: frozenset[str], withdrawn: str, why: str) -> boo
             or task.transport != Transport.OFFLINE
             or task.agent.gateway_seen_at is not None
             or (task.error or {}).get("code") not in codes
+            or _unreadable_still(task)
         ):
             return False
         # What the gateway holds for the agent (the assignment, or a reply to its
@@ -140,6 +164,19 @@ def _send_again(pk: Any, codes: frozenset[str], withdrawn: str, why: str) -> boo
         extra={"task_id": str(task.pk), "agent_id": task.agent_id},
     )
     return True
+
+
+def _unreadable_still(task: Task) -> bool:
+    """Whether the task stopped for an unreadable credential that still cannot be read
+    (the key is still wrong): sent again, it would only stop again, and its way back be
+    recorded at every passing check until its deadline."""
+    if (task.error or {}).get("code") != CREDENTIALS_UNREADABLE or not task.agent.auth_encrypted:
+        return False
+    try:
+        decrypt(task.agent.auth_encrypted)
+    except CredentialsUnreadable:
+        return True
+    return False
 
 
 def _way_back(task: Task, why: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from a2a import transports
+from a2a import sent_credentials, transports
 from a2a.agent_updates import record_message
 from a2a.answer_shapes import asks_in_shape, shaped_parts
 from a2a.creation import _deadline
@@ -333,14 +333,21 @@ def _moved_meanwhile(task: Task, held: Any) -> None:
 
 def _to_gateway(task: Task, error: A2ACallError, *, metadata: dict[str, Any] | None = None) -> Task:
     """Hand the task to the gateway with the agent's last answer (:func:`_keep_last_answer`),
-    only while its row is as this worker read it (:func:`_still_as_read`). A failure that
-    comes back after the task moved on (the sweep timed it out, a person canceled it, the
-    agent pushed) or was claimed by another worker changes nothing of it: written over, a
-    final task's error lost its real cause, and the gateway refused to push it."""
+    only while its row is as this worker read it (:func:`_still_as_read`); a send refused
+    for a credential replaced meanwhile is sent again instead (:mod:`a2a.sent_credentials`).
+    A failure that comes back after the task moved on (the sweep timed it out, a person
+    canceled it, the agent pushed) or was claimed by another worker changes nothing of it:
+    written over, a final task's error lost its real cause, and the gateway refused to
+    push it."""
     held = task.lease_until  # this worker's claim
     with transaction.atomic():
         if _still_as_read(task, held):
+            # Refused for a credential replaced while the send was on the wire: the new
+            # one is stored, and the save's check missed the task (still on A2A then).
+            if sent_credentials.replaced(task, error):
+                return sent_credentials.send_again(task, error, metadata)
             _keep_last_answer(task, error, metadata=metadata)
+            sent_credentials.check_after_hand_over(task, error)
             return transports.gateway().hand_over(task, error)
     was = task.state
     task.refresh_from_db()

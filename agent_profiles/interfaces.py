@@ -33,8 +33,8 @@ class CallTarget:
     ``auth`` is the decrypted credential in one of DESIGN.md's shapes (``bearer``,
     ``apiKey``, ``oauth2``) or None; it must never be logged or stored elsewhere.
     ``auth_unreadable``: the agent has a stored credential that cannot be decrypted (the
-    key changed); dispatch then calls nothing (``agent_auth_failed``) rather than call
-    without the credential the operator configured.
+    key changed); dispatch then calls nothing (``credentials_unreadable``) rather than
+    call without the credential the operator configured.
     ``polling`` is False once the agent was found not to answer ``GetTask``, ``listing``
     once its tasks were found not to be followed by ``ListTasks``, ``early_return`` once
     it held a send that asked it to return at once.

@@ -9,7 +9,8 @@ OAuth2 tokens are fetched from ``tokenUrl`` (client credentials, client authenti
 HTTP Basic), kept in this process until shortly before they expire (:func:`kept_for`), and
 fetched again once when the agent answers 401. A token endpoint that does not answer a token
 for now (unreachable, 5xx, 429) is a transient :data:`TOKEN_ENDPOINT_UNAVAILABLE`; one that
-refuses the client credentials or answers garbage is ``agent_auth_failed``. The cache is
+refuses the client credentials or answers garbage is ``agent_auth_failed``. A stored
+credential that cannot be decrypted sends nothing: :data:`CREDENTIALS_UNREADABLE`. The cache is
 per process, in the embedded mode and in each distributed worker alike (a token is a
 secret: it is not put in Redis):
 within a process one fetch per credential serves every call that needs it meanwhile
@@ -86,6 +87,12 @@ _flights_pid = os.getpid()
 
 # The scheme of a stored credential that cannot be decrypted (:func:`scheme`).
 UNREADABLE = "unreadable"
+# The code of a call that sent nothing because the stored credential cannot be decrypted
+# (``CREDENTIALS_KEY`` changed). Not ``agent_auth_failed``: the agent refused nothing, so
+# it is not held against the agent's health (out of matching after its check passed), and
+# a task so stopped is sent again once the credential reads (the key put back: at the
+# agent's next passing check, ``a2a.http_again``; a credential set again: at once).
+CREDENTIALS_UNREADABLE = "credentials_unreadable"
 
 
 def scheme(target: CallTarget) -> str:
@@ -101,17 +108,19 @@ def apply(target: CallTarget, headers: dict[str, str], *, refused: str | None = 
     """Put the target's credential on ``headers``; returns the scheme name. ``refused``:
     the OAuth2 token the agent just answered 401 to (another one is used).
 
-    A stored credential that cannot be decrypted (``CREDENTIALS_KEY`` changed) is an
-    ``agent_auth_failed`` before anything goes out: called without it, the agent answered
-    401 and the task said "no credential configured" while the admin said one was.
+    A stored credential that cannot be decrypted (``CREDENTIALS_KEY`` changed) is an auth
+    error of its own code, :data:`CREDENTIALS_UNREADABLE`, before anything goes out:
+    called without it, the agent answered 401 and the task said "no credential
+    configured" while the admin said one was.
     """
     auth = target.auth
     name = scheme(target)
     if name == UNREADABLE:
         raise A2AAuthError(
             f"Agent '{target.agent_id}': {UNREADABLE_CREDENTIAL}; nothing was sent to it. "
-            "Put the key it was written under back in CREDENTIALS_KEY, or set the "
-            "credential again.",
+            "Put the key it was written under back in CREDENTIALS_KEY (its tasks are sent "
+            "again at the agent's next passing health check), or set the credential again.",
+            code=CREDENTIALS_UNREADABLE,
         )
     if name == "none":
         return name

@@ -5,6 +5,9 @@ back to HTTP when that can have changed.
   offline and stayed there after the operator set the agent's new credential: the
   documented rotation ("at the agent, then here, without losing work in flight",
   docs/registry.md) lost the task at its deadline. A new credential now sends it again.
+* A new credential saved while a send with the old one was on the wire: the refusal came
+  back after the save's check (the task still on A2A), and the task went offline for
+  good. It is sent again with the new one.
 * The agent's OAuth2 token endpoint down (unreachable, 5xx, 429) was ``agent_auth_failed``
   too: its tasks stayed offline and the agent unhealthy after the endpoint recovered. It
   is ``token_endpoint_unavailable`` now, transient: a passing check clears it and sends
@@ -23,7 +26,7 @@ from django.utils import timezone
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from a2a import http_again, services
+from a2a import follow_policy, http_again, services, transports
 from a2a.models import Task
 from a2a.states import NextAction, TaskState, Transport
 from a2a.transports import credentials as outbound_credentials
@@ -230,5 +233,113 @@ def test_a_token_endpoint_outage_is_transient_and_its_tasks_go_back_when_it_ends
 def test_codes_sent_back() -> None:
     """What each way back takes: a refusal only on a new credential."""
     assert "token_endpoint_unavailable" in http_again.UNANSWERED
+    assert "credentials_unreadable" in http_again.UNANSWERED
     assert AUTH_FAILED not in http_again.UNANSWERED
-    assert {AUTH_FAILED, "token_endpoint_unavailable"} == http_again.REFUSED_CREDENTIAL
+    assert {
+        AUTH_FAILED,
+        "token_endpoint_unavailable",
+        "credentials_unreadable",
+    } == http_again.REFUSED_CREDENTIAL
+
+
+# --- a new credential while the old one's send is on the wire ---------------------------
+
+OLD = {"type": "bearer", "token": "the-old-token-rotated-at-the-agent"}
+
+
+def _new_credential(agent_id: str, *, signals: bool = True) -> None:
+    """The operator saves the agent's new credential, its check run at the save's commit
+    (``signals``), or written as by a save whose check ran before the hand-over committed
+    (the worker's transaction still open): it found nothing offline yet."""
+    profile = AgentProfile.objects.get(pk=agent_id)
+    set_credentials(profile, {"type": "bearer", "token": BEARER})
+    if signals:
+        profile.save()
+        follow_policy.credentials_changed(agent_id)  # what its on_commit hook runs
+    else:
+        AgentProfile.objects.filter(pk=agent_id).update(auth_encrypted=profile.auth_encrypted)
+
+
+def test_a_new_credential_saved_while_the_old_ones_send_is_on_the_wire_is_used(
+    make_agent: Any, skill: Any, user: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The old credential is on the request when the new one is saved; its check finds
+    the task still on A2A and does nothing. The 401 handed the task to the gateway,
+    offline, where it waited for a connection the agent never makes, to fail at its
+    deadline. The send is due again at once instead, with the new credential."""
+    with login_guarded_agent() as (peer, guard):
+        agent = make_agent(skills=[skill], a2a_endpoint=peer.url)
+        set_credentials(agent, OLD)
+        agent.save()
+        real_apply = outbound_credentials.apply
+
+        def apply(target: Any, headers: dict[str, str], **kw: Any) -> str:
+            name = real_apply(target, headers, **kw)  # the old one is on the request
+            if guard.counts["/message:send"] == 0:
+                _new_credential(agent.pk)
+            return name
+
+        monkeypatch.setattr(outbound_credentials, "apply", apply)
+        data = {"product": "lamp", "behaviour": "complete"}
+        task = services.create_task(skill_id="ce-review", input=data, user=user)
+        task = drive(task, lambda t: guard.counts["/message:send"] > 0)
+        assert (task.transport, task.next_action) == (Transport.A2A, NextAction.SEND)
+        assert task.next_poll_at <= timezone.now()
+        assert task.error["code"] == AUTH_FAILED  # why it is sent again
+        assert open_deliveries(task) == 0  # never handed over
+        task = drive(task, settled)
+        assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "pass"})
+        assert guard.counts["/message:send"] == 2
+        assert peer.sends == 1
+
+
+def test_a_credential_replaced_while_the_hand_over_was_written_sends_it_back(
+    make_agent: Any,
+    skill: Any,
+    user: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """The save committed between the worker's comparison and its hand-over's commit: its
+    check read the task still on A2A, and the worker's read the old credential. Once the
+    hand-over committed, the worker looks again and sends the task back to HTTP."""
+    with login_guarded_agent() as (peer, _guard):
+        agent = make_agent(skills=[skill], a2a_endpoint=peer.url)
+        set_credentials(agent, OLD)
+        agent.save()
+        gateway = transports.gateway()
+        real_hand_over = gateway.hand_over
+
+        def hand_over(task: Task, error: Any) -> Task:
+            _new_credential(agent.pk, signals=False)
+            return real_hand_over(task, error)
+
+        monkeypatch.setattr(gateway, "hand_over", hand_over)
+        data = {"product": "lamp", "behaviour": "complete"}
+        task = services.create_task(skill_id="ce-review", input=data, user=user)
+        with django_capture_on_commit_callbacks(execute=True):
+            task = drive(task, offline_or_settled)
+        monkeypatch.undo()
+        assert_back_to_http(task, "a new credential for the agent")
+        task = drive(task, settled)
+        assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "pass"})
+        assert peer.sends == 1
+
+
+def test_a_send_refused_with_the_credential_stored_now_is_handed_over(
+    make_agent: Any, skill: Any, user: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    """No change meanwhile: offline, waiting for the next credential, as before (and not
+    sent again and again)."""
+    with login_guarded_agent() as (peer, guard):
+        agent = make_agent(skills=[skill], a2a_endpoint=peer.url)
+        set_credentials(agent, OLD)
+        agent.save()
+        data = {"product": "lamp", "behaviour": "complete"}
+        task = services.create_task(skill_id="ce-review", input=data, user=user)
+        with django_capture_on_commit_callbacks(execute=True):  # the worker's own checks
+            task = drive(task, offline_or_settled)
+        task.refresh_from_db()
+        assert (task.transport, task.error["code"]) == (Transport.OFFLINE, AUTH_FAILED)
+        assert open_deliveries(task) == 1
+        assert guard.counts["/message:send"] == 1

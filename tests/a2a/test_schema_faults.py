@@ -10,11 +10,13 @@ from __future__ import annotations
 import http.server
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from jsonschema.validators import validator_for
 from rest_framework.test import APIClient
 
 from a2a import services
@@ -249,3 +251,58 @@ def test_a_backtracking_pattern_judges_an_input_at_once(
 )
 def test_pattern_keywords(schema: Any, value: Any, errors: list[str]) -> None:
     assert [e["message"] for e in schema_errors(schema, value)] == errors
+
+
+UNEVALUATED = {
+    "type": "object",
+    "patternProperties": {"^(a+)+$": {}},
+    "unevaluatedProperties": False,
+}
+
+
+@pytest.mark.parametrize("dialect", ["2020-12", "2019-09"])
+def test_unevaluated_properties_match_patterns_at_once(dialect: str) -> None:
+    """jsonschema's unevaluatedProperties found the keys patternProperties evaluated with
+    Python's re: this took seconds on a 26-character key, doubling with each one more."""
+    schema = {"$schema": f"https://json-schema.org/draft/{dialect}/schema", **UNEVALUATED}
+    began = time.monotonic()
+    errors = schema_errors(schema, {"a" * 26 + "!": 1, "aaa": 2})
+    assert time.monotonic() - began < 1.0
+    assert [e["message"] for e in errors] == [
+        f"Unevaluated properties are not allowed ('{'a' * 26}!' was unexpected)"
+    ]
+
+
+EVALUATED_CASES = [
+    {"properties": {"a": {}}, "patternProperties": {"^b": {}}, "unevaluatedProperties": False},
+    {"allOf": [{"properties": {"a": {}}}], "unevaluatedProperties": {"type": "integer"}},
+    {
+        "anyOf": [{"patternProperties": {"^c": {}}}, {"required": ["zz"]}],
+        "unevaluatedProperties": False,
+    },
+    {
+        "if": {"required": ["a"]},
+        "then": {"properties": {"b": {}}},
+        "else": {"properties": {"c": {}}},
+        "unevaluatedProperties": False,
+    },
+    {
+        "$defs": {"d": {"properties": {"d": {}}}},
+        "$ref": "#/$defs/d",
+        "dependentSchemas": {"a": {"properties": {"b": {}}}},
+        "unevaluatedProperties": False,
+    },
+    {"additionalProperties": {"type": "string"}, "unevaluatedProperties": False},
+]
+
+
+@pytest.mark.parametrize("dialect", ["2020-12", "2019-09"])
+@pytest.mark.parametrize("case", range(len(EVALUATED_CASES)))
+def test_unevaluated_properties_judge_as_jsonschema_does(dialect: str, case: int) -> None:
+    """Only the matching engine changed: the keys found evaluated, and the messages, are
+    jsonschema's own."""
+    schema = {"$schema": f"https://json-schema.org/draft/{dialect}/schema", **EVALUATED_CASES[case]}
+    for value in ({"a": 1, "b": "x", "c": 2, "d": 3}, {"b": 1, "c": "y", "e": 4}, {}):
+        ours = [e["message"] for e in schema_errors(schema, value)]
+        theirs = [e.message for e in validator_for(schema)(schema).iter_errors(value)]
+        assert sorted(ours) == sorted(theirs)

@@ -17,8 +17,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from a2a import services
-from a2a.states import TaskState, Transport
+from a2a.states import NextAction, TaskState, Transport
 from a2a.transports import credentials as outbound_credentials
+from agent_profiles import health
 from agent_profiles.credentials import read_credentials, set_credentials
 from agent_profiles.health import health_of
 from agent_profiles.interfaces import call_target
@@ -131,8 +132,9 @@ def test_an_unreadable_credential_is_told_as_such_and_nothing_is_sent(
     make_agent: Any, make_skill: Any, make_user: Any, settings: Any
 ) -> None:
     """Not called without it (the agent would refuse "no credential configured", or worse
-    take a call the operator meant to authenticate): ``agent_auth_failed`` at once, naming
-    the key, in the task and in the agent's health."""
+    take a call the operator meant to authenticate): ``credentials_unreadable`` at once,
+    naming the key. Not held against the agent, which refused nothing: recorded in its
+    health, it showed unhealthy after a passing check, out of matching."""
     settings.ALLOW_LOOPBACK_URLS = True
     settings.A2A_POLL_INTERVAL = 0.05
     outbound_credentials.forget_tokens()
@@ -149,16 +151,89 @@ def test_an_unreadable_credential_is_told_as_such_and_nothing_is_sent(
         task = services.create_task(skill_id="ce-review", input=data, user=make_user())
         task = drive(task, lambda t: t.transport == Transport.OFFLINE or settled(t))
         assert task.state == TaskState.SUBMITTED
-        assert task.error["code"] == "agent_auth_failed"
+        assert task.error["code"] == "credentials_unreadable"
         message = task.error["message"]
         assert "stored credential cannot be decrypted (CREDENTIALS_KEY changed?)" in message
         assert "no credential configured" not in message
         assert guard.counts["/message:send"] == 0  # nothing went out
         assert peer.sends == 0
         agent.refresh_from_db()
-        verdict = health_of(agent)
-        assert verdict.status == HealthStatus.UNHEALTHY
-        assert "cannot be decrypted" in verdict.error
+        assert agent.last_call_code != "credentials_unreadable"
+        assert health_of(agent).status != HealthStatus.UNHEALTHY
+
+
+def test_the_key_put_back_sends_the_stopped_task_at_the_next_check(
+    make_agent: Any,
+    make_skill: Any,
+    make_user: Any,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """The message's advice, "put the key back", saves no credential: nothing told
+    dispatch, and the task waited offline for a gateway connection the agent never
+    makes, failing at its deadline. A passing check sends it again once the credential
+    reads; not while it still does not (it would only stop again)."""
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_POLL_INTERVAL = 0.05
+    outbound_credentials.forget_tokens()
+    right = key()
+    settings.CREDENTIALS_KEY = right
+    skill = make_skill(id="ce-review")
+    with login_guarded_agent() as (peer, guard):
+        agent = make_agent(skills=[skill], a2a_endpoint=peer.url)
+        set_credentials(agent, {"type": "bearer", "token": BEARER})
+        agent.save()
+        settings.CREDENTIALS_KEY = key()  # a deploy with a wrong key
+        data = {"product": "lamp", "behaviour": "complete"}
+        task = services.create_task(skill_id="ce-review", input=data, user=make_user())
+        task = drive(task, lambda t: t.transport == Transport.OFFLINE or settled(t))
+        assert task.error["code"] == "credentials_unreadable"
+
+        with django_capture_on_commit_callbacks(execute=True):  # the key still wrong
+            assert health.check_agents() == {agent.pk: HealthStatus.HEALTHY}
+        task.refresh_from_db()
+        assert task.transport == Transport.OFFLINE
+
+        settings.CREDENTIALS_KEY = right  # the operator follows the message's advice
+        with django_capture_on_commit_callbacks(execute=True):
+            assert health.check_agents() == {agent.pk: HealthStatus.HEALTHY}
+        task.refresh_from_db()
+        assert (task.transport, task.next_action) == (Transport.A2A, NextAction.SEND)
+        task = drive(task, settled)
+        assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "pass"})
+        assert guard.counts["/message:send"] == 1
+        agent.refresh_from_db()
+        assert health_of(agent).status == HealthStatus.HEALTHY
+
+
+def test_an_unreadable_credential_set_again_sends_the_task_at_once(
+    make_agent: Any,
+    make_skill: Any,
+    make_user: Any,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """The message's other advice: the credential set again (the admin) is a new one."""
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_POLL_INTERVAL = 0.05
+    outbound_credentials.forget_tokens()
+    settings.CREDENTIALS_KEY = key()
+    skill = make_skill(id="ce-review")
+    with login_guarded_agent() as (peer, _guard):
+        agent = make_agent(skills=[skill], a2a_endpoint=peer.url)
+        set_credentials(agent, {"type": "bearer", "token": BEARER})
+        agent.save()
+        settings.CREDENTIALS_KEY = key()
+        data = {"product": "lamp", "behaviour": "complete"}
+        task = services.create_task(skill_id="ce-review", input=data, user=make_user())
+        task = drive(task, lambda t: t.transport == Transport.OFFLINE or settled(t))
+        assert task.error["code"] == "credentials_unreadable"
+        with django_capture_on_commit_callbacks(execute=True):
+            profile = AgentProfile.objects.get(pk=agent.pk)
+            set_credentials(profile, {"type": "bearer", "token": BEARER})
+            profile.save()
+        task = drive(task, settled)
+        assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "pass"})
 
 
 def test_a_key_list_without_a_key_set_at_run_time_is_a_configuration_error(

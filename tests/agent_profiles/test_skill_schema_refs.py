@@ -55,6 +55,25 @@ REFUSED = {
         },
         "does not resolve",
     ),
+    # Under a word that is no keyword, reached only by the pointer: walked from the $ref.
+    "url-under-x-lib": (
+        {
+            "x-lib": {"a": {"$ref": "https://example.com/x.json"}},
+            "properties": {"x": {"$ref": "#/x-lib/a"}},
+        },
+        "'https://example.com/x.json' at /properties/x/$ref does not resolve",
+    ),
+    "loop-under-x-lib": (
+        {"x-lib": {"a": {"$ref": "#/x-lib/a"}}, "$ref": "#/x-lib/a"},
+        "$ref loop at /$ref",
+    ),
+    "deeper-under-x-lib": (
+        {
+            "x-lib": {"a": {"items": {"$ref": "#/x-lib/b"}}, "b": {"$ref": "#/nope"}},
+            "properties": {"x": {"$ref": "#/x-lib/a"}},
+        },
+        "'#/nope' at /properties/x/$ref/items/$ref does not resolve",
+    ),
 }
 
 ACCEPTED = {
@@ -74,6 +93,10 @@ ACCEPTED = {
         "$id": "https://example.com/root.json",
         "$defs": {"item": {"$id": "item.json", "type": "string"}},
         "properties": {"x": {"$ref": "item.json"}},
+    },
+    "x-lib": {
+        "x-lib": {"node": {"type": "object", "properties": {"up": {"$ref": "#/x-lib/node"}}}},
+        "properties": {"x": {"$ref": "#/x-lib/node"}},
     },
     # A property named "$ref" is a property, not a reference.
     "property-named-ref": {"properties": {"$ref": {"type": "string"}}},
