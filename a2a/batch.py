@@ -11,9 +11,10 @@ uses too (counted at most once per ``A2A_LOAD_CACHE_SECONDS``: a stream of small
 must not count every active task per request; the batch's own picks are counted in, so
 the load spreads over the candidates), one INSERT per row kind for all new tasks and
 one Celery message to start them. If a concurrent request takes one of the keys
-meanwhile (the INSERT fails on the unique constraint), or another process deleted an
-agent or skill this one still had cached (it breaks a foreign key), nothing of the batch
-was written and the requests are created one by one instead, each with the single-task
+meanwhile (the INSERT fails on the unique constraint, or PostgreSQL ends a deadlock
+between two batches sharing keys by rolling this one back), or another process deleted
+an agent or skill this one still had cached (it breaks a foreign key), nothing of the
+batch was written and the requests are created one by one instead, each with the single-task
 rules (:func:`a2a.creation.create_task` chooses again after a deleted agent). Each one's
 error is its own result there, whatever it is: the requests before it were committed, so
 the batch must not fail as a whole.
@@ -25,7 +26,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, transaction
 
 from a2a import lookups
 from a2a.creation import (
@@ -40,6 +41,7 @@ from a2a.creation import (
 )
 from a2a.idempotency import caller_tasks, check_same
 from a2a.models import Task
+from agent_profiles.models import Skill
 from platform_site.errors import PlatformError, outage_error
 
 log = logging.getLogger(__name__)
@@ -90,13 +92,17 @@ def create_tasks(requests: list[TaskRequest], *, user: Any) -> list[Outcome]:
     for item in items:
         key = item.request.idempotency_key
         try:
+            # Checked before the key, in create_task's order: a repeat naming an unknown
+            # skill or bad input gets that 400, as the same POST /api/tasks would.
+            skill = active_skill(item.request.skill_id)
+            check_input(skill, item.request.input)
             if key in earlier:
                 _check(earlier[key], item.request)
                 item.outcome.task = earlier[key]
             elif key in claimed:
                 item.repeat_of = claimed[key]
             else:
-                item.new = _prepare(item.request, user, active)
+                item.new = _prepare(item.request, skill, user, active)
                 if key:
                     claimed[key] = item
         except PlatformError as exc:
@@ -105,10 +111,13 @@ def create_tasks(requests: list[TaskRequest], *, user: Any) -> list[Outcome]:
     try:
         with transaction.atomic():
             insert([item.new for item in fresh if item.new is not None])
-    except IntegrityError as exc:
-        # A concurrent request took one of the keys, or an agent was deleted elsewhere:
+    except (IntegrityError, OperationalError) as exc:
+        if isinstance(exc, OperationalError) and not lost_to_another(exc):
+            raise  # the database is away: the 503 of the whole request, nothing written
+        # A concurrent request took one of the keys (or a batch sharing keys deadlocked
+        # with this one and PostgreSQL chose this one), or an agent was deleted elsewhere:
         # one by one, with the single rules (and, after a deletion, fresh registry data).
-        if foreign_key_violation(exc):
+        if isinstance(exc, IntegrityError) and foreign_key_violation(exc):
             lookups.clear()
         for item in fresh:
             item.outcome = _create_one(item.request, user)
@@ -122,6 +131,19 @@ def _check(task: Task, request: TaskRequest) -> None:
     check_same(task, request.skill_id, request.input, request.agent_id)
 
 
+# PostgreSQL's "deadlock detected" and "serialization failure": the transaction lost to a
+# concurrent one and was rolled back whole, so trying again is safe. Two batches sharing
+# keys wait for each other's unique-index entries (the rows go in sorted by key, see
+# a2a.creation.insert, but a single creation or a key taken in between may still cross).
+_LOST_TO_ANOTHER = {"40P01", "40001"}
+
+
+def lost_to_another(exc: OperationalError) -> bool:
+    """Whether ``exc`` is a deadlock or serialization failure (rolled back, retryable),
+    not the database being away."""
+    return getattr(exc.__cause__, "sqlstate", None) in _LOST_TO_ANOTHER
+
+
 def _earlier_tasks(user: Any, keys: set[str]) -> dict[str, Task]:
     tasks = caller_tasks(user, None) if keys else None
     if tasks is None:
@@ -129,9 +151,9 @@ def _earlier_tasks(user: Any, keys: set[str]) -> dict[str, Task]:
     return {task.idempotency_key: task for task in tasks.filter(idempotency_key__in=keys)}
 
 
-def _prepare(request: TaskRequest, user: Any, active: dict[str, dict[str, int]]) -> NewTask:
-    skill = active_skill(request.skill_id)
-    check_input(skill, request.input)
+def _prepare(
+    request: TaskRequest, skill: Skill, user: Any, active: dict[str, dict[str, int]]
+) -> NewTask:
     counts = None
     if not request.agent_id:
         if skill.pk not in active:  # the per-process count (a copy), as one creation's

@@ -233,21 +233,30 @@ def insert(new: list[NewTask]) -> None:
     if not (
         in_one_statement(new) and combined.insert_together([first.task, first.event, first.message])
     ):
-        insert_rows(tasks)  # below the ORM: see platform_site.compiled_writes
+        # Sorted by idempotency key: concurrent batches sharing keys then take the unique
+        # index's entries in the same order, and one waits for the other instead of both
+        # deadlocking. The order given stays the order tasks are handed on and started.
+        insert_rows(sorted(tasks, key=_by_key))  # below the ORM: see compiled_writes
         insert_rows([n.event for n in new])
         insert_rows([n.message for n in new])
+    # Metrics and the log line once the rows are committed: a transaction rolled back
+    # (a key taken meanwhile, a registry row deleted) created nothing. Registered before
+    # the gateway's push and the start below, so a task's "created" is counted and logged
+    # before anything is done with it; without a transaction (one statement) at once.
+    transaction.on_commit(lambda: observe.tasks_created(tasks))
     gateway = [t for t in tasks if t.next_action == ""]
     if gateway and _gateway_hand_off is not None:
         _gateway_hand_off(gateway)
     for task in tasks:
         task.created = True  # type: ignore[attr-defined]
-    observe.tasks_created(tasks)  # metrics, log line, trace (rows are in; commit is next)
-    # Last: without a transaction (one statement) the workers are told at once, and the
-    # task's "created" is counted and logged before anything a worker does with it.
     if born:
         start_born(sends)
     else:
         queue_processing_many([t.pk for t in sends])
+
+
+def _by_key(task: Task) -> str:
+    return task.idempotency_key
 
 
 def in_one_statement(new: list[NewTask]) -> bool:

@@ -1,6 +1,7 @@
 """Watching tasks: metrics, the lifecycle log lines and trace spans, at the task's seams.
 
-* :func:`tasks_created` — called by :func:`a2a.creation.insert` for every new task;
+* :func:`tasks_created` — :func:`a2a.creation.insert` has it called for every new task
+  once its rows are committed (a rolled-back creation created nothing);
 * :func:`on_task_changed` — the ``task_changed`` receiver (after each transition commits,
   with the task, its previous and new state);
 * :func:`agent_update` — each status an agent sent (a poll's answer, a push, a frame);
@@ -80,6 +81,7 @@ def _same_trace(current: Any, stored: dict[str, str] | None) -> bool:
 
 
 def tasks_created(tasks: Iterable[Any]) -> None:
+    """Count and log new tasks: after their rows were committed (``on_commit``)."""
     for task in tasks:
         try:
             metrics.TASKS_CREATED.labels(task.skill_id, task.agent_id, task.origin).inc()

@@ -94,11 +94,22 @@ class CreateTaskSerializer(serializers.Serializer):
     skillId = serializers.CharField(max_length=100)
     input = serializers.JSONField(required=False, default=dict)
     agentId = serializers.CharField(max_length=100, required=False, allow_blank=True)
-    idempotencyKey = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    # Opaque: kept exactly as given ("order-7 " is another key than "order-7"). Empty
+    # means no key; only blanks would be a key nobody meant, so it is refused.
+    idempotencyKey = serializers.CharField(
+        max_length=200, required=False, allow_blank=True, trim_whitespace=False
+    )
 
     def validate_input(self, value: Any) -> Any:
         if not isinstance(value, dict):
             raise serializers.ValidationError("input must be a JSON object.")
+        return value
+
+    def validate_idempotencyKey(self, value: str) -> str:
+        if value and not value.strip():
+            raise serializers.ValidationError(
+                "idempotencyKey must not be only blanks: give a key or leave it out."
+            )
         return value
 
 
@@ -113,8 +124,9 @@ def read_create_body(body: Any) -> dict[str, Any]:
     surrounding blanks, the input an object) is read directly: building the serializer
     (DRF copies its declared fields for every instance) cost a fifth of the request's
     CPU. Anything else goes through the serializer, which words every error and does its
-    conversions (a number as a skill id, blanks trimmed). The body's text was checked by
-    the parser (no NUL, no lone surrogate) before this.
+    conversions (a number as a skill id, blanks trimmed except around the idempotency
+    key). The body's text was checked by the parser (no NUL, no lone surrogate) before
+    this.
     """
     if type(body) is dict:
         data = {name: body[name] for name in _LIMITS if name in body}

@@ -105,6 +105,27 @@ def test_a_reused_idempotency_key_with_other_input_conflicts(api: APIClient, age
     assert response.json()["error"]["code"] == "idempotency_conflict"
 
 
+def test_an_idempotency_key_is_taken_as_given(api: APIClient, agent: Any) -> None:
+    """The key is opaque: blanks around it make another key, not the same one trimmed."""
+    first = create(api, idempotencyKey="order-7")
+    other = create(api, idempotencyKey="order-7 ", input={"product": "chair"})
+    assert (first.status_code, other.status_code) == (201, 201), other.content
+    assert Task.objects.get(pk=other.json()["id"]).idempotency_key == "order-7 "
+    assert create(api, idempotencyKey="order-7 ", input={"product": "chair"}).status_code == 200
+
+
+@pytest.mark.parametrize("key", [" ", "  ", "\t\n"])
+def test_an_idempotency_key_of_only_blanks_is_a_400(api: APIClient, agent: Any, key: str) -> None:
+    """Not taken for "no key" (a repeat would make a second task): the caller is told."""
+    response = create(api, idempotencyKey=key)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "validation_error"
+    assert "idempotencyKey" in error["details"]
+    assert not Task.objects.exists()
+    assert create(api, idempotencyKey="").status_code == 201  # empty: no key, as before
+
+
 @pytest.mark.parametrize(
     ("body", "code"),
     [

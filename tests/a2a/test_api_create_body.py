@@ -22,6 +22,8 @@ BODIES: list[Any] = [
     {"skillId": 42},  # a number as text
     {"skillId": "ce-review", "agentId": " agent-one"},
     {"skillId": "ce-review", "idempotencyKey": 7},
+    {"skillId": "ce-review", "idempotencyKey": " order-7 "},  # kept: the key is opaque
+    {"skillId": "ce-review", "idempotencyKey": "  "},  # refused: only blanks
     {"skillId": "s" * 101},
     {"skillId": ""},
     {"skillId": "   "},

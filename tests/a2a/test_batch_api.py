@@ -131,6 +131,85 @@ def test_a_key_refused_in_one_item_may_be_used_by_a_later_one(api: APIClient, ag
     assert [r["status"] for r in response.json()["results"]] == [400, 201]
 
 
+@pytest.mark.parametrize(
+    "repeat",
+    [
+        {"skillId": "nope", "input": {"product": "lamp"}},  # 400 unknown_skill
+        {"skillId": "ce-review", "input": {"market": "EU"}},  # 400 input_invalid
+    ],
+    ids=["unknown-skill", "bad-input"],
+)
+def test_a_repeated_key_is_checked_as_post_api_tasks_checks_it(
+    api: APIClient, agent: Any, repeat: dict[str, Any]
+) -> None:
+    """The skill and input are checked before the key (as a single creation does): a
+    repeat asking for a bad one gets that 400, not 409, whichever request had the key."""
+    api.post("/api/tasks", item(idempotencyKey="k1"), format="json")
+    single = api.post("/api/tasks", {**repeat, "idempotencyKey": "k1"}, format="json")
+    assert single.status_code == 400
+    results = post(
+        api,
+        [
+            {**repeat, "idempotencyKey": "k1"},  # the key of an earlier request
+            item(idempotencyKey="k2"),
+            {**repeat, "idempotencyKey": "k2"},  # the key of an item before it
+        ],
+    ).json()["results"]
+    expected = {"status": 400, "error": single.json()["error"]}
+    assert [results[0], results[2]] == [expected, expected]
+    assert results[1]["status"] == 201
+    assert Task.objects.count() == 2
+
+
+def test_an_item_keyed_with_only_blanks_is_refused_alone(api: APIClient, agent: Any) -> None:
+    results = post(
+        api, [item(idempotencyKey="  "), item(idempotencyKey="k "), item(idempotencyKey="k")]
+    ).json()["results"]
+    assert [r["status"] for r in results] == [400, 201, 201]
+    assert results[0]["error"]["code"] == "validation_error"
+    assert "idempotencyKey" in results[0]["error"]["details"]
+    assert results[1]["task"]["id"] != results[2]["task"]["id"]  # "k " is not "k"
+
+
+class _Deadlock(Exception):
+    sqlstate = "40P01"  # what psycopg sets for "deadlock detected"
+
+
+@pytest.mark.parametrize(
+    ("cause", "answer"),
+    [(_Deadlock(), 200), (None, 503)],
+    ids=["deadlock-one-by-one", "outage-whole-503"],
+)
+def test_a_batch_losing_a_deadlock_falls_back_to_one_by_one(
+    api: APIClient, agent: Any, monkeypatch: pytest.MonkeyPatch, cause: Any, answer: int
+) -> None:
+    """Two batches sharing keys may deadlock on the unique index; PostgreSQL rolls one
+    back whole. That one goes one by one (each item its own answer), while the database
+    being away stays the 503 of the whole request, nothing written."""
+    from django.db import OperationalError
+
+    real = batch.insert
+
+    def losing(new: Any) -> None:
+        if len(new) > 1:
+            real(new)  # the rows go in, then the transaction is rolled back
+            raise OperationalError("deadlock detected") from cause
+        real(new)
+
+    monkeypatch.setattr(batch, "insert", losing)
+    api.raise_request_exception = False
+    response = post(api, [item(idempotencyKey="a"), item(), item(idempotencyKey="a")])
+    assert response.status_code == answer, response.content
+    if answer == 200:
+        results = response.json()["results"]
+        assert [r["status"] for r in results] == [201, 201, 200]
+        assert results[2]["task"]["id"] == results[0]["task"]["id"]
+        assert Task.objects.count() == 2
+    else:
+        assert response.json()["error"]["code"] == "unavailable"
+        assert not Task.objects.exists()
+
+
 def test_a_key_taken_concurrently_falls_back_to_one_by_one(
     api: APIClient, agent: Any, user: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -11,6 +11,7 @@ task even after a reassignment moved it to another agent.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -167,6 +168,63 @@ def test_a_batch_with_an_agent_deleted_elsewhere_answers_per_item(
     assert results[1]["error"]["code"] == "no_agent"
     stored = sorted(t.input["product"] for t in Task.objects.all())
     assert stored == ["chair", "lamp"]
+
+
+def _created_total() -> float:
+    from platform_site import metrics
+
+    samples = [s for m in metrics.TASKS_CREATED.collect() for s in m.samples]
+    return sum(s.value for s in samples if s.name.endswith("_total"))
+
+
+def _logged_created(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The ids of the tasks logged "task X created: ..." (the lifecycle log)."""
+    lines = [r.getMessage() for r in caplog.records if r.name == "a2a.lifecycle"]
+    return [line.split()[1] for line in lines if " created: skill " in line]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_rolled_back_counts_and_logs_only_the_tasks_committed(
+    solo: Skill, agent: Any, api: APIClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The batch's INSERT went in before the broken foreign key rolled it back: its
+    tasks never existed, so neither the counter nor the log may say they were created."""
+    caplog.set_level(logging.INFO, logger="a2a.lifecycle")
+    before = _created_total()
+    items = [
+        {"skillId": "ce-review", "input": {"product": "lamp"}},
+        {"skillId": "solo", "input": {}},
+        {"skillId": "ce-review", "input": {"product": "chair"}},
+    ]
+    response = api.post("/api/tasks:batch", {"tasks": items}, format="json")
+    assert [r["status"] for r in response.json()["results"]] == [201, 400, 201]
+    stored = {str(pk) for pk in Task.objects.values_list("pk", flat=True)}
+    assert len(stored) == 2
+    assert sorted(_logged_created(caplog)) == sorted(stored)
+    assert _created_total() - before == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_creation_tried_again_counts_and_logs_one_task(
+    make_skill: Any,
+    make_agent: Any,
+    make_user: Any,
+    elsewhere: None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The first try (for the agent deleted elsewhere) was rolled back: one task made,
+    one counted and logged (a transaction on SQLite; one statement on PostgreSQL)."""
+    caplog.set_level(logging.INFO, logger="a2a.lifecycle")
+    skill = make_skill(id="duo", input_schema=ANY_INPUT)
+    make_agent(skills=[skill], id="agent-a")
+    make_agent(skills=[skill], id="agent-b")
+    lookups.load(lookups.candidates(skill))
+    delete_agent("agent-a")
+    before = _created_total()
+    task = services.create_task(skill_id="duo", input={}, user=make_user())
+    assert task.agent_id == "agent-b"
+    assert _logged_created(caplog) == [str(task.pk)]
+    assert _created_total() - before == 1
 
 
 @pytest.mark.django_db(transaction=True)
