@@ -9,6 +9,8 @@ said one was configured."""
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -51,6 +53,31 @@ def rotate() -> str:
     out = io.StringIO()
     call_command("rotatecredentials", stdout=out)
     return out.getvalue()
+
+
+@contextmanager
+def stopped_for_an_unreadable_credential(
+    make_agent: Any, make_skill: Any, make_user: Any, settings: Any
+) -> Iterator[tuple[Any, Any, Any, Any, str]]:
+    """An agent behind a login guard whose credential was stored under a key replaced
+    since, and a task driven until the unreadable credential stopped it: ``(peer, guard,
+    agent, task, the key it was stored under)``."""
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_POLL_INTERVAL = 0.05
+    outbound_credentials.forget_tokens()
+    right = key()
+    settings.CREDENTIALS_KEY = right
+    skill = make_skill(id="ce-review")
+    with login_guarded_agent() as (peer, guard):
+        agent = make_agent(skills=[skill], a2a_endpoint=peer.url)
+        set_credentials(agent, {"type": "bearer", "token": BEARER})
+        agent.save()
+        settings.CREDENTIALS_KEY = key()  # the key changed (a deploy with a wrong one)
+        data = {"product": "lamp", "behaviour": "complete"}
+        task = services.create_task(skill_id="ce-review", input=data, user=make_user())
+        task = drive(task, lambda t: t.transport == Transport.OFFLINE or settled(t))
+        assert task.error["code"] == "credentials_unreadable"
+        yield peer, guard, agent, task, right
 
 
 def test_the_documented_rotation_needs_no_secret(
@@ -135,23 +162,16 @@ def test_an_unreadable_credential_is_told_as_such_and_nothing_is_sent(
     take a call the operator meant to authenticate): ``credentials_unreadable`` at once,
     naming the key. Not held against the agent, which refused nothing: recorded in its
     health, it showed unhealthy after a passing check, out of matching."""
-    settings.ALLOW_LOOPBACK_URLS = True
-    settings.A2A_POLL_INTERVAL = 0.05
-    outbound_credentials.forget_tokens()
-    settings.CREDENTIALS_KEY = key()
-    skill = make_skill(id="ce-review")
-    with login_guarded_agent() as (peer, guard):
-        agent = make_agent(skills=[skill], a2a_endpoint=peer.url)
-        set_credentials(agent, {"type": "bearer", "token": BEARER})
-        agent.save()
-        settings.CREDENTIALS_KEY = key()  # the key changed
+    with stopped_for_an_unreadable_credential(make_agent, make_skill, make_user, settings) as (
+        peer,
+        guard,
+        agent,
+        task,
+        _,
+    ):
         target = call_target(AgentProfile.objects.get(pk=agent.pk))
         assert (target.auth, target.auth_unreadable) == (None, True)
-        data = {"product": "lamp", "behaviour": "complete"}
-        task = services.create_task(skill_id="ce-review", input=data, user=make_user())
-        task = drive(task, lambda t: t.transport == Transport.OFFLINE or settled(t))
         assert task.state == TaskState.SUBMITTED
-        assert task.error["code"] == "credentials_unreadable"
         message = task.error["message"]
         assert "stored credential cannot be decrypted (CREDENTIALS_KEY changed?)" in message
         assert "no credential configured" not in message
@@ -173,22 +193,13 @@ def test_the_key_put_back_sends_the_stopped_task_at_the_next_check(
     dispatch, and the task waited offline for a gateway connection the agent never
     makes, failing at its deadline. A passing check sends it again once the credential
     reads; not while it still does not (it would only stop again)."""
-    settings.ALLOW_LOOPBACK_URLS = True
-    settings.A2A_POLL_INTERVAL = 0.05
-    outbound_credentials.forget_tokens()
-    right = key()
-    settings.CREDENTIALS_KEY = right
-    skill = make_skill(id="ce-review")
-    with login_guarded_agent() as (peer, guard):
-        agent = make_agent(skills=[skill], a2a_endpoint=peer.url)
-        set_credentials(agent, {"type": "bearer", "token": BEARER})
-        agent.save()
-        settings.CREDENTIALS_KEY = key()  # a deploy with a wrong key
-        data = {"product": "lamp", "behaviour": "complete"}
-        task = services.create_task(skill_id="ce-review", input=data, user=make_user())
-        task = drive(task, lambda t: t.transport == Transport.OFFLINE or settled(t))
-        assert task.error["code"] == "credentials_unreadable"
-
+    with stopped_for_an_unreadable_credential(make_agent, make_skill, make_user, settings) as (
+        _peer,
+        guard,
+        agent,
+        task,
+        right,
+    ):
         with django_capture_on_commit_callbacks(execute=True):  # the key still wrong
             assert health.check_agents() == {agent.pk: HealthStatus.HEALTHY}
         task.refresh_from_db()
@@ -214,20 +225,13 @@ def test_an_unreadable_credential_set_again_sends_the_task_at_once(
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     """The message's other advice: the credential set again (the admin) is a new one."""
-    settings.ALLOW_LOOPBACK_URLS = True
-    settings.A2A_POLL_INTERVAL = 0.05
-    outbound_credentials.forget_tokens()
-    settings.CREDENTIALS_KEY = key()
-    skill = make_skill(id="ce-review")
-    with login_guarded_agent() as (peer, _guard):
-        agent = make_agent(skills=[skill], a2a_endpoint=peer.url)
-        set_credentials(agent, {"type": "bearer", "token": BEARER})
-        agent.save()
-        settings.CREDENTIALS_KEY = key()
-        data = {"product": "lamp", "behaviour": "complete"}
-        task = services.create_task(skill_id="ce-review", input=data, user=make_user())
-        task = drive(task, lambda t: t.transport == Transport.OFFLINE or settled(t))
-        assert task.error["code"] == "credentials_unreadable"
+    with stopped_for_an_unreadable_credential(make_agent, make_skill, make_user, settings) as (
+        _peer,
+        _guard,
+        agent,
+        task,
+        _,
+    ):
         with django_capture_on_commit_callbacks(execute=True):
             profile = AgentProfile.objects.get(pk=agent.pk)
             set_credentials(profile, {"type": "bearer", "token": BEARER})
