@@ -67,7 +67,10 @@ async def _remote(gateway: Gateway, entry: GatewayTask) -> str:
     send = entry.http_send
     while not entry.remote and send is not None:
         started = handler.started_task(entry.http_message) if handler is not None else None
-        if started:
+        # Only once the SDK has saved it: the executor names the task as it hands the SDK
+        # its first event, and a read before the save finds nothing, which :func:`follow`
+        # takes for a task that is gone (it then told the platform nothing, ever).
+        if started and await _read(handler, started) is not None:
             entry.remote = started
         elif send.done():
             entry.remote = send.result() or ""
