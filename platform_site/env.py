@@ -36,18 +36,32 @@ def envbool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {raw!r}")
 
 
-def _in_range(name: str, raw: str, value: float, minimum: float | None, positive: bool) -> None:
+# The most any number setting may be. Far above any sensible one (a float's bound is 31
+# years in seconds), and low enough that a deadline counted from now stays a date: with
+# A2A_TASK_TIMEOUT=1e12 the platform started, then every task creation was a 500
+# (OverflowError past the year 9999), as was gc.set_threshold() with a 20-digit integer.
+FLOAT_MAX = 1e9
+INT_MAX = 2**31 - 1
+
+
+def _in_range(
+    name: str, raw: str, value: float, minimum: float | None, positive: bool, maximum: float
+) -> None:
     """Sizes, timeouts and intervals: a negative one (or 0 where 0 means nothing) started
     the platform and failed far from the cause (every admin login a 500 with
-    MAX_BODY_BYTES=-5; tasks leased for -3 s)."""
+    MAX_BODY_BYTES=-5; tasks leased for -3 s); so did a huge one."""
     if positive and value <= 0:
         raise ImproperlyConfigured(f"{name} must be more than 0, got {raw}")
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name} must be {minimum:g} or more, got {raw}")
+    if value > maximum:
+        bound = f"{maximum:g}" if isinstance(maximum, float) else str(maximum)
+        raise ImproperlyConfigured(f"{name} must be at most {bound}, got {raw}")
 
 
 def envint(name: str, default: int, *, minimum: int | None = None, positive: bool = False) -> int:
-    """An integer setting; ``minimum`` (inclusive) or ``positive`` (above 0) bound it."""
+    """An integer setting; ``minimum`` (inclusive) or ``positive`` (above 0) bound it, and
+    :data:`INT_MAX`."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
@@ -55,14 +69,15 @@ def envint(name: str, default: int, *, minimum: int | None = None, positive: boo
         value = int(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
-    _in_range(name, raw, value, minimum, positive)
+    _in_range(name, raw, value, minimum, positive, INT_MAX)
     return value
 
 
 def envfloat(
     name: str, default: float, *, minimum: float | None = None, positive: bool = False
 ) -> float:
-    """A number setting; ``minimum`` (inclusive) or ``positive`` (above 0) bound it."""
+    """A number setting; ``minimum`` (inclusive) or ``positive`` (above 0) bound it, and
+    :data:`FLOAT_MAX`."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
@@ -74,7 +89,7 @@ def envfloat(
     # start and fail at the first timer scheduled from it, far from the cause.
     if not math.isfinite(value):
         raise ImproperlyConfigured(f"{name} must be a finite number, got {raw!r}")
-    _in_range(name, raw, value, minimum, positive)
+    _in_range(name, raw, value, minimum, positive, FLOAT_MAX)
     return value
 
 

@@ -10,8 +10,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from platform_site.env import FLOAT_MAX
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 READ = "import django; django.setup(); from django.conf import settings; print(settings.{name})"
@@ -224,3 +227,37 @@ def test_postgresql_connections_give_up_after_the_connect_timeout(
     result = _read(OPTIONS, {"REDIS_URL": "", "DATABASE_CONNECT_TIMEOUT": "", **env})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == read
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "wanted"),
+    [
+        # A deadline 1e12 s from now is past the year 9999: every creation was a 500.
+        ("A2A_TASK_TIMEOUT", "1e12", "at most 1e+09"),
+        ("OFFLINE_TASK_TTL", "1e12", "at most 1e+09"),
+        ("GC_THRESHOLD", "100000000000000000000", "at most 2147483647"),
+    ],
+)
+def test_a_number_setting_too_large_to_use_stops_the_start(
+    name: str, raw: str, wanted: str
+) -> None:
+    result = _read(name, {name: raw})
+    assert result.returncode != 0
+    assert f"{name} must be {wanted}, got {raw}" in result.stderr
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", ["A2A_TASK_TIMEOUT", "OFFLINE_TASK_TTL"])
+def test_a_task_is_created_with_the_largest_timeouts_allowed(
+    name: str, make_skill: Any, make_agent: Any, make_user: Any, client: Any, settings: Any
+) -> None:
+    setattr(settings, name, FLOAT_MAX)
+    skill = make_skill()
+    make_agent(skills=[skill], a2a_endpoint="")  # a socket agent's task waits offline
+    answer = client.post(
+        "/api/tasks",
+        {"skillId": skill.id, "input": {"product": "kettle"}},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {make_user().raw_token}",
+    )
+    assert answer.status_code == 201, answer.content
