@@ -294,11 +294,13 @@ def _update(task: Task, fields: dict[str, Any]) -> None:
 
 
 def _output_schema(task: Task) -> dict[str, Any]:
-    """The task's skill's output schema: from the skill the read joined (a worker's claim)
-    or else from the registry cache (a push reads the task alone), instead of one more
-    query per completed task. A schema edited in another process is seen within
-    ``A2A_REGISTRY_CACHE_SECONDS``, as for creation."""
-    skill = task.skill if Task.skill.is_cached(task) else lookups.skill(task.skill_id)
+    """The task's skill's output schema as it is now: from the registry cache (cleared
+    at once by an edit in this process, an edit in another seen within
+    ``A2A_REGISTRY_CACHE_SECONDS``), instead of one more query per completed task. Never
+    the skill the worker's claim read with the task (:data:`a2a.rows.TASKS_FOR_WORK`): a
+    stream or a held send lasts as long as the agent's task, and that copy is as old as
+    the claim, so an edit made meanwhile was not seen (docs/dispatch.md, COMPLETED)."""
+    skill = lookups.skill(task.skill_id)
     if skill is None:  # never judged on a cache's word
         skill = task.skill
     return skill.output_schema or {}

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -32,6 +31,7 @@ from a2a.exceptions import InputInvalid, UnknownAgent, UnknownSkill
 from a2a.hints import claim_at_birth, queue_processing_many, start_born
 from a2a.idempotency import existing_task, same_request, signed_in
 from a2a.models import Direction, Task, TaskEvent, TaskMessage
+from a2a.scheduling import task_seconds
 from a2a.states import NextAction, Transport
 from a2a.wire import relay_message, schema_errors, user_message
 from agent_profiles.matching import match_agent
@@ -45,8 +45,11 @@ log = logging.getLogger(__name__)
 # --- helpers ------------------------------------------------------------------------
 
 
-def _deadline() -> Any:
-    return timezone.now() + timedelta(seconds=settings.A2A_TASK_TIMEOUT)
+def _deadline(agent: AgentProfile | None = None) -> Any:
+    """A fresh deadline for a task of ``agent``: its ``timeoutMs`` when set, else
+    ``A2A_TASK_TIMEOUT`` (:func:`a2a.scheduling.task_seconds`). For a socket-only agent
+    nothing else sets it (an HTTP send moves it to ``timeoutMs`` too: ``agent_calls``)."""
+    return timezone.now() + timedelta(seconds=task_seconds(agent.timeout if agent else None))
 
 
 # Hands new tasks of agents without an HTTP endpoint to the gateway, inside the creation
@@ -197,7 +200,7 @@ def build(
         idempotency_key=idempotency_key,
         next_action=NextAction.SEND,
         next_poll_at=now,
-        deadline_at=_deadline(),
+        deadline_at=_deadline(agent),
         created_at=now,
         state_changed_at=now,
         updated_at=now,

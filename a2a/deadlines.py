@@ -26,10 +26,11 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from a2a import agent_reads, agent_registry, engine, follow_policy, overtaken_calls
+from a2a import agent_reads, agent_registry, engine, follow_policy, overtaken_calls, transports
 from a2a.agent_updates import apply_agent_reply, task_timeout
 from a2a.exceptions import A2ACallError, A2APermanentError, A2AProtocolError
 from a2a.hints import queue_processing
@@ -214,7 +215,8 @@ def _timeout_text(task: Task) -> str:
 
 
 def fail_timeout(task: Task, *, last_read: str | None = None) -> bool:
-    """FAILED with code ``timeout``; the agent is asked to cancel its task. An offline task
+    """FAILED with code ``timeout``; the agent is asked to cancel its task (over A2A, or
+    over the gateway for a socket task). An offline task
     fails with the agent's last answer (its code, e.g. ``agent_auth_failed``).
     ``last_read``: what the read before the timeout found (:func:`read_before_timeout`)."""
     if task.transport == Transport.OFFLINE:
@@ -247,7 +249,13 @@ def fail_timeout(task: Task, *, last_read: str | None = None) -> bool:
         details["readAtDeadline"] = str(last_read)
     # Only the task read overdue: one a person reassigned or retried meanwhile is in the
     # same state (SUBMITTED) with a new deadline, a fresh attempt not to fail at once.
-    done = task.fail("timeout", message, details, if_deadline_at=task.deadline_at, **fields)
+    with transaction.atomic():
+        done = task.fail("timeout", message, details, if_deadline_at=task.deadline_at, **fields)
+        if done and task.transport == Transport.WEBSOCKET:
+            # The socket agent is told to stop, as a person's cancel tells it (the
+            # gateway's task.cancel frame; an assignment it never got is withdrawn
+            # instead). With the timeout, or neither: the next sweep tries again.
+            transports.gateway().follow_up(task, "cancel", None)
     if done and fields:
         queue_processing(task.pk)
     return done

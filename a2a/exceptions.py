@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from platform_site.errors import PlatformError, ValidationFailed
+from platform_site.errors import Conflict, PlatformError, ValidationFailed
 
 
 class A2ACallError(PlatformError):
@@ -96,3 +96,11 @@ class UnknownAgent(ValidationFailed):
 
 class InputInvalid(ValidationFailed):
     code = "input_invalid"
+
+
+class AgentInactive(Conflict):
+    """A person's reply or retry for a task whose agent is disabled, awaiting approval or
+    (a retry) no longer offers the task's skill: it gets no work (docs/registry.md), so
+    nothing is sent and the task stays as it was, for a person to reassign (409)."""
+
+    code = "agent_inactive"

@@ -8,7 +8,9 @@ its gateway assignment withdrawn / a ``task.cancel`` frame, which also closes th
 assignment it holds unacknowledged so that it is not sent again) once the task started
 again as a fresh attempt at the new agent (over the gateway, a new ``task.assign`` of its
 own), and the move is recorded in the history (a ``TaskEvent``) and in
-``metadata.reassignments`` (with what telling the old agent gave, added after).
+``metadata.reassignments`` (with what telling the old agent gave, added after). The
+worker moves a task the same way, by itself, when its send is due for an agent that may
+no longer have it (:func:`move_off_unable`: :mod:`a2a.agent_standing`).
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ import copy
 import logging
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
-from a2a import agent_registry, lookups, transports
+from a2a import agent_registry, agent_standing, lookups, transports
+from a2a.agent_standing import SKILL_DROPPED
 from a2a.creation import _deadline, choose_agent
 from a2a.exceptions import A2ACallError, UnknownAgent
 from a2a.face.ids import (
@@ -30,6 +34,7 @@ from a2a.face.ids import (
     references_toward,
     task_ids,
 )
+from a2a.hints import queue_processing
 from a2a.models import InvalidTransition, Task
 from a2a.old_attempts import cancel_owed, note_on_entry, start_again_as_now
 from a2a.remote_ids import cancel_state
@@ -124,23 +129,105 @@ def reassign_task(task: Task, *, agent_id: str | None = None, by: Any = None) ->
         )
     agent, match = _new_agent(task, agent_id)
     who = getattr(by, "username", None) or str(by or "a person")
+    return _reassign(task, agent, match, who)
+
+
+def move_off_unable(task: Task, why: dict[str, Any]) -> None:
+    """The worker's claimed task is due to be sent to an agent that may not be sent it
+    (:func:`a2a.agent_standing.unable`: disabled, awaiting approval, without the skill
+    now): nothing is sent to it. The task goes to another active agent of its skill, as a
+    person's reassign without ``agentId`` does (the matcher's pick), ``why`` in its
+    ``metadata.reassignments`` entry and its history; with none, it ends FAILED
+    ``agent_inactive`` saying why (a person can reassign it once an agent is back), never
+    held for an agent that may never come back (as creation's ``no_agent``). The old
+    agent is told to drop its task (it had one: a reply was due) only while active."""
+    held = task.lease_until  # this worker's claim
+    what = f"agent '{task.agent_id}' {why['message']}"
+    try:
+        agent, match = _new_agent(task, None)
+    except NoAgentAvailable:
+        message = (
+            f"Not sent: {what}, and no other active agent offers skill '{task.skill_id}'. "
+            "Reassign the task once one does."
+        )
+        details = {"agentId": task.agent_id, "skillId": task.skill_id, "reason": why["reason"]}
+        with transaction.atomic():
+            if _still_claimed(task, held) and task.fail(agent_standing.CODE, message, details):
+                return
+        _let_go(task, held)
+        return
+    try:
+        _reassign(
+            task,
+            agent,
+            match,
+            "the platform",
+            why=why,
+            tell=why["reason"] == SKILL_DROPPED,
+            claimed=(held, task.agent_id),
+        )
+    except _MovedMeanwhile:
+        _let_go(task, held)
+
+
+class _MovedMeanwhile(Exception):
+    """The claimed task changed before the platform's own move (a person reassigned,
+    retried or canceled it): what the person did stands."""
+
+
+def _still_claimed(task: Task, held: Any) -> bool:
+    """Whether the row is still this worker's claim (``held``) for the same agent, locked
+    until the caller's transaction ends: a person's move in the same state (a reassign
+    is SUBMITTED again) is not overwritten, which a compare-and-set on the state misses."""
+    rows = Task.objects.select_for_update().filter(
+        pk=task.pk, lease_until=held, agent_id=task.agent_id
+    )
+    return rows.values_list("pk", flat=True).first() is not None
+
+
+def _let_go(task: Task, held: Any) -> None:
+    """The task moved meanwhile: let go of the claim if still this worker's, and have it
+    taken up again from where it is now (rather than held till the lease runs out)."""
+    if held is not None and task.release(held=held):
+        queue_processing(task.pk)
+
+
+def _reassign(
+    task: Task,
+    agent: AgentProfile,
+    match: dict[str, Any],
+    who: str,
+    *,
+    why: dict[str, Any] | None = None,
+    tell: bool = True,
+    claimed: tuple[Any, str] | None = None,
+) -> Task:
+    """Move ``task`` to ``agent`` (see :func:`reassign_task`); ``why`` the platform's
+    reason for a move nobody asked for, ``tell`` whether the old agent is told,
+    ``claimed`` (the worker's lease, the agent it judged) that the move is made only
+    while the row is still that claim (else :class:`_MovedMeanwhile`)."""
     taken: list[tuple[Task, dict[str, Any]]] = []  # the row as the try read it, its entry
+    because = f": agent '{task.agent_id}' {why['message']}" if why else ""
 
     def attempt() -> dict[str, Any] | None:
         # ``task`` is the row as it is now, locked (start_again_as_now read it again).
+        if claimed is not None and (task.lease_until, task.agent_id) != claimed:
+            raise _MovedMeanwhile
         if task.agent_id == agent.id:  # another reassign gave it to that agent meanwhile
             _new_agent(task, agent.id)  # refused as the current agent, as up front
         old = copy.copy(task)  # the old agent's task, to tell it once the move is in
         outbound, metadata, entry = _move(task, agent.id, match, who)
+        if why is not None:
+            entry["reason"] = {"code": agent_standing.CODE, **why}
         taken[:] = [(old, entry)]
         moved = task.reassign(
             agent,
-            f"reassigned by {who} from agent '{old.agent_id}' to agent '{agent.id}'",
+            f"reassigned by {who} from agent '{old.agent_id}' to agent '{agent.id}'{because}",
             outbound_message=outbound,
             remote_context_id="",
             attempts=0,
             metadata=metadata,
-            deadline_at=_deadline(),
+            deadline_at=_deadline(agent),
         )
         return outbound if moved else None
 
@@ -148,7 +235,7 @@ def reassign_task(task: Task, *, agent_id: str | None = None, by: Any = None) ->
     old, entry = taken[0]
     # A failed task's agent is told only of a cancel the row still owed (a timeout's, not
     # sent yet): the reassign's send took its place.
-    if old.state not in TERMINAL_STATES or cancel_owed(old):
+    if tell and (old.state not in TERMINAL_STATES or cancel_owed(old)):
         note_on_entry(task, "reassignments", entry, _tell_safely(old))
     log.info(
         "task %s reassigned from %s to %s by %s",

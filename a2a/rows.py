@@ -23,5 +23,8 @@ def task(task_id: uuid.UUID | str, *, lock: bool = False) -> Task | None:
 
 
 def task_for_work(task_id: Any) -> Task | None:
-    """The task with its agent and skill, as a worker needs it."""
+    """The task with its agent and skill, as a worker needs it. Both are as they were at
+    the claim: a stream or a held send outlives that read, so what must follow an edit
+    made meanwhile reads the registry again (the output schema a COMPLETED is judged by:
+    ``a2a.agent_updates._output_schema``)."""
     return TASKS_FOR_WORK.get(task_id)

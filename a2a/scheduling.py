@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -26,6 +27,16 @@ if TYPE_CHECKING:
 SCHEDULING_FIELDS = frozenset(
     {"next_action", "next_poll_at", "lease_until", "transport", "poll_interval"}
 )
+
+
+def task_seconds(agent_timeout: float | None) -> float:
+    """A task's time to its deadline: its agent's ``timeoutMs`` (``AgentProfile.timeout``)
+    when set, else ``A2A_TASK_TIMEOUT``. The one rule for every deadline (creation, a
+    reply, a retry, a delivery at the gateway), so the timeout enforced is the one its
+    message names (``a2a.agent_updates.task_timeout``)."""
+    if agent_timeout and agent_timeout > 0:
+        return float(agent_timeout)
+    return float(settings.A2A_TASK_TIMEOUT)
 
 
 class TaskScheduling(TaskClaims):
@@ -138,11 +149,32 @@ class TaskScheduling(TaskClaims):
         )
 
     @classmethod
-    def gateway_connected(cls, pk: Any) -> bool:
-        """An offline task (or a list of them) reached its agent's socket."""
+    def gateway_connected(cls, pk: Any, *, still: Q | None = None) -> int:
+        """An offline task (or a list of them) reached its agent's socket; how many.
+
+        Its deadline starts now, in the same UPDATE: the one set before (at creation, at
+        the reply) passed while it waited offline, which ``OFFLINE_TASK_TTL`` governs, and
+        the agent would have had its task failed ``timeout`` a second after it got it.
+        ``still``: the caller's condition, in the same statement (see
+        :func:`gateway.offline.relabel_delivered`)."""
         rows = cls._rows().filter(transport=Transport.OFFLINE)
         rows = rows.filter(pk__in=pk) if isinstance(pk, list | tuple | set) else rows.filter(pk=pk)
-        return bool(rows.update(transport=Transport.WEBSOCKET, updated_at=timezone.now()))
+        if still is not None:
+            rows = rows.filter(still)
+        now = timezone.now()
+        moved = 0
+        # One UPDATE per agent timeout among the tasks (nearly always one): each row's
+        # deadline follows its agent's ``timeoutMs``.
+        for timeout in set(rows.values_list("agent__timeout", flat=True)):
+            if timeout is None:
+                some = rows.filter(agent__timeout__isnull=True)
+            else:
+                some = rows.filter(agent__timeout=timeout)
+            deadline = now + timedelta(seconds=task_seconds(timeout))
+            moved += some.update(
+                transport=Transport.WEBSOCKET, deadline_at=deadline, updated_at=now
+            )
+        return moved
 
     @classmethod
     def gateway_undelivered(cls, still: Any) -> int:

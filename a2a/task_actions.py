@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from a2a import sent_credentials, transports
+from a2a.agent_standing import refuse_if_unable
 from a2a.agent_updates import record_message
 from a2a.answer_shapes import asks_in_shape, shaped_parts
 from a2a.creation import _deadline
@@ -25,7 +26,7 @@ from a2a.hints import queue_processing
 from a2a.models import Direction, InvalidTransition, Task, TaskEvent, TaskMessage
 from a2a.old_attempts import cancel_owed, note_on_entry, start_again_as_now, tell_owed_cancel
 from a2a.question_memory import answered
-from a2a.states import INTERRUPTED_STATES, NextAction, TaskState, Transport
+from a2a.states import INTERRUPTED_STATES, RETRYABLE_STATES, NextAction, TaskState, Transport
 from a2a.wire import data_as_text, relay_message, user_message
 from agent_profiles.interfaces import takes_json
 from platform_site.errors import ValidationFailed
@@ -67,6 +68,9 @@ def reply_to_task(
         )
     if message is None and not text and data is None:
         raise ValidationFailed("A reply needs text or data.", {"fields": ["text", "data"]})
+    # An agent disabled or awaiting approval since it asked gets no work: the task waits
+    # on, for a person to reassign (its skill is not checked: it asked, mid-task).
+    refuse_if_unable(task, "reply", skill=False)
     if message is not None:
         outbound = relay_message(
             message, task_id=task.remote_task_id, context_id=task.remote_context_id
@@ -98,7 +102,7 @@ def reply_to_task(
             TaskState.WORKING,
             f"{who} replied",
             question=None,
-            deadline_at=_deadline(),
+            deadline_at=_deadline(task.agent),
             metadata=answered(task),
         )
         if not moved:
@@ -171,8 +175,12 @@ def retry_task(task: Task, *, by: Any = None) -> Task:
     artifacts, error and question are cleared and the deadline starts again. Built from
     the row as it is now (:func:`start_again_as_now`). A timed-out task's cancel of the
     agent's old task, not sent yet, is sent once the retry committed (its send takes the
-    cancel's place): the outcome in the retry's ``metadata.retries`` entry.
+    cancel's place): the outcome in the retry's ``metadata.retries`` entry. An agent that
+    may not be sent it now (disabled, awaiting approval, without the skill) is refused up
+    front (:class:`~a2a.exceptions.AgentInactive`): the task stays as it is, to reassign.
     """
+    if task.state in RETRYABLE_STATES:  # else the retry's own 409 (invalid_state)
+        refuse_if_unable(task, "retry")
     who = getattr(by, "username", None) or str(by or "a person")
     taken: list[tuple[Task, dict[str, Any]]] = []  # the row as the try read it, its entry
 
@@ -188,7 +196,7 @@ def retry_task(task: Task, *, by: Any = None) -> Task:
             f"retried by {who}",
             outbound_message=outbound,
             metadata=metadata,
-            deadline_at=_deadline(),
+            deadline_at=_deadline(task.agent),
         )
         return outbound if moved else None
 

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from a2a import (
     agent_calls,
+    agent_standing,
     agent_streams,
     deadlines,
     follow_policy,
@@ -30,6 +31,7 @@ from a2a import (
     lease_marks,
     long_calls,
     observe,
+    reassign,
     rows,
     send_watch,
 )
@@ -118,6 +120,14 @@ def _run_claimed(task: Task) -> None:
             # The gateway carries this task now; nothing for the A2A worker to do.
             task.stop_following()
             return
+        if task.next_action == NextAction.SEND:
+            # Nothing is sent to an agent disabled, awaiting approval or without the skill
+            # since the task was given to it: another agent of the skill gets it, else it
+            # ends FAILED agent_inactive (never held for an agent that may not come back).
+            why = agent_standing.unable(task)
+            if why is not None:
+                reassign.move_off_unable(task, why)
+                return
         action = ACTIONS.get(task.next_action)
         if action is None:
             task.release()

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from a2a.models import Task
 from a2a.states import ACTIVE_STATES, TERMINAL_STATES, Transport
+from agent_profiles.models import AgentProfile, AgentStatus
 from gateway import presence
 from gateway.models import OPEN_STATUSES, Delivery, DeliveryKind, DeliveryStatus, Presence
 from gateway.notify import DELIVER_EVENT, expiry, group_send_to_agent, notify_on_commit
@@ -58,6 +59,13 @@ def withdraw_unsent(task: Task, reason: str) -> bool:
     return True
 
 
+# Why an agent that is not active cannot take its tasks, for an expiry's message.
+_INACTIVE = {
+    AgentStatus.DISABLED: "is disabled",
+    AgentStatus.PENDING: "is awaiting approval",
+}
+
+
 def expire_offline_tasks(limit: int = 500) -> int:
     """Close deliveries unacknowledged past ``OFFLINE_TASK_TTL`` (their ``expires_at``) and
     fail the tasks whose assignment or reply it was; returns how many deliveries expired.
@@ -89,7 +97,16 @@ def expire_offline_tasks(limit: int = 500) -> int:
         waited = (delivery.expires_at - delivery.queued_at).total_seconds()
         span = f"{waited / 3600:g} h" if waited >= 3600 else f"{waited:.0f} s"
         what = "the task" if delivery.kind == DeliveryKind.ASSIGN else "the reply to its question"
-        if delivery.status == DeliveryStatus.PENDING:
+        status = AgentProfile.objects.filter(pk=task.agent_id).values_list("status", flat=True)
+        inactive = _INACTIVE.get(status.first() or "")
+        if delivery.status == DeliveryStatus.PENDING and inactive:
+            # Not the agent's absence: it may not connect (a disabled agent's sockets are
+            # closed), and an operator must act (enable it, or reassign the task).
+            message = (
+                f"Agent {task.agent_id} {inactive}, so it could not connect to the gateway; "
+                f"{what} was never delivered within {span}."
+            )
+        elif delivery.status == DeliveryStatus.PENDING:
             message = (
                 f"Agent {task.agent_id} did not connect to the gateway within "
                 f"{span}; {what} was never delivered."
@@ -195,8 +212,9 @@ def drop_stale_presence() -> int:
 
 
 def relabel_undelivered() -> int:
-    """Label ``offline`` the active tasks labelled ``websocket`` whose assignment is still
-    pending while their agent has no live connection; how many.
+    """Label ``offline`` the active tasks labelled ``websocket`` whose assignment or reply
+    is still pending while their agent has no live connection; how many (with those
+    labelled ``websocket`` again by :func:`relabel_delivered`).
 
     A task is labelled when it is pushed, by the agent's presence then. A presence row
     outlives its connection a little (its close is handled after the socket is gone; a
@@ -204,18 +222,35 @@ def relabel_undelivered() -> int:
     a task pushed meanwhile was labelled ``websocket`` though no connection took it. The
     deadline sweep spares offline tasks, not those: it failed such a task ``timeout``, "sent",
     though the agent never had it, where an offline one waits for the agent to connect.
+
+    A person's reply to an agent that went away waits the same way (docs/gateway.md): its
+    deadline, set at the reply, would fail the task while the reply waits undelivered.
     """
+    return relabel_waiting() + relabel_delivered()
+
+
+def _waiting() -> Q:
+    """The condition, on tasks, that their assignment or a reply to them waits for an
+    agent with no live connection."""
     pending = Delivery.objects.filter(
         task=OuterRef("pk"),
         agent_id=OuterRef("agent_id"),
-        kind=DeliveryKind.ASSIGN,
+        kind__in=(DeliveryKind.ASSIGN, DeliveryKind.MESSAGE),
         status=DeliveryStatus.PENDING,
     )
     online = presence.fresh_presence().filter(agent_id=OuterRef("agent_id"))
-    waiting = Exists(pending) & ~Exists(online)
+    return Exists(pending) & ~Exists(online)
+
+
+def relabel_waiting(task_id: Any = None) -> int:
+    """Label ``offline`` the active ``websocket`` tasks (or the one ``task_id``) whose
+    assignment or reply waits for an agent with no live connection; how many."""
+    waiting = _waiting()
     candidates = Task.objects.filter(
         waiting, state__in=ACTIVE_STATES, transport=Transport.WEBSOCKET
     )
+    if task_id is not None:
+        candidates = candidates.filter(pk=task_id)
     ids = list(candidates.values_list("pk", flat=True)[:500])
     if not ids:
         return 0
@@ -223,5 +258,34 @@ def relabel_undelivered() -> int:
     # the read leaves the task as it is.
     relabeled = Task.gateway_undelivered(waiting & Q(pk__in=ids))
     if relabeled:
-        log.info("%d task(s) pushed as the agent's connection closed wait offline", relabeled)
+        log.info("%d task(s) whose agent went away wait offline", relabeled)
+    return relabeled
+
+
+def relabel_delivered() -> int:
+    """Label ``websocket`` again, their deadline starting now, the active ``offline``
+    tasks whose agent took all it was owed for them (nothing pending, something sent or
+    acknowledged); how many.
+
+    A connection's claim of an assignment does this at once (:meth:`Task.gateway_connected`);
+    a reply taken from the outbox of a connection that came back is labelled here, within
+    ``GATEWAY_SWEEP_INTERVAL``. Left offline, the task was outside the deadline sweep for
+    good: nothing expires a delivery the agent acknowledged.
+    """
+    owed = Delivery.objects.filter(task=OuterRef("pk"), agent_id=OuterRef("agent_id")).exclude(
+        kind=DeliveryKind.CANCEL
+    )
+    pending = owed.filter(status=DeliveryStatus.PENDING)
+    taken = owed.filter(status__in=(DeliveryStatus.SENT, DeliveryStatus.ACKED))
+    delivered = Exists(taken) & ~Exists(pending)
+    candidates = Task.objects.filter(
+        delivered, state__in=ACTIVE_STATES, transport=Transport.OFFLINE
+    )
+    ids = list(candidates.values_list("pk", flat=True)[:500])
+    if not ids:
+        return 0
+    # Again in the UPDATE: a reply queued since the read keeps the task offline.
+    relabeled = Task.gateway_connected(ids, still=delivered)
+    if relabeled:
+        log.info("%d offline task(s) whose agent took them are on its socket", relabeled)
     return relabeled

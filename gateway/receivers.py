@@ -12,11 +12,11 @@ from django.dispatch import receiver
 
 from a2a.creation import register_gateway_hand_off
 from a2a.signals import task_changed
-from a2a.states import TERMINAL_STATES
+from a2a.states import INTERRUPTED_STATES, TERMINAL_STATES, TaskState, Transport
 from agent_profiles.access import KEY_REVOKED, access_revoked
 from agent_profiles.models import AgentProfile, ApiKey
 from gateway import observe, services  # noqa: F401  (observe: metrics at scrape time)
-from gateway.offline import close_open_deliveries
+from gateway.offline import close_open_deliveries, relabel_waiting
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,8 @@ register_gateway_hand_off(services.assign_new_tasks)
 
 @receiver(task_changed, dispatch_uid="gateway.task_changed")
 def withdraw_deliveries_of_finished_task(sender: Any, task_id: Any, **kwargs: Any) -> None:
-    """A finished task owes its agent nothing more (a cancel already queued still goes).
+    """A finished task owes its agent nothing more (a cancel already queued still goes);
+    a socket task replied to while its agent is away waits offline.
 
     The signal carries the new ``state``; the row is read only when a sender omits it. A
     task that never went to the gateway (``watched`` False) has no delivery to withdraw.
@@ -41,8 +42,22 @@ def withdraw_deliveries_of_finished_task(sender: Any, task_id: Any, **kwargs: An
             state = Task.objects.filter(pk=task_id).values_list("state", flat=True).first()
         if state in TERMINAL_STATES:
             close_open_deliveries(task_id, f"task {state}")
+        elif _replied_on_socket(kwargs.get("task"), kwargs.get("from_state"), state):
+            # A reply to an agent that went away waits offline (OFFLINE_TASK_TTL), now
+            # rather than at the next sweep: its deadline would not wait that long.
+            relabel_waiting(task_id)
     except Exception:  # receivers must not raise into the transition's caller
         log.exception("gateway: could not withdraw deliveries of task %s", task_id)
+
+
+def _replied_on_socket(task: Any, from_state: Any, state: Any) -> bool:
+    """Whether the transition is a person's reply (a question answered) to a task the
+    gateway carries over a socket; only then may its reply wait for the agent."""
+    return (
+        from_state in INTERRUPTED_STATES
+        and state == TaskState.WORKING
+        and getattr(task, "transport", None) == Transport.WEBSOCKET
+    )
 
 
 @receiver(post_save, sender=AgentProfile, dispatch_uid="gateway.agent_saved")

@@ -19,7 +19,7 @@ from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 
-from a2a.exceptions import InputInvalid, UnknownAgent, UnknownSkill
+from a2a.exceptions import AgentInactive, InputInvalid, UnknownAgent, UnknownSkill
 from agent_profiles.urlguard import UnsafeURL
 from platform_site.errors import RETRY_AFTER_SECONDS, Conflict, PlatformError, outage_error
 
@@ -227,6 +227,17 @@ def _input_invalid(exc: PlatformError) -> FaceError:
     return InvalidParams(exc.message, metadata=_details(exc), violations=violations or None)
 
 
+def _agent_inactive(exc: PlatformError) -> FaceError:
+    """A reply to a task whose agent is disabled or awaiting approval: the task cannot
+    take the message now (as a final task cannot: UNSUPPORTED_OPERATION), the agent and
+    why in the ErrorInfo's metadata, for a person to reassign it."""
+    details = exc.details if isinstance(exc.details, dict) else {}
+    keep = ("agentId", "skillId", "reason")
+    return UnsupportedOperation(
+        exc.message, metadata={**_details(exc), **{k: details[k] for k in keep if k in details}}
+    )
+
+
 def _unsafe_url(exc: PlatformError) -> FaceError:
     return InvalidParams(f"Webhook URL refused: {exc.message}", violations=[("url", exc.message)])
 
@@ -237,6 +248,7 @@ DOMAIN_ERRORS: list[tuple[type[Exception], Callable[[Any], FaceError]]] = [
     (UnsafeURL, _unsafe_url),
     (InputInvalid, _input_invalid),
     (UnknownAgent, lambda e: InvalidParams(e.message, metadata=_details(e))),
+    (AgentInactive, _agent_inactive),
     (Conflict, lambda e: UnsupportedOperation(e.message, metadata=_details(e))),
     (
         PlatformError,

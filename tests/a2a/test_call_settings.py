@@ -90,3 +90,41 @@ def test_a_fresh_attempt_gets_the_agents_timeout_from_its_start(
     deadlines.expire_overdue()  # what the next sweep does
     task.refresh_from_db()
     assert task.state in ACTIVE_STATES, task.error
+
+
+def _window(task: Task) -> float:
+    """Seconds from now to the task's deadline."""
+    task.refresh_from_db()
+    return (task.deadline_at - timezone.now()).total_seconds()
+
+
+@pytest.mark.parametrize("endpoint", ["", "http://127.0.0.1:9/"])
+def test_the_agents_timeout_sets_every_deadline_it_starts(
+    endpoint: str, make_skill: Any, make_agent: Any, make_user: Any, settings: Any
+) -> None:
+    """``timeoutMs`` at the creation, a reply and a retry, without an HTTP send: a
+    socket-only agent's tasks kept A2A_TASK_TIMEOUT while their timeout said timeoutMs."""
+    settings.A2A_TASK_TIMEOUT = 300.0
+    skill = make_skill()
+    make_agent(skills=[skill], a2a_endpoint=endpoint, timeout=3600.0)
+    task = services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
+    assert _window(task) == pytest.approx(3600, abs=5)
+    Task.objects.filter(pk=task.pk).update(
+        state=TaskState.INPUT_REQUIRED, deadline_at=timezone.now()
+    )
+    task.refresh_from_db()
+    services.reply_to_task(task, text="blue", by="ops")
+    assert _window(task) == pytest.approx(3600, abs=5)
+    task = _failed_an_hour_ago(task)
+    services.retry_task(task)
+    assert _window(task) == pytest.approx(3600, abs=5)
+
+
+def test_without_a_timeout_the_setting_sets_the_deadline(
+    make_skill: Any, make_agent: Any, make_user: Any, settings: Any
+) -> None:
+    settings.A2A_TASK_TIMEOUT = 300.0
+    skill = make_skill()
+    make_agent(skills=[skill], a2a_endpoint="")
+    task = services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
+    assert _window(task) == pytest.approx(300, abs=5)
