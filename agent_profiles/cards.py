@@ -17,12 +17,13 @@ a 400 at registration). A compressed card is decoded a bounded step at a time
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -34,6 +35,7 @@ from django.utils import timezone
 
 from agent_profiles.bodies import BadEncoding, iter_decoded
 from agent_profiles.deadlines import whole_answer_by, whole_answer_seconds
+from agent_profiles.guarded_http import guarded_client
 from agent_profiles.models import AgentCard, AgentProfile, HealthStatus
 from agent_profiles.negotiation import (
     Interface,
@@ -43,7 +45,7 @@ from agent_profiles.negotiation import (
     parse_card,
     spoken,
 )
-from agent_profiles.urlguard import UnsafeURL, check_url, guarded_client
+from agent_profiles.urlguard import UnsafeURL, check_url
 from platform_site.errors import ValidationFailed
 from platform_site.text import JSONTooDeep, find_bad_text, loads_bounded
 
@@ -358,9 +360,8 @@ def ensure_card(agent: AgentProfile) -> None:
     # The first tasks for a new agent start together, each on its own thread: one reads
     # the card, the others wait for it and take what it found (from the row), rather than
     # every thread fetching the same card (or waiting out the same unreachable one).
-    asked = time.monotonic()
-    with _reading(agent.pk):
-        if _card_reads.get(agent.pk, float("-inf")) > asked:
+    with _reading(agent.pk) as (asked, read):
+        if read.ended > asked:
             agent.refresh_from_db()
             return
         try:
@@ -372,19 +373,41 @@ def ensure_card(agent: AgentProfile) -> None:
                 "Agent %s: reading the card failed", agent.pk, extra={"agent_id": agent.pk}
             )
         finally:
-            _card_reads[agent.pk] = time.monotonic()
+            read.ended = time.monotonic()
 
 
-# Per process: one lock per agent whose card is being read before a call, and when each
-# agent's last such read ended (success or not).
-_card_locks: dict[str, threading.Lock] = {}
-_card_locks_guard = threading.Lock()
-_card_reads: dict[str, float] = {}
+@dataclass(eq=False)
+class _CardRead:
+    """An agent's card read before a call: its lock, the threads holding or waiting for
+    it, when the last read ended (success or not)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    users: int = 0
+    ended: float = float("-inf")
 
 
-def _reading(agent_id: str) -> threading.Lock:
-    with _card_locks_guard:
-        return _card_locks.setdefault(agent_id, threading.Lock())
+# Per process, only while some thread reads or waits for an agent's card (they were kept
+# for every agent id ever seen): when a read ended matters only to threads that asked
+# before, and those are users until they looked.
+_card_reads: dict[str, _CardRead] = {}
+_card_reads_guard = threading.Lock()
+
+
+@contextlib.contextmanager
+def _reading(agent_id: str) -> Iterator[tuple[float, _CardRead]]:
+    """Hold ``agent_id``'s read; yields when this thread asked (a user since) and it."""
+    with _card_reads_guard:
+        read = _card_reads.setdefault(agent_id, _CardRead())
+        read.users += 1
+    asked = time.monotonic()
+    try:
+        with read.lock:
+            yield asked, read
+    finally:
+        with _card_reads_guard:
+            read.users -= 1
+            if read.users == 0:
+                del _card_reads[agent_id]
 
 
 def card_json(agent: AgentProfile) -> str:

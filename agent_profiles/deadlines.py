@@ -4,7 +4,7 @@ httpx's timeouts hold for each read: an agent (or a webhook, a token endpoint) t
 its answer a byte at a time, each within the read timeout, keeps a call going as long as
 it likes. A call made inside :func:`whole_answer_by` ends at that moment instead: every
 connect, read and write of the guarded transports' connections
-(:class:`~agent_profiles.urlguard.GuardedTransport`) waits at most until then, and one
+(:class:`~agent_profiles.guarded_http.GuardedTransport`) waits at most until then, and one
 due after it raises httpx's ``ReadTimeout``. The urllib3 pool's calls have their own
 reaper (:mod:`agent_profiles.guarded_pool`), with the same budget
 (:func:`whole_answer_seconds`).

@@ -37,8 +37,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from agent_profiles.deadlines import whole_answer_by, whole_answer_seconds
+from agent_profiles.guarded_http import guarded_client
 from agent_profiles.models import AgentProfile, AgentStatus, HealthStatus
-from agent_profiles.urlguard import guarded_client
 from platform_site.errors import ValidationFailed
 
 logger = logging.getLogger(__name__)

@@ -12,10 +12,8 @@ Two moments, two checks:
 - **When a request leaves** (a card fetch, a call to an agent, a push POST): the name is
   resolved, every address it resolves to is checked, and the connection goes to an address
   that was checked — never to a second resolution an attacker could have changed meanwhile
-  (DNS rebinding). :class:`GuardedTransport` / :class:`AsyncGuardedTransport` do this for
-  httpx, keeping the ``Host`` header and the TLS server name (SNI, certificate check) of
-  the URL; :func:`guarded_client` / :func:`guarded_async_client` build clients with them,
-  redirects off and proxies from the environment ignored.
+  (DNS rebinding). :mod:`agent_profiles.guarded_http` does this for httpx, keeping the
+  ``Host`` header and the TLS server name (SNI, certificate check) of the URL.
 
 :func:`check_outbound_url` (check and resolve, no connection) remains for callers that only
 need the answer. Name resolution goes through :func:`resolve`, which tests replace with
@@ -31,11 +29,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-import anyio.to_thread
 import httpx
 from django.conf import settings
 
-from agent_profiles import deadlines
 from platform_site.errors import ValidationFailed
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -257,79 +253,6 @@ def check_outbound_url(url: str) -> None:
     """Raise :class:`UnsafeURL` unless ``url`` is an http(s) URL whose host resolves only
     to allowed addresses (loopback needs ``ALLOW_LOOPBACK_URLS``; private, link-local and
     other non-global targets need ``ALLOW_PRIVATE_URLS``). Resolves the name: to store a
-    URL use :func:`check_url`; to call one use :func:`guarded_client`."""
+    URL use :func:`check_url`; to call one use
+    :func:`agent_profiles.guarded_http.guarded_client`."""
     checked_addresses(url)
-
-
-# --- connecting to the address that was checked ---------------------------------------
-
-
-def _pin(request: httpx.Request) -> httpx.Request:
-    """Point ``request`` at a checked address of its host; Host and SNI stay the name."""
-    url = str(request.url)
-    host = request.url.host
-    address = checked_addresses(url)[0]
-    if literal_address(host) is not None:
-        return request  # an IP literal: nothing to resolve twice
-    request.url = request.url.copy_with(host=str(address))
-    request.extensions = {**request.extensions, "sni_hostname": host}
-    return request
-
-
-class GuardedTransport(httpx.BaseTransport):
-    """An httpx transport that checks every request's target at send time and connects to
-    the checked address. One connection pool per host name, so a TLS connection made for
-    one name is never reused for another on the same address. Its connections keep the
-    deadline of :func:`agent_profiles.deadlines.whole_answer_by` when a call sets one."""
-
-    def __init__(self, **transport_options: Any) -> None:
-        self._options = transport_options
-        self._pools: dict[str, httpx.HTTPTransport] = {}
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        host = request.url.host
-        request = _pin(request)
-        pool = self._pools.get(host)
-        if pool is None:
-            pool = self._pools[host] = deadlines.install(httpx.HTTPTransport(**self._options))
-        return pool.handle_request(request)
-
-    def close(self) -> None:
-        for pool in self._pools.values():
-            pool.close()
-        self._pools.clear()
-
-
-class AsyncGuardedTransport(httpx.AsyncBaseTransport):
-    """The async :class:`GuardedTransport` (name resolution runs in a thread)."""
-
-    def __init__(self, **transport_options: Any) -> None:
-        self._options = transport_options
-        self._pools: dict[str, httpx.AsyncHTTPTransport] = {}
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        host = request.url.host
-        request = await anyio.to_thread.run_sync(_pin, request)
-        pool = self._pools.get(host)
-        if pool is None:
-            pool = self._pools[host] = httpx.AsyncHTTPTransport(**self._options)
-        return await pool.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        for pool in self._pools.values():
-            await pool.aclose()
-        self._pools.clear()
-
-
-def guarded_client(**client_options: Any) -> httpx.Client:
-    """An ``httpx.Client`` whose every request passes the guard at send time and connects
-    to the checked address; redirects off, no proxies from the environment. A refused
-    target raises :class:`UnsafeURL` from the request call."""
-    client_options["follow_redirects"] = False
-    return httpx.Client(transport=GuardedTransport(), trust_env=False, **client_options)
-
-
-def guarded_async_client(**client_options: Any) -> httpx.AsyncClient:
-    """The async :func:`guarded_client`."""
-    client_options["follow_redirects"] = False
-    return httpx.AsyncClient(transport=AsyncGuardedTransport(), trust_env=False, **client_options)

@@ -54,6 +54,7 @@ from a2a.transports.answers import (
 from a2a.transports.base import parse_retry_after
 from a2a.transports.quoting import excerpt
 from agent_profiles.deadlines import whole_answer_by, whole_answer_seconds
+from agent_profiles.guarded_http import GuardedTransport
 from agent_profiles.guarded_pool import (
     AnswerTimedOut,
     AnswerTooLarge,
@@ -63,7 +64,7 @@ from agent_profiles.guarded_pool import (
     shared_pool,
 )
 from agent_profiles.interfaces import CallTarget
-from agent_profiles.urlguard import GuardedTransport, UnsafeURL
+from agent_profiles.urlguard import UnsafeURL
 from platform_site import metrics, tracing
 
 log = logging.getLogger("a2a.calls")

@@ -10,7 +10,7 @@ import pytest
 
 from agent_profiles import deadlines
 from agent_profiles.deadlines import whole_answer_by
-from agent_profiles.urlguard import guarded_client
+from agent_profiles.guarded_http import guarded_client
 from tests.support.recorder import recording_server
 from tests.support.trickle import trickling_server
 

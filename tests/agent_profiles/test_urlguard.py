@@ -6,12 +6,11 @@ from typing import Any
 
 import pytest
 
+from agent_profiles.guarded_http import guarded_async_client, guarded_client
 from agent_profiles.urlguard import (
     UnsafeURL,
     check_outbound_url,
     check_url,
-    guarded_async_client,
-    guarded_client,
     use_resolver,
 )
 from tests.support.recorder import Recording, recording_server
