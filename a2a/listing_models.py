@@ -5,6 +5,7 @@ Imported by :mod:`a2a.models` so Django registers it in the ``a2a`` app.
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,12 +24,33 @@ FOLLOW_MEMO = 1.0
 # task sent meanwhile (recorded, or skipped by the memo) is never left unlisted.
 REST_MARGIN = timedelta(seconds=5)
 
+# When this process last recorded a follow, per agent. A memo older than FOLLOW_MEMO is as
+# good as none, and such memos are dropped at most once per FOLLOW_MEMO, so the dict holds
+# the agents followed in the last second or two, not every agent ever followed.
 _followed: dict[str, float] = {}
+_followed_lock = threading.Lock()
+_pruned_at = 0.0
+_clock = time.monotonic  # tests replace it
 
 
 def forget() -> None:
     """Forget the follows this process recorded (tests: their rows are gone)."""
-    _followed.clear()
+    global _pruned_at
+    with _followed_lock:
+        _followed.clear()
+        _pruned_at = 0.0
+
+
+def _remember(agent_id: str, clock: float) -> None:
+    """Note a follow recorded at ``clock``; drop the memos that no longer matter."""
+    global _pruned_at
+    with _followed_lock:
+        _followed[agent_id] = clock
+        if clock - _pruned_at < FOLLOW_MEMO:
+            return
+        _pruned_at = clock
+        for key in [key for key, at in _followed.items() if clock - at >= FOLLOW_MEMO]:
+            del _followed[key]
 
 
 class AgentListing(models.Model):
@@ -63,7 +85,7 @@ class AgentListing(models.Model):
     @classmethod
     def follow(cls, agent_id: str) -> None:
         """A task of this agent is followed by listing: keep listing (start if resting)."""
-        clock = time.monotonic()
+        clock = _clock()
         if clock - _followed.get(agent_id, -FOLLOW_MEMO) < FOLLOW_MEMO:
             return
         now = timezone.now()
@@ -74,7 +96,7 @@ class AgentListing(models.Model):
                     cls.objects.create(agent_id=agent_id, followed_at=now, next_at=now)
             except IntegrityError:  # another process created it meanwhile
                 cls.objects.filter(pk=agent_id).update(**fields)
-        _followed[agent_id] = clock
+        _remember(agent_id, clock)
 
     @classmethod
     def cover(cls, agent_id: str, since: datetime) -> None:
@@ -146,4 +168,5 @@ class AgentListing(models.Model):
     def stop(cls, agent_id: str) -> None:
         """The agent cannot be followed by listing: its cursor rests for good."""
         cls.objects.filter(pk=agent_id).update(next_at=None, since=None, lease_until=None)
-        _followed.pop(agent_id, None)
+        with _followed_lock:
+            _followed.pop(agent_id, None)

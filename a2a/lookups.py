@@ -20,10 +20,16 @@ per ``A2A_LOAD_CACHE_SECONDS`` per process instead of on every creation, and eve
 this process assigns meanwhile is added to it, so a burst is still spread across agents.
 Load only orders candidates: a count a second old changes who is picked first, never
 whether a task is accepted.
+
+Only what exists is cached: an unknown skill or agent id is not (it would be read again
+before a refusal anyway), or any caller could grow the tables without end by naming ids
+that do not exist (2,000 sends to made-up tenant routes left 2,000 entries). Each table
+keeps at most :data:`LIMIT` entries: when full, the expired ones go, then the oldest.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from typing import Any
@@ -41,6 +47,11 @@ _chosen: dict[tuple[str, str], tuple[float, AgentProfile]] = {}
 _loads: dict[tuple[str, ...], tuple[float, dict[str, int]]] = {}
 _offers: dict[str, tuple[float, list[str] | None]] = {}
 _MISSING = object()
+# Entries per table, far more than the skills and agents of any registry seen; past it
+# the expired entries are dropped, then the oldest, down to three quarters.
+LIMIT = 10_000
+# The clock of the entries' expiry (tests replace it).
+_clock = time.monotonic
 
 
 def _ttl() -> float:
@@ -49,16 +60,36 @@ def _ttl() -> float:
 
 def _get(store: dict[Any, tuple[float, Any]], key: Any) -> Any:
     entry = store.get(key)
-    if entry is None or entry[0] < time.monotonic():
+    if entry is None or entry[0] < _clock():
         return _MISSING
     return entry[1]
 
 
-def _put(store: dict[Any, tuple[float, Any]], key: Any, value: Any) -> None:
-    ttl = _ttl()
+def _put(
+    store: dict[Any, tuple[float, Any]], key: Any, value: Any, ttl: float | None = None
+) -> tuple[float, Any]:
+    """Keep ``value`` for ``ttl`` seconds (the registry's by default); the entry."""
+    ttl = _ttl() if ttl is None else ttl
+    entry = (_clock() + ttl, value)
     if ttl > 0:
         with _lock:
-            store[key] = (time.monotonic() + ttl, value)
+            store.pop(key, None)  # put again, it goes last: the oldest stay first
+            if len(store) >= LIMIT:
+                _trim(store)
+            store[key] = entry
+    return entry
+
+
+def _trim(store: dict[Any, tuple[float, Any]]) -> None:
+    """Drop the expired entries, then the oldest down to three quarters of :data:`LIMIT`
+    (so that a full table is not scanned on every put). Called holding the lock."""
+    now = _clock()
+    for key in [key for key, (until, _) in store.items() if until < now]:
+        del store[key]
+    excess = len(store) - LIMIT * 3 // 4
+    if excess > 0:
+        for key in list(itertools.islice(store, excess)):  # in the order put
+            del store[key]
 
 
 def skill(skill_id: str, *, fresh: bool = False) -> Skill | None:
@@ -70,7 +101,8 @@ def skill(skill_id: str, *, fresh: bool = False) -> Skill | None:
     found = _MISSING if fresh else _get(_skills, skill_id)
     if found is _MISSING:
         found = Skill.objects.filter(pk=skill_id).first()
-        _put(_skills, skill_id, found)
+        if found is not None:  # an unknown id is read again anyway (see the docstring)
+            _put(_skills, skill_id, found)
     return found  # type: ignore[no-any-return]
 
 
@@ -111,9 +143,9 @@ def offered(agent_id: str, *, fresh: bool = False) -> list[str] | None:
                 .order_by("id")
                 .values_list("id", flat=True)
             )
+            _put(_offers, agent_id, found)
         else:
-            found = None
-        _put(_offers, agent_id, found)
+            found = None  # not cached (see the docstring)
     return None if found is None else list(found)  # type: ignore[arg-type]
 
 
@@ -122,12 +154,11 @@ def load(agents: list[AgentProfile]) -> dict[str, int]:
     key = tuple(a.id for a in agents)
     ttl = float(getattr(settings, "A2A_LOAD_CACHE_SECONDS", 1.0))
     entry = _loads.get(key)
-    if entry is None or entry[0] < time.monotonic():
+    if entry is None or entry[0] < _clock():
         counts = active_counts(list(key))
         if ttl <= 0:
             return counts
-        with _lock:
-            _loads[key] = entry = (time.monotonic() + ttl, counts)
+        entry = _put(_loads, key, counts, ttl)
     return dict(entry[1])
 
 

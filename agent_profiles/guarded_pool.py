@@ -7,24 +7,26 @@ scanning every connection on every change); through a urllib3 pool, 0.6 ms. The 
 poll engine spent half its CPU in httpx. Streams (SSE), token fetches and card reads stay
 on httpx: they are few, and long.
 
-Every call has a whole deadline besides its per-read timeouts (:class:`_Reaper`): an agent
-that answers a byte at a time, each within the read timeout, once held a worker's thread
-as long as it liked (every sweep thread, at last, on one such agent's polls).
+Every call has a whole deadline besides its per-read timeouts, kept by a thread
+(:mod:`agent_profiles.pool_reaper`): an agent that answers a byte at a time, each within
+the read timeout, once held a worker's thread as long as it liked (every sweep thread, at
+last, on one such agent's polls).
 
 The guard is the same: the URL is checked and its name resolved once per request
 (:func:`~agent_profiles.urlguard.checked_addresses`), the connection goes to the checked
 address, and the ``Host`` header, the TLS server name and the certificate check keep the
 URL's name. One pool per (address, name), so a TLS connection made for one name is never
 reused for another on the same address. No redirects, no retries, no proxies.
+
+Idle connections are few and short-lived: at most :data:`PER_HOST` per agent stay pooled
+(a burst's extra ones are closed when they come back), and one idle past
+:data:`~agent_profiles.pool_reaper.IDLE_SECONDS` is closed, by the same thread or when it
+is taken again (an agent closes its end after a few seconds; ours was kept in CLOSE_WAIT).
 """
 
 from __future__ import annotations
 
-import contextlib
-import heapq
-import itertools
 import os
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -47,6 +49,7 @@ from urllib3.exceptions import (
 )
 
 from agent_profiles.deadlines import whole_answer_seconds
+from agent_profiles.pool_reaper import Expiring, _Call, _current, _reaper
 from agent_profiles.urlguard import checked_addresses, literal_address, split_url
 from platform_site.text import scrub
 
@@ -61,6 +64,11 @@ __all__ = [
 ]
 
 _CHUNK = 64 * 1024
+# Idle connections kept per (address, name). More are opened when calls overlap (the pool
+# does not block) and closed when they come back. 8: the embedded worker's threads
+# (A2A_EMBEDDED_THREADS) all sending to one busy agent reuse their connections instead of
+# opening one per call; 32 kept sockets per agent open for nothing.
+PER_HOST = 8
 
 
 class CallFailed(Exception):
@@ -122,77 +130,12 @@ class PlainResponse:
             return self.content.decode("utf-8", errors="replace")
 
 
-@dataclass(eq=False)
-class _Call:
-    """One request under way: when it must have its whole answer, and its connection."""
-
-    deadline: float
-    conn: HTTPConnection | None = None
-    expired: bool = False
-
-
-# The call each thread has under way (the connection classes below attach themselves).
-_current = threading.local()
-
-
-class _Reaper:
-    """Ends the calls still running at their deadlines by shutting their sockets down: the
-    thread blocked in a read gets an end of stream at once, whatever the agent trickles.
-
-    One thread per process, started with the first call; a call that ends first leaves the
-    watch, so a socket that went back to the pool is never touched."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._heap: list[tuple[float, int, _Call]] = []
-        self._live: set[_Call] = set()
-        self._order = itertools.count()
-        self._thread: threading.Thread | None = None
-
-    def watch(self, call: _Call) -> None:
-        with self._cond:
-            self._live.add(call)
-            heapq.heappush(self._heap, (call.deadline, next(self._order), call))
-            if self._thread is None or not self._thread.is_alive():  # first, or a fork
-                self._thread = threading.Thread(target=self._run, name="agent-call-reaper")
-                self._thread.daemon = True
-                self._thread.start()
-            elif self._heap[0][2] is call:
-                self._cond.notify()  # an earlier deadline than the one waited for
-
-    def done(self, call: _Call) -> None:
-        with self._cond:
-            self._live.discard(call)
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while self._heap and self._heap[0][2] not in self._live:
-                    heapq.heappop(self._heap)  # ended before its deadline
-                wait = self._heap[0][0] - time.monotonic() if self._heap else None
-                if wait is None or wait > 0:
-                    self._cond.wait(wait)
-                    continue
-                _, _, call = heapq.heappop(self._heap)
-                self._live.discard(call)
-                call.expired = True
-                _shut(call.conn)
-
-
-def _shut(conn: HTTPConnection | None) -> None:
-    sock = getattr(conn, "sock", None)
-    if sock is not None:
-        # socket.socket's own shutdown, also for a TLS socket: the reading thread's SSL
-        # object stays as it is, and its read ends. (Closed meanwhile: nothing to end.)
-        with contextlib.suppress(OSError):
-            socket.socket.shutdown(sock, socket.SHUT_RDWR)
-
-
-_reaper = _Reaper()
-
-
 class _Attached:
     """Makes a connection the current call's, so that the reaper can end it."""
+
+    # When it last went back to its pool (agent_profiles.pool_reaper's clock); None: never,
+    # or taken since.
+    idle_since: float | None = None
 
     def request(self, *args: Any, **kwargs: Any) -> None:
         call: _Call | None = getattr(_current, "call", None)
@@ -211,18 +154,18 @@ class _HTTPSConnection(_Attached, HTTPSConnection):
     pass
 
 
-class _HTTPPool(HTTPConnectionPool):
+class _HTTPPool(Expiring, HTTPConnectionPool):
     ConnectionCls = _HTTPConnection
 
 
-class _HTTPSPool(HTTPSConnectionPool):
+class _HTTPSPool(Expiring, HTTPSConnectionPool):
     ConnectionCls = _HTTPSConnection
 
 
 class GuardedPool:
     """Pooled keep-alive connections to agents, every request through the URL guard."""
 
-    def __init__(self, *, per_host: int = 32, hosts: int = 256) -> None:
+    def __init__(self, *, per_host: int = PER_HOST, hosts: int = 256) -> None:
         # block=False: past ``per_host`` connections a request opens one more and closes
         # it afterwards instead of waiting; the callers' threads bound the concurrency.
         self._manager = urllib3.PoolManager(
