@@ -206,7 +206,7 @@ def _send(task: Task) -> None:
             took = time.monotonic() - began
     except A2ACallError as exc:
         if not counted:  # failed before the attempt was recorded: it still counts
-            task.note(attempts=task.attempts + 1)
+            task.count_attempt()
         agent_answers.outcome(task, exc)
         if isinstance(exc, A2AAnswerLate) and mode == POLL and target.early_return:
             holding_agents.holds_sends(task, target, exc)
@@ -266,13 +266,12 @@ def _start_attempt(task: Task, target: CallTarget, mode: str, followup: bool) ->
     )
     listed = mode == POLL and not pushes and agent_listing.lists(target)
     how = PUSH if pushes else LIST if listed else mode
-    fields: dict[str, Any] = {}
     if not followup:
-        fields["attempts"] = task.attempts + 1
+        fields: dict[str, Any] = {}
         if (task.metadata or {}).get(FOLLOWED_BY) != how:
             fields["metadata"] = {**(task.metadata or {}), FOLLOWED_BY: how}
-    if fields:
-        task.note(**fields)
+        if not task.count_attempt(**fields):
+            pushes = False  # retried or reassigned meanwhile: no webhook for this old attempt
     if agent_listing.follows(task, target):
         AgentListing.follow(task.agent_id)  # before the agent can answer: see agent_listing
     return agent_push_tokens.push_config(task) if pushes else None

@@ -49,6 +49,10 @@ from platform_site.errors import Conflict, NotFound, PayloadTooLarge
 
 # Metadata key recording how the platform follows a task: "push", "stream" or "poll".
 FOLLOWED_BY = "followedBy"
+# Metadata key: the time of the latest status pushed by the task's agent, which a pushed
+# status must not be older than. An attempt's own: a fresh attempt drops it (another
+# agent's clock, or the old agent task's, must not judge the new attempt's pushes).
+STATUS_AT = "agentStatusAt"
 
 
 # --- refusals ------------------------------------------------------------------------------
@@ -118,9 +122,13 @@ def _check_ties(
     task: Task, push: Push, attempt: int, agent_id: str | None, via: str = "push"
 ) -> None:
     """Refuse a push that is not this webhook's agent (``None``: the task's own), attempt
-    or agent task. A listing's (``via="list"``) found the task by its agent task id: one
-    that no longer follows it (a person's retry or reassign since the rows were read) is
-    another attempt, whatever the attempt number says."""
+    or agent task. A webhook's ``attempt`` is the task's push serial when it was given
+    (:attr:`~a2a.models.Task.push_serial`), which a retry or reassign moves on at once:
+    the old attempt's agent task is refused from then on, before the new send clears or
+    records another agent task. A listing's (``via="list"``, its ``attempt`` the task's
+    ``attempts``) found the task by its agent task id: one that no longer follows it (a
+    person's retry or reassign since the rows were read) is another attempt, whatever the
+    attempt number says."""
     if via == "list" and push.remote_id != task.remote_task_id:
         raise StaleUpdate(
             f"Task {task.id} no longer follows the agent's task {quoted(push.remote_id)}.",
@@ -132,10 +140,11 @@ def _check_ties(
             "another agent since.",
             {"taskId": str(task.id), "agentId": agent_id},
         )
-    if attempt != max(1, int(task.attempts or 0)):
+    current = max(1, int(task.attempts or 0)) if via == "list" else task.push_serial
+    if attempt != current:
         raise StaleUpdate(
-            f"This webhook belongs to attempt {attempt} of task {task.id}; it is at attempt "
-            f"{task.attempts} now.",
+            f"This webhook ({attempt}) belongs to an earlier attempt of task {task.id}, "
+            f"whose webhook is at {current} now (a send, retry or reassign came since).",
             {"taskId": str(task.id), "attempt": attempt},
         )
     if push.remote_id and task.remote_task_id and push.remote_id != task.remote_task_id:
@@ -174,7 +183,7 @@ def _check_order(task: Task, push: Push) -> datetime | None:
     """The push's status time; 409 when it is older than what was applied, or resumes
     work the platform has not answered yet."""
     stamp = status_time(push.status)
-    seen = status_time({"timestamp": (task.metadata or {}).get("agentStatusAt")})
+    seen = status_time({"timestamp": (task.metadata or {}).get(STATUS_AT)})
     if stamp is not None and seen is not None and stamp < seen:
         raise StaleUpdate(
             f"The pushed status ({stamp.isoformat()}) is older than the one applied "
@@ -282,7 +291,7 @@ def _apply_locked(
             return Applied(task.state, too_large=too_large)
     seen: dict[str, Any] = {}
     if stamp is not None:
-        seen = {"metadata": {**(task.metadata or {}), "agentStatusAt": stamp.isoformat()}}
+        seen = {"metadata": {**(task.metadata or {}), STATUS_AT: stamp.isoformat()}}
     remote = {"id": push.remote_id, "contextId": push.remote_context}
     if state == TaskState.COMPLETED and not (artifacts or reported_artifacts(task)):
         # Nothing reported since the last question (a question's artifacts are not the
@@ -363,6 +372,7 @@ def _read_back(task: Task, remote: dict[str, Any], seen: dict[str, Any]) -> Appl
 
 __all__ = [
     "FOLLOWED_BY",
+    "STATUS_AT",
     "Applied",
     "ArtifactsTooLarge",
     "StaleUpdate",

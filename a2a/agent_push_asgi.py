@@ -1,4 +1,4 @@
-"""The webhook agents push to: ``POST /api/a2a/push/{taskId}/{agentId}/{attempt}``, a lean
+"""The webhook agents push to: ``POST /api/a2a/push/{taskId}/{agentId}/{serial}``, a lean
 ASGI app.
 
 It needs nothing of Django's request machinery: it reads a bounded body, checks the token
@@ -12,8 +12,9 @@ loop and applies it on a small pool of database threads (``AGENT_PUSH_THREADS``,
   back with ``GetTask``;
 * ``400`` ``not_a2a`` / ``malformed_json`` / ``bad_text``; ``401`` a missing or wrong
   token; ``404`` no such task; ``405`` not a POST; ``409`` ``task_finished``,
-  ``stale_update`` (older than what was applied, or an old attempt's webhook, or the
-  webhook of an agent the task was reassigned from),
+  ``stale_update`` (older than what was applied, or an old attempt's webhook, one
+  retried or reassigned since included, or the webhook of an agent the task was
+  reassigned from),
   ``wrong_task`` (another agent task than the one followed), ``too_many_messages`` (a
   message past ``TASK_AGENT_MESSAGES_MAX`` of the task's); ``413`` too large
   (``AGENT_PUSH_MAX_BYTES``); ``503`` ``unavailable`` with ``Retry-After`` (the database

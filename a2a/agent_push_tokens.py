@@ -2,14 +2,17 @@
 
 When an agent's card offers push notifications, the send carries
 ``configuration.taskPushNotificationConfig`` (:func:`push_config`): a webhook URL of its
-own per task, agent and attempt, ``{PUBLIC_URL}/api/a2a/push/{taskId}/{agentId}/{attempt}``,
+own per task, agent and attempt, ``{PUBLIC_URL}/api/a2a/push/{taskId}/{agentId}/{serial}``,
 and a token for it (in ``token`` and as ``authentication`` Bearer credentials, so an agent
 sends it in ``X-A2A-Notification-Token`` or ``Authorization``). The token is an HMAC of the
 three under the platform's key: nothing is stored, a forged one is refused before the
-database is read, and the comparison takes constant time. The agent is part of it because
-attempts count again from 1 when a task is reassigned: without it, the agent a task was
-taken from would hold a valid token of the new agent's first attempt. What arrives is
-applied by :mod:`a2a.agent_push`, which refuses a push of an agent the task no longer has.
+database is read, and the comparison takes constant time. The serial
+(:attr:`~a2a.models.Task.push_serial`) goes up by one at every attempt sent and at every
+retry or reassign, and never back: the webhook of an attempt before is refused from the
+moment a new one starts (:mod:`a2a.agent_push` compares it with the task's), and no agent
+ever holds a token that becomes valid again. The agent is part of the token too, so one
+address is never valid for two agents. What arrives is applied by :mod:`a2a.agent_push`,
+which refuses a push of an agent the task no longer has.
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ def _key(secret: str) -> bytes:
 
 
 def token_for(task_id: Any, agent_id: str, attempt: int) -> str:
-    """The webhook token of one attempt of a task at one agent (an HMAC: nothing stored).
+    """The webhook token of one attempt of a task at one agent (an HMAC: nothing stored);
+    ``attempt``: the task's push serial then (:attr:`~a2a.models.Task.push_serial`).
 
     The same value as Django's ``salted_hmac(_SALT, ..., algorithm="sha256")``, with the
     key derived once per ``SECRET_KEY`` instead of at every push.
@@ -99,7 +103,7 @@ def webhook_reachable(target: CallTarget) -> bool:
 
 def push_config(task: Task) -> dict[str, Any]:
     """``configuration.taskPushNotificationConfig`` for the task's current attempt."""
-    attempt = max(1, int(task.attempts or 0))
+    attempt = task.push_serial
     token = token_for(task.pk, task.agent_id, attempt)
     return {
         "id": f"platform-{task.pk}",
@@ -115,7 +119,8 @@ def is_push_path(path: str) -> bool:
 
 @dataclass(frozen=True)
 class Hook:
-    """One webhook: the task, the agent it was given to, and that agent's attempt.
+    """One webhook: the task, the agent it was given to, and that agent's attempt (the
+    task's push serial then; in a legacy address, its attempt).
 
     ``legacy``: an address of the form given out before the agent was part of it,
     ``/api/a2a/push/{taskId}/{attempt}`` (its token an HMAC of the task and attempt), which

@@ -77,6 +77,8 @@ class Task(TaskScheduling, models.Model):
     # after a transition skip their statements for the tasks nothing else follows.
     watched = models.BooleanField(default=False)
     attempts = models.PositiveIntegerField(default=0)
+    # Added to ``attempts`` by each fresh attempt: the push webhook's serial (``push_serial``).
+    push_offset = models.PositiveIntegerField(default=0)
     # The A2A message to send on the next SEND; its messageId is stable across re-sends
     # of one attempt.
     outbound_message = models.JSONField(null=True, blank=True)
@@ -340,6 +342,7 @@ class Task(TaskScheduling, models.Model):
             "question": None,
             "status_message": None,
         }
+        fresh["push_offset"] = self.fresh_push_offset(fields.get("attempts", self.attempts))
         return self.transition(
             TaskState.SUBMITTED, reason, leave_terminal=self.is_terminal, **{**fresh, **fields}
         )

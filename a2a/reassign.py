@@ -23,6 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from a2a import agent_registry, agent_standing, lookups, transports
+from a2a.agent_push import STATUS_AT
 from a2a.agent_standing import SKILL_DROPPED
 from a2a.creation import _deadline, choose_agent
 from a2a.exceptions import A2ACallError, UnknownAgent
@@ -255,11 +256,9 @@ def _move(
     the task as it is now (built again on each try: what the previous state was, what
     its metadata holds, changes when the task moves)."""
     outbound, references = _references_for(task, fresh_message(task), agent_id)
-    metadata = {
-        k: v
-        for k, v in (task.metadata or {}).items()
-        if k not in ("noPolling", "noStreaming", "noSubscribe", "lastAgentAnswer", "sendFailures")
-    }
+    # What the old agent did or answered, and its status time (its clock: agent_push).
+    dropped = ("noPolling", "noStreaming", "noSubscribe", "lastAgentAnswer", "sendFailures")
+    metadata = {k: v for k, v in (task.metadata or {}).items() if k not in (*dropped, STATUS_AT)}
     if references:
         metadata[REFERENCES] = {**metadata.get(REFERENCES, {}), **references}
     metadata["match"] = match

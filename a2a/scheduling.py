@@ -114,6 +114,36 @@ class TaskScheduling(TaskClaims):
             {"next_action": NextAction.FOLLOW},
         )
 
+    # --- attempts and the push webhook's serial --------------------------------------
+
+    @property
+    def push_serial(self) -> int:
+        """The number in the push webhook's address and token (:mod:`a2a.agent_push_tokens`):
+        one more at every attempt sent (``attempts``) and at every fresh attempt (a retry,
+        a reassign: ``push_offset``), never back. A fresh attempt leaves ``attempts`` as it
+        is (a retry) or counts it from 0 again (a reassign), so the attempt alone let an old
+        attempt's agent task push to the new one with its old token: after a retry until
+        the new send, after a reassign away and back for good. Of a task never retried nor
+        reassigned since ``push_offset`` came it is the attempt, as the address was before,
+        so the webhooks given out then stay valid."""
+        return max(1, int(self.attempts or 0) + int(self.push_offset or 0))
+
+    def fresh_push_offset(self, attempts: int) -> int:
+        """The ``push_offset`` of a fresh attempt that sets ``attempts``: its serial one
+        more than the task's now (:meth:`a2a.models.Task._fresh_attempt`), so the webhook
+        of every attempt before is refused from the moment it commits."""
+        return self.push_serial + 1 - attempts
+
+    def count_attempt(self, **fields: Any) -> bool:
+        """A first message is being sent: one attempt more (and so one more serial of the
+        push webhook), other fields (its metadata) riding along. Only while no fresh attempt
+        was made since the task was read (``push_offset`` as read): the send of an attempt a
+        person retried or reassigned meanwhile records nothing on the new one (and gives
+        its agent no webhook, :func:`a2a.agent_calls._start_attempt`), whose serial is not
+        taken back. False then."""
+        offset = int(self.push_offset or 0)
+        return self._set({"push_offset": offset}, {"attempts": self.attempts + 1, **fields})
+
     def drop_action(self) -> None:
         """Give up the pending action (nothing is due any more)."""
         self._set({}, {"next_action": NextAction.NONE, "next_poll_at": None, "lease_until": None})
@@ -270,7 +300,7 @@ class TaskScheduling(TaskClaims):
 
     def note(self, *, if_state: str | None = None, **fields: Any) -> bool:
         """Store non-scheduling fields (error, metadata, attempts) without a transition."""
-        if SCHEDULING_FIELDS & set(fields) or "state" in fields:
+        if SCHEDULING_FIELDS & set(fields) or "state" in fields or "push_offset" in fields:
             raise ValueError("scheduling fields and the state change only through their verbs")
         conditions = {"state": if_state} if if_state is not None else {}
         return self._set(conditions, fields)

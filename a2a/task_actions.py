@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from a2a import sent_credentials, transports
+from a2a.agent_push import STATUS_AT
 from a2a.agent_standing import refuse_if_unable
 from a2a.agent_updates import record_message
 from a2a.answer_shapes import asks_in_shape, shaped_parts
@@ -191,6 +192,7 @@ def retry_task(task: Task, *, by: Any = None) -> Task:
         metadata = dict(task.metadata or {})
         metadata["retries"] = [*metadata.get("retries", []), entry]
         metadata["sendFailures"] = 0
+        metadata.pop(STATUS_AT, None)  # the old agent task's status time: agent_push
         taken[:] = [(old, entry)]
         moved = task.resubmit(
             f"retried by {who}",
