@@ -20,6 +20,7 @@ from django.utils import timezone
 from a2a.claims import TaskClaims
 from a2a.states import NextAction, Transport
 from platform_site.compiled_writes import update_rows
+from platform_site.env import FLOAT_MAX
 
 if TYPE_CHECKING:
     from a2a.models import Task
@@ -35,7 +36,9 @@ def task_seconds(agent_timeout: float | None) -> float:
     reply, a retry, a delivery at the gateway), so the timeout enforced is the one its
     message names (``a2a.agent_updates.task_timeout``)."""
     if agent_timeout and agent_timeout > 0:
-        return float(agent_timeout)
+        # An operator's "never" in the admin (1e12) put the deadline past the year 9999:
+        # every creation for the agent was a 500. Bounded as the settings are.
+        return min(float(agent_timeout), FLOAT_MAX)
     return float(settings.A2A_TASK_TIMEOUT)
 
 

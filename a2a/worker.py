@@ -124,7 +124,10 @@ def _run_claimed(task: Task) -> None:
             # Nothing is sent to an agent disabled, awaiting approval or without the skill
             # since the task was given to it: another agent of the skill gets it, else it
             # ends FAILED agent_inactive (never held for an agent that may not come back).
-            why = agent_standing.unable(task)
+            # A reply (the agent holds a task of this attempt) is judged as a person's
+            # reply is, by the agent's status alone: the agent asked mid-task, and a
+            # reply accepted by the API was then failed for a skill it dropped.
+            why = agent_standing.unable(task, skill=not task.remote_task_id)
             if why is not None:
                 reassign.move_off_unable(task, why)
                 return

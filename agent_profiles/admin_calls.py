@@ -10,6 +10,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
@@ -18,6 +19,7 @@ from agent_profiles.cards import refresh_card
 from agent_profiles.credentials import InvalidCredentials, set_credentials, validate_credentials
 from agent_profiles.health import health_of
 from agent_profiles.models import AgentProfile
+from platform_site.env import FLOAT_MAX
 from platform_site.errors import ValidationFailed
 from platform_site.text import JSONTooDeep, loads_bounded
 
@@ -65,6 +67,7 @@ class CallSettingsForm(forms.ModelForm):
         label="Offline wait (seconds)",
         required=False,
         min_value=0,
+        max_value=FLOAT_MAX,
         help_text="How long a task may wait offline for this agent while it has never "
         "connected to the gateway; empty: no longer than the task's timeout (dispatch never "
         "waits silently). Set it for agents known to connect late.",
@@ -81,6 +84,18 @@ class CallSettingsForm(forms.ModelForm):
         help_text=AUTH_HELP,
     )
     clear_auth = forms.BooleanField(label="Clear the stored credential", required=False)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The REST API's bounds of timeoutMs and pollIntervalMs, in seconds: the editor took
+        # any number, and a timeout of 1e12 (an operator's "never") put every new task's
+        # deadline past the year 9999.
+        for name, most in (("timeout", 7 * 24 * 3600.0), ("poll_interval", 3600.0)):
+            field = self.fields.get(name)
+            if isinstance(field, forms.FloatField):
+                field.min_value, field.max_value = 0.001, most
+                field.validators += [MinValueValidator(0.001), MaxValueValidator(most)]
+                field.widget.attrs.update(min=0.001, max=most)
 
     def clean_new_auth(self) -> dict[str, Any] | None:
         raw: str = self.cleaned_data.get("new_auth") or ""

@@ -28,6 +28,7 @@ from a2a.models import Task
 from a2a.states import Transport
 from gateway import offline, presence, services
 from gateway.models import OPEN_STATUSES, Delivery, DeliveryKind
+from platform_site.env import FLOAT_MAX
 
 
 def direct(task: Task) -> bool:
@@ -69,7 +70,8 @@ def _bound_offline_wait(task: Task) -> None:
     at its deadline, with the agent's last answer; see ``a2a.deadlines.expire_overdue``)."""
     agent = task.agent
     if agent.gateway_seen_at is None and agent.offline_wait:
-        until = timezone.now() + timedelta(seconds=agent.offline_wait)
+        # Bounded as the settings are: a huge one (the editor took any) overflowed the date.
+        until = timezone.now() + timedelta(seconds=min(agent.offline_wait, FLOAT_MAX))
         Delivery.objects.filter(
             task=task, kind=DeliveryKind.ASSIGN, status__in=OPEN_STATUSES
         ).update(expires_at=until)

@@ -59,9 +59,16 @@ def _in_range(
         raise ImproperlyConfigured(f"{name} must be at most {bound}, got {raw}")
 
 
-def envint(name: str, default: int, *, minimum: int | None = None, positive: bool = False) -> int:
+def envint(
+    name: str,
+    default: int,
+    *,
+    minimum: int | None = None,
+    positive: bool = False,
+    maximum: int = INT_MAX,
+) -> int:
     """An integer setting; ``minimum`` (inclusive) or ``positive`` (above 0) bound it, and
-    :data:`INT_MAX`."""
+    ``maximum`` (:data:`INT_MAX` unless told)."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
@@ -69,15 +76,20 @@ def envint(name: str, default: int, *, minimum: int | None = None, positive: boo
         value = int(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
-    _in_range(name, raw, value, minimum, positive, INT_MAX)
+    _in_range(name, raw, value, minimum, positive, maximum)
     return value
 
 
 def envfloat(
-    name: str, default: float, *, minimum: float | None = None, positive: bool = False
+    name: str,
+    default: float,
+    *,
+    minimum: float | None = None,
+    positive: bool = False,
+    maximum: float = FLOAT_MAX,
 ) -> float:
     """A number setting; ``minimum`` (inclusive) or ``positive`` (above 0) bound it, and
-    :data:`FLOAT_MAX`."""
+    ``maximum`` (:data:`FLOAT_MAX` unless told: a setting in hours or days needs less)."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
@@ -89,7 +101,7 @@ def envfloat(
     # start and fail at the first timer scheduled from it, far from the cause.
     if not math.isfinite(value):
         raise ImproperlyConfigured(f"{name} must be a finite number, got {raw!r}")
-    _in_range(name, raw, value, minimum, positive, FLOAT_MAX)
+    _in_range(name, raw, value, minimum, positive, maximum)
     return value
 
 

@@ -207,7 +207,9 @@ AUTHENTICATION_BACKENDS = [
 ]
 AXES_ENABLED = envbool("AXES_ENABLED", True)
 AXES_FAILURE_LIMIT = envint("AXES_FAILURE_LIMIT", 5, positive=True)
-AXES_COOLOFF_TIME = envfloat("AXES_COOLOFF_TIME", 0.25, minimum=0)
+# In hours: axes subtracts it from now, and 1e8 hours (under the seconds bound) made every
+# login a 500. Ten years at most.
+AXES_COOLOFF_TIME = envfloat("AXES_COOLOFF_TIME", 0.25, minimum=0, maximum=87_600)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 # The client address as the throttles see it (NUM_PROXIES trusted proxies in front).
@@ -318,7 +320,7 @@ A2A_POLL_BACKOFF = envfloat("A2A_POLL_BACKOFF", 1.5, minimum=0)
 A2A_TASK_TIMEOUT = envfloat("A2A_TASK_TIMEOUT", 300.0, positive=True)  # overall seconds per task
 # Days a task is kept after it ended (COMPLETED, FAILED, CANCELED, REJECTED); then beat
 # deletes it with its events and messages (a2a.retention). 0: kept forever.
-TASK_RETENTION_DAYS = max(0.0, envfloat("TASK_RETENTION_DAYS", 0.0))
+TASK_RETENTION_DAYS = max(0.0, envfloat("TASK_RETENTION_DAYS", 0.0, maximum=36_500))  # days
 A2A_HTTP_TIMEOUT = envfloat("A2A_HTTP_TIMEOUT", 10.0, positive=True)  # one HTTP call to an agent
 A2A_CONNECT_TIMEOUT = envfloat("A2A_CONNECT_TIMEOUT", 3.0, positive=True)
 # Sends per task for transient errors.

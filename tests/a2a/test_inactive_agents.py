@@ -222,6 +222,23 @@ def test_a_reply_for_an_inactive_agent_is_refused_and_the_task_waits(
     assert one.calls["send"] == 1  # the first send only
 
 
+def test_a_reply_to_an_agent_that_dropped_the_skill_still_reaches_it(
+    one: ScriptedAgent, make_user: Any, make_skill: Any
+) -> None:
+    """The agent asked mid-task: a person's reply is judged by its status alone, by the
+    API and by the worker alike. The worker judged the reply's send by the skill too, and
+    failed the task agent_inactive after the API had said the reply was sent."""
+    user, task = asking(make_user, one)
+    AgentProfile.objects.get(pk="agent-one").skills.set([make_skill(id="other-skill")])
+    response = client_for(user).post(f"/api/tasks/{task.pk}/reply", {"text": "EU"}, format="json")
+    assert response.status_code == 200, response.content
+    worker.process_task(task.pk)  # the reply's send
+    task.refresh_from_db()
+    assert one.calls["send"] == 2  # the reply went to the agent that asked
+    assert (task.agent_id, task.error) == ("agent-one", None)
+    assert task.state == TaskState.WORKING
+
+
 def test_a_reply_refused_for_a_disabled_agent_can_be_reassigned(
     one: ScriptedAgent, two: ScriptedAgent, make_user: Any
 ) -> None:

@@ -161,3 +161,19 @@ def test_an_operator_sets_and_clears_the_offline_wait(staff_client: Any, make_ag
     staff_client.post(change_url(agent), form(agent, offline_wait=""))
     agent.refresh_from_db()
     assert agent.offline_wait is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("timeout", "1e12"), ("timeout", "0"), ("poll_interval", "86400"), ("offline_wait", "1e12")],
+)
+def test_the_editor_refuses_call_settings_out_of_the_apis_bounds(
+    staff_client: Any, make_agent: Any, field: str, value: str
+) -> None:
+    """The REST API's bounds (timeoutMs 1 ms to 7 days, pollIntervalMs up to 1 h): the
+    editor took any number, and a timeout of 1e12 made every new task of the agent a 500."""
+    agent = make_agent()
+    response = staff_client.post(change_url(agent), form(agent, **{field: value}))
+    assert response.status_code == 200  # refused on the form
+    agent.refresh_from_db()
+    assert getattr(agent, field) is None

@@ -236,6 +236,9 @@ def test_postgresql_connections_give_up_after_the_connect_timeout(
         ("A2A_TASK_TIMEOUT", "1e12", "at most 1e+09"),
         ("OFFLINE_TASK_TTL", "1e12", "at most 1e+09"),
         ("GC_THRESHOLD", "100000000000000000000", "at most 2147483647"),
+        # In hours: 1e8 of them passed the seconds' bound, and every login was a 500.
+        ("AXES_COOLOFF_TIME", "1e8", "at most 87600"),
+        ("TASK_RETENTION_DAYS", "1e6", "at most 36500"),
     ],
 )
 def test_a_number_setting_too_large_to_use_stops_the_start(
@@ -244,6 +247,24 @@ def test_a_number_setting_too_large_to_use_stops_the_start(
     result = _read(name, {name: raw})
     assert result.returncode != 0
     assert f"{name} must be {wanted}, got {raw}" in result.stderr
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("endpoint", ["http://127.0.0.1:9/", ""])
+def test_a_task_is_created_for_an_agent_whose_timeout_is_huge(
+    endpoint: str, make_skill: Any, make_agent: Any, make_user: Any, client: Any
+) -> None:
+    # The agent's own timeout (timeoutMs, or the admin's editor before it was bounded)
+    # counts at most FLOAT_MAX: 1e12 made every creation for the agent a 500.
+    skill = make_skill()
+    make_agent(skills=[skill], a2a_endpoint=endpoint, timeout=1e12, offline_wait=1e12)
+    answer = client.post(
+        "/api/tasks",
+        {"skillId": skill.id, "input": {"product": "kettle"}},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {make_user().raw_token}",
+    )
+    assert answer.status_code == 201, answer.content
 
 
 @pytest.mark.django_db
