@@ -17,13 +17,11 @@ a 400 at registration). A compressed card is decoded a bounded step at a time
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -34,6 +32,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agent_profiles.bodies import BadEncoding, iter_decoded
+from agent_profiles.card_reads import reading
 from agent_profiles.deadlines import whole_answer_by, whole_answer_seconds
 from agent_profiles.guarded_http import guarded_client
 from agent_profiles.models import AgentCard, AgentProfile, HealthStatus
@@ -360,7 +359,7 @@ def ensure_card(agent: AgentProfile) -> None:
     # The first tasks for a new agent start together, each on its own thread: one reads
     # the card, the others wait for it and take what it found (from the row), rather than
     # every thread fetching the same card (or waiting out the same unreachable one).
-    with _reading(agent.pk) as (asked, read):
+    with reading(agent.pk) as (asked, read):
         if read.ended > asked:
             agent.refresh_from_db()
             return
@@ -374,40 +373,6 @@ def ensure_card(agent: AgentProfile) -> None:
             )
         finally:
             read.ended = time.monotonic()
-
-
-@dataclass(eq=False)
-class _CardRead:
-    """An agent's card read before a call: its lock, the threads holding or waiting for
-    it, when the last read ended (success or not)."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    users: int = 0
-    ended: float = float("-inf")
-
-
-# Per process, only while some thread reads or waits for an agent's card (they were kept
-# for every agent id ever seen): when a read ended matters only to threads that asked
-# before, and those are users until they looked.
-_card_reads: dict[str, _CardRead] = {}
-_card_reads_guard = threading.Lock()
-
-
-@contextlib.contextmanager
-def _reading(agent_id: str) -> Iterator[tuple[float, _CardRead]]:
-    """Hold ``agent_id``'s read; yields when this thread asked (a user since) and it."""
-    with _card_reads_guard:
-        read = _card_reads.setdefault(agent_id, _CardRead())
-        read.users += 1
-    asked = time.monotonic()
-    try:
-        with read.lock:
-            yield asked, read
-    finally:
-        with _card_reads_guard:
-            read.users -= 1
-            if read.users == 0:
-                del _card_reads[agent_id]
 
 
 def card_json(agent: AgentProfile) -> str:

@@ -6,7 +6,7 @@ it likes. A call made inside :func:`whole_answer_by` ends at that moment instead
 connect, read and write of the guarded transports' connections
 (:class:`~agent_profiles.guarded_http.GuardedTransport`) waits at most until then, and one
 due after it raises httpx's ``ReadTimeout``. The urllib3 pool's calls have their own
-reaper (:mod:`agent_profiles.guarded_pool`), with the same budget
+reaper (:mod:`agent_profiles.pool_reaper`), with the same budget
 (:func:`whole_answer_seconds`).
 """
 

@@ -162,6 +162,18 @@ class _HTTPSPool(Expiring, HTTPSConnectionPool):
     ConnectionCls = _HTTPSConnection
 
 
+def _ca_locations() -> dict[str, str]:
+    """The certificates agents' HTTPS is checked against, as httpx picks them (its
+    ``create_ssl_context``): ``SSL_CERT_FILE``, else ``SSL_CERT_DIR``, else certifi's
+    bundle. Plain calls took certifi's alone, so an operator's own CA (docs/registry.md)
+    verified card reads and pushes but failed every call to the same agent."""
+    if os.environ.get("SSL_CERT_FILE"):
+        return {"ca_certs": os.environ["SSL_CERT_FILE"]}
+    if os.environ.get("SSL_CERT_DIR"):
+        return {"ca_cert_dir": os.environ["SSL_CERT_DIR"]}
+    return {"ca_certs": certifi.where()}
+
+
 class GuardedPool:
     """Pooled keep-alive connections to agents, every request through the URL guard."""
 
@@ -173,7 +185,7 @@ class GuardedPool:
             maxsize=per_host,
             block=False,
             retries=False,
-            ca_certs=certifi.where(),  # the same CA bundle httpx uses
+            **_ca_locations(),
         )
         self._manager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
 

@@ -183,6 +183,44 @@ def test_tls_names_the_url_host_and_checks_the_certificate(strict: Any, tmp_path
     assert server.seen == []
 
 
+@pytest.mark.parametrize("variable", ["SSL_CERT_FILE", "SSL_CERT_DIR"])
+def test_an_operators_own_ca_verifies_calls_as_it_does_httpxs_requests(
+    strict: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    """SSL_CERT_FILE / SSL_CERT_DIR (docs/registry.md) trusted a CA for card reads and
+    pushes (httpx) while every plain call to the same agent refused its certificate
+    (certifi's bundle alone)."""
+    strict.ALLOW_LOOPBACK_URLS = True
+    cert_file, key_file = _certificate(tmp_path, "agent.example")
+    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):  # a machine may set either
+        monkeypatch.delenv(name, raising=False)
+    if variable == "SSL_CERT_FILE":
+        monkeypatch.setenv(variable, str(cert_file))
+    else:  # a directory of hashed names, as `openssl rehash` makes
+        certs = tmp_path / "certs"
+        certs.mkdir()
+        cert = x509.load_pem_x509_certificate(cert_file.read_bytes())
+        (certs / f"{_subject_hash(cert)}.0").write_bytes(cert_file.read_bytes())
+        monkeypatch.setenv(variable, str(certs))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_file, key_file)
+    with recording_server(tls=context) as server, use_resolver(lambda h, p: ["127.0.0.1"]):
+        url = f"https://agent.example:{server.port}/in"
+        answer = GuardedPool().request("POST", url, headers={}, body=b"{}", **TIMEOUTS)
+    assert answer.status_code == 200
+
+
+def _subject_hash(cert: x509.Certificate) -> str:
+    """OpenSSL's subject hash (``openssl x509 -hash``), the name a CA directory uses."""
+    import subprocess
+
+    pem = cert.public_bytes(serialization.Encoding.PEM)
+    done = subprocess.run(
+        ["openssl", "x509", "-noout", "-hash"], input=pem, capture_output=True, check=True
+    )
+    return done.stdout.decode().strip()
+
+
 @pytest.mark.parametrize("path", ["/big", "/chunked"])
 def test_an_answer_over_the_cap_is_refused_and_its_connection_not_reused(
     settings: Any, server: Recording, path: str

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_profiles import cards, guarded_http
+from agent_profiles import card_reads, guarded_http
 from agent_profiles.cards import ensure_card, fetch_card
 from agent_profiles.guarded_http import GuardedTransport, guarded_client
 from agent_profiles.health import check_one
@@ -145,18 +145,17 @@ def test_no_card_read_entry_is_kept_once_the_read_is_over(make_agent: Any) -> No
             ensure_card(agent)
             assert agent.card_read_at is not None
         assert server.hits[WELL_KNOWN] == 5
-    assert cards._card_reads == {}
-    assert getattr(cards, "_card_locks", {}) == {}
+    assert card_reads._reads == {}
 
 
 def test_a_thread_waiting_for_a_card_read_sees_that_it_ended() -> None:
     """The entry of an agent outlives the read while a thread waits for it: the waiter
     finds the read ended after it asked, and takes its result (no second read)."""
     seen: list[bool] = []
-    with cards._reading("agent-x") as (_asked, read):
+    with card_reads.reading("agent-x") as (_asked, read):
 
         def waiter() -> None:
-            with cards._reading("agent-x") as (asked, mine):
+            with card_reads.reading("agent-x") as (asked, mine):
                 seen.append(mine.ended > asked)
 
         thread = threading.Thread(target=waiter)
@@ -167,4 +166,4 @@ def test_a_thread_waiting_for_a_card_read_sees_that_it_ended() -> None:
         read.ended = time.monotonic()
     thread.join(5)
     assert seen == [True]
-    assert cards._card_reads == {}
+    assert card_reads._reads == {}
