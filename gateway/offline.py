@@ -267,10 +267,10 @@ def relabel_delivered() -> int:
     tasks whose agent took all it was owed for them (nothing pending, something sent or
     acknowledged); how many.
 
-    A connection's claim of an assignment does this at once (:meth:`Task.gateway_connected`);
-    a reply taken from the outbox of a connection that came back is labelled here, within
-    ``GATEWAY_SWEEP_INTERVAL``. Left offline, the task was outside the deadline sweep for
-    good: nothing expires a delivery the agent acknowledged.
+    A connection's claim of an assignment or a reply does this at once
+    (:meth:`Task.gateway_connected`); this is the safety net for a claim whose task the
+    sweep labelled offline just after it. Left offline, the task was outside the deadline
+    sweep for good: nothing expires a delivery the agent acknowledged.
     """
     owed = Delivery.objects.filter(task=OuterRef("pk"), agent_id=OuterRef("agent_id")).exclude(
         kind=DeliveryKind.CANCEL

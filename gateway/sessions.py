@@ -170,9 +170,10 @@ def claim(
     )
     if not claimed:
         return None
-    if delivery.kind == DeliveryKind.ASSIGN:
-        # Whatever the label read above says: the sweep may have labelled the task
-        # offline since (gateway.offline.relabel_undelivered); only an offline one changes.
+    if delivery.kind != DeliveryKind.CANCEL:
+        # An assignment, or a reply that waited offline (gateway.offline.relabel_waiting):
+        # the task's time starts now. Whatever the label read above says: the sweep may
+        # have labelled the task offline since; only an offline one changes.
         Task.gateway_connected(task.pk)
     return delivery.payload
 
