@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from a2a.models import Task
 from a2a.states import ACTIVE_STATES, TERMINAL_STATES, Transport
-from agent_profiles.models import AgentProfile, AgentStatus
+from agent_profiles.models import AgentStatus
 from gateway import presence
 from gateway.models import OPEN_STATUSES, Delivery, DeliveryKind, DeliveryStatus, Presence
 from gateway.notify import DELIVER_EVENT, expiry, group_send_to_agent, notify_on_commit
@@ -76,8 +76,11 @@ def expire_offline_tasks(limit: int = 500) -> int:
     deadline sweep, so it would wait for good.
     """
     now = timezone.now()
-    due = Delivery.objects.filter(status__in=OPEN_STATUSES, expires_at__lt=now).select_related(
-        "task"
+    due = Delivery.objects.filter(
+        status__in=OPEN_STATUSES, expires_at__lt=now
+    ).select_related(
+        "task",
+        "task__agent",  # its status names why an agent never connected
     )[:limit]
     expired = 0
     for delivery in due:
@@ -97,8 +100,7 @@ def expire_offline_tasks(limit: int = 500) -> int:
         waited = (delivery.expires_at - delivery.queued_at).total_seconds()
         span = f"{waited / 3600:g} h" if waited >= 3600 else f"{waited:.0f} s"
         what = "the task" if delivery.kind == DeliveryKind.ASSIGN else "the reply to its question"
-        status = AgentProfile.objects.filter(pk=task.agent_id).values_list("status", flat=True)
-        inactive = _INACTIVE.get(status.first() or "")
+        inactive = _INACTIVE.get(task.agent.status)
         if delivery.status == DeliveryStatus.PENDING and inactive:
             # Not the agent's absence: it may not connect (a disabled agent's sockets are
             # closed), and an operator must act (enable it, or reassign the task).
