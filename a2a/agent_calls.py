@@ -65,6 +65,7 @@ from a2a.hints import queue_processing
 from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.remote_ids import cancel_state
+from a2a.scheduling import task_seconds
 from a2a.states import (
     ACTIVE_STATES,
     NextAction,
@@ -83,7 +84,8 @@ def _apply_timeout(task: Task, target: CallTarget, followup: bool) -> None:
     if not target.timeout_seconds or target.timeout_seconds <= 0:
         return
     start = timezone.now() if followup else _attempt_began(task)
-    deadline = start + timedelta(seconds=target.timeout_seconds)
+    # Bounded as every deadline is (task_seconds): an admin's 1e12 overflowed the date here.
+    deadline = start + timedelta(seconds=task_seconds(target.timeout_seconds))
     if deadline != task.deadline_at:
         task.note(deadline_at=deadline)
 

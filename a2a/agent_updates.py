@@ -24,6 +24,7 @@ from a2a.exceptions import A2AProtocolError
 from a2a.hints import queue_processing
 from a2a.models import Direction, Task, TaskMessage
 from a2a.question_memory import asked_again, judged_on, message_key, wait_ended
+from a2a.scheduling import task_seconds
 from a2a.states import (
     ACTIVE_STATES,
     INTERRUPTED_STATES,
@@ -273,7 +274,7 @@ def task_timeout(task: Task) -> tuple[float, str]:
     message and its ``details`` take it from here (:mod:`a2a.worker`), so they agree."""
     seconds = call_target(task.agent).timeout_seconds
     if seconds and seconds > 0:
-        return seconds, "the agent's timeoutMs"
+        return task_seconds(seconds), "the agent's timeoutMs"
     return settings.A2A_TASK_TIMEOUT, "A2A_TASK_TIMEOUT"
 
 

@@ -10,9 +10,11 @@ import pytest
 from django.utils import timezone
 
 from a2a import agent_calls, deadlines, follow_policy, services, worker
+from a2a.agent_updates import task_timeout
 from a2a.models import Task
 from a2a.states import ACTIVE_STATES, NextAction, TaskState
 from agent_profiles.interfaces import call_target
+from platform_site.env import FLOAT_MAX
 from tests.support.agents import TestAgent
 
 pytestmark = pytest.mark.django_db
@@ -128,3 +130,20 @@ def test_without_a_timeout_the_setting_sets_the_deadline(
     make_agent(skills=[skill], a2a_endpoint="")
     task = services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
     assert _window(task) == pytest.approx(300, abs=5)
+
+
+@pytest.mark.parametrize("followup", [False, True])
+def test_a_huge_agent_timeout_sets_a_deadline_without_overflowing(
+    followup: bool, make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    """An agent's timeout of 1e12 (saved by the admin's editor before it had bounds):
+    creation was bounded, then every send overflowed the date here and its task ended
+    FAILED internal_error. It counts FLOAT_MAX seconds, as every deadline does, and the
+    timeout's message names that."""
+    skill = make_skill()
+    make_agent(skills=[skill], timeout=1e12)
+    created = services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
+    task = Task.objects.select_related("agent", "skill").get(pk=created.pk)
+    agent_calls._apply_timeout(task, call_target(task.agent), followup=followup)
+    assert _window(task) == pytest.approx(FLOAT_MAX, rel=1e-6)
+    assert task_timeout(task) == (FLOAT_MAX, "the agent's timeoutMs")
