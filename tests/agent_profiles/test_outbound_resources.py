@@ -137,7 +137,7 @@ def test_a_pool_evicted_under_a_stream_is_closed_when_the_stream_ends(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_no_card_read_entry_is_kept_once_the_read_is_over(make_agent: Any) -> None:
+def test_no_card_read_entry_is_kept_once_the_read_is_over(make_agent: Any, loopback: Any) -> None:
     with serve() as server:
         server.routes[WELL_KNOWN] = json_response(card_v1(server.url, ("JSONRPC", "1.0")))
         for i in range(5):
