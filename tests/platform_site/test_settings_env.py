@@ -179,9 +179,16 @@ def test_a_bad_setting_stops_the_distributed_processes_with_one_line(command: li
         # 0 would refuse every push config and stream while the card offers both.
         ("A2A_MAX_PUSH_CONFIGS_PER_TASK", "0", "more than 0"),
         ("A2A_MAX_STREAMS_PER_CALLER", "0", "more than 0"),
+        # A deadline 1e12 s from now is past the year 9999: every creation was a 500.
+        ("A2A_TASK_TIMEOUT", "1e12", "at most 1e+09"),
+        ("OFFLINE_TASK_TTL", "1e12", "at most 1e+09"),
+        ("GC_THRESHOLD", "100000000000000000000", "at most 2147483647"),
+        # In hours: 1e8 of them passed the seconds' bound, and every login was a 500.
+        ("AXES_COOLOFF_TIME", "1e8", "at most 87600"),
+        ("TASK_RETENTION_DAYS", "1e6", "at most 36500"),
     ],
 )
-def test_a_negative_or_zero_size_or_duration_stops_the_start(
+def test_a_number_setting_out_of_its_range_stops_the_start(
     name: str, raw: str, wanted: str
 ) -> None:
     result = _read(name, {name: raw})
@@ -227,26 +234,6 @@ def test_postgresql_connections_give_up_after_the_connect_timeout(
     result = _read(OPTIONS, {"REDIS_URL": "", "DATABASE_CONNECT_TIMEOUT": "", **env})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == read
-
-
-@pytest.mark.parametrize(
-    ("name", "raw", "wanted"),
-    [
-        # A deadline 1e12 s from now is past the year 9999: every creation was a 500.
-        ("A2A_TASK_TIMEOUT", "1e12", "at most 1e+09"),
-        ("OFFLINE_TASK_TTL", "1e12", "at most 1e+09"),
-        ("GC_THRESHOLD", "100000000000000000000", "at most 2147483647"),
-        # In hours: 1e8 of them passed the seconds' bound, and every login was a 500.
-        ("AXES_COOLOFF_TIME", "1e8", "at most 87600"),
-        ("TASK_RETENTION_DAYS", "1e6", "at most 36500"),
-    ],
-)
-def test_a_number_setting_too_large_to_use_stops_the_start(
-    name: str, raw: str, wanted: str
-) -> None:
-    result = _read(name, {name: raw})
-    assert result.returncode != 0
-    assert f"{name} must be {wanted}, got {raw}" in result.stderr
 
 
 @pytest.mark.django_db
