@@ -11,7 +11,9 @@
 # PostgreSQL or Redis fails the run instead of skipping the distributed tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTEST=(.venv/bin/python -m pytest "$@")
+# --durations: each pass ends with its slowest tests, so a suite drifting toward the
+# 25-minute budget shows where its time goes.
+PYTEST=(.venv/bin/python -m pytest --durations=15 "$@")
 
 started=""
 if [ -z "${TEST_DATABASE_URL:-}" ] || [ -z "${TEST_REDIS_URL:-}" ]; then
