@@ -84,7 +84,6 @@ def _apply_timeout(task: Task, target: CallTarget, followup: bool) -> None:
     if not target.timeout_seconds or target.timeout_seconds <= 0:
         return
     start = timezone.now() if followup else _attempt_began(task)
-    # Bounded as every deadline is (task_seconds): an admin's 1e12 overflowed the date here.
     deadline = start + timedelta(seconds=task_seconds(target.timeout_seconds))
     if deadline != task.deadline_at:
         task.note(deadline_at=deadline)

@@ -22,8 +22,9 @@ from agent_profiles.models import AgentProfile, AgentStatus
 #: The task's error code (and a refusal's) when its agent may not be sent the task.
 CODE = "agent_inactive"
 
-# Why the agent takes no work, by its status (``details.reason``: the status itself).
-_STATUS_TEXT = {
+# Why the agent takes no work, by its status (``details.reason``: the status itself); the
+# gateway's offline expiry says the same.
+STATUS_TEXT = {
     AgentStatus.DISABLED: "is disabled",
     AgentStatus.PENDING: "is awaiting approval",
 }
@@ -54,7 +55,7 @@ def unable(task: Task, *, read_again: bool = False, skill: bool = True) -> dict[
         return None
     if status is None:
         return _why(GONE, "no longer exists")
-    return _why(str(status), _STATUS_TEXT.get(status, f"is {status}"))
+    return _why(str(status), STATUS_TEXT.get(status, f"is {status}"))
 
 
 def refuse_if_unable(task: Task, verb: str, *, skill: bool = True) -> None:

@@ -12,9 +12,9 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from a2a.agent_standing import STATUS_TEXT
 from a2a.models import Task
 from a2a.states import ACTIVE_STATES, TERMINAL_STATES, Transport
-from agent_profiles.models import AgentStatus
 from gateway import presence
 from gateway.models import OPEN_STATUSES, Delivery, DeliveryKind, DeliveryStatus, Presence
 from gateway.notify import DELIVER_EVENT, expiry, group_send_to_agent, notify_on_commit
@@ -59,13 +59,6 @@ def withdraw_unsent(task: Task, reason: str) -> bool:
     return True
 
 
-# Why an agent that is not active cannot take its tasks, for an expiry's message.
-_INACTIVE = {
-    AgentStatus.DISABLED: "is disabled",
-    AgentStatus.PENDING: "is awaiting approval",
-}
-
-
 def expire_offline_tasks(limit: int = 500) -> int:
     """Close deliveries unacknowledged past ``OFFLINE_TASK_TTL`` (their ``expires_at``) and
     fail the tasks whose assignment or reply it was; returns how many deliveries expired.
@@ -100,7 +93,7 @@ def expire_offline_tasks(limit: int = 500) -> int:
         waited = (delivery.expires_at - delivery.queued_at).total_seconds()
         span = f"{waited / 3600:g} h" if waited >= 3600 else f"{waited:.0f} s"
         what = "the task" if delivery.kind == DeliveryKind.ASSIGN else "the reply to its question"
-        inactive = _INACTIVE.get(task.agent.status)
+        inactive = STATUS_TEXT.get(task.agent.status)
         if delivery.status == DeliveryStatus.PENDING and inactive:
             # Not the agent's absence: it may not connect (a disabled agent's sockets are
             # closed), and an operator must act (enable it, or reassign the task).

@@ -155,17 +155,23 @@ def test_a_reply_to_a_connected_agent_stays_on_its_socket(
     assert task.transport == Transport.WEBSOCKET
 
 
-def test_a_socket_tasks_timeout_tells_the_agent_to_cancel(
-    agent: AgentProfile, skill: Skill, make_user: Any
-) -> None:
-    """docs/dispatch.md, Deadline: "the agent is asked to cancel its task": a person's
-    cancel queued a task.cancel, the timeout nothing."""
+def _timed_out_on_its_socket(agent: AgentProfile, skill: Skill, make_user: Any) -> Task:
+    """A task the agent took over its socket, failed at its deadline by the sweep."""
     _seen(agent)
     presence.register(agent.id, "chan-1")
     task = a2a_services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
     _take(agent, task, DeliveryKind.ASSIGN, "chan-1")
     Task.objects.filter(pk=task.pk).update(deadline_at=timezone.now() - timedelta(seconds=1))
     assert expire_overdue() == 1
+    return task
+
+
+def test_a_socket_tasks_timeout_tells_the_agent_to_cancel(
+    agent: AgentProfile, skill: Skill, make_user: Any
+) -> None:
+    """docs/dispatch.md, Deadline: "the agent is asked to cancel its task": a person's
+    cancel queued a task.cancel, the timeout nothing."""
+    task = _timed_out_on_its_socket(agent, skill, make_user)
     task.refresh_from_db()
     assert task.state == TaskState.FAILED
     assert task.error["code"] == "timeout"
@@ -211,12 +217,7 @@ def test_the_agents_canceled_answer_to_a_timeouts_cancel_acknowledges_it(
 ) -> None:
     """docs/gateway.md, task.cancel: the task ended FAILED, so the CANCELED is refused
     (``invalid_state``), and the cancel is acknowledged all the same (not sent again)."""
-    _seen(agent)
-    presence.register(agent.id, "chan-1")
-    task = a2a_services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
-    _take(agent, task, DeliveryKind.ASSIGN, "chan-1")
-    Task.objects.filter(pk=task.pk).update(deadline_at=timezone.now() - timedelta(seconds=1))
-    assert expire_overdue() == 1
+    task = _timed_out_on_its_socket(agent, skill, make_user)
     cancel = Delivery.objects.get(task=task, kind=DeliveryKind.CANCEL)
     assert services.claim(cancel.id, agent.id, "chan-1") is not None
     with pytest.raises(FrameError) as refused:

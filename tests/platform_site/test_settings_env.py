@@ -236,6 +236,17 @@ def test_postgresql_connections_give_up_after_the_connect_timeout(
     assert result.stdout.strip() == read
 
 
+def _created(client: Any, skill_id: str, user: Any) -> None:
+    """POST /api/tasks creates the task (201), no 500."""
+    answer = client.post(
+        "/api/tasks",
+        {"skillId": skill_id, "input": {"product": "kettle"}},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {user.raw_token}",
+    )
+    assert answer.status_code == 201, answer.content
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("endpoint", ["http://127.0.0.1:9/", ""])
 def test_a_task_is_created_for_an_agent_whose_timeout_is_huge(
@@ -245,13 +256,7 @@ def test_a_task_is_created_for_an_agent_whose_timeout_is_huge(
     # counts at most FLOAT_MAX: 1e12 made every creation for the agent a 500.
     skill = make_skill()
     make_agent(skills=[skill], a2a_endpoint=endpoint, timeout=1e12, offline_wait=1e12)
-    answer = client.post(
-        "/api/tasks",
-        {"skillId": skill.id, "input": {"product": "kettle"}},
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {make_user().raw_token}",
-    )
-    assert answer.status_code == 201, answer.content
+    _created(client, skill.id, make_user())
 
 
 @pytest.mark.django_db
@@ -262,10 +267,4 @@ def test_a_task_is_created_with_the_largest_timeouts_allowed(
     setattr(settings, name, FLOAT_MAX)
     skill = make_skill()
     make_agent(skills=[skill], a2a_endpoint="")  # a socket agent's task waits offline
-    answer = client.post(
-        "/api/tasks",
-        {"skillId": skill.id, "input": {"product": "kettle"}},
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {make_user().raw_token}",
-    )
-    assert answer.status_code == 201, answer.content
+    _created(client, skill.id, make_user())
