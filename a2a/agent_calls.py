@@ -181,7 +181,9 @@ def _send(task: Task) -> None:
         transport = transports.transport_for(target, output_modes=_output_modes(task))
         _apply_timeout(task, target, followup)
         mode = follow_mode(task, target)
-        push = _start_attempt(task, target, mode, followup)
+        started, push = _start_attempt(task, target, mode, followup)
+        if not started:  # overtaken before the call: nothing goes to the agent
+            return
         counted = True
         if mode == STREAM:
             seconds = long_call_seconds(task)
@@ -254,10 +256,10 @@ def _output_modes(task: Task) -> list[str] | None:
     return None
 
 
-def _start_attempt(task: Task, target: CallTarget, mode: str, followup: bool) -> Any:
+def _start_attempt(task: Task, target: CallTarget, mode: str, followup: bool) -> tuple[bool, Any]:
     """Record a first send as a new attempt, and how the task is followed
-    (``metadata.followedBy``), in one write before the agent can answer; returns the push
-    config for an agent that pushes (else None)."""
+    (``metadata.followedBy``), in one write before the agent can answer; whether the send
+    goes ahead, and the push config for an agent that pushes (else None)."""
     pushes = (
         mode == POLL
         and not followup
@@ -272,10 +274,13 @@ def _start_attempt(task: Task, target: CallTarget, mode: str, followup: bool) ->
         if (task.metadata or {}).get(FOLLOWED_BY) != how:
             fields["metadata"] = {**(task.metadata or {}), FOLLOWED_BY: how}
         if not task.count_attempt(**fields):
-            pushes = False  # retried or reassigned meanwhile: no webhook for this old attempt
+            # Retried or reassigned meanwhile (the new attempt is sent on its own), or sent
+            # by a worker that claimed the task after this one's claim ran out.
+            log.info("task %s: overtaken before its send, not sent", task.pk)
+            return False, None
     if agent_listing.follows(task, target):
         AgentListing.follow(task.agent_id)  # before the agent can answer: see agent_listing
-    return agent_push_tokens.push_config(task) if pushes else None
+    return True, agent_push_tokens.push_config(task) if pushes else None
 
 
 # --- poll -----------------------------------------------------------------------------

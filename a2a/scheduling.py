@@ -139,13 +139,14 @@ class TaskScheduling(TaskClaims):
 
     def count_attempt(self, **fields: Any) -> bool:
         """A first message is being sent: one attempt more (and so one more serial of the
-        push webhook), other fields (its metadata) riding along. Only while no fresh attempt
-        was made since the task was read (``push_offset`` as read): the send of an attempt a
-        person retried or reassigned meanwhile records nothing on the new one (and gives
-        its agent no webhook, :func:`a2a.agent_calls._start_attempt`), whose serial is not
-        taken back. False then."""
-        offset = int(self.push_offset or 0)
-        return self._set({"push_offset": offset}, {"attempts": self.attempts + 1, **fields})
+        push webhook), other fields (its metadata) riding along. Only while neither a fresh
+        attempt (``push_offset``) nor another send (``attempts``) came since the task was
+        read: the send of an attempt a person retried or reassigned meanwhile, or of a
+        worker whose claim ran out and was taken over, records nothing and is not made
+        (:func:`a2a.agent_calls._start_attempt`): no serial is taken back or given twice.
+        False then."""
+        read = {"push_offset": int(self.push_offset or 0), "attempts": self.attempts}
+        return self._set(read, {"attempts": self.attempts + 1, **fields})
 
     def drop_action(self) -> None:
         """Give up the pending action (nothing is due any more)."""

@@ -6,7 +6,9 @@ wire. The answer belongs to the earlier attempt: it must not be applied to the f
 (the first agent's task id on the new attempt made it poll the new agent for a task it
 never had; a poll's answer replaced its send, or showed the old agent's question), and
 the first agent's task a send started is canceled, since nothing follows it any more. A
-send overtaken by a person's reply to the same agent task keeps that task.
+send overtaken by a person's reply to the same agent task keeps that task. A send
+overtaken before its call (a retry, or another worker's send after this one's claim ran
+out) is not made at all.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from django.utils import timezone
 
 from a2a import (
     agent_answers,
+    agent_calls,
     agent_push,
     agent_push_body,
     agent_reads,
@@ -106,6 +109,65 @@ def assert_fresh_attempt_at(task: Task, agent_id: str) -> None:
         "",
     )
     assert task.error is None
+
+
+def before_the_call(monkeypatch: pytest.MonkeyPatch, act: Callable[[], None]) -> None:
+    """``act`` runs once the worker has claimed and read the task, before its send records
+    the attempt and calls the agent."""
+    real = agent_calls.follow_mode
+
+    def follow_mode(*args: Any) -> Any:
+        monkeypatch.setattr(agent_calls, "follow_mode", real)  # the first send only
+        act()
+        return real(*args)
+
+    monkeypatch.setattr(agent_calls, "follow_mode", follow_mode)
+
+
+def test_a_send_overtaken_by_a_retry_before_its_call_is_not_made(
+    user: Any, peers: tuple[TestAgent, TestAgent], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The old attempt's message never reaches the agent (its task there would be one
+    nothing follows); the retry's send is the one sent."""
+    one, _ = peers
+    task = create(user)
+
+    def retry() -> None:
+        row = Task.objects.select_related("agent", "skill").get(pk=task.pk)
+        row.fail("timeout", "timed out")
+        services.retry_task(row, by=user)
+
+    before_the_call(monkeypatch, retry)
+    process_task(task.pk)
+    assert one.sends == 0
+    assert_fresh_attempt_at(task, "agent-one")
+    assert task.attempts == 0
+    process_task(task.pk)
+    task.refresh_from_db()
+    assert one.sends == 1
+    assert (task.attempts, task.push_serial) == (1, task.push_offset + 1)
+
+
+def test_a_send_another_worker_made_after_this_claim_ran_out_is_not_made_twice(
+    user: Any, peers: tuple[TestAgent, TestAgent], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """This worker's claim ran out before its call (a long pause); another worker claimed
+    the task and sent it. This worker's send, one attempt behind, is not made: the agent
+    does the work once."""
+    one, _ = peers
+    task = create(user)
+
+    def other_worker_sends() -> None:
+        Task.objects.filter(pk=task.pk).update(lease_until=timezone.now())
+        process_task(task.pk)
+
+    before_the_call(monkeypatch, other_worker_sends)
+    process_task(task.pk)
+    task.refresh_from_db()
+    assert one.sends == 1
+    assert task.attempts == 1
+    assert task.remote_task_id
+    assert task.next_action == NextAction.POLL
 
 
 def test_a_reassign_during_the_send_is_not_taken_over_by_its_answer(
