@@ -240,8 +240,8 @@ def _send_sync(
             metadata[OUTPUT_MODES] = modes
         if mapped:
             metadata[REFERENCES] = {**(metadata.get(REFERENCES) or {}), **mapped}
-        if metadata != (task.metadata or {}):
-            task.note(metadata=metadata, if_state=task.state)
+        # Written by the reply's transition, with it: a refused reply keeps none of it.
+        task.metadata = metadata
         relayed = {**message, "messageId": message_id, "contextId": task.context_id}
         task = services.reply_to_task(task, message=relayed, by=ctx.user)
         task.refresh_from_db()

@@ -28,7 +28,9 @@ def answer(task: Task) -> dict[str, Any]:
             "role": "ROLE_USER",
             "taskId": str(task.id),
             "parts": [{"text": "EU"}],
-        }
+        },
+        # What the client accepts now: kept on the task only with an answer that is sent.
+        "configuration": {"acceptedOutputModes": ["text/plain"]},
     }
 
 
@@ -41,6 +43,7 @@ def test_an_answer_to_an_inactive_agents_question_is_refused(
     )
     access.set_status(AgentProfile.objects.filter(pk=task.agent_id), status)
     events, messages = task.events.count(), task.messages.count()
+    metadata = task.metadata
     rest = as_alice.post("/v1/a2a/message:send", answer(task))
     assert rest.status_code == 400, rest.content
     error = rest.json()["error"]
@@ -56,3 +59,4 @@ def test_an_answer_to_an_inactive_agents_question_is_refused(
     assert (task.state, task.question) == (TaskState.INPUT_REQUIRED, QUESTION)
     assert task.events.count() == events  # no transition: nothing was sent
     assert task.messages.count() == messages  # the answer was not recorded as sent
+    assert task.metadata == metadata  # nor what came with it (its output modes)
