@@ -3,9 +3,12 @@
 The webhook (:mod:`a2a.agent_push_asgi`) and the listing (:mod:`a2a.agent_listing`)
 read bodies here and apply them with :func:`a2a.agent_push.apply`. Accepted: a 1.0
 ``StreamResponse`` — ``task``, ``statusUpdate``, ``artifactUpdate`` or ``message`` — and
-the bare Task and ``kind``-tagged events of A2A 0.3; anything else, and one whose
-artifacts or messages are not A2A 1.0 (a field, or a part: :mod:`a2a.answer_parts`), is
-``400 not_a2a``. An agent's value is named in an error by an excerpt, never whole.
+the bare Task and ``kind``-tagged events of A2A 0.3 (what a2a-sdk 0.3's push sender
+posts: the pydantic Task, dumped), turned into 1.0 here with the transports' converters
+(:mod:`a2a.transports.shapes`), so a 0.3 agent's question and artifacts are kept as a
+poll of it keeps them; anything else, and one whose artifacts or messages are not A2A
+1.0 (a field, or a part: :mod:`a2a.answer_parts`), is ``400 not_a2a``. An agent's value
+is named in an error by an excerpt, never whole.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 from a2a import answer_parts
 from a2a.remote_ids import ID_LIMITS
 from a2a.states import normalize_state
+from a2a.transports import shapes
 from a2a.transports.quoting import quoted
 from platform_site.errors import ValidationFailed
 
@@ -89,13 +93,39 @@ def parse(body: Any) -> Push:
     return push
 
 
+def _spelled_03(task: dict[str, Any]) -> bool:
+    """Whether a bare Task without a ``kind`` is in 0.3 spelling: a lowercase role or a
+    ``kind``-tagged part in its question, history or artifacts. Told by the body, not by
+    the agent's protocol version: the body is what is stored, and the converters leave
+    1.0 shapes as they are, so a mixed one comes out all 1.0."""
+    status = task.get("status")
+    messages = [status.get("message")] if isinstance(status, dict) else []
+    for key in ("history", "artifacts"):
+        if isinstance(task.get(key), list):
+            messages += task[key]
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        if message.get("role") in shapes.ROLES_03:
+            return True
+        parts = message.get("parts")
+        if isinstance(parts, list) and any(isinstance(p, dict) and "kind" in p for p in parts):
+            return True
+    return False
+
+
 def _read(body: Any) -> Push:
-    """The push in ``body``, its parts not checked yet (:func:`parse`)."""
+    """The push in ``body``, its parts not checked yet (:func:`parse`). A 0.3 body (its
+    object ``kind``-tagged, or a bare Task in 0.3 spelling) is read in 1.0 shapes: past
+    here, as past the transports, nothing sees a 0.3 spelling."""
     if not isinstance(body, dict):
         raise NotA2A("A push must be a JSON object: an A2A StreamResponse.")
     kind = body.get("kind")
+    # Only a bare object is read as 0.3: a StreamResponse's wrapped one is checked as 1.0.
     if "task" in body or kind == "task" or ("status" in body and "id" in body):
         task = _obj(body.get("task", body), "task")
+        if "task" not in body and (kind == "task" or _spelled_03(task)):
+            task = shapes.task_from_03(task, rest=False)
         artifacts = task.get("artifacts")
         if artifacts is not None and not isinstance(artifacts, list):
             raise NotA2A("task.artifacts must be a list.", {"field": "task.artifacts"})
@@ -109,6 +139,8 @@ def _read(body: Any) -> Push:
         )
     if "statusUpdate" in body or kind == "status-update":
         event = _obj(body.get("statusUpdate", body), "statusUpdate")
+        if "statusUpdate" not in body:
+            event = {**event, "status": shapes.status_from_03(event.get("status"), rest=False)}
         return Push(
             "status",
             remote_id=_text(event.get("taskId"), "statusUpdate.taskId"),
@@ -118,6 +150,9 @@ def _read(body: Any) -> Push:
         )
     if "artifactUpdate" in body or kind == "artifact-update":
         event = _obj(body.get("artifactUpdate", body), "artifactUpdate")
+        if "artifactUpdate" not in body:
+            artifact_03 = shapes.artifact_from_03(event.get("artifact"), rest=False)
+            event = {**event, "artifact": artifact_03}
         artifact = _obj(event.get("artifact"), "artifactUpdate.artifact")
         if not isinstance(artifact.get("parts"), list):
             raise NotA2A("artifact.parts must be a list.", {"field": "artifactUpdate.artifact"})
@@ -133,6 +168,8 @@ def _read(body: Any) -> Push:
         )
     if "message" in body or kind == "message":
         message = _obj(body.get("message", body), "message")
+        if "message" not in body:
+            message = shapes.message_from_03(message, rest=False)
         if not isinstance(message.get("parts"), list):
             raise NotA2A("message.parts must be a list.", {"field": "message.parts"})
         return Push(
