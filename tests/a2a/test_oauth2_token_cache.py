@@ -125,15 +125,25 @@ def test_calls_at_once_share_one_token_fetch(guarded: tuple[TestAgent, Guard]) -
 
 
 def test_a_failed_fetch_is_every_waiters_error_and_is_not_kept(
-    guarded: tuple[TestAgent, Guard],
+    guarded: tuple[TestAgent, Guard], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The calls that waited for a fetch that failed fail with its error (each its own
     copy: each is redacted and stored on its own); the next call fetches again."""
     peer, guard = guarded
     # A failed fetch is not kept: a thread that reaches the cache only after the failure
-    # fetches again, by design. The delay keeps the fetch open until every thread of the
-    # barrier waits on it, also on a loaded machine (0.3 s let one in late there).
-    guard.token_delay = 1.5
+    # fetches again, by design. So the token endpoint answers only once the 11 other
+    # threads wait on the fetch (a delay let one in late on a loaded machine).
+    guard.hold = threading.Event()
+    waiting: list[int] = []
+    wait_for_fetch = credentials._wait_for
+
+    def waits(*args: Any) -> Any:
+        waiting.append(1)
+        if len(waiting) == 11:
+            guard.hold.set()
+        return wait_for_fetch(*args)
+
+    monkeypatch.setattr(credentials, "_wait_for", waits)
     broken = CallTarget(agent_id="agent-one", url=peer.url, auth={**oauth(peer)})
     broken.auth["tokenUrl"] = peer.url + "/oauth/nowhere"  # the guard's 401
     errors = at_once(lambda: credentials.oauth2_token(broken))

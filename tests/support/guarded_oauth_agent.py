@@ -4,7 +4,8 @@ switches, with its own OAuth2 token endpoint at ``/oauth/token``.
 ``guard.mode`` is ``"bearer"`` (``Authorization: Bearer`` :data:`BEARER` passes) or
 ``"oauth2"`` (a token the endpoint issued passes); anything else gets 401. The token
 endpoint's answer is set by ``guard.expires_in`` (None: left out), ``guard.access_token``
-(None: a fresh random one) and ``guard.token_delay`` (seconds before it answers);
+(None: a fresh random one), ``guard.token_delay`` (seconds before it answers) and
+``guard.hold`` (an event: every ``/oauth/`` request waits for it, at most 30 s);
 ``guard.counts`` counts requests per path and ``guard.issued`` lists the tokens given out.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -35,6 +37,7 @@ class Guard:
         self.expires_in: Any = 3600
         self.access_token: str | None = None
         self.token_delay = 0.0
+        self.hold: threading.Event | None = None
         self.issued: list[str] = []
         self.counts: Counter[str] = Counter()
 
@@ -43,6 +46,8 @@ class Guard:
             return await self.app(scope, receive, send)
         path = scope["path"]
         self.counts[path] += 1
+        if path.startswith("/oauth/"):
+            await self._held()
         if path == "/oauth/token":
             return await self._token(scope, receive, send)
         if path.startswith(("/.well-known/", "/health")):
@@ -57,6 +62,11 @@ class Guard:
                 scope, receive, send
             )
         return await self.app(scope, receive, send)
+
+    async def _held(self) -> None:
+        """Until the test sets ``hold`` (bounded, so a broken test fails, never hangs)."""
+        if self.hold is not None:
+            await asyncio.to_thread(self.hold.wait, 30)
 
     async def _token(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.token_delay:
