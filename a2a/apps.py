@@ -11,9 +11,9 @@ class A2AConfig(AppConfig):
         # The A2A face's task_changed receiver (streams, push notifications) and its
         # Celery tasks.
         # Metrics, lifecycle log lines and traces at the task's seams.
-        from celery.signals import worker_ready, worker_shutdown
+        from celery.signals import worker_ready, worker_shutdown, worker_shutting_down
 
-        from a2a import follow_policy, hint_queue, http_again, local_dispatch, observe
+        from a2a import follow_policy, hint_queue, http_again, local_dispatch, long_calls, observe
         from a2a.face import push, signals  # noqa: F401
         from a2a.match_stats import TaskTableStats
         from agent_profiles.health import register_recovery
@@ -26,6 +26,9 @@ class A2AConfig(AppConfig):
         # A distributed worker process pops the hints of new tasks from Redis instead.
         worker_ready.connect(hint_queue.start_listening, weak=False)
         worker_shutdown.connect(hint_queue.stop_listening, weak=False)
+        # A worker told to stop (SIGTERM) starts no long call from then on; its running
+        # ones are waited for when the listener stops (a2a/long_calls.py, "stop").
+        worker_shutting_down.connect(long_calls.stop_taking, weak=False)
         # The matcher (in the registry, below this app) reads load and history here.
         register_task_stats(TaskTableStats())
         # The registry announces agents reached only over HTTP that answer again: their

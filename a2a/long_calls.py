@@ -15,15 +15,21 @@ never the ones that start other agents' tasks. A task that finds no room is due 
 :data:`WAIT_SECONDS` later (no attempt counted): it waits in its row, where a crash
 cannot lose it, and the sweep takes it up again.
 
-The threads are daemons, started per call (a long call is rare next to its own length):
-a stopping process does not wait minutes for its streams; their claims run out and a
-later sweep takes the tasks up again (delayed, never lost).
+The threads are started per call (a long call is rare next to its own length). A process
+that stops (a worker's warm shutdown on SIGTERM, the embedded platform's Ctrl-C) takes no
+new long call from then on, leaving each due again for another process, and waits for the
+running ones up to :data:`STOP_WAIT_SECONDS`. Left to their claims, their tasks were lost
+when the agent ended meanwhile: the next worker subscribes to an agent task that is over,
+which an agent that cannot be polled refuses, and the answer never came. A call still
+running then is left to its claim as before (the threads are daemons): the claim runs out
+and a later sweep takes the task up again.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 
@@ -36,24 +42,62 @@ from platform_site.metrics import LONG_CALLS, LONG_CALLS_WAITED
 log = logging.getLogger(__name__)
 
 WAIT_SECONDS = 1.0  # a task that found no room is due again after this long
+# How long a stopping process waits for its running long calls. Below the worker unit's
+# TimeoutStopSec (160 s, deploy/systemd/a2a-platform-worker@.service), with room for the
+# rest of the shutdown: systemd's SIGKILL would otherwise cut the wait short.
+STOP_WAIT_SECONDS = 120.0
 
 _lock = threading.Lock()
+_ended = threading.Condition(_lock)  # notified whenever a long call ends
 _running: Counter[str] = Counter()  # long calls running in this process, per agent
 _started = False
+_stopping = False  # no new long call here: they are left due for another process
 _here = threading.local()
 
 
 def start() -> None:
     """Take long calls on threads of their own from now on (see the module docstring)."""
-    global _started
+    global _started, _stopping
+    _stopping = False
     _started = True
 
 
-def stop() -> None:
-    """Take no more: long calls run where they are asked for again (the running ones go
-    on; their claims outlive this process if it exits)."""
-    global _started
-    _started = False
+def stop_taking(**_: object) -> None:
+    """Take no new long call from now on: each is left due again for another process
+    (:func:`take`). Celery's ``worker_shutting_down``: from the SIGTERM on, before the
+    worker's own shutdown, so no long call starts while it runs. Only a flag is set (this
+    runs in a signal handler)."""
+    global _stopping
+    _stopping = True
+
+
+def stop(wait: float | None = None) -> int:
+    """Take no more long calls, wait for the running ones up to ``wait`` seconds
+    (:data:`STOP_WAIT_SECONDS` by default), then run long calls where they are asked for
+    again. Returns how many still run: those are left to their claims, which outlive this
+    process if it exits, and a later sweep takes their tasks up again."""
+    global _started, _stopping
+    stop_taking()
+    try:
+        left = _wait_running(STOP_WAIT_SECONDS if wait is None else wait)
+    finally:
+        _started = _stopping = False
+    if left:
+        log.warning("%d long call(s) still running at stop: left to their claims", left)
+    return left
+
+
+def _wait_running(seconds: float) -> int:
+    """Wait until no long call runs here or ``seconds`` passed; how many still run."""
+    deadline = time.monotonic() + seconds
+    with _ended:
+        count = sum(_running.values())
+        if count and seconds > 0:
+            log.info("waiting up to %.0f s for %d long call(s) to end", seconds, count)
+        while count and (left := deadline - time.monotonic()) > 0:
+            _ended.wait(left)
+            count = sum(_running.values())
+        return count
 
 
 def taken_here() -> bool:
@@ -80,6 +124,9 @@ def take(task: Task, run: Callable[[Task], None]) -> bool:
     """
     if not _started or on_own_thread():
         return False
+    if _stopping:  # this process is going: another one (or its next start) makes the call
+        task.defer(WAIT_SECONDS)
+        return True
     agent_id = task.agent_id or ""
     with _lock:
         room = _room(agent_id)
@@ -157,3 +204,4 @@ def _done(agent_id: str) -> None:
         _running[agent_id] -= 1
         if _running[agent_id] <= 0:
             del _running[agent_id]
+        _ended.notify_all()

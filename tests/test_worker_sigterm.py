@@ -1,0 +1,128 @@
+"""A worker stopped with SIGTERM (systemd's KillSignal) while a long call runs (a2a/long_calls.py).
+
+A worker used to exit at once and leave its streams to their claims. An agent that cannot
+be polled finished its task meanwhile; the next worker subscribed to an agent task that
+was over, the agent refused, and the task waited WORKING for its deadline: the answer was
+lost. Now a stopping process takes no new long call (each is left due for another one)
+and waits for the running ones, up to ``long_calls.STOP_WAIT_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from a2a import long_calls, services
+from a2a.creation import create_task
+from a2a.models import Task, TaskEvent
+from a2a.states import NextAction, TaskState
+from tests.a2a.helpers import embedded_workers, wait_for
+from tests.support.agents import TestAgent
+from tests.support.processes import FAST_ENGINE, celery_beat, celery_worker
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_a_worker_stopped_mid_stream_finishes_the_stream_first(
+    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent
+) -> None:
+    """The answer of a task streamed when the worker gets SIGTERM is recorded before the
+    worker exits (exit code 0), once, with the message sent once."""
+    make_agent(skills=[make_skill()], a2a_endpoint=peer.url, polling=False)
+    user = make_user()
+    with celery_beat(**FAST_ENGINE), celery_worker("stopped", **FAST_ENGINE) as worker:
+        data = {"product": "lamp", "behaviour": "slow", "seconds": 4}
+        task = services.create_task(skill_id="ce-review", input=data, user=user)
+        wait_for(task, lambda t: t.state == TaskState.WORKING, timeout=20)
+        code = worker.stop(timeout=30)
+        log = worker.log_text()
+        task.refresh_from_db()
+        # Read before beat stops: nothing but the stopped worker could have ended it.
+        assert task.state == TaskState.COMPLETED, log[-2000:]
+    assert code == 0
+    assert "waiting up to" in log
+    assert TaskEvent.objects.filter(task=task, to_state=TaskState.COMPLETED).count() == 1
+    assert len(peer.messages) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_embedded_platform_stopped_mid_stream_finishes_the_stream_first(
+    settings: Any, make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent
+) -> None:
+    """``make run``'s Ctrl-C stops the embedded workers (runplatform's ``finally``): the
+    same wait, so the answer is recorded before the process exits."""
+    settings.ALLOW_LOOPBACK_URLS = True
+    make_agent(skills=[make_skill()], a2a_endpoint=peer.url, polling=False)
+    user = make_user()
+    with embedded_workers():
+        data = {"product": "lamp", "behaviour": "slow", "seconds": 2}
+        task = services.create_task(skill_id="ce-review", input=data, user=user)
+        wait_for(task, lambda t: t.state == TaskState.WORKING, timeout=20)
+    task.refresh_from_db()
+    assert task.state == TaskState.COMPLETED
+    assert len(peer.messages) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stop_waits_for_running_long_calls_and_takes_no_new_one(
+    make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    """While stopping, a new long call is left due (claim let go, no attempt counted) and
+    the running one is waited for; once stopped, long calls run where asked again."""
+    skill = make_skill(id="ce-review")
+    make_agent(id="a", skills=[skill], polling=False)
+    user = make_user()
+    first = create_task(skill_id="ce-review", input={"product": "x"}, user=user, agent_id="a")
+    second = create_task(skill_id="ce-review", input={"product": "y"}, user=user, agent_id="a")
+    release = threading.Event()
+    ran: list[Any] = []
+
+    def run(task: Task) -> None:
+        ran.append(task.pk)
+        release.wait(10)
+
+    long_calls.start()
+    stopped: list[int] = []
+    stopper = threading.Thread(target=lambda: stopped.append(long_calls.stop(wait=10)))
+    try:
+        assert long_calls.take(Task.claim(first.pk), run) is True
+        wait_for(first, lambda t: ran == [first.pk])
+        stopper.start()
+        time.sleep(0.3)
+        assert stopped == []  # waiting for the running call
+        assert long_calls.take(Task.claim(second.pk), run) is True  # left due
+        second.refresh_from_db()
+        assert second.lease_until <= timezone.now() < second.next_poll_at
+        assert (second.next_action, second.attempts) == (NextAction.SEND, 0)
+        assert ran == [first.pk]
+        release.set()
+        stopper.join(5)
+        assert stopped == [0]
+    finally:
+        release.set()
+        long_calls.stop(wait=0)
+    assert long_calls.take(Task.claim(second.pk) or second, run) is False  # not taken here
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stop_leaves_a_call_that_outlasts_the_wait_to_its_claim(
+    make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    """The wait is bounded: a call still running then is counted and left running."""
+    make_agent(id="a", skills=[make_skill(id="ce-review")], polling=False)
+    task = create_task(skill_id="ce-review", input={"product": "x"}, user=make_user(), agent_id="a")
+    release = threading.Event()
+    long_calls.start()
+    try:
+        assert long_calls.take(Task.claim(task.pk), lambda t: release.wait(10)) is True
+        began = time.monotonic()
+        assert long_calls.stop(wait=0.3) == 1
+        assert 0.3 <= time.monotonic() - began < 2
+        assert long_calls.running() == {"a": 1}
+    finally:
+        release.set()
+    wait_for(task, lambda t: long_calls.running() == {})
