@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from platform_site import layer_loop
 from platform_site.layer_loop import LoopThread
 
 
@@ -42,3 +43,97 @@ def test_a_failed_send_surfaces_on_its_future() -> None:
     future = LoopThread("test-sender").submit(boom())
     with pytest.raises(RuntimeError, match="layer down"):
         future.result(5)
+
+
+def test_sends_run_one_after_another_in_the_order_they_were_handed_over() -> None:
+    """A later send must not overtake an earlier one: a channel-layer send is several
+    round trips, and a stream drops an event older than the one it has. Here the first
+    sends are the slowest: run side by side, they would arrive last."""
+    loop_thread = LoopThread("test-sender")
+    arrived: list[int] = []
+    running = 0
+    most = 0
+
+    async def send(i: int) -> None:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep((20 - i) * 0.002)
+        arrived.append(i)
+        running -= 1
+
+    futures = [loop_thread.submit(send(i)) for i in range(20)]
+    for future in futures:
+        future.result(5)
+    assert arrived == list(range(20))
+    assert most == 1
+
+
+def test_sends_from_many_threads_keep_each_threads_order() -> None:
+    loop_thread = LoopThread("test-sender")
+    arrived: list[tuple[int, int]] = []
+
+    async def send(thread: int, i: int) -> None:
+        await asyncio.sleep(0.001 if i % 2 else 0)
+        arrived.append((thread, i))
+
+    def hand_over(thread: int) -> None:
+        for future in [loop_thread.submit(send(thread, i)) for i in range(10)]:
+            future.result(5)
+
+    threads = [threading.Thread(target=hand_over, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    for t in range(4):
+        assert [i for thread, i in arrived if thread == t] == list(range(10))
+
+
+def test_a_send_that_does_not_finish_holds_up_the_others_for_a_bounded_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(layer_loop, "SEND_TIMEOUT", 0.05)
+    loop_thread = LoopThread("test-sender")
+
+    async def stuck() -> None:
+        await asyncio.sleep(60)
+
+    stuck_future = loop_thread.submit(stuck())
+    after = loop_thread.submit(_where())
+    assert after.result(5)[0] == "test-sender"
+    with pytest.raises(TimeoutError):
+        stuck_future.result(5)
+
+
+@pytest.mark.distributed
+def test_group_sends_reach_a_redis_group_member_in_the_order_they_were_handed_over() -> None:
+    """On the real Redis layer (channels_redis): 200 publishes of a task's events, as
+    :func:`a2a.face.sse.publish_snapshot` hands them over, arrive in sequence order."""
+    from channels.layers import channel_layers, get_channel_layer
+
+    channel_layers.backends.clear()  # a layer (and pool) of this test's loops only
+    layer = get_channel_layer()
+    loop_thread = LoopThread("test-sender")
+
+    async def scenario() -> list[int]:
+        channel = await layer.new_channel()
+        await layer.group_add("test-layer-loop-order", channel)
+        try:
+            futures = [
+                loop_thread.submit(
+                    layer.group_send("test-layer-loop-order", {"type": "a2a.task", "seq": seq})
+                )
+                for seq in range(1, 201)
+            ]
+            got = [(await asyncio.wait_for(layer.receive(channel), 10))["seq"] for _ in futures]
+            for future in futures:
+                await asyncio.wrap_future(future)
+            return got
+        finally:
+            await layer.group_discard("test-layer-loop-order", channel)
+
+    try:
+        assert asyncio.run(scenario()) == list(range(1, 201))
+    finally:
+        channel_layers.backends.clear()

@@ -29,6 +29,7 @@ from django.db.models import Count
 
 from a2a.face import listeners
 from a2a.face.db import db_call
+from a2a.face.errors import TaskNotFound
 from a2a.face.serializers import task_json
 from a2a.face.stream_slots import Slot
 from a2a.models import Task, TaskMessage
@@ -38,6 +39,10 @@ from platform_site.layer_loop import sender
 log = logging.getLogger(__name__)
 
 MESSAGE_TYPE = "a2a.task"
+# What a closing subscription sends its own channel: its reader returns on it.
+CLOSE_TYPE = "a2a.close"
+# How long a closing subscription waits for its reader to see that (one Redis round trip).
+CLOSE_WAIT = 2.0
 KEEPALIVE = None  # yielded by streams when quiet; the binding writes an SSE comment
 
 
@@ -158,8 +163,9 @@ def publish_snapshot(task_id: uuid.UUID | str, snap: dict[str, Any]) -> None:
     if _is_local(layer):
         local_bus.fan_out(group, message)
     else:
-        # The process's one sender loop keeps the layer's connection pool, and sends leave
-        # in the order they were published; the caller does not wait.
+        # The process's one sender loop keeps the layer's connection pool and runs the sends
+        # one after another, so they reach the group in the order they were published (a
+        # subscriber drops an event older than one it has); the caller does not wait.
         sender.submit(layer.group_send(group, message)).add_done_callback(_log_failure)
 
 
@@ -212,11 +218,14 @@ class Subscription:
         await self._mark()
         # One long-lived reader per subscription: cancelling a pending receive() on the
         # Redis layer can drop a message, cancelling a queue get cannot.
-        self._reader = asyncio.create_task(self._read())
+        self._reader = asyncio.create_task(self._read(self.channel))
 
-    async def _read(self) -> None:
+    async def _read(self, channel: str) -> None:
+        """Move the channel's messages to the queue until the close message comes."""
         while True:
-            message = await self.layer.receive(self.channel)
+            message = await self.layer.receive(channel)
+            if message.get("type") == CLOSE_TYPE:
+                return
             self.queue.put_nowait(message)
 
     async def _mark(self) -> None:
@@ -241,13 +250,26 @@ class Subscription:
         if self.local:
             local_bus.remove(self.group, self.loop, self.queue)
             return
-        if self._reader is not None:
-            # Not awaited: the Redis layer finishes a cancelled receive only when its
-            # blocking pop times out (seconds); nothing here depends on it.
-            self._reader.cancel()
         if self.channel is not None:
             with contextlib.suppress(Exception):
                 await self.layer.group_discard(self.group, self.channel)
+        if self._reader is not None:
+            await self._stop_reader(self._reader)
+
+    async def _stop_reader(self, reader: asyncio.Task[None]) -> None:
+        """End the reader by a message, not by cancelling it: the reader of any channel of
+        this process may be the one popping the process's shared Redis list, and a receive
+        cancelled between its pop and its hand-over loses what it popped, which may have
+        been another stream's event. Cancelled only if the message does not come back in
+        :data:`CLOSE_WAIT` (the layer is away: it holds nothing to lose then)."""
+        assert self.channel is not None
+        with contextlib.suppress(Exception):
+            await self.layer.send(self.channel, {"type": CLOSE_TYPE})
+        done, _ = await asyncio.wait({reader}, timeout=CLOSE_WAIT)
+        if not done:
+            reader.cancel()
+        elif not reader.cancelled():
+            reader.exception()  # retrieved: a reader the layer failed is no news here
 
     async def __aenter__(self) -> Subscription:
         await self.open()
@@ -287,6 +309,10 @@ async def wait_until_settled(
                 snap = message
 
 
+def _deleted(task_id: uuid.UUID | str) -> TaskNotFound:
+    return TaskNotFound(f"Task {task_id} not found.", metadata={"taskId": str(task_id)})
+
+
 async def task_stream(
     task_id: uuid.UUID | str,
     *,
@@ -305,8 +331,10 @@ async def task_stream(
     once the task is interrupted (INPUT_REQUIRED, AUTH_REQUIRED) after ``since_seq``, as
     the specification's streams do and as clients built on a2a-sdk wait for (the answer
     goes by a new message, which opens a new stream). A subscription stays open to the
-    end. ``slot`` (the caller's, :mod:`a2a.face.stream_slots`) is given back when the
-    stream ends, however it ends."""
+    end. A task deleted meanwhile (the admin's delete) raises :class:`TaskNotFound`, an
+    ordinary error before the first event and the stream's last, in-band error after it.
+    ``slot`` (the caller's, :mod:`a2a.face.stream_slots`) is given back when the stream
+    ends, however it ends."""
 
     def ends(state: str, seq: int) -> bool:
         return state in TERMINAL_STATES or (sent and _settled(state, seq, since_seq))
@@ -317,7 +345,7 @@ async def task_stream(
                 task_id, with_history=True, history_length=history_length
             )
             if snap is None:
-                return
+                raise _deleted(task_id)
             yield {"task": snap["task"]}
             last = snap["seq"]
             state = snap["task"]["status"]["state"]
@@ -326,7 +354,9 @@ async def task_stream(
                 if message is None:
                     message = await db_call(snapshot)(task_id)
                     if message is None:
-                        return
+                        # Deleted while streamed (the admin's delete): said in-band, as
+                        # any error once the stream started, not a silent end.
+                        raise _deleted(task_id)
                     if message["seq"] <= last:
                         yield KEEPALIVE
                         continue
