@@ -90,6 +90,10 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         except Exception:
             self._layer_failed = True
             log.warning("gateway: channel layer receive failed for %s", self.agent, exc_info=True)
+            # Only this consumer sees it (channels_redis: one reader per process at a
+            # time); the others stay open, and their groups may be gone with Redis: the
+            # next heartbeat tick re-joins them all (gateway.connections.MARKER_TTL_TICKS).
+            local.layer_failed()
             return {"type": "gateway.layer_down"}
 
     @property
