@@ -106,7 +106,8 @@ def _spelled_03(task: dict[str, Any]) -> bool:
     for message in messages:
         if not isinstance(message, dict):
             continue
-        if message.get("role") in shapes.ROLES_03:
+        role = message.get("role")
+        if isinstance(role, str) and role in shapes.ROLES_03:  # a list or dict: not hashable
             return True
         parts = message.get("parts")
         if isinstance(parts, list) and any(isinstance(p, dict) and "kind" in p for p in parts):

@@ -129,9 +129,16 @@ def take(task: Task, run: Callable[[Task], None]) -> bool:
         return True
     agent_id = task.agent_id or ""
     with _lock:
-        room = _room(agent_id)
+        # Again under the lock: a stop that counted the running calls since the look
+        # above (it sets the flag, then counts under this lock) must not see one start
+        # after its count, to be cut off when the process exits.
+        going = _stopping or not _started
+        room = not going and _room(agent_id)
         if room:
             _running[agent_id] += 1
+    if going:
+        task.defer(WAIT_SECONDS)
+        return True
     if not room:
         LONG_CALLS_WAITED.inc()
         task.defer(WAIT_SECONDS)

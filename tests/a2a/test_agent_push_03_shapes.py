@@ -172,3 +172,24 @@ def test_a_03_push_with_a_bad_state_is_still_refused(pushed_task: Task) -> None:
     assert response.status_code == 400, response.text
     assert response.json()["error"]["code"] == "not_a2a"
     assert fresh(pushed_task).state == TaskState.SUBMITTED
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": {"role": ["agent"]}}},
+        {"status": {"state": "TASK_STATE_WORKING"}, "history": [{"role": {"a": 1}}]},
+        {
+            "status": {"state": "TASK_STATE_WORKING"},
+            "artifacts": [{"artifactId": "a", "role": [1]}],
+        },
+    ],
+    ids=["status-message", "history", "artifact"],
+)
+def test_a_bare_task_whose_role_is_not_a_string_is_no_500(
+    pushed_task: Task, body: dict[str, Any]
+) -> None:
+    """Read before anything is checked (is it 0.3?): a list or object as a role raised
+    TypeError (unhashable) there, a 500 for any caller of the webhook."""
+    response = push(pushed_task, {"id": "agent-task-1", **body})
+    assert response.status_code in (200, 400), response.text

@@ -148,3 +148,46 @@ def test_a_long_call_finds_no_room_past_the_process_bound(
         release.set()
         long_calls.stop()
     assert long_calls.take(Task.claim(second.pk) or second, run) is False  # not taken here
+
+
+class _StoppedMeanwhile:
+    """A claimed task whose ``agent_id``, read by :func:`long_calls.take` after its look at
+    the flags and before its lock, lets a whole ``stop()`` run first: the interleaving a
+    SIGTERM can bring."""
+
+    def __init__(self, task: Task) -> None:
+        self._task = task
+        self.stopped: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._task, name)
+
+    @property
+    def agent_id(self) -> str:
+        stop = threading.Thread(target=lambda: self.stopped.append(long_calls.stop(wait=5)))
+        stop.start()
+        stop.join(10)
+        return self._task.agent_id
+
+
+def test_no_long_call_starts_after_a_stop_counted_none(
+    make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    """A stop that found no long call running returns, and the process exits: a call
+    started after its count would be cut off. It is left due instead."""
+    make_agent(id="a", skills=[make_skill(id="ce-review")], polling=False)
+    task = create_task(skill_id="ce-review", input={"product": "x"}, user=make_user(), agent_id="a")
+    release = threading.Event()
+    long_calls.start()
+    racy = _StoppedMeanwhile(Task.claim(task.pk))
+    try:
+        assert long_calls.take(racy, lambda _: release.wait(5)) is True
+        assert racy.stopped == [0]
+        assert long_calls.running() == {}
+        row = Task.objects.get(pk=task.pk)
+        assert row.next_action == NextAction.SEND
+        assert row.next_poll_at is not None
+        assert row.next_poll_at > timezone.now()
+    finally:
+        release.set()
+        long_calls.stop(wait=5)
