@@ -53,6 +53,9 @@ GROUP_REJOIN_SECONDS = 3600.0
 # and one outbox read per connection repair.) The key outlives this many ticks, so a tick
 # late because the event loop stalled does not pass for a lost Redis.
 MARKER_TTL_TICKS = 20
+# At most this long (and half a tick) of each tick goes to the channel layer, after the
+# presence refresh; what is left waits for the next tick.
+LAYER_BUDGET_SECONDS = 5.0
 
 
 def marker_key(layer: RedisChannelLayer) -> str:
@@ -138,10 +141,14 @@ class LocalConnections:
         return max(settings.GATEWAY_HEARTBEAT_TIMEOUT / 3, 0.05)
 
     async def sweep_once(self) -> None:
-        """Close silent connections and refresh the presence of the others."""
+        """Close silent connections and refresh the presence of the others; then the
+        channel layer's part (group re-joins), bounded: a Redis that does not answer (its
+        socket timeout is 30 s) must not hold the presence refresh back, or the rows of
+        live connections would go stale and their agents count as offline."""
         loop = asyncio.get_running_loop()
         cutoff = loop.time() - settings.GATEWAY_HEARTBEAT_TIMEOUT
         alive: dict[str, tuple[str, str]] = {}
+        hourly: list[Watched] = []
         for name, consumer in list(self._consumers.items()):
             if consumer.last_frame_at < cutoff:
                 self.discard(consumer)
@@ -151,18 +158,32 @@ class LocalConnections:
                 alive[name] = (consumer.agent_id, consumer.remote_addr)
                 if loop.time() - consumer.joined_at > GROUP_REJOIN_SECONDS:
                     consumer.joined_at = loop.time()
-                    try:
-                        await consumer.rejoin_group()
-                    except Exception:  # Redis down: the others' presence is still refreshed
-                        log.warning("gateway: %s did not rejoin its group", name, exc_info=True)
-        rejoined = await self._rejoin_lost()
-        recreated: list[str] = []
+                    hourly.append(consumer)
         if alive:
             recreated = await db(presence.refresh)(alive)
             if recreated:
                 await self._resume(recreated)
-        # After the presence refresh: one resumed above has been sent its outbox already.
-        await self._send_owed([name for name in rejoined if name not in recreated])
+        rejoined: list[str] = []  # filled as they re-join: kept if the budget runs out
+        budget = min(LAYER_BUDGET_SECONDS, self.interval() / 2)
+        try:
+            await asyncio.wait_for(self._layer_part(hourly, rejoined), budget)
+        except TimeoutError:
+            log.warning("gateway: the channel layer did not answer in %.1f s", budget)
+        # Group first, outbox second, as at a session start: a push committed after the
+        # outbox read finds the connection in the group (a second read sends nothing twice).
+        await self._send_owed(rejoined)
+
+    async def _layer_part(self, hourly: list[Watched], rejoined: list[str]) -> None:
+        """The tick's channel-layer work: the hourly re-joins, then those of connections
+        whose membership may be gone (appended to ``rejoined``)."""
+        for consumer in hourly:
+            try:
+                await consumer.rejoin_group()
+            except Exception:  # Redis down: the next hour's tick, or a lost-key re-join
+                log.warning(
+                    "gateway: %s did not rejoin its group", consumer.channel_name, exc_info=True
+                )
+        await self._rejoin_lost(rejoined)
 
     async def _layer_lost(self) -> bool:
         """Whether Redis lost this process's key since the last tick (it restarted empty);
@@ -183,26 +204,23 @@ class LocalConnections:
             self._marked.add(index)
         return lost
 
-    async def _rejoin_lost(self) -> list[str]:
-        """Re-join the groups of the connections whose membership may be gone; returns
-        the channel names re-joined (their outbox is read next: a hint sent to the empty
-        group is lost)."""
+    async def _rejoin_lost(self, rejoined: list[str]) -> None:
+        """Re-join the groups of the connections whose membership may be gone, adding the
+        channel names re-joined to ``rejoined`` (their outbox is read next: a hint sent to
+        the empty group is lost)."""
         try:
             if await self._layer_lost():
                 log.warning("gateway: Redis lost this process's group memberships")
                 self.layer_failed()
         except Exception:  # Redis still down: the next tick looks again
             log.warning("gateway: channel layer unavailable", exc_info=True)
-            return []
-        rejoined: list[str] = []
+            return
         for name in list(self._unjoined):
             consumer = self._consumers.get(name)
             if consumer is None:
                 self._unjoined.discard(name)
                 continue
             try:
-                # Group first, outbox second, as at a session start: a push committed after
-                # the outbox read finds the connection in the group.
                 await consumer.rejoin_group()
             except Exception:  # Redis failed again: the rest wait for the next tick
                 log.warning("gateway: %s did not rejoin its group", name, exc_info=True)
@@ -211,7 +229,6 @@ class LocalConnections:
             rejoined.append(name)
         if rejoined:
             log.warning("gateway: %d live connections re-joined their groups", len(rejoined))
-        return rejoined
 
     async def _resume(self, recreated: list[str]) -> None:
         """After :func:`presence.refresh` re-registered connections whose row was gone."""
