@@ -8,6 +8,8 @@ import math
 import os
 import re
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -17,11 +19,16 @@ def envstr(name: str, default: str = "") -> str:
     path = os.environ.get(f"{name}_FILE")
     if path:
         try:
-            return Path(path).read_text().strip()
+            value = Path(path).read_text().strip()
         except (OSError, UnicodeDecodeError) as exc:
             # A bare FileNotFoundError named the path but not the variable that gave it.
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise ImproperlyConfigured(f"{name}_FILE: cannot read {path!r}: {reason}") from None
+        if not value:
+            # A file created and never filled (a provisioning step that failed) read as
+            # unset: SECRET_KEY then fell back to the public development value.
+            raise ImproperlyConfigured(f"{name}_FILE: {path!r} is empty")
+        return value
     return os.environ.get(name, default)
 
 
@@ -165,3 +172,102 @@ def envrate(name: str, default: str) -> str:
             f"{name} must be a rate N/sec, N/min, N/hour or N/day (e.g. 30/min), got {raw!r}"
         )
     return value
+
+
+# The development default of SECRET_KEY, published with the source: the distributed mode
+# warns when it runs on it (platform_site/deploy_checks.py).
+INSECURE_SECRET_KEY = "embedded-insecure-change-me"
+
+
+def envhosts(name: str, default: str) -> list[str]:
+    """Comma-separated host names; unset reads ``default``, set but empty stops the start.
+
+    ``ALLOWED_HOSTS=`` (a value left out of an env file) started cleanly, then Django
+    refused every request with 400: the start is the place to say so.
+    """
+    raw = envstr(name, default)
+    hosts = [host.strip() for host in raw.split(",") if host.strip()]
+    if not hosts:
+        raise ImproperlyConfigured(
+            f"{name} is set but names no host, so every request would be refused (400): "
+            "list the Host names clients use, comma-separated, or leave it unset (any host)"
+        )
+    return hosts
+
+
+REDIS_SCHEMES = {"redis", "rediss", "unix"}
+
+
+def envredisurl(name: str) -> str:
+    """A Redis URL (``redis://host:port/db``, ``rediss://...`` or ``unix:///path``), or
+    empty when unset.
+
+    Celery, Channels and the probes each parse it only when they connect: ``http://...``
+    passed the start and the worker died with "No such transport: http", and ``redis//x``
+    (no scheme) made Celery pick its AMQP default. A refusal names the scheme, never the
+    URL (it may carry the password).
+    """
+    raw = envstr(name)
+    if not raw:
+        return ""
+    wanted = "a Redis URL (redis://host:6379/0, rediss://... or unix:///path/to/socket)"
+    parts = urlsplit(raw)
+    scheme = parts.scheme.lower()
+    if not scheme or "://" not in raw:
+        raise ImproperlyConfigured(f"{name} must be {wanted}; it does not start with one")
+    if scheme not in REDIS_SCHEMES:
+        raise ImproperlyConfigured(f"{name} must be {wanted}, got a {scheme}:// URL")
+    if scheme == "unix":
+        if not parts.path:
+            raise ImproperlyConfigured(f"{name} must be {wanted}; its unix:// URL has no path")
+        return raw
+    if not parts.hostname:
+        raise ImproperlyConfigured(f"{name} must be {wanted}; it names no host")
+    try:
+        parts.port  # noqa: B018 - urlsplit checks the port only when it is read
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be {wanted}; its port is not one") from None
+    database = parts.path.strip("/")
+    if database and not database.isdigit():
+        raise ImproperlyConfigured(
+            f"{name} must be {wanted}; its path must be a database number, e.g. /0"
+        )
+    return raw
+
+
+def postgres_database(name: str, url: str, **options: Any) -> dict[str, Any]:
+    """Django's ``DATABASES["default"]`` for a PostgreSQL URL in variable ``name``.
+
+    dj-database-url knows many schemes; the platform runs on PostgreSQL only (or SQLite
+    through ``SQLITE_PATH``): ``mysql://`` passed the start and then failed with "Error
+    loading MySQLdb module". The message names the scheme, never the URL (its password).
+    """
+    # Imported here: the other readers need nothing of it.
+    import dj_database_url
+
+    try:
+        database = dj_database_url.parse(url, **options)
+    except ValueError as exc:  # an unknown scheme, a port that is not a number, ...
+        raise ImproperlyConfigured(f"{name} is not a database URL: {exc}") from None
+    if database["ENGINE"] != "django.db.backends.postgresql":
+        scheme = urlsplit(url).scheme
+        raise ImproperlyConfigured(
+            f"{name} must be a PostgreSQL URL (postgres://user:password@host:5432/name), "
+            f"got a {scheme}:// URL"
+        )
+    return database
+
+
+def check_mode(database_url: str, redis_url: str) -> None:
+    """``REDIS_URL`` only with ``DATABASE_URL`` (the distributed mode).
+
+    ``REDIS_URL`` alone silently chose the embedded mode over SQLite in the checkout,
+    whose defaults are laxer (registration open, loopback agent URLs allowed), on a memory
+    broker the separately started workers never see: an env file that lost its
+    ``DATABASE_URL`` line. ``DATABASE_URL`` alone stays the embedded mode on PostgreSQL
+    (documented: one process, its workers inside)."""
+    if redis_url and not database_url:
+        raise ImproperlyConfigured(
+            "REDIS_URL is set but DATABASE_URL is not: set both for the distributed mode "
+            "(REDIS_URL alone would run the embedded mode over SQLite in the checkout)"
+        )

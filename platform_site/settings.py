@@ -17,29 +17,35 @@ import os
 import warnings
 from pathlib import Path
 
-import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from platform_site.env import (
+    INSECURE_SECRET_KEY,
+    check_mode,
     envbool,
     envchoice,
     envfernetkeys,
     envfloat,
+    envhosts,
     envint,
     envrate,
+    envredisurl,
     envstr,
+    postgres_database,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
 DEBUG = envbool("DEBUG", False)
-SECRET_KEY = envstr("SECRET_KEY") or "embedded-insecure-change-me"
+# Unset in the distributed mode: a warning at every start (platform_site/deploy_checks.py).
+SECRET_KEY = envstr("SECRET_KEY") or INSECURE_SECRET_KEY
 # API keys and user tokens are stored as HMAC-SHA256 digests keyed with this pepper.
 API_KEY_PEPPER = envstr("API_KEY_PEPPER") or SECRET_KEY
 
 DATABASE_URL = envstr("DATABASE_URL")
-REDIS_URL = envstr("REDIS_URL")
+REDIS_URL = envredisurl("REDIS_URL")
+check_mode(DATABASE_URL, REDIS_URL)  # no REDIS_URL without DATABASE_URL
 DISTRIBUTED = bool(DATABASE_URL and REDIS_URL)
 EMBEDDED = not DISTRIBUTED
 
@@ -47,7 +53,7 @@ HOST = envstr("HOST", "127.0.0.1")
 PORT = envint("PORT", 8000)
 PUBLIC_URL = (envstr("PUBLIC_URL") or f"http://{HOST}:{PORT}").rstrip("/")
 
-ALLOWED_HOSTS = [h.strip() for h in envstr("ALLOWED_HOSTS", "*").split(",") if h.strip()]
+ALLOWED_HOSTS = envhosts("ALLOWED_HOSTS", "*")  # /healthz, /readyz, /metrics: any Host
 CSRF_TRUSTED_ORIGINS = [
     o.strip() for o in envstr("CSRF_TRUSTED_ORIGINS", PUBLIC_URL).split(",") if o.strip()
 ]
@@ -75,7 +81,8 @@ if USE_X_FORWARDED_PROTO:
 SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", False)
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+# The proxy's own check of /readyz is plain http too: a 301 would count as healthy.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 if SECURE_SSL_REDIRECT and not USE_X_FORWARDED_PROTO:
     raise ImproperlyConfigured(
         "SECURE_SSL_REDIRECT needs USE_X_FORWARDED_PROTO: daphne sees plain http behind the "
@@ -106,7 +113,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: refuse oversize /api/ bodies before anything reads them.
+    # First: /healthz, /readyz and /metrics answer whatever the Host header (a probe on
+    # the host names an address, not a name in ALLOWED_HOSTS); see the module.
+    "platform_site.probe_hosts.ProbeMiddleware",
+    # Then: refuse oversize /api/ bodies before anything reads them.
     "platform_site.middleware.BodyLimitMiddleware",
     # Then: refuse NUL / lone surrogates in /api/ paths and query strings (platform_site.text).
     "platform_site.middleware.TextRuleMiddleware",
@@ -148,17 +158,13 @@ TEMPLATES = [
 # /metrics for ever (libpq waits without end by default).
 DATABASE_CONNECT_TIMEOUT = envint("DATABASE_CONNECT_TIMEOUT", 5, positive=True)
 if DATABASE_URL:
-    try:
-        DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
-    except ValueError as exc:  # an unknown scheme, a port that is not a number, ...
-        # The message, never the URL: it may carry the password.
-        raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
-    if "postgresql" in DATABASES["default"]["ENGINE"]:
-        # psycopg passes it to libpq; the URL's own ?connect_timeout= wins.
-        DATABASES["default"]["OPTIONS"] = {
-            "connect_timeout": DATABASE_CONNECT_TIMEOUT,
-            **DATABASES["default"].get("OPTIONS", {}),
-        }
+    # PostgreSQL only; a refusal names the scheme, never the URL (it may carry the password).
+    DATABASES = {"default": postgres_database("DATABASE_URL", DATABASE_URL, conn_max_age=60)}
+    # psycopg passes it to libpq; the URL's own ?connect_timeout= wins.
+    DATABASES["default"]["OPTIONS"] = {
+        "connect_timeout": DATABASE_CONNECT_TIMEOUT,
+        **DATABASES["default"].get("OPTIONS", {}),
+    }
     if envbool("DATABASE_PREPARED_STATEMENTS", True):
         # The same few statements run for every task: prepared once per connection
         # (psycopg prepares one after its fifth run), PostgreSQL skips parsing and

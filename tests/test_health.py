@@ -156,3 +156,64 @@ def test_probes_at_once_each_answer() -> None:
     with ThreadPoolExecutor(2) as pool:
         answers = list(pool.map(lambda _: db_bounds.in_thread("concurrent", probe), range(2)))
     assert answers == ["ok", "ok"]
+
+
+# --- probes on the host, behind an https-only site ---------------------------------------
+# deploy/systemd/platform.env.example: ALLOWED_HOSTS=agents.example.com and
+# SECURE_SSL_REDIRECT=true. A probe on the host names the address it calls, over plain http.
+
+PROBES = {"/healthz": "application/json", "/readyz": "application/json", "/metrics": "text/plain"}
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:8001", "10.0.0.5", "anything.invalid"])
+def test_the_probes_answer_whatever_the_host_header(
+    client: Any, db: None, settings: Any, caplog: Any, host: str
+) -> None:
+    """Each was a 400 HTML page with an ERROR and its traceback in the log: they return no
+    URL built from the request, so the Host header means nothing to them."""
+    settings.ALLOWED_HOSTS = ["agents.example.com"]
+    for path, content_type in PROBES.items():
+        answer = client.get(path, HTTP_HOST=host)
+        assert answer.status_code == 200, (path, answer.content[:200])
+        assert answer["Content-Type"].startswith(content_type), path
+        assert answer["X-Content-Type-Options"] == "nosniff", path  # as the stack adds it
+    assert client.get("/healthz", HTTP_HOST=host).json() == {"status": "ok"}
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+
+
+def test_the_rest_of_the_site_stays_under_allowed_hosts(client: Any, settings: Any) -> None:
+    settings.ALLOWED_HOSTS = ["agents.example.com"]
+    for path in ("/admin/login/", "/healthz/", "/api/tasks"):
+        assert client.get(path, HTTP_HOST="127.0.0.1:8001").status_code == 400, path
+    assert client.get("/admin/login/", HTTP_HOST="agents.example.com").status_code == 200
+
+
+def test_plain_http_probes_are_not_redirected_on_an_https_only_site(
+    client: Any, db: None, settings: Any
+) -> None:
+    """A proxy's health check of /readyz goes over plain http: it was a 301, which the
+    proxy counts as healthy, so it never saw an outage. Through the proxy (https) the
+    answer carries HSTS like any other."""
+    settings.ALLOWED_HOSTS = ["agents.example.com"]
+    settings.SECURE_SSL_REDIRECT = True
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    settings.SECURE_HSTS_SECONDS = 3600
+    for path in PROBES:
+        for host in ("agents.example.com", "127.0.0.1:8001"):
+            assert client.get(path, HTTP_HOST=host).status_code == 200, (path, host)
+        proxied = client.get(path, HTTP_HOST="agents.example.com", HTTP_X_FORWARDED_PROTO="https")
+        assert proxied["Strict-Transport-Security"] == "max-age=3600", path
+    assert client.get("/admin/login/", HTTP_HOST="agents.example.com").status_code == 301
+
+
+def test_readyz_is_exempt_from_the_https_redirect_like_the_other_probes(settings: Any) -> None:
+    """Django's own redirect spares the three probes too (SECURE_REDIRECT_EXEMPT), should
+    anything put the redirect before them."""
+    from django.middleware.security import SecurityMiddleware
+    from django.test import RequestFactory
+
+    settings.SECURE_SSL_REDIRECT = True
+    redirect = SecurityMiddleware(lambda request: None)  # type: ignore[arg-type,return-value]
+    for path in PROBES:
+        assert redirect.process_request(RequestFactory().get(path)) is None, path
+    assert redirect.process_request(RequestFactory().get("/admin/")) is not None
