@@ -21,7 +21,19 @@ if [ -z "${TEST_DATABASE_URL:-}" ] || [ -z "${TEST_REDIS_URL:-}" ]; then
   started=1
 fi
 pass2_pid=""
+# The peers' own environments (a2a-sdk 0.3, ADK, Strands, LangGraph, the JS SDK...) are
+# built side by side in the background from the start, not one by one by the first test
+# that needs each (tests/support/prefetch_peers.py): minutes off a clean clone's run.
+# Not for a run of chosen tests (arguments given), which may need none of them.
+mkdir -p .test-logs
+prefetch_pid=""
+if [ $# -eq 0 ]; then
+  env -u DATABASE_URL -u REDIS_URL .venv/bin/python -m tests.support.prefetch_peers \
+    >.test-logs/prefetch.log 2>&1 &
+  prefetch_pid=$!
+fi
 cleanup() {
+  if [ -n "$prefetch_pid" ]; then kill "$prefetch_pid" 2>/dev/null || true; fi
   # An interrupted run interrupts pass 2 too, as Ctrl-C would: pytest tears its fixtures
   # down (the processes they booted) before it exits.
   if [ -n "$pass2_pid" ] && kill -INT -- "-$pass2_pid" 2>/dev/null; then
@@ -39,8 +51,12 @@ pass1() {
   env -u DATABASE_URL -u REDIS_URL "${PYTEST[@]}" -m "not postgres and not distributed"
 }
 pass2() {
-  # Everything that needs no process boot, on PostgreSQL, plus the distributed tests.
-  DATABASE_URL=$TEST_DATABASE_URL REDIS_URL=$TEST_REDIS_URL "${PYTEST[@]}" \
+  # Everything that needs no process boot, on PostgreSQL, plus the distributed tests. With
+  # a SECRET_KEY of its own, as a deployment has: the public default's start-up warning
+  # (platform_site/deploy_checks.py) would join the output the tests read of the
+  # processes they boot.
+  SECRET_KEY=${SECRET_KEY:-test-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')} \
+    DATABASE_URL=$TEST_DATABASE_URL REDIS_URL=$TEST_REDIS_URL "${PYTEST[@]}" \
     -m "not slow or postgres or distributed"
 }
 
@@ -63,7 +79,6 @@ if [ "${TEST_SERIAL:-}" = 1 ]; then
   exit 0
 fi
 
-mkdir -p .test-logs
 log=.test-logs/pass2.log
 echo "== pass 2: distributed mode (PostgreSQL, Redis), in the background into $log"
 # Its own process group (job control on), so that cleanup can interrupt all of it.
