@@ -106,6 +106,32 @@ def test_a_send_that_does_not_finish_holds_up_the_others_for_a_bounded_time(
         stuck_future.result(5)
 
 
+def test_sends_of_other_keys_run_side_by_side_and_each_key_keeps_its_order() -> None:
+    """A group's sends wait for each other, not for another group's: a slow send to one
+    stream's group holds up none of the others (one at a time for all went about a third
+    as fast on Redis)."""
+    loop_thread = LoopThread("test-sender")
+    release = threading.Event()
+    order: list[tuple[str, int]] = []
+
+    async def send(key: str, i: int) -> None:
+        if (key, i) == ("slow", 0):
+            await asyncio.get_running_loop().run_in_executor(None, release.wait, 5)
+        order.append((key, i))
+
+    slow = [loop_thread.submit(send("slow", i), key="slow") for i in range(3)]
+    quick = [loop_thread.submit(send("quick", i), key="quick") for i in range(3)]
+    for future in quick:
+        future.result(5)  # while the slow key's first send still waits
+    assert order == [("quick", 0), ("quick", 1), ("quick", 2)]
+    release.set()
+    for future in slow:
+        future.result(5)
+    assert order[3:] == [("slow", 0), ("slow", 1), ("slow", 2)]
+    turns = loop_thread._running()[1]
+    assert turns.locks == {}  # a key's lock goes with its last send
+
+
 @pytest.mark.distributed
 def test_group_sends_reach_a_redis_group_member_in_the_order_they_were_handed_over() -> None:
     """On the real Redis layer (channels_redis): 200 publishes of a task's events, as

@@ -163,10 +163,10 @@ def publish_snapshot(task_id: uuid.UUID | str, snap: dict[str, Any]) -> None:
     if _is_local(layer):
         local_bus.fan_out(group, message)
     else:
-        # The process's one sender loop keeps the layer's connection pool and runs the sends
-        # one after another, so they reach the group in the order they were published (a
+        # The process's one sender loop keeps the layer's connection pool and runs a group's
+        # sends one after another, so they reach it in the order they were published (a
         # subscriber drops an event older than one it has); the caller does not wait.
-        sender.submit(layer.group_send(group, message)).add_done_callback(_log_failure)
+        sender.submit(layer.group_send(group, message), key=group).add_done_callback(_log_failure)
 
 
 # --- subscribing ----------------------------------------------------------------------
