@@ -99,6 +99,17 @@ def reassign(task: Task, user: Any) -> Callable[[], None]:
     return act
 
 
+def retry(task: Task, user: Any) -> Callable[[], None]:
+    """The sweep fails the task (its deadline) and a person retries it at once."""
+
+    def act() -> None:
+        row = Task.objects.select_related("agent", "skill").get(pk=task.pk)
+        row.fail("timeout", "timed out")
+        services.retry_task(row, by=user)
+
+    return act
+
+
 def assert_fresh_attempt_at(task: Task, agent_id: str) -> None:
     """The fresh attempt stands, its send still due, nothing of the old answer on it."""
     task.refresh_from_db()
@@ -132,12 +143,7 @@ def test_a_send_overtaken_by_a_retry_before_its_call_is_not_made(
     one, _ = peers
     task = create(user)
 
-    def retry() -> None:
-        row = Task.objects.select_related("agent", "skill").get(pk=task.pk)
-        row.fail("timeout", "timed out")
-        services.retry_task(row, by=user)
-
-    before_the_call(monkeypatch, retry)
+    before_the_call(monkeypatch, retry(task, user))
     process_task(task.pk)
     assert one.sends == 0
     assert_fresh_attempt_at(task, "agent-one")
@@ -195,12 +201,7 @@ def test_a_retry_during_the_send_gets_its_own_send(
     one, _ = peers
     task = create(user)
 
-    def retry() -> None:
-        row = Task.objects.select_related("agent", "skill").get(pk=task.pk)
-        row.fail("timeout", "timed out")
-        services.retry_task(row, by=user)
-
-    meanwhile(monkeypatch, retry)
+    meanwhile(monkeypatch, retry(task, user))
     process_task(task.pk)
     assert_fresh_attempt_at(task, "agent-one")
     assert len(one.canceled) == 1

@@ -35,7 +35,7 @@ from gateway import presence, services
 from gateway.connections import local, marker_key
 from gateway.models import Presence
 from tests.gateway.conftest import Client, db_async, open_client
-from tests.support.processes import RedisServer, daphne_process
+from tests.support.processes import RedisServer, daphne_process, redis_server
 
 AGENTS = 12  # one daphne: all their consumers share its one receive lock
 TRY_AGAIN = 1013
@@ -126,12 +126,8 @@ def delivered(agents: dict[str, Agent], tasks: dict[str, str]) -> bool:
 
 @pytest.fixture
 def redis() -> Iterator[RedisServer]:
-    server = RedisServer()
-    server.start()
-    try:
+    with redis_server() as server:
         yield server
-    finally:
-        server.close()
 
 
 @pytest.mark.distributed
