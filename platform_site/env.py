@@ -195,32 +195,33 @@ def envhosts(name: str, default: str) -> list[str]:
     return hosts
 
 
-REDIS_SCHEMES = {"redis", "rediss", "unix"}
+REDIS_SCHEMES = {"redis", "rediss"}
 
 
 def envredisurl(name: str) -> str:
-    """A Redis URL (``redis://host:port/db``, ``rediss://...`` or ``unix:///path``), or
-    empty when unset.
+    """A Redis URL (``redis://host:port/db`` or ``rediss://...``), or empty when unset.
 
     Celery, Channels and the probes each parse it only when they connect: ``http://...``
     passed the start and the worker died with "No such transport: http", and ``redis//x``
-    (no scheme) made Celery pick its AMQP default. A refusal names the scheme, never the
-    URL (it may carry the password).
+    (no scheme) made Celery pick its AMQP default. ``unix://`` is refused too: Channels
+    and redis-py take it, but Celery's broker (kombu) knows no such transport and the
+    worker died the same way. A refusal names the scheme, never the URL (it may carry
+    the password).
     """
     raw = envstr(name)
     if not raw:
         return ""
-    wanted = "a Redis URL (redis://host:6379/0, rediss://... or unix:///path/to/socket)"
+    wanted = "a Redis URL (redis://host:6379/0 or rediss://...)"
     parts = urlsplit(raw)
     scheme = parts.scheme.lower()
     if not scheme or "://" not in raw:
         raise ImproperlyConfigured(f"{name} must be {wanted}; it does not start with one")
+    if scheme == "unix":
+        raise ImproperlyConfigured(
+            f"{name} must be {wanted}: Celery's broker cannot use a unix:// socket URL"
+        )
     if scheme not in REDIS_SCHEMES:
         raise ImproperlyConfigured(f"{name} must be {wanted}, got a {scheme}:// URL")
-    if scheme == "unix":
-        if not parts.path:
-            raise ImproperlyConfigured(f"{name} must be {wanted}; its unix:// URL has no path")
-        return raw
     if not parts.hostname:
         raise ImproperlyConfigured(f"{name} must be {wanted}; it names no host")
     try:

@@ -33,7 +33,11 @@ if [ $# -eq 0 ]; then
   prefetch_pid=$!
 fi
 cleanup() {
-  if [ -n "$prefetch_pid" ]; then kill "$prefetch_pid" 2>/dev/null || true; fi
+  # Its pip or npm too (they would write on into .peers after its lock went).
+  if [ -n "$prefetch_pid" ]; then
+    pkill -P "$prefetch_pid" 2>/dev/null || true
+    kill "$prefetch_pid" 2>/dev/null || true
+  fi
   # An interrupted run interrupts pass 2 too, as Ctrl-C would: pytest tears its fixtures
   # down (the processes they booted) before it exits.
   if [ -n "$pass2_pid" ] && kill -INT -- "-$pass2_pid" 2>/dev/null; then

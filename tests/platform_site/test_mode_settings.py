@@ -62,12 +62,13 @@ def _refused(env: dict[str, str]) -> str:
         ("redis://", "it names no host"),
         ("redis://127.0.0.1:notaport/0", "its port is not one"),
         ("redis://127.0.0.1:6379/zero", "its path must be a database number, e.g. /0"),
-        ("unix://", "its unix:// URL has no path"),
+        # Channels took it, the worker died with "No such transport: unix".
+        ("unix:///run/redis/redis.sock", ": Celery's broker cannot use a unix:// socket URL"),
     ],
 )
 def test_a_malformed_redis_url_stops_the_start_naming_it(url: str, said: str) -> None:
     line = _refused({"DATABASE_URL": PG, "REDIS_URL": url})
-    wanted = "a Redis URL (redis://host:6379/0, rediss://... or unix:///path/to/socket)"
+    wanted = "a Redis URL (redis://host:6379/0 or rediss://...)"
     assert line.startswith(f"REDIS_URL must be {wanted}"), line
     assert line.endswith(said), line
 
@@ -84,7 +85,6 @@ def test_a_refused_redis_url_is_named_without_its_password() -> None:
         "redis://127.0.0.1:6379/0",
         "redis://cache.example",
         "rediss://:pw@cache.example:6380/2",
-        "unix:///run/redis/redis.sock",
     ],
 )
 def test_redis_urls_of_each_scheme_are_accepted(url: str) -> None:
