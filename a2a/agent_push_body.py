@@ -78,7 +78,16 @@ def parse(body: Any) -> Push:
     """The push in ``body`` (a StreamResponse, or an A2A 0.3 Task / event); 400 otherwise,
     also when one of its artifacts or messages (or a part of them) is not A2A 1.0: kept, it
     would be served to the task's caller, whose client would fail on it."""
+    if _bare_03(body):
+        # Checked as sent first: an error names the agent's own field (file.bytes), not
+        # the one the conversion made of it.
+        _check(_read(body, convert=False))
     push = _read(body)
+    _check(push)
+    return push
+
+
+def _check(push: Push) -> None:
     if push.kind == "artifact":
         bad = answer_parts.artifact_problem(push.artifact or {})
     elif push.kind == "message":
@@ -90,7 +99,18 @@ def parse(body: Any) -> Push:
             f"Not an A2A 1.0 artifact or message: {bad}; nothing of the push was applied.",
             {"part": bad.where, "problem": bad.what},
         )
-    return push
+
+
+WRAPPERS = ("task", "statusUpdate", "artifactUpdate", "message")
+KINDS_03 = ("task", "status-update", "artifact-update", "message")
+
+
+def _bare_03(body: Any) -> bool:
+    """Whether ``body`` is read as A2A 0.3 (:func:`_read`): a bare object, kind-tagged or
+    a Task in 0.3 spelling."""
+    if not isinstance(body, dict) or any(key in body for key in WRAPPERS):
+        return False
+    return body.get("kind") in KINDS_03 or ("status" in body and "id" in body and _spelled_03(body))
 
 
 def _spelled_03(task: dict[str, Any]) -> bool:
@@ -115,17 +135,18 @@ def _spelled_03(task: dict[str, Any]) -> bool:
     return False
 
 
-def _read(body: Any) -> Push:
+def _read(body: Any, *, convert: bool = True) -> Push:
     """The push in ``body``, its parts not checked yet (:func:`parse`). A 0.3 body (its
     object ``kind``-tagged, or a bare Task in 0.3 spelling) is read in 1.0 shapes: past
-    here, as past the transports, nothing sees a 0.3 spelling."""
+    here, as past the transports, nothing sees a 0.3 spelling (``convert`` False: as
+    sent, for its check)."""
     if not isinstance(body, dict):
         raise NotA2A("A push must be a JSON object: an A2A StreamResponse.")
     kind = body.get("kind")
     # Only a bare object is read as 0.3: a StreamResponse's wrapped one is checked as 1.0.
     if "task" in body or kind == "task" or ("status" in body and "id" in body):
         task = _obj(body.get("task", body), "task")
-        if "task" not in body and (kind == "task" or _spelled_03(task)):
+        if convert and "task" not in body and (kind == "task" or _spelled_03(task)):
             task = shapes.task_from_03(task, rest=False)
         artifacts = task.get("artifacts")
         if artifacts is not None and not isinstance(artifacts, list):
@@ -140,7 +161,7 @@ def _read(body: Any) -> Push:
         )
     if "statusUpdate" in body or kind == "status-update":
         event = _obj(body.get("statusUpdate", body), "statusUpdate")
-        if "statusUpdate" not in body:
+        if convert and "statusUpdate" not in body:
             event = {**event, "status": shapes.status_from_03(event.get("status"), rest=False)}
         return Push(
             "status",
@@ -151,7 +172,7 @@ def _read(body: Any) -> Push:
         )
     if "artifactUpdate" in body or kind == "artifact-update":
         event = _obj(body.get("artifactUpdate", body), "artifactUpdate")
-        if "artifactUpdate" not in body:
+        if convert and "artifactUpdate" not in body:
             artifact_03 = shapes.artifact_from_03(event.get("artifact"), rest=False)
             event = {**event, "artifact": artifact_03}
         artifact = _obj(event.get("artifact"), "artifactUpdate.artifact")
@@ -169,7 +190,7 @@ def _read(body: Any) -> Push:
         )
     if "message" in body or kind == "message":
         message = _obj(body.get("message", body), "message")
-        if "message" not in body:
+        if convert and "message" not in body:
             message = shapes.message_from_03(message, rest=False)
         if not isinstance(message.get("parts"), list):
             raise NotA2A("message.parts must be a list.", {"field": "message.parts"})
