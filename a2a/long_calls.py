@@ -18,7 +18,7 @@ cannot lose it, and the sweep takes it up again.
 The threads are started per call (a long call is rare next to its own length). A process
 that stops (a worker's warm shutdown on SIGTERM, the embedded platform's Ctrl-C) takes no
 new long call from then on, leaving each due again for another process, and waits for the
-running ones up to :data:`STOP_WAIT_SECONDS`. Left to their claims, their tasks were lost
+running ones up to ``A2A_STOP_WAIT`` seconds. Left to their claims, their tasks were lost
 when the agent ended meanwhile: the next worker subscribes to an agent task that is over,
 which an agent that cannot be polled refuses, and the answer never came. A call still
 running then is left to its claim as before (the threads are daemons): the claim runs out
@@ -42,10 +42,6 @@ from platform_site.metrics import LONG_CALLS, LONG_CALLS_WAITED
 log = logging.getLogger(__name__)
 
 WAIT_SECONDS = 1.0  # a task that found no room is due again after this long
-# How long a stopping process waits for its running long calls. Below the worker unit's
-# TimeoutStopSec (160 s, deploy/systemd/a2a-platform-worker@.service), with room for the
-# rest of the shutdown: systemd's SIGKILL would otherwise cut the wait short.
-STOP_WAIT_SECONDS = 120.0
 
 _lock = threading.Lock()
 _ended = threading.Condition(_lock)  # notified whenever a long call ends
@@ -73,13 +69,15 @@ def stop_taking(**_: object) -> None:
 
 def stop(wait: float | None = None) -> int:
     """Take no more long calls, wait for the running ones up to ``wait`` seconds
-    (:data:`STOP_WAIT_SECONDS` by default), then run long calls where they are asked for
-    again. Returns how many still run: those are left to their claims, which outlive this
-    process if it exits, and a later sweep takes their tasks up again."""
+    (``A2A_STOP_WAIT`` by default: below the worker unit's ``TimeoutStopSec``, 160 s, with
+    room for the rest of the shutdown; systemd's SIGKILL would cut the wait short), then
+    run long calls where they are asked for again. Returns how many still run: those are
+    left to their claims, which outlive this process if it exits, and a later sweep takes
+    their tasks up again."""
     global _started, _stopping
     stop_taking()
     try:
-        left = _wait_running(STOP_WAIT_SECONDS if wait is None else wait)
+        left = _wait_running(settings.A2A_STOP_WAIT if wait is None else wait)
     finally:
         _started = _stopping = False
     if left:

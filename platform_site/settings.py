@@ -374,6 +374,9 @@ A2A_LONG_CALL_LEASE = envfloat("A2A_LONG_CALL_LEASE", 30.0, positive=True)
 # started tasks (and ran long calls) before, well within PostgreSQL's 100 connections.
 A2A_LONG_CALLS = envint("A2A_LONG_CALLS", 32, positive=True)
 A2A_LONG_CALLS_PER_AGENT = envint("A2A_LONG_CALLS_PER_AGENT", 8, positive=True)
+# How long a stopping process (a worker's SIGTERM, make run's Ctrl-C) waits for its running
+# long calls (a2a.long_calls.stop): below the worker unit's TimeoutStopSec (160 s).
+A2A_STOP_WAIT = envfloat("A2A_STOP_WAIT", 120.0, minimum=0)
 # A stream's events that only add artifacts are applied at most this often (0: each one).
 A2A_STREAM_APPLY_INTERVAL = envfloat("A2A_STREAM_APPLY_INTERVAL", 0.5, minimum=0)
 # Queue a Celery message (with a countdown) for polls due before the next sweeps; off:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.test import override_settings
 
 from agent_profiles.models import AgentProfile, Skill, UserToken
 from tests.support.agents import TestAgent, run_agent
@@ -29,6 +30,15 @@ def _missing_service(item: pytest.Item) -> str | None:
     if item.get_closest_marker("distributed") and not settings.DISTRIBUTED:
         return "needs the distributed mode: set DATABASE_URL and REDIS_URL (make test does)"
     return None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _short_stop_wait() -> Iterator[None]:
+    """Embedded workers stopped at a test's end with a long call still running (a stream
+    a test left open) wait 1 s for it, not A2A_STOP_WAIT's 120; tests of that wait set
+    their own (tests/test_worker_sigterm.py)."""
+    with override_settings(A2A_STOP_WAIT=1.0):
+        yield
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

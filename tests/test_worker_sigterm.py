@@ -4,7 +4,7 @@ A worker used to exit at once and leave its streams to their claims. An agent th
 be polled finished its task meanwhile; the next worker subscribed to an agent task that
 was over, the agent refused, and the task waited WORKING for its deadline: the answer was
 lost. Now a stopping process takes no new long call (each is left due for another one)
-and waits for the running ones, up to ``long_calls.STOP_WAIT_SECONDS``.
+and waits for the running ones, up to ``A2A_STOP_WAIT`` (the suite sets 1 s; these tests more).
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def test_a_worker_stopped_mid_stream_finishes_the_stream_first(
     worker exits (exit code 0), once, with the message sent once."""
     make_agent(skills=[make_skill()], a2a_endpoint=peer.url, polling=False)
     user = make_user()
-    with celery_beat(**FAST_ENGINE), celery_worker("stopped", **FAST_ENGINE) as worker:
+    waits = {**FAST_ENGINE, "A2A_STOP_WAIT": 30}
+    with celery_beat(**FAST_ENGINE), celery_worker("stopped", **waits) as worker:
         data = {"product": "lamp", "behaviour": "slow", "seconds": 4}
         task = services.create_task(skill_id="ce-review", input=data, user=user)
         wait_for(task, lambda t: t.state == TaskState.WORKING, timeout=20)
@@ -56,6 +57,7 @@ def test_the_embedded_platform_stopped_mid_stream_finishes_the_stream_first(
     """``make run``'s Ctrl-C stops the embedded workers (runplatform's ``finally``): the
     same wait, so the answer is recorded before the process exits."""
     settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_STOP_WAIT = 30
     make_agent(skills=[make_skill()], a2a_endpoint=peer.url, polling=False)
     user = make_user()
     with embedded_workers():

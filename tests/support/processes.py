@@ -78,6 +78,9 @@ def platform_env(**overrides: str | int | float | bool) -> dict[str, str]:
             "API_KEY_PEPPER": settings.API_KEY_PEPPER,
             "PYTHONUNBUFFERED": "1",
             "LOG_LEVEL": "INFO",
+            # A worker stopped with a stream still open (most tests end so) waits this
+            # long for it, not 120 s (Proc.stop's SIGKILL came after 10): tests/conftest.py.
+            "A2A_STOP_WAIT": "1",
         }
     )
     for key, value in overrides.items():
