@@ -41,8 +41,8 @@ from django.utils import timezone
 
 from a2a import (
     agent_answers,
-    agent_calls,
     agent_listing,
+    agent_polls,
     agent_reads,
     agent_registry,
     follow_policy,
@@ -251,7 +251,7 @@ def _apply_one(polled: Polled) -> None:
     if polled.error is None and polled.reply is not None:
         if task.error and follow_policy.auth_refused(task):
             # The credential works again: the agent's health says so too, as after a
-            # single poll (agent_calls.poll); else it stayed unhealthy (unreachable in
+            # single poll (agent_polls.poll); else it stayed unhealthy (unreachable in
             # matching, no "agent back") until some other call succeeded.
             agent_answers.outcome(task, None)
         try:
@@ -298,9 +298,9 @@ def _failed(polled: Polled) -> None:
     task, target, exc = polled.task, polled.target, polled.error
     assert exc is not None
     if isinstance(exc, A2AUnsupportedOperation):
-        agent_calls.no_polling(task, target, exc)
+        agent_polls.no_polling(task, target, exc)
         return
-    agent_calls.poll_failed(task, target, exc)
+    agent_polls.poll_failed(task, target, exc)
 
 
 def poll_due(limit: int, spent: Counter[str] | None = None) -> int:

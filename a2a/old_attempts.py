@@ -89,7 +89,7 @@ def cancel_owed(row: Task) -> bool:
 def tell_owed_cancel(old: Task) -> dict[str, Any]:
     """Best effort, once the fresh attempt committed: cancel the agent task ``old`` (the
     row as it was read before the attempt) still owed. Recorded as the worker's cancel
-    records it (:func:`a2a.agent_calls.cancel`): when, which agent task, and its state or
+    records it (:func:`a2a.agent_polls.cancel`): when, which agent task, and its state or
     the call's error (an unexpected error too: the person's action stands)."""
     told: dict[str, Any] = {"at": timezone.now().isoformat(), "taskId": old.remote_task_id}
     try:

@@ -7,8 +7,9 @@ sweep), so two workers never act on one task at once. A killed worker's lease ex
 (``A2A_LEASE_SECONDS``) and the sweep claims the task again: work is delayed, never lost.
 Every path ends by releasing the lease: a transition, or a conditional re-schedule.
 
-The calls to agents themselves (send, poll, follow a stream, cancel) are in
-:mod:`a2a.agent_calls`; this module decides which one is due and keeps the loop safe.
+The calls to agents themselves are in :mod:`a2a.agent_calls` (send),
+:mod:`a2a.agent_polls` (poll, cancel) and :mod:`a2a.agent_streams` (follow a stream); this
+module decides which one is due and keeps the loop safe.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from django.utils import timezone
 
 from a2a import (
     agent_calls,
+    agent_polls,
     agent_standing,
     agent_streams,
     deadlines,
@@ -92,8 +94,8 @@ def process_task(task_id: Any) -> None:
 
 ACTIONS = {
     NextAction.SEND: agent_calls.send,
-    NextAction.POLL: agent_calls.poll,
-    NextAction.CANCEL: agent_calls.cancel,
+    NextAction.POLL: agent_polls.poll,
+    NextAction.CANCEL: agent_polls.cancel,
     NextAction.FOLLOW: agent_streams.follow,
 }
 

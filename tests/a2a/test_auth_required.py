@@ -169,7 +169,7 @@ def test_the_agent_going_on_by_itself_gets_fresh_time(waiting: Task) -> None:
 
 
 def _poll_answers(task: Task, state: str) -> None:
-    """What the worker does with its poll's answer (``agent_calls.poll``), on the task as
+    """What the worker does with its poll's answer (``agent_polls.poll``), on the task as
     its claim read it."""
     news: dict[str, Any] = {}
     held = task.lease_until

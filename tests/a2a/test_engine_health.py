@@ -51,7 +51,7 @@ def test_a_batched_poll_answered_after_a_refused_credential_restores_the_agents_
 ) -> None:
     """The refusal made the agent unhealthy (unreachable in matching); the engine's
     answered poll clears the task's error and must clear the agent's refusal too, as
-    ``agent_calls.poll`` does, not leave it until some other call succeeds."""
+    ``agent_polls.poll`` does, not leave it until some other call succeeds."""
     task = _refused(_followed(task))
     working = {"id": "agent-task-1", "status": {"state": "TASK_STATE_WORKING"}}
     engine._apply_one(engine.Polled(task, target_for(task.agent), reply=AgentReply(task=working)))
