@@ -1,27 +1,49 @@
-"""Imports point one way: a2a never imports gateway (the gateway registers itself)."""
+"""Imports point one way: gateway -> a2a -> agent_profiles -> platform_site. A lower app
+that needs a higher one (a transport, a presence check) has it registered at app start."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-import a2a
+import pytest
+
 from a2a import transports
 from gateway.fallback import GATEWAY
 
-A2A_DIR = Path(a2a.__file__).parent
+ROOT = Path(__file__).resolve().parents[2]
+ORDER = ["platform_site", "agent_profiles", "a2a", "gateway"]  # lowest first
+# The project's wiring, which assembles the apps: the ASGI and URL routers, the OpenAPI
+# hook that documents the agent-id path parameter of every app's routes, and the command
+# that starts the whole platform (and seeds a newcomer's skills).
+WIRING = {
+    "platform_site/asgi.py",
+    "platform_site/urls.py",
+    "platform_site/openapi.py",
+    "platform_site/management/commands/runplatform.py",
+}
 
 
-def test_a2a_does_not_import_gateway() -> None:
+def imported_apps(path: Path) -> list[str]:
+    """The project apps a module imports, at any depth (function-level imports too)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+    return [name.split(".")[0] for name in names if name.split(".")[0] in ORDER]
+
+
+@pytest.mark.parametrize("app", ORDER[:-1])
+def test_an_app_imports_no_app_above_it(app: str) -> None:
+    above = set(ORDER[ORDER.index(app) + 1 :])
     offenders = []
-    for path in A2A_DIR.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "gateway"]
+    for path in sorted((ROOT / app).rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative in WIRING:
+            continue
+        offenders += [f"{relative}: {name}" for name in imported_apps(path) if name in above]
     assert offenders == []
 
 
