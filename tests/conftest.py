@@ -41,6 +41,23 @@ def _short_stop_wait() -> Iterator[None]:
         yield
 
 
+# The processes tests boot (a platform, a worker) keep the real hashers: a user who logs
+# into one is made with those (tests/platform_site/test_console_browser.py).
+TEST_PASSWORD_HASHERS = [
+    "django.contrib.auth.hashers.MD5PasswordHasher",
+    *settings.PASSWORD_HASHERS,
+]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fast_password_hashing() -> Iterator[None]:
+    """Users made with a password here (the ``admin_client`` of some 200 tests) are hashed
+    with MD5: PBKDF2's million rounds cost about half a second of CPU each (Django's
+    "Speeding up the tests")."""
+    with override_settings(PASSWORD_HASHERS=TEST_PASSWORD_HASHERS):
+        yield
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         reason = _missing_service(item)

@@ -16,7 +16,9 @@ from typing import Any
 
 import httpx
 import pytest
+from django.conf import global_settings
 from django.contrib.auth import get_user_model
+from django.test import override_settings
 
 from tests.support.agents import run_agent
 from tests.support.processes import embedded_platform
@@ -118,7 +120,9 @@ def test_a_person_finds_answers_and_follows_a_waiting_task(
 ) -> None:
     from selenium.webdriver.common.by import By
 
-    get_user_model().objects.create_superuser("operator", "op@example.com", "console-pw-1")
+    # Hashed as the platform process (real settings) checks it, not as tests hash.
+    with override_settings(PASSWORD_HASHERS=global_settings.PASSWORD_HASHERS):
+        get_user_model().objects.create_superuser("operator", "op@example.com", "console-pw-1")
     skill = make_skill()
     user = make_user()
     env = {"LOG_FORMAT": "json", "A2A_POLL_INTERVAL": 0.2, "A2A_SWEEP_INTERVAL": 0.3}
