@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import ORDER_VAR
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -20,11 +20,12 @@ from django.utils.html import format_html
 
 from a2a import console as task_console
 from a2a import services
+from a2a.admin_actions import act_on_each, refusal_message
 from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.question_excerpts import excerpt_of, with_excerpts
 from a2a.reply_form import ReplyForm, asked_token, reply_form
-from a2a.states import INTERRUPTED_STATES, TERMINAL_STATES
+from a2a.states import INTERRUPTED_STATES, RETRYABLE_STATES, TERMINAL_STATES
 from a2a.task_actions import QuestionChanged
 from a2a.task_page import page_context
 from a2a.wire import said_text
@@ -35,9 +36,6 @@ from platform_site.templatetags.console import badge, human_duration
 
 # The task page's buttons, all off: for users who may view tasks but not change them.
 NO_BUTTONS = {"can_cancel": False, "can_retry": False, "can_reassign": False, "reply_form": None}
-
-# Refusals a list action names in its one warning; the rest are counted.
-REFUSALS_SHOWN = 3
 
 
 def is_uuid(text: str) -> bool:
@@ -214,40 +212,40 @@ class TaskAdmin(admin.ModelAdmin):
 
     # --- actions --------------------------------------------------------------------
 
-    def _each(self, request: HttpRequest, tasks: QuerySet[Task], verb: str, fn: Any) -> None:
-        """Run ``fn`` on each task; the refusals in one message (a message each, over
-        thousands of ended tasks selected, filled the session)."""
-        done, refused = 0, []
-        # defer(None): the list's deferral undone, the verbs read (and save) whole tasks.
-        for task in tasks.defer(None).select_related("skill", "agent"):
-            try:
-                fn(task)
-                done += 1
-            except PlatformError as exc:
-                refused.append(exc.message)
-        if done:
-            self.message_user(request, f"{verb} {done} task(s).", messages.SUCCESS)
-        if refused:
-            shown = " ".join(refused[:REFUSALS_SHOWN])
-            more = len(refused) - REFUSALS_SHOWN
-            tail = f" And {more} more." if more > 0 else ""
-            self.message_user(
-                request,
-                f"{len(refused)} task(s) not {verb.lower()}: {shown}{tail}",
-                messages.WARNING,
-            )
+    def _each(
+        self, request: HttpRequest, tasks: QuerySet[Task], verb: str, fn: Any, able: Q
+    ) -> None:
+        """Run ``fn`` on each selected task ``able`` lets it act on (the others are
+        refused unread: :func:`a2a.admin_actions.act_on_each`); the refusals in one
+        message."""
+        outcome = act_on_each(tasks, fn, able)
+        if outcome.done:
+            self.message_user(request, f"{verb} {outcome.done} task(s).", messages.SUCCESS)
+        if outcome.refused_count:
+            message = refusal_message(verb, outcome.refused_count, outcome.refused)
+            self.message_user(request, message, messages.WARNING)
 
     # Both change tasks: offered only to users who may change them, as the task page's
     # buttons (``_task_for``) require; a view-only staff user sees no action.
     @admin.action(description="Cancel selected tasks (tells the agent)", permissions=["change"])
     def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
         self._each(
-            request, queryset, "Canceled", lambda t: services.cancel_task(t, by=request.user)
+            request,
+            queryset,
+            "Canceled",
+            lambda t: services.cancel_task(t, by=request.user),
+            ~Q(state__in=TERMINAL_STATES),
         )
 
     @admin.action(description="Retry selected failed/rejected tasks", permissions=["change"])
     def retry_selected(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
-        self._each(request, queryset, "Retried", lambda t: services.retry_task(t, by=request.user))
+        self._each(
+            request,
+            queryset,
+            "Retried",
+            lambda t: services.retry_task(t, by=request.user),
+            Q(state__in=RETRYABLE_STATES),
+        )
 
     # --- the task page's forms ------------------------------------------------------
 

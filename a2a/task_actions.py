@@ -27,7 +27,8 @@ from a2a.hints import queue_processing
 from a2a.models import Direction, InvalidTransition, Task, TaskEvent, TaskMessage
 from a2a.old_attempts import cancel_owed, note_on_entry, start_again_as_now, tell_owed_cancel
 from a2a.question_memory import answered
-from a2a.states import INTERRUPTED_STATES, RETRYABLE_STATES, NextAction, TaskState, Transport
+from a2a.reply_checks import refuse_unless_waiting, still_asking
+from a2a.states import RETRYABLE_STATES, NextAction, TaskState, Transport
 from a2a.wire import data_as_text, relay_message, user_message
 from agent_profiles.interfaces import takes_json
 from platform_site.errors import ValidationFailed
@@ -62,11 +63,7 @@ def reply_to_task(
     elsewhere and asked again) is not answered: :class:`QuestionChanged`. ``question_id``:
     the same check for an API client, by the ``messageId`` of the question it read.
     """
-    if task.state not in INTERRUPTED_STATES:
-        raise InvalidTransition(
-            f"Task {task.id} is {task.state}; only a task waiting for input "
-            "(TASK_STATE_INPUT_REQUIRED or TASK_STATE_AUTH_REQUIRED) takes a reply."
-        )
+    refuse_unless_waiting(task)
     if message is None and not text and data is None:
         raise ValidationFailed("A reply needs text or data.", {"fields": ["text", "data"]})
     # An agent disabled or awaiting approval since it asked gets no work: the task waits
@@ -93,7 +90,8 @@ def reply_to_task(
         outbound = data_as_text(outbound)
     who = getattr(by, "username", None) or str(by or "a person")
     with transaction.atomic():
-        if not _still_asking(task, asked_at, question_id):
+        if not still_asking(task, asked_at, question_id):
+            refuse_unless_waiting(task)  # it went on or ended meanwhile: nothing to answer
             raise QuestionChanged(
                 "The agent asked something else meanwhile: read its new question.",
                 {"question": task.question} if question_id is not None else None,
@@ -111,35 +109,6 @@ def reply_to_task(
         record_message(task, Direction.TO_AGENT, outbound)
         deliver_followup(task, "reply", outbound)
     return task
-
-
-def _still_asking(task: Task, asked_at: datetime | None, question_id: str | None) -> bool:
-    """Whether the task still waits on the question asked at ``asked_at`` and whose
-    ``messageId`` is ``question_id`` (either unchecked when None). The row stays
-    locked until the caller's transaction ends (on SQLite its ``IMMEDIATE`` transaction
-    holds the write lock), so no reply and new question slip in before the reply's
-    transition: the transition's compare-and-set on the state alone would not see a task
-    that was answered and asked again (the same state)."""
-    if asked_at is None and question_id is None:
-        return True
-    row = (
-        Task.objects.select_for_update()
-        .filter(pk=task.pk)
-        .values_list("state", "state_changed_at", "question")
-        .first()
-    )
-    if row is None:
-        return False
-    state, changed_at, question = row
-    task.question = question  # the one asked now (none: answered), for the refusal
-    if state not in INTERRUPTED_STATES:
-        return False
-    if asked_at is not None and changed_at != asked_at:
-        return False
-    # A question asked again after an answer (the same messageId) is a new transition:
-    # with only its id, a repeat is taken for the one read (what it asks is the same).
-    asked_id = question.get("messageId") if isinstance(question, dict) else None
-    return question_id is None or asked_id == question_id
 
 
 #: How many times a cancel tries again when the task moved on between its read and its

@@ -10,7 +10,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.contrib.auth import get_permission_codename
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import URLPattern, path, reverse
@@ -119,9 +119,14 @@ class SkillAdmin(admin.ModelAdmin):
         # The id is the primary key that tasks and agents refer to: fixed once created.
         return (*self.readonly_fields, "id") if obj else self.readonly_fields
 
-    @admin.display(description="agents")
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Skill]:
+        # Counted in the list's one query: a COUNT per row made a page of 100 skills
+        # cost 100 queries more.
+        return super().get_queryset(request).annotate(agents_n=Count("agents", distinct=True))
+
+    @admin.display(description="agents", ordering="agents_n")
     def agent_count(self, skill: Skill) -> int:
-        return skill.agents.count()
+        return skill.agents_n  # type: ignore[attr-defined]
 
 
 class ApiKeyInline(admin.TabularInline):

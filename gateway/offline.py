@@ -191,7 +191,10 @@ def requeue_offline(delivery: Delivery) -> bool:
 
 
 def cancel_offline(delivery: Delivery, *, by: Any = None) -> bool:
-    """Admin: cancel the task of an offline delivery (the unsent assignment is withdrawn)."""
+    """Admin: cancel the task of an offline delivery (the unsent assignment is withdrawn).
+
+    False for a task already ended; a task that ends between this read and the cancel
+    (its agent answered) is refused by the cancel, :class:`~a2a.models.InvalidTransition` (409)."""
     from a2a.services import cancel_task
 
     task = Task.objects.get(pk=delivery.task_id)

@@ -39,7 +39,14 @@ class PushDeliveryInline(admin.TabularInline):
 
 @admin.register(PushNotificationConfig)
 class PushNotificationConfigAdmin(admin.ModelAdmin):
-    list_display = ("config_id", "task", "url", "enabled", "consecutive_failures", "created_at")
+    list_display = (
+        "config_id",
+        "task_column",
+        "url",
+        "enabled",
+        "consecutive_failures",
+        "created_at",
+    )
     list_filter = ("enabled",)
     search_fields = ("config_id", "url", "task__id")
     fields = (
@@ -62,6 +69,12 @@ class PushNotificationConfigAdmin(admin.ModelAdmin):
     )
     inlines = [PushDeliveryInline]
     actions = ["enable_again"]
+
+    @admin.display(description="task", ordering="task")
+    def task_column(self, config: PushNotificationConfig) -> str:
+        """The task's id, on the row itself: showing the task (its ``str``) read each
+        row's whole task, artifacts and all (megabytes each), for an id and a state."""
+        return str(config.task_id)
 
     # It changes the configs: offered only to users who may change them.
     @admin.action(description="Enable again (reset the failure count)", permissions=["change"])

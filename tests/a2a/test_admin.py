@@ -276,3 +276,102 @@ def test_an_action_from_the_list_still_acts_on_whole_tasks(admin_client: Any, ta
     task.refresh_from_db()
     assert task.input == {"product": "lamp"}  # the verb saw (and kept) the whole task
     assert task.outbound_message
+
+
+def ended_like(task: Task, count: int, **fields: Any) -> list[Task]:
+    """``count`` tasks of ``task``'s skill and agent, ended with a megabyte of artifacts."""
+    blob = [{"artifactId": "a", "parts": [{"text": "x" * 1_000_000}]}]
+    fields = {"state": TaskState.COMPLETED, "artifacts": blob, "output": {"r": "y"}, **fields}
+    return [Task.objects.create(skill=task.skill, agent=task.agent, **fields) for _ in range(count)]
+
+
+def act(client: Any, action: str, tasks: list[Task]) -> tuple[list[str], Any]:
+    """Run a list action on ``tasks``: what it said, and the queries it ran."""
+    from django.contrib.messages import get_messages
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    selected = [str(t.pk) for t in tasks]
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post(
+            reverse("admin:a2a_task_changelist"), {"action": action, "_selected_action": selected}
+        )
+    assert response.status_code == 302
+    return [str(m) for m in get_messages(response.wsgi_request)], queries
+
+
+def test_a_list_action_reads_no_task_whole(admin_client: Any, task: Task) -> None:
+    """The actions read every selected task whole, at once: a cancel over 60 ended tasks
+    with a megabyte of artifacts each held hundreds of MB. The refused are counted, the
+    first few worded by the verb; the others are read without the JSON the verbs skip."""
+    ended = ended_like(task, 5)
+    said, queries = act(admin_client, "cancel_selected", [task, *ended])
+    assert selected_columns(queries) & {"artifacts", "output"} == set()
+    assert said[0] == "Canceled 1 task(s)."
+    assert said[1].startswith("5 task(s) not canceled: Task ")
+    assert said[1].count(" is TASK_STATE_COMPLETED, a final state; it cannot be canceled.") == 3
+    assert said[1].endswith("cannot be canceled. And 2 more.")
+    assert len(said) == 2
+    task.refresh_from_db()
+    assert task.state == TaskState.CANCELED
+    assert {t.state for t in Task.objects.exclude(pk=task.pk)} == {TaskState.COMPLETED}
+
+
+def test_a_list_retry_words_its_refusals_as_the_task_page_does(
+    admin_client: Any, task: Task
+) -> None:
+    (failed,) = ended_like(task, 1, state=TaskState.FAILED)
+    (done,) = ended_like(task, 1)
+    said, queries = act(admin_client, "retry_selected", [done, failed])
+    assert selected_columns(queries) & {"artifacts", "output"} == set()
+    assert said == [
+        "Retried 1 task(s).",
+        "1 task(s) not retried: Only failed or rejected tasks can be retried; "
+        f"task {done.pk} is TASK_STATE_COMPLETED.",
+    ]
+    failed.refresh_from_db()
+    assert (failed.state, failed.artifacts) == (TaskState.SUBMITTED, [])
+
+
+def test_a_list_action_reads_the_selection_a_chunk_at_a_time(
+    admin_client: Any, task: Task, monkeypatch: Any
+) -> None:
+    from a2a import admin_actions
+
+    monkeypatch.setattr(admin_actions, "ACTION_CHUNK", 2)
+    waiting = ended_like(task, 4, state=TaskState.WORKING, artifacts=[], output=None)
+    said, _ = act(admin_client, "cancel_selected", [task, *waiting])
+    assert said == ["Canceled 5 task(s)."]
+    assert set(Task.objects.values_list("state", flat=True)) == {TaskState.CANCELED}
+
+
+def test_a_reply_to_a_task_that_ended_after_the_page_read_it_says_so(
+    admin_client: Any, task: Task, monkeypatch: Any
+) -> None:
+    """The task ended between the reply's read and its lock: it was told "The agent asked
+    something else meanwhile", and shown a reply form, for a task that waits for nothing."""
+    from a2a.admin import TaskAdmin
+    from a2a.models import TaskMessage
+
+    asked = task.state_changed_at.isoformat()
+    real = TaskAdmin._task_for
+
+    def read_then_the_agent_completes(self: Any, request: Any, pk: Any) -> Any:
+        read = real(self, request, pk)
+        assert Task.objects.get(pk=pk).complete({"verdict": "pass"}, [])
+        return read
+
+    monkeypatch.setattr(TaskAdmin, "_task_for", read_then_the_agent_completes)
+    sent = TaskMessage.objects.filter(task=task, direction="to_agent").count()
+    response = admin_client.post(
+        reverse("admin:a2a_task_reply", args=[task.pk]), {"asked": asked, "text": "EU"}, follow=True
+    )
+    said = [str(m) for m in response.context["messages"]]
+    assert said == [
+        f"Task {task.pk} is TASK_STATE_COMPLETED; only a task waiting for input "
+        "(TASK_STATE_INPUT_REQUIRED or TASK_STATE_AUTH_REQUIRED) takes a reply."
+    ]
+    assert 'name="text"' not in response.content.decode()  # no reply form
+    task.refresh_from_db()
+    assert task.state == TaskState.COMPLETED
+    assert TaskMessage.objects.filter(task=task, direction="to_agent").count() == sent

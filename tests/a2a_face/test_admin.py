@@ -58,3 +58,23 @@ def test_a_disabled_config_can_be_enabled_again(
     )
     config.refresh_from_db()
     assert (config.enabled, config.consecutive_failures) == (True, 0)
+
+
+def test_the_list_reads_no_task_whole(
+    staff: Client, settings: Any, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    """The list showed each config's task (its ``str``), reading the whole task, artifacts
+    and all (megabytes each), for every row."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.ALLOW_LOOPBACK_URLS = True
+    task = make_task(alice)
+    Task.objects.filter(pk=task.pk).update(artifacts=[{"parts": [{"text": "x" * 100_000}]}])
+    push_configs.create_config(task, {"url": "http://127.0.0.1:9/hook"})
+    with CaptureQueriesContext(connection) as queries:
+        listing = staff.get("/admin/a2a/pushnotificationconfig/")
+    assert listing.status_code == 200
+    assert str(task.pk) in listing.content.decode()
+    read = [q["sql"] for q in queries.captured_queries if '"a2a_task"."artifacts"' in q["sql"]]
+    assert read == []
