@@ -253,10 +253,10 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_RENDERER_CLASSES": [
-        "rest_framework.renderers.JSONRenderer",
-        "rest_framework.renderers.BrowsableAPIRenderer",
-    ],
+    # JSON only: the browsable API's HTML page (Accept: text/html) is no answer the OpenAPI
+    # schema describes, and scripts and generated clients read JSON. An Accept header JSON
+    # cannot satisfy is the 406 the schema documents, in the error shape.
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     # JSON with a nesting limit and no NUL / lone surrogates (platform_site.text).
     "DEFAULT_PARSER_CLASSES": ["platform_site.parsers.BoundedJSONParser"],
     "EXCEPTION_HANDLER": "platform_site.errors.exception_handler",

@@ -3,10 +3,10 @@
 from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from platform_site import metrics, pages, views
 from platform_site.login import AdminLoginForm
+from platform_site.openapi import RedocView, SchemaView, SwaggerView
 
 # The admin names the platform (not "Django administration"); "View site" goes to `/`.
 admin.site.site_header = settings.PLATFORM_NAME
@@ -28,9 +28,10 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
     path("metrics", metrics.metrics_view, name="metrics"),
-    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
-    path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    # drf-spectacular's views, answering their errors as JSON (platform_site.openapi).
+    path("api/schema/", SchemaView.as_view(), name="api-schema"),
+    path("api/docs/", SwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/redoc/", RedocView.as_view(url_name="api-schema"), name="api-redoc"),
     path("", include("agent_profiles.urls")),
     path("", include("gateway.urls")),
 ]

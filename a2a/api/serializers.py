@@ -88,6 +88,20 @@ def _iso(value: Any) -> str | None:
     return _DATETIME.to_representation(value) if value else None
 
 
+class StringField(serializers.CharField):
+    """Text that must be a JSON string: DRF's CharField turns ``5`` or ``true`` into
+    ``"5"`` / ``"True"``, a key or an answer nobody sent (the schema says string)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
+
+
+class _IdField(StringField):
+    """An id: a JSON string, never a number turned into one (``7`` is no messageId)."""
+
+
 class CreateTaskSerializer(serializers.Serializer):
     """``POST /api/tasks`` body."""
 
@@ -96,7 +110,7 @@ class CreateTaskSerializer(serializers.Serializer):
     agentId = serializers.CharField(max_length=100, required=False, allow_blank=True)
     # Opaque: kept exactly as given ("order-7 " is another key than "order-7"). Empty
     # means no key; only blanks would be a key nobody meant, so it is refused.
-    idempotencyKey = serializers.CharField(
+    idempotencyKey = StringField(
         max_length=200, required=False, allow_blank=True, trim_whitespace=False
     )
 
@@ -165,19 +179,10 @@ class BatchResponseSerializer(serializers.Serializer):
     results = BatchResultSerializer(many=True)
 
 
-class _IdField(serializers.CharField):
-    """An id: a JSON string, never a number turned into one (``7`` is no messageId)."""
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return str(super().to_internal_value(data))
-
-
 class ReplySerializer(serializers.Serializer):
     """``POST /api/tasks/{id}/reply`` body: text and/or data."""
 
-    text = serializers.CharField(required=False, allow_blank=False, max_length=REPLY_TEXT_MAX_CHARS)
+    text = StringField(required=False, allow_blank=False, max_length=REPLY_TEXT_MAX_CHARS)
     data = serializers.JSONField(required=False)
     # Optional: the messageId of the question answered (the task's question.messageId);
     # a task that asks another one by now is not answered (409 question_changed).
@@ -192,7 +197,7 @@ class ReplySerializer(serializers.Serializer):
 
 
 class CancelSerializer(serializers.Serializer):
-    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    reason = StringField(required=False, allow_blank=True, max_length=2000)
 
 
 class ReassignSerializer(serializers.Serializer):

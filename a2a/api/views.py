@@ -37,6 +37,7 @@ from a2a.models import Task
 from a2a.states import normalize_state
 from agent_profiles.authentication import AgentPrincipal
 from platform_site.errors import Forbidden, PlatformError, ValidationFailed, exception_handler
+from platform_site.pagination import NewestFirstPagination
 from platform_site.parsers import BatchJSONParser, refuse_bad_text
 
 
@@ -54,6 +55,23 @@ class IsPlatformUser(BasePermission):
 # is staff to manage users must not read or steer everyone's tasks through the API.
 VIEW_TASKS = ("a2a.view_task", "a2a.change_task")
 CHANGE_TASKS = "a2a.change_task"
+
+
+def object_body(request: Request) -> dict[str, Any]:
+    """The body of a task action: a JSON object, or ``{}`` for an empty body.
+
+    ``request.data or {}`` read ``[]``, ``0``, ``false``, ``""`` and ``null`` as no body, so
+    cancel and reassign acted on a body the schema calls invalid. DRF gives ``{}`` (or an
+    empty QueryDict, a dict too) only for an empty body.
+    """
+    body = request.data
+    if isinstance(body, dict):
+        return body
+    kind = "null" if body is None else type(body).__name__
+    raise ValidationFailed(
+        f"The body must be a JSON object (or empty); got {kind}. Nothing was done.",
+        {"body": "a JSON object is required"},
+    )
 
 
 def sees_all_tasks(user: Any) -> bool:
@@ -78,6 +96,9 @@ class TaskListView(generics.ListAPIView):
 
     serializer_class = TaskSerializer
     permission_classes = [IsPlatformUser]
+    # Keyset cursors in next/previous: offsets repeat and skip tasks created while a
+    # client pages (newest first); limit and offset are still taken.
+    pagination_class = NewestFirstPagination
 
     def get_queryset(self) -> QuerySet[Task]:
         tasks = visible_tasks(self.request.user).order_by("-created_at", "-id")
@@ -260,7 +281,7 @@ class TaskReplyView(_TaskAction):
     @extend_schema(request=ReplySerializer, responses={200: TaskSerializer})
     def post(self, request: Request, pk: Any) -> Response:
         task = self.task(pk)
-        body = ReplySerializer(data=request.data)
+        body = ReplySerializer(data=object_body(request))
         body.is_valid(raise_exception=True)
         services.reply_to_task(
             task,
@@ -278,7 +299,7 @@ class TaskCancelView(_TaskAction):
     @extend_schema(request=CancelSerializer, responses={200: TaskSerializer})
     def post(self, request: Request, pk: Any) -> Response:
         task = self.task(pk)
-        body = CancelSerializer(data=request.data or {})
+        body = CancelSerializer(data=object_body(request))
         body.is_valid(raise_exception=True)
         services.cancel_task(task, by=request.user, reason=body.validated_data.get("reason", ""))
         return Response(TaskSerializer(task).data)
@@ -290,6 +311,7 @@ class TaskRetryView(_TaskAction):
     @extend_schema(request=None, responses={200: TaskSerializer})
     def post(self, request: Request, pk: Any) -> Response:
         task = self.task(pk)
+        object_body(request)  # none is needed, but a body that is not an object is an error
         services.retry_task(task, by=request.user)
         return Response(TaskSerializer(task).data)
 
@@ -301,7 +323,7 @@ class TaskReassignView(_TaskAction):
     @extend_schema(request=ReassignSerializer, responses={200: TaskSerializer})
     def post(self, request: Request, pk: Any) -> Response:
         task = self.task(pk)
-        body = ReassignSerializer(data=request.data or {})
+        body = ReassignSerializer(data=object_body(request))
         body.is_valid(raise_exception=True)
         agent_id = body.validated_data.get("agentId") or None
         services.reassign_task(task, agent_id=agent_id, by=request.user)
