@@ -10,7 +10,8 @@ the group stays quiet (the database is the source of truth: a lost message only 
 
 In the embedded mode the in-memory channel layer lives in this process but is not safe to
 call from the Celery worker threads, so subscribers there get the snapshots through a
-process-local fan-out that wakes each subscriber's event loop thread-safely.
+process-local fan-out (:mod:`a2a.face.local_bus`) that wakes each subscriber's event loop
+thread-safely.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -30,6 +30,7 @@ from django.db.models import Count
 from a2a.face import listeners
 from a2a.face.db import db_call
 from a2a.face.errors import TaskNotFound
+from a2a.face.local_bus import local_bus
 from a2a.face.serializers import task_json
 from a2a.face.stream_slots import Slot
 from a2a.models import Task, TaskMessage
@@ -43,6 +44,10 @@ MESSAGE_TYPE = "a2a.task"
 CLOSE_TYPE = "a2a.close"
 # How long a closing subscription waits for its reader to see that (one Redis round trip).
 CLOSE_WAIT = 2.0
+# A cancelled reader cancels its receive again until it ends (Subscription._read): this
+# many times, this far apart.
+RECANCEL_TRIES = 50
+RECANCEL_PAUSE = 0.1
 KEEPALIVE = None  # yielded by streams when quiet; the binding writes an SSE comment
 
 
@@ -92,45 +97,6 @@ def stream_events(task: dict[str, Any]) -> list[dict[str, Any]]:
     update["status"] = status
     events.append({"statusUpdate": update})
     return events
-
-
-# --- process-local fan-out (embedded mode) --------------------------------------------
-
-
-class _LocalBus:
-    """Subscribers of this process by task id, each with the loop that awaits it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._subs: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Queue[Any]]]] = {}
-
-    def add(self, group: str, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any]) -> None:
-        with self._lock:
-            self._subs.setdefault(group, set()).add((loop, queue))
-
-    def remove(
-        self, group: str, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any]
-    ) -> None:
-        with self._lock:
-            subs = self._subs.get(group)
-            if subs is not None:
-                subs.discard((loop, queue))
-                if not subs:
-                    del self._subs[group]
-
-    def has(self, group: str) -> bool:
-        with self._lock:
-            return group in self._subs
-
-    def fan_out(self, group: str, message: dict[str, Any]) -> None:
-        with self._lock:
-            targets = list(self._subs.get(group, ()))
-        for loop, queue in targets:
-            with contextlib.suppress(RuntimeError):  # loop already closed
-                loop.call_soon_threadsafe(queue.put_nowait, message)
-
-
-local_bus = _LocalBus()
 
 
 def _is_local(layer: Any) -> bool:
@@ -221,9 +187,21 @@ class Subscription:
         self._reader = asyncio.create_task(self._read(self.channel))
 
     async def _read(self, channel: str) -> None:
-        """Move the channel's messages to the queue until the close message comes."""
+        """Move the channel's messages to the queue until the close message comes.
+
+        Each receive is a task of its own, cancelled again until it ends: redis-py writes
+        through ``asyncio.wait_for``, which on Python 3.11 loses a cancel landing as its
+        write completes (CPython gh-86296), and the receive then popped on forever, hanging
+        the close of its loop (``asyncio.run``, ``async_to_sync``: a synchronously served
+        stream leaves its reader to that close)."""
         while True:
-            message = await self.layer.receive(channel)
+            receive = asyncio.ensure_future(self.layer.receive(channel))
+            try:
+                await asyncio.wait({receive})
+            except asyncio.CancelledError:
+                await _cancel_until_done(receive)
+                raise
+            message = receive.result()
             if message.get("type") == CLOSE_TYPE:
                 return
             self.queue.put_nowait(message)
@@ -263,8 +241,11 @@ class Subscription:
         been another stream's event. Cancelled only if the message does not come back in
         :data:`CLOSE_WAIT` (the layer is away: it holds nothing to lose then)."""
         assert self.channel is not None
-        with contextlib.suppress(Exception):
-            await self.layer.send(self.channel, {"type": CLOSE_TYPE})
+        # A reader already ended (its loop's close cancelled it) is sent nothing: the
+        # message would lie in the process's shared Redis queue for some other reader.
+        if not reader.done():
+            with contextlib.suppress(Exception):
+                await self.layer.send(self.channel, {"type": CLOSE_TYPE})
         done, _ = await asyncio.wait({reader}, timeout=CLOSE_WAIT)
         if not done:
             reader.cancel()
@@ -277,6 +258,21 @@ class Subscription:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+async def _cancel_until_done(receive: asyncio.Future[Any]) -> None:
+    """Cancel a reader's receive until it ends (bounded: :data:`RECANCEL_TRIES`), however
+    often it ignores a cancel; a message it got meanwhile goes with the reader."""
+    for _ in range(RECANCEL_TRIES):
+        receive.cancel()
+        # Cancelled again itself (its subscription's close gave up): it ends all the same.
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait({receive}, timeout=RECANCEL_PAUSE)
+        if receive.done():
+            if not receive.cancelled():
+                receive.exception()  # retrieved: the layer's failure is no news here
+            return
+    log.warning("a stream's channel-layer receive did not end when cancelled")
 
 
 def _settled(state: str, seq: int, since_seq: int | None) -> bool:
