@@ -1,7 +1,8 @@
 """Settings read from the environment: bad values stop the start with the variable's name.
 
-Each case imports the settings in a fresh interpreter, as a start does: the test
-process's own settings are loaded once and cannot be read again.
+Each case reads the settings file afresh (tests/support/fresh_settings.py): the test
+process's own settings are loaded once and cannot be read again. A start itself (its
+one-line error) is a real process: ``_start``.
 """
 
 from __future__ import annotations
@@ -15,22 +16,13 @@ from typing import Any
 import pytest
 
 from platform_site.env import FLOAT_MAX
+from tests.support import fresh_settings
 
 BASE_DIR = Path(__file__).resolve().parents[2]
-READ = "import django; django.setup(); from django.conf import settings; print(settings.{name})"
 
 
-def _read(name: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k != name}
-    clean["DJANGO_SETTINGS_MODULE"] = "platform_site.settings"
-    return subprocess.run(
-        [sys.executable, "-c", READ.format(name=name)],
-        env={**clean, **env},
-        cwd=BASE_DIR,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def _read(name: str, env: dict[str, str]) -> fresh_settings.Read:
+    return fresh_settings.read(name, env, drop=[name])
 
 
 @pytest.mark.parametrize("raw", ["nan", "inf", "-inf", "1e999"])

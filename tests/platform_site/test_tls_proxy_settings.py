@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import fresh_settings
 from tests.support.processes import BASE_DIR
 
 VARIABLES = {
@@ -136,7 +137,7 @@ def test_num_proxies_alone_trusts_the_proxy_scheme_header() -> None:
 )
 def test_a_switch_that_is_not_a_boolean_stops_the_start(name: str) -> None:
     """A typo stops the start naming the variable, like every other setting."""
-    result = _run({name: "maybe"}, "import django; django.setup()")
+    result = fresh_settings.read(name, {name: "maybe"}, drop=VARIABLES)
     assert result.returncode != 0
     assert f"{name} must be a boolean (true/false), got 'maybe'" in result.stderr
 
@@ -206,7 +207,7 @@ def test_an_https_only_setting_that_cannot_work_stops_the_start(
     env: dict[str, str], said: str
 ) -> None:
     """A redirect without the proxy's scheme header would redirect every request again."""
-    result = _run({**HTTPS, **env}, "import django; django.setup()")
+    result = fresh_settings.read("SECURE_SSL_REDIRECT", {**HTTPS, **env}, drop=VARIABLES)
     assert result.returncode != 0
     assert said in result.stderr
 
