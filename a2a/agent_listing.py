@@ -141,12 +141,17 @@ def _fetch(listing: Listing) -> Listing:
                 "agent %s: listing stopped after %d pages; its cursor stays",
                 listing.target.agent_id,
                 MAX_PAGES,
+                extra={"agent_id": listing.target.agent_id},
             )
         listing.newest = max(filter(None, map(_stamp, listing.tasks)), default=None)
     except A2ACallError as exc:
         listing.error = exc
     except Exception as exc:  # a bug must not sink the other agents' listings
-        log.exception("agent %s: listing failed", listing.target.agent_id)
+        log.exception(
+            "agent %s: listing failed",
+            listing.target.agent_id,
+            extra={"agent_id": listing.target.agent_id},
+        )
         # Not its repr: an encoding error's quotes the header it failed on (a credential).
         said = describe_failure(exc, listing.target)
         listing.error = A2ACallError(f"internal error while listing: {said}")
@@ -187,7 +192,12 @@ def _apply(listing: Listing) -> int:
             except PlatformError:
                 continue  # older than what was applied, or the task ended meanwhile
             except Exception:
-                log.exception("task %s: internal error applying a listed task", task.pk)
+                # The rows' agent_id is not loaded (only()): the listing's is the same.
+                log.exception(
+                    "task %s: internal error applying a listed task",
+                    task.pk,
+                    extra={"task_id": str(task.pk), "agent_id": listing.target.agent_id},
+                )
     return changed
 
 
@@ -198,7 +208,12 @@ def _after(listing: Listing, began: datetime) -> None:
         give_up(row.agent, error.message)
         return
     if error is not None:
-        log.info("agent %s: listing failed, tried again later: %s", target.agent_id, error)
+        log.info(
+            "agent %s: listing failed, tried again later: %s",
+            target.agent_id,
+            error,
+            extra={"agent_id": target.agent_id},
+        )
         wait = max(RETRY_SECONDS, error.retry_after or 0.0)
         row.put_off(now + timedelta(seconds=wait))
         return
@@ -260,7 +275,11 @@ def list_due() -> int:
             _apply(listing)
             _after(listing, began)
         except Exception:
-            log.exception("agent %s: internal error applying a listing", listing.target.agent_id)
+            log.exception(
+                "agent %s: internal error applying a listing",
+                listing.target.agent_id,
+                extra={"agent_id": listing.target.agent_id},
+            )
     return len(listings)
 
 

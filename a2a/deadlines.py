@@ -35,6 +35,7 @@ from a2a.agent_updates import apply_agent_reply, task_timeout
 from a2a.exceptions import A2ACallError, A2APermanentError, A2AProtocolError
 from a2a.hints import queue_processing
 from a2a.models import Task
+from a2a.observe import ids as log_ids
 from a2a.states import ACTIVE_STATES, NextAction, Transport
 from a2a.transports.base import AgentReply
 from agent_profiles.interfaces import CallTarget
@@ -123,7 +124,11 @@ def read_before_timeout(tasks: list[Task]) -> LastRead:
         try:
             targets[agent_id] = agent_registry.target_for(each[0].agent)
         except Exception:  # its credential unreadable, say: these tasks fail as before
-            log.exception("agent %s: cannot call it to read its overdue tasks", agent_id)
+            log.exception(
+                "agent %s: cannot call it to read its overdue tasks",
+                agent_id,
+                extra={"agent_id": agent_id},
+            )
             del by_agent[agent_id]
     firsts = [each[0] for each in by_agent.values()]
     unreached, slow = set(), set()
@@ -166,7 +171,7 @@ def _read(target: CallTarget, task: Task) -> Read:
     except A2ACallError as exc:
         answer = exc
     except Exception as exc:  # a bug in a transport must not keep the others from failing
-        log.exception("task %s: the read before its timeout failed", task.pk)
+        log.exception("task %s: the read before its timeout failed", task.pk, extra=log_ids(task))
         answer = A2ACallError(f"internal error while reading the task: {type(exc).__name__}")
     return answer, time.monotonic() - began
 
@@ -175,14 +180,21 @@ def _apply(task: Task, answer: AgentReply | A2ACallError) -> str:
     """Apply what the read found, as a poll's answer; what it found, for the timeout."""
     if isinstance(answer, A2ACallError):
         log.info(
-            "task %s: its agent task could not be read at its deadline (%s)", task.pk, answer.code
+            "task %s: its agent task could not be read at its deadline (%s)",
+            task.pk,
+            answer.code,
+            extra=log_ids(task),
         )
         return answer.code
     named = answer.task.get("id") if isinstance(answer.task, dict) else None
     if named not in (None, "", task.remote_task_id):
         # The task asked for, answered as another: never taken (remote_fields lets a task
         # whose send is due take a new id, for that send's own answer; this is none).
-        log.info("task %s: the read at its deadline answered another task", task.pk)
+        log.info(
+            "task %s: the read at its deadline answered another task",
+            task.pk,
+            extra=log_ids(task),
+        )
         return A2AProtocolError.code
     try:
         # pending: news with no change of state is not written (the task fails anyway).
@@ -193,16 +205,32 @@ def _apply(task: Task, answer: AgentReply | A2ACallError) -> str:
             if still:
                 apply_agent_reply(task, task_json=answer.task, message=None, via="a2a", pending={})
         if not still:
-            log.info("task %s: started again while read at its deadline; left", task.pk)
+            log.info(
+                "task %s: started again while read at its deadline; left",
+                task.pk,
+                extra=log_ids(task),
+            )
             return "overtaken"
     except A2ACallError as exc:  # not A2A, another agent task: the timeout stands
-        log.info("task %s: the read at its deadline was refused (%s)", task.pk, exc.code)
+        log.info(
+            "task %s: the read at its deadline was refused (%s)",
+            task.pk,
+            exc.code,
+            extra=log_ids(task),
+        )
         return exc.code
     except Exception:  # a bug must not keep the pass's other tasks from their timeouts
-        log.exception("task %s: could not apply the read at its deadline", task.pk)
+        log.exception(
+            "task %s: could not apply the read at its deadline", task.pk, extra=log_ids(task)
+        )
         return "internal_error"
     if task.state not in ACTIVE_STATES:
-        log.info("task %s: read at its deadline, the agent's task was %s", task.pk, task.state)
+        log.info(
+            "task %s: read at its deadline, the agent's task was %s",
+            task.pk,
+            task.state,
+            extra=log_ids(task),
+        )
     return str(answer.state or "no state")
 
 

@@ -54,6 +54,7 @@ from a2a.agent_updates import apply_agent_reply
 from a2a.claims import due_filter, lease_seconds
 from a2a.exceptions import A2ACallError, A2AUnsupportedOperation
 from a2a.models import Task
+from a2a.observe import ids as log_ids
 from a2a.states import NextAction, normalize_state
 from a2a.transports.redaction import describe_failure
 from agent_profiles.interfaces import CallTarget
@@ -201,7 +202,7 @@ def _call(polled: Polled) -> Polled:
     except A2ACallError as exc:
         polled.error = exc
     except Exception as exc:  # a bug in a transport must not sink the batch
-        log.exception("task %s: poll failed", polled.task.pk)
+        log.exception("task %s: poll failed", polled.task.pk, extra=log_ids(polled.task))
         # Not its repr: an encoding error's quotes the header it failed on (a credential).
         said = describe_failure(exc, polled.target)
         polled.error = A2ACallError(f"internal error while polling: {said}")
@@ -330,7 +331,11 @@ def poll_due(limit: int, spent: Counter[str] | None = None) -> int:
         try:
             _apply_one(polled)
         except Exception as exc:
-            log.exception("task %s: internal error applying a poll", polled.task.pk)
+            log.exception(
+                "task %s: internal error applying a poll",
+                polled.task.pk,
+                extra=log_ids(polled.task),
+            )
             _internal_error(polled.task, exc)
     if quiet:
         try:

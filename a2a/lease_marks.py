@@ -67,7 +67,12 @@ def mark(task: Task, seconds: float) -> None:
         value = f"{_owner()}|{_what(task)}"
         _client().set(_mark_key(task.pk), value, ex=max(1, math.ceil(seconds)))
     except redis.RedisError as exc:
-        log.warning("could not mark task %s's long call alive in Redis: %s", task.pk, exc)
+        log.warning(
+            "could not mark task %s's long call alive in Redis: %s",
+            task.pk,
+            exc,
+            extra=_ids(task),
+        )
 
 
 def unmark(pk: Any) -> None:
@@ -77,7 +82,12 @@ def unmark(pk: Any) -> None:
     try:
         _client().delete(_mark_key(pk), _handback_key(pk))
     except redis.RedisError as exc:
-        log.warning("could not unmark task %s's long call in Redis: %s", pk, exc)
+        log.warning(
+            "could not unmark task %s's long call in Redis: %s",
+            pk,
+            exc,
+            extra={"task_id": str(pk)},
+        )
 
 
 def held_elsewhere(task: Task) -> bool:
@@ -96,10 +106,22 @@ def held_elsewhere(task: Task) -> bool:
         ttl = max(1, math.ceil((task.lease_until - _now(task)).total_seconds()))
         client.set(_handback_key(task.pk), task.lease_until.isoformat(), ex=ttl)
     except redis.RedisError as exc:
-        log.warning("could not tell whether task %s runs elsewhere: %s", task.pk, exc)
+        log.warning(
+            "could not tell whether task %s runs elsewhere: %s", task.pk, exc, extra=_ids(task)
+        )
         return False
-    log.info("task %s: claimed while its long call runs in %s; left to it", task.pk, owner)
+    log.info(
+        "task %s: claimed while its long call runs in %s; left to it",
+        task.pk,
+        owner,
+        extra=_ids(task),
+    )
     return True
+
+
+def _ids(task: Task) -> dict[str, Any]:
+    """The ``extra`` of a line about ``task`` (JSON logs carry them as keys)."""
+    return {"task_id": str(task.pk), "agent_id": task.agent_id}
 
 
 def _now(task: Task) -> datetime:

@@ -115,8 +115,11 @@ def _transition(task: Any, from_state: str, state: str) -> None:
             pass
     extra = {**ids(task), "state": state}
     if state in TERMINAL_STATES:
-        error = task.error or {}
-        code = (error.get("code") or "") if state != TaskState.COMPLETED else ""
+        # A completed or canceled task keeps the last error it met on the way (a poll that
+        # failed while it worked): that is not why it ended, so it is not counted as one.
+        ended_ok = state in (TaskState.COMPLETED, TaskState.CANCELED)
+        error = {} if ended_ok else (task.error or {})
+        code = error.get("code") or ""
         metrics.TASKS_ENDED.labels(task.skill_id, task.agent_id, state, code).inc()
         took = (task.state_changed_at - task.created_at).total_seconds()
         metrics.TASK_DURATION.labels(task.skill_id, state).observe(max(took, 0.0))

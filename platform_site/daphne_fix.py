@@ -17,12 +17,23 @@ to be dropped: 2% of the server's CPU in a profile of pushed tasks. This module 
 at that verbosity; above it Twisted logs as before. Daphne's own access log
 (``--access-log``) is separate and unchanged.
 
+**Daphne's access log, with ``LOG_FORMAT=json``.** Daphne writes its access log (on by
+default, to stdout) with ``print``-like writes of its own, not through logging: with JSON
+logs, every request was a plain line among the JSON ones, which a collector reading one
+object per line cannot parse. Then the lines daphne would write to stdout go to the
+``daphne.access`` logger at INFO instead (one JSON object each, like every other line); an
+access log daphne writes to a file (``--access-log PATH``) stays as it is.
+
 Remove each part when daphne does it itself.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import Any
+
+access_log = logging.getLogger("daphne.access")
 
 
 def _never(request: Any) -> bool:
@@ -42,10 +53,47 @@ def _log_unless_discarded(factory: Any, request: Any) -> None:
     http.HTTPFactory.log(factory, request)
 
 
+_write_entry: Any = None  # daphne's own AccessLogGenerator.write_entry
+
+
+def _entry_to_logging(
+    generator: Any,
+    host: Any,
+    date: Any,
+    request: str,
+    status: Any = None,
+    length: Any = None,
+    ident: Any = None,
+    user: Any = None,
+) -> None:
+    """Daphne's access line through logging when it would go to stdout; else daphne's."""
+    if generator.stream not in (sys.stdout, sys.__stdout__):
+        _write_entry(generator, host, date, request, status, length, ident, user)
+        return
+    # The record's time is the line's: the rest as daphne's NCSA-like line says it.
+    access_log.info(
+        '%s %s %s "%s" %s %s',
+        host,
+        ident or "-",
+        user or "-",
+        request,
+        status or "-",
+        length or "-",
+    )
+
+
 def install() -> None:
     """Make every daphne request skip Twisted's form parsing and, at daphne's default
-    verbosity, its discarded access log line (idempotent)."""
+    verbosity, its discarded access log line; with ``LOG_FORMAT=json``, send daphne's
+    access log to stdout through logging (idempotent)."""
+    global _write_entry
+    from daphne.access import AccessLogGenerator
     from daphne.http_protocol import HTTPFactory, WebRequest
+    from django.conf import settings
 
     WebRequest._parsePOSTFormSubmission = property(_never, _ignore)  # type: ignore[assignment]
     HTTPFactory.log = _log_unless_discarded  # type: ignore[method-assign]
+    if _write_entry is None:
+        _write_entry = AccessLogGenerator.write_entry
+    json_logs = getattr(settings, "LOG_FORMAT", "text") == "json"
+    AccessLogGenerator.write_entry = _entry_to_logging if json_logs else _write_entry  # type: ignore[method-assign]

@@ -11,10 +11,15 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import logging.config
+import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 # The ids a line is about, beyond those given as ``extra``.
 ID_KEYS = ("task_id", "agent_id", "skill_id", "remote_task_id", "state")
@@ -87,3 +92,67 @@ class SkipFavicon(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "favicon.ico" not in str(record.getMessage())
+
+
+def configure(config: dict[str, Any]) -> None:
+    """Django's ``LOGGING_CONFIG``: ``dictConfig(LOGGING)``, then route through logging what
+    would be written around it. Warnings (a library's deprecation) always: Python prints
+    them to stderr by itself. With ``LOG_FORMAT=json``, uncaught exceptions too (of the
+    main thread and of any other): Python prints their traceback as plain lines, which a
+    log collector reading one JSON object per line cannot parse. In text mode those stay
+    Python's own, whatever ``LOG_LEVEL`` hides."""
+    from django.conf import settings
+
+    logging.config.dictConfig(config)
+    logging.captureWarnings(True)
+    if getattr(settings, "LOG_FORMAT", "text") == "json":
+        sys.excepthook = _uncaught
+        threading.excepthook = _uncaught_in_thread
+        _celery_notices_as_json()
+
+
+def _celery_notices_as_json() -> None:
+    """A Celery worker says "worker: Warm shutdown (MainProcess)" (and the like) from its
+    signal handlers with a raw write, not logging (no lock taken in a handler): with JSON
+    logs, that write gets the notice as one JSON line instead. Django starts (and so this
+    runs) once the worker's module is loaded; in other processes it is not, and nothing
+    is patched."""
+    worker = sys.modules.get("celery.apps.worker")
+    if worker is None or getattr(worker.safe_say, "as_json", False):
+        return
+    say = worker.safe_say
+    formatter = JSONFormatter()
+
+    def say_as_json(msg: str, f: Any = sys.__stderr__) -> None:
+        record = logging.makeLogRecord(
+            {
+                "name": worker.__name__,
+                "levelno": logging.WARNING,
+                "levelname": "WARNING",
+                "msg": msg,
+            }
+        )
+        say(formatter.format(record), f)
+
+    say_as_json.as_json = True  # type: ignore[attr-defined]
+    worker.safe_say = say_as_json
+
+
+def _uncaught(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+    """``sys.excepthook``: one ERROR line with the traceback (Ctrl-C stays Python's)."""
+    if issubclass(kind, KeyboardInterrupt) or not log.isEnabledFor(logging.ERROR):
+        sys.__excepthook__(kind, value, tb)
+        return
+    log.error("uncaught exception", exc_info=(kind, value, tb))
+
+
+def _uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    """``threading.excepthook``: as :func:`_uncaught`, naming the thread."""
+    if args.exc_type is SystemExit:  # as Python's own hook: a thread may end so
+        return
+    if args.exc_value is None or not log.isEnabledFor(logging.ERROR):
+        threading.__excepthook__(args)
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    exc_info = (args.exc_type, args.exc_value, args.exc_traceback)
+    log.error("uncaught exception in thread %s", name, exc_info=exc_info)

@@ -573,6 +573,14 @@ LOG_FORMAT = envchoice("LOG_FORMAT", "text", {"text", "json"})
 LOG_LEVEL = envchoice(
     "LOG_LEVEL", "INFO", {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}, upper=True
 )
+# Traces (platform_site/tracing.py reads it at each process start). Checked here: an
+# exporter it does not know was a traceback from every process, not one line naming it.
+OTEL_TRACES_EXPORTER = envchoice(
+    "OTEL_TRACES_EXPORTER", "NONE", {"NONE", "OTLP", "CONSOLE"}, upper=True
+).lower()
+# dictConfig, then what it cannot say: warnings and uncaught exceptions go through the
+# same handler (with LOG_FORMAT=json, one JSON object per line): platform_site/logs.py.
+LOGGING_CONFIG = "platform_site.logs.configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -41,11 +41,14 @@ def _exporter(name: str) -> Any:
     if name == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-        return ConsoleSpanExporter()
+        # One line per span (the SDK's default indents its JSON over many): a line among
+        # the log's lines, a JSON object like them with LOG_FORMAT=json.
+        return ConsoleSpanExporter(formatter=lambda span: span.to_json(indent=None) + os.linesep)
     if name == "otlp":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         return OTLPSpanExporter()  # OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, headers, ...
+    # settings.py refuses others at the start, in one line: this is for a direct caller.
     raise ValueError(f"OTEL_TRACES_EXPORTER={name!r}: use otlp, console or none")
 
 
@@ -148,6 +151,29 @@ def client_span(method: str, url: str, headers: dict[str, str]) -> Iterator[Any]
     ) as span:
         inject(headers)
         yield span
+
+
+@contextmanager
+def server_span(scope: dict[str, Any], route: str) -> Iterator[Any]:
+    """A SERVER span around an ASGI request that skips Django's middleware, and so the
+    Django instrumentation's span (the A2A face, the tasks API's Bearer calls): in the
+    caller's trace when it sent ``traceparent``, so the tasks it creates (new traces,
+    :func:`new_trace`) link to it. ``route`` names the span (not the path: task ids in
+    paths would make every span name unique). Callers check :func:`enabled` first."""
+    headers = {
+        name.decode("latin-1"): value.decode("latin-1")
+        for name, value in scope.get("headers") or []
+        if name in (b"traceparent", b"tracestate")
+    }
+    method = scope.get("method", "")
+    attributes = {"http.request.method": method, "url.path": scope.get("path", "")}
+    with tracer().start_as_current_span(
+        f"{method} {route}",
+        context=extract(headers),
+        kind=trace.SpanKind.SERVER,
+        attributes=attributes,
+    ) as current:
+        yield current
 
 
 def carrier() -> dict[str, str]:

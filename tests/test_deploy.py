@@ -42,7 +42,7 @@ def test_the_systemd_units_restart_and_run_the_procfile_programs() -> None:
         assert "EnvironmentFile=/etc/a2a-platform/platform.env" in text, name
         if "migrate" not in name:
             assert "Restart=always" in text, name
-    programs = {"web": "daphne", "worker": "celery -A platform_site worker", "beat": "beat"}
+    programs = {"web": "daphne", "worker": "-A platform_site worker", "beat": "beat"}
     for kind, program in programs.items():
         assert program in procfile()[kind]
         assert program in units[next(u for u in units if kind in u)]

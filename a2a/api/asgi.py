@@ -21,6 +21,7 @@ from django.core.handlers.exception import response_for_exception
 from django.http import HttpRequest, HttpResponse
 from django.urls import set_script_prefix
 
+from platform_site import tracing
 from platform_site.dbthreads import ConnectionPool
 from platform_site.lean_asgi import ASGIApp, LeanASGIHandler, release, route_to
 from platform_site.middleware import bad_text_response
@@ -59,7 +60,17 @@ class BearerAPIHandler(LeanASGIHandler):
         stopped when its client goes away, so watching for it (two more asyncio tasks per
         request) changes nothing: the answer to a closed connection is dropped. (No view
         here streams; a streaming answer would need the watch, as the face keeps it.)
+
+        With tracing on, the request is a SERVER span in the caller's trace (Django's
+        instrumentation, a middleware, is skipped too): the tasks it creates link to it.
         """
+        if not tracing.enabled():
+            await self._handle(scope, receive, send)
+            return
+        with tracing.server_span(scope, "/api/tasks"):
+            await self._handle(scope, receive, send)
+
+    async def _handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         try:
             body_file = await self.read_body(receive)
         except RequestAborted:

@@ -27,6 +27,7 @@ from django.urls import set_script_prefix, set_urlconf
 from django.utils.log import log_response
 
 from a2a.face.errors import FaceError, InvalidRequest, PayloadTooLarge
+from platform_site import tracing
 from platform_site.lean_asgi import ASGIApp, LeanASGIHandler, release, route_to
 
 FACE_PREFIXES = ("/v1/a2a/", "/.well-known/agent-card.json")
@@ -76,6 +77,15 @@ class FaceASGIHandler(LeanASGIHandler):
         return response
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if not tracing.enabled():
+            await self._handle(scope, receive, send)
+            return
+        # Django's middleware is skipped, and its instrumentation with it: the caller's
+        # traceparent is read here, and the tasks the request creates link to its trace.
+        with tracing.server_span(scope, "/v1/a2a"):
+            await self._handle(scope, receive, send)
+
+    async def _handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         try:
             body_file = await self.read_body(receive)
         except RequestAborted:

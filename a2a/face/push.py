@@ -133,7 +133,11 @@ def _fail_config(config: PushNotificationConfig, reason: str) -> bool:
         PushDelivery.objects.filter(config=config, status=DeliveryStatus.PENDING).update(
             status=DeliveryStatus.FAILED, next_attempt_at=None
         )
-        log.warning("push config %s disabled after repeated failures", config.pk)
+        log.warning(
+            "push config %s disabled after repeated failures",
+            config.pk,
+            extra={"task_id": str(config.task_id)},  # a line about a task names it
+        )
         return True
     return False
 
@@ -264,7 +268,13 @@ def _post(delivery: PushDelivery) -> str:
         last_status=status_code,
         last_error=error[:1000],
     )
-    log.info("push delivery %s attempt %s failed: %s", delivery.pk, delivery.attempts, error)
+    log.info(
+        "push delivery %s attempt %s failed: %s",
+        delivery.pk,
+        delivery.attempts,
+        error,
+        extra={"task_id": str(config.task_id)},  # a line about a task names it
+    )
     if _fail_config(config, error):
         return DeliveryStatus.FAILED
     if not exhausted:

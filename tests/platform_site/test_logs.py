@@ -122,3 +122,27 @@ def test_the_secret_scan_finds_keys_tokens_and_credentials(line: str) -> None:
 )
 def test_the_secret_scan_leaves_ordinary_lines_alone(line: str) -> None:
     assert not find_secrets(line)
+
+
+def test_a_poll_that_breaks_and_a_read_at_the_deadline_name_their_task(
+    caplog: Any, make_skill: Any, make_agent: Any, make_user: Any, monkeypatch: Any
+) -> None:
+    """The engine's and the deadline's failure lines carry ``task_id`` / ``agent_id``."""
+    from a2a import agent_reads, agent_registry, deadlines, engine
+
+    skill = make_skill()
+    agent = make_agent(skills=[skill])
+    task = services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("a bug in a transport")
+
+    monkeypatch.setattr(agent_reads, "read_task", broken)
+    target = agent_registry.target_for(agent)
+    caplog.set_level(logging.INFO)
+    engine._call(engine.Polled(task, target))
+    deadlines._read(target, task)
+    lines = [r for r in caplog.records if r.name in ("a2a.engine", "a2a.deadlines")]
+    assert len(lines) == 2, [r.getMessage() for r in caplog.records]
+    assert [getattr(r, "task_id", None) for r in lines] == [str(task.pk)] * 2
+    assert [getattr(r, "agent_id", None) for r in lines] == ["agent-one"] * 2

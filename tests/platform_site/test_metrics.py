@@ -118,6 +118,42 @@ def test_a_failure_is_counted_by_its_error_code(
     )
 
 
+def test_a_canceled_task_is_counted_without_the_error_it_met_on_the_way(
+    client: Any,
+    make_skill: Any,
+    make_agent: Any,
+    make_user: Any,
+    django_capture_on_commit_callbacks: Any,
+    caplog: Any,
+) -> None:
+    """docs/operations.md: error_code is empty for COMPLETED and CANCELED. A poll that
+    failed while the task worked stays on it as ``task.error``; it is not why it ended."""
+    from a2a.task_actions import cancel_task
+
+    skill = make_skill()
+    make_agent(skills=[skill])
+    user = make_user()
+    task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=user)
+    error = {"code": "cannot_follow", "message": "cannot follow", "details": None}
+    Task.objects.filter(pk=task.pk).update(state=TaskState.WORKING, error=error)
+    task.refresh_from_db()
+    before = scrape(client)
+    with (
+        caplog.at_level("INFO", logger="a2a.lifecycle"),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        cancel_task(task, by=user, reason="not needed")
+    after = scrape(client)
+    canceled = {"state": TaskState.CANCELED}
+    ended = value(after, "a2a_tasks_ended_total", **canceled, error_code="")
+    assert ended - value(before, "a2a_tasks_ended_total", **canceled, error_code="") == 1
+    assert value(after, "a2a_tasks_ended_total", error_code="cannot_follow") == value(
+        before, "a2a_tasks_ended_total", error_code="cannot_follow"
+    )
+    [line] = [r.getMessage() for r in caplog.records if " ended " in r.getMessage()]
+    assert "cannot_follow" not in line
+
+
 def test_the_sweep_lag_is_how_overdue_the_oldest_due_task_is(
     client: Any, make_skill: Any, make_agent: Any, make_user: Any
 ) -> None:

@@ -8,6 +8,8 @@ a Celery worker and Celery beat. In the distributed mode it runs daphne only; st
 from __future__ import annotations
 
 import errno
+import json
+import logging
 import socket
 import sys
 from typing import Any
@@ -15,6 +17,10 @@ from typing import Any
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
+
+from platform_site.logs import JSONFormatter
+
+log = logging.getLogger(__name__)
 
 
 def port_problem(host: str, port: int) -> str | None:
@@ -52,8 +58,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **opts: Any) -> None:
         problem = port_problem(opts["host"], opts["port"])
         if problem:
-            # One line, non-zero, before anything starts.
-            self.stderr.write(f"Cannot start the platform: {problem}")
+            # One line, non-zero, before anything starts (with JSON logs, a JSON line).
+            self.stderr.write(self._line(f"Cannot start the platform: {problem}", opts["port"]))
             sys.exit(1)
         if not opts["no_migrate"]:
             call_command("migrate", interactive=False, verbosity=0)
@@ -66,15 +72,30 @@ class Command(BaseCommand):
             workers = EmbeddedWorkers()
             workers.start()
         mode = "embedded" if settings.EMBEDDED else "distributed"
-        self.stdout.write(
+        started = (
             f"A2A platform ({mode}) on http://{opts['host']}:{opts['port']}/ "
             f"(public URL {settings.PUBLIC_URL}); admin at /admin/, API docs at /api/docs/"
         )
+        if settings.LOG_FORMAT == "json":
+            log.info("%s", started)  # a JSON line among the others
+        else:
+            self.stdout.write(started)
         try:
             self._serve(opts["host"], opts["port"])
         finally:
             if workers is not None:
                 workers.stop()
+
+    @staticmethod
+    def _line(message: str, port: int) -> str:
+        """``message`` as is, or with ``LOG_FORMAT=json`` as a JSON line (naming the port):
+        written before logging has anything to say, it is still one object per line."""
+        if settings.LOG_FORMAT != "json":
+            return message
+        record = logging.makeLogRecord(
+            {"name": __name__, "levelno": logging.ERROR, "levelname": "ERROR", "msg": message}
+        )
+        return json.dumps({**json.loads(JSONFormatter().format(record)), "port": port})
 
     def _seed_skills(self) -> None:
         """Load the example skills once, so a newcomer sees something on first start."""
