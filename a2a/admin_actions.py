@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 
 from a2a.models import Task
 from platform_site.errors import PlatformError
@@ -46,10 +46,15 @@ def act_on_each(tasks: QuerySet[Task], fn: Callable[[Task], Any], able: Q) -> Ou
     task read whole at once (MBs of artifacts each) made a cancel over 60 ended tasks hold
     hundreds of MB. The others are counted; the verb itself words the few refusals the
     message names, so they read as a refusal of the task page's button does."""
-    others = tasks.exclude(able)
-    named = list(others.values_list("pk", flat=True)[:REFUSALS_SHOWN])
-    outcome = Outcome(unread=others.count() - len(named) if named else 0)
-    for task in chunked([*named, *tasks.filter(able).values_list("pk", flat=True)]):
+    # One read sorts every selected task into one group: read apart, a task that changed
+    # state between the reads fell in neither (left out of the report) or in both (acted
+    # on, and refused, twice).
+    sorted_out = tasks.annotate(_able=ExpressionWrapper(able, output_field=BooleanField()))
+    pairs = list(sorted_out.values_list("pk", "_able"))
+    others = [pk for pk, ok in pairs if not ok]
+    named = others[:REFUSALS_SHOWN]
+    outcome = Outcome(unread=len(others) - len(named))
+    for task in chunked([*named, *(pk for pk, ok in pairs if ok)]):
         try:
             fn(task)
             outcome.done += 1

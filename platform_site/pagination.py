@@ -78,7 +78,8 @@ def _cursor(request: Request, name: str) -> tuple[datetime, uuid.UUID] | None:
     raw = request.query_params.get(name)
     if raw is None:
         return None
-    match = _CURSOR.match(raw) if raw.isascii() else None
+    # fullmatch: a pattern's $ also matches before a final newline (a 500 further on).
+    match = _CURSOR.fullmatch(raw) if raw.isascii() else None
     if match is None or int(raw.partition("_")[0]) > MAX_MICROS:
         raise ValidationFailed(
             f"'{name}' must be a cursor from a 'next' or 'previous' link; got {raw[:80]!r}.",

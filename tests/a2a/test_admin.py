@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -336,13 +337,25 @@ def test_a_list_retry_words_its_refusals_as_the_task_page_does(
 def test_a_list_action_reads_the_selection_a_chunk_at_a_time(
     admin_client: Any, task: Task, monkeypatch: Any
 ) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
     from a2a import admin_actions
 
     monkeypatch.setattr(admin_actions, "ACTION_CHUNK", 2)
     waiting = ended_like(task, 4, state=TaskState.WORKING, artifacts=[], output=None)
-    said, _ = act(admin_client, "cancel_selected", [task, *waiting])
+    with CaptureQueriesContext(connection) as queries:
+        said, _ = act(admin_client, "cancel_selected", [task, *waiting])
     assert said == ["Canceled 5 task(s)."]
     assert set(Task.objects.values_list("state", flat=True)) == {TaskState.CANCELED}
+    # in_bulk of 2, 2 and 1 ids (with their skill and agent): three reads of tasks for the
+    # verb, none of all five at once.
+    loads = [
+        re.search(r'"a2a_task"\."id" IN \(([^)]*)\)', q["sql"])
+        for q in queries.captured_queries
+        if "agent_profiles_skill" in q["sql"]
+    ]
+    assert [len(m.group(1).split(",")) for m in loads if m] == [2, 2, 1], loads
 
 
 def test_a_reply_to_a_task_that_ended_after_the_page_read_it_says_so(
@@ -375,3 +388,49 @@ def test_a_reply_to_a_task_that_ended_after_the_page_read_it_says_so(
     task.refresh_from_db()
     assert task.state == TaskState.COMPLETED
     assert TaskMessage.objects.filter(task=task, direction="to_agent").count() == sent
+
+
+@pytest.mark.parametrize(
+    ("before", "change"), [(TaskState.WORKING, "completed"), (TaskState.FAILED, "retried")]
+)
+def test_a_task_changing_state_while_the_action_reads_is_told_once(
+    admin_client: Any, task: Task, monkeypatch: Any, before: str, change: str
+) -> None:
+    """The action read its selection in three queries (the refusals it names, their count,
+    the tasks it may act on): a task that changed state between them fell in neither group
+    (left out of the report) or in both (the verb run on it twice). Here it changes right
+    after the action's second read of tasks; every selected task is told once."""
+    import re as re_
+
+    from django.db import connection
+
+    from a2a import admin_actions
+
+    ended = ended_like(task, 1, state=TaskState.COMPLETED, artifacts=[], output=None)[0]
+    racing = ended_like(task, 1, state=before, artifacts=[], output=None)[0]
+    reads = {"n": 0, "on": False}
+
+    def then_it_changes(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        result = execute(sql, params, many, context)
+        if reads["on"] and sql.lstrip().startswith("SELECT") and '"a2a_task"' in sql:
+            reads["n"] += 1
+            if reads["n"] == 2:
+                reads["on"] = False
+                if change == "completed":
+                    Task.objects.filter(pk=racing.pk).update(state=TaskState.COMPLETED)
+                else:
+                    Task.objects.filter(pk=racing.pk).update(state=TaskState.WORKING)
+        return result
+
+    real = admin_actions.act_on_each
+
+    def reading(*args: Any, **kwargs: Any) -> Any:
+        reads["on"] = True
+        with connection.execute_wrapper(then_it_changes):
+            return real(*args, **kwargs)
+
+    monkeypatch.setattr("a2a.admin.act_on_each", reading)
+    selection = [task, ended, racing]
+    told, _ = act(admin_client, "cancel_selected", selection)
+    counts = [int(n) for n in re_.findall(r"(\d+) task\(s\)", " ".join(told))]
+    assert sum(counts) == len(selection), told
