@@ -191,3 +191,59 @@ def test_the_uncaught_exception_hook_defers_to_python_when_errors_are_not_logged
     monkeypatch.setattr(logs.log, "isEnabledFor", lambda level: False)
     logs._uncaught(RuntimeError, RuntimeError("x"), None)
     assert printed == [RuntimeError]
+
+
+# --- runplatform's own lines --------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def started_not_served(monkeypatch: Any) -> None:
+    """runplatform up to the moment it would serve."""
+    from platform_site.management.commands import runplatform
+
+    monkeypatch.setattr(runplatform.Command, "_serve", lambda self, host, port: None)
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("started_not_served")
+def test_a_first_start_with_json_logs_writes_json_lines_only(settings: Any, capsys: Any) -> None:
+    """The example skills' load printed "Loaded 3 skills (3 created, 0 updated)." as plain
+    text among the JSON lines (loadskills wrote it whatever its verbosity)."""
+    from django.core.management import call_command
+
+    settings.LOG_FORMAT = "json"
+    call_command("runplatform", "--port", str(_free_port()), "--no-migrate", "--no-worker")
+    out = capsys.readouterr()
+    lines = [line for line in (out.out + out.err).splitlines() if line.strip()]
+    said = [json.loads(line)["message"] for line in lines]  # each a JSON object
+    assert any(message.startswith("Loaded 3 example skills") for message in said), said
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("started_not_served")
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_the_start_line_is_said_whatever_the_log_level(
+    fmt: str, settings: Any, capsys: Any
+) -> None:
+    """With JSON logs the "A2A platform ... on http://..." line was logged at INFO, and
+    LOG_LEVEL=WARNING hid where the platform listens (text mode always printed it)."""
+    from django.core.management import call_command
+
+    settings.LOG_FORMAT = fmt
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.WARNING)  # LOG_LEVEL=WARNING
+    try:
+        call_command(
+            "runplatform", "--port", str(_free_port()), "--no-migrate", "--no-worker", "--no-seed"
+        )
+    finally:
+        root.setLevel(level)
+    out = capsys.readouterr().out
+    assert "A2A platform (embedded) on http://" in out, out

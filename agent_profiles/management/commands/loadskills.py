@@ -32,6 +32,8 @@ class Command(BaseCommand):
         except ValidationFailed as exc:
             message = exc.message.rstrip(".")
             raise CommandError(f"{opts['file']}: {message}. Nothing was loaded.") from None
+        if opts["verbosity"] < 1:  # -v 0: only errors (runplatform says what it seeded)
+            return
         self.stdout.write(
             f"Loaded {len(result.created) + len(result.updated)} skills "
             f"({len(result.created)} created, {len(result.updated)} updated)."

@@ -20,8 +20,6 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from platform_site.logs import JSONFormatter
 
-log = logging.getLogger(__name__)
-
 
 def port_problem(host: str, port: int) -> str | None:
     """Why ``host:port`` cannot be listened on right now, or None when it can.
@@ -76,10 +74,8 @@ class Command(BaseCommand):
             f"A2A platform ({mode}) on http://{opts['host']}:{opts['port']}/ "
             f"(public URL {settings.PUBLIC_URL}); admin at /admin/, API docs at /api/docs/"
         )
-        if settings.LOG_FORMAT == "json":
-            log.info("%s", started)  # a JSON line among the others
-        else:
-            self.stdout.write(started)
+        # Said whatever LOG_LEVEL hides: where to find the platform is not a log's detail.
+        self.stdout.write(self._line(started, opts["port"], logging.INFO))
         try:
             self._serve(opts["host"], opts["port"])
         finally:
@@ -87,15 +83,18 @@ class Command(BaseCommand):
                 workers.stop()
 
     @staticmethod
-    def _line(message: str, port: int) -> str:
+    def _line(message: str, port: int | None, level: int = logging.ERROR) -> str:
         """``message`` as is, or with ``LOG_FORMAT=json`` as a JSON line (naming the port):
-        written before logging has anything to say, it is still one object per line."""
+        written past logging (before it has anything to say, or whatever LOG_LEVEL hides),
+        it is still one object per line."""
         if settings.LOG_FORMAT != "json":
             return message
+        name = logging.getLevelName(level)
         record = logging.makeLogRecord(
-            {"name": __name__, "levelno": logging.ERROR, "levelname": "ERROR", "msg": message}
+            {"name": __name__, "levelno": level, "levelname": name, "msg": message}
         )
-        return json.dumps({**json.loads(JSONFormatter().format(record)), "port": port})
+        fields = json.loads(JSONFormatter().format(record))
+        return json.dumps(fields if port is None else {**fields, "port": port})
 
     def _seed_skills(self) -> None:
         """Load the example skills once, so a newcomer sees something on first start."""
@@ -103,6 +102,8 @@ class Command(BaseCommand):
 
         if not Skill.objects.exists() and settings.EXAMPLE_SKILLS_FILE.exists():
             call_command("loadskills", str(settings.EXAMPLE_SKILLS_FILE), verbosity=0)
+            loaded = Skill.objects.count()
+            self.stdout.write(self._line(f"Loaded {loaded} example skills.", None, logging.INFO))
 
     def _serve(self, host: str, port: int) -> None:
         from daphne.endpoints import build_endpoint_description_strings
