@@ -32,6 +32,7 @@ from gateway.limits import BadFrameLimiter, FrameRate
 from gateway.middleware import CLOSE_TRY_AGAIN
 from gateway.sessions import AccessLost, end_session
 from platform_site import logs
+from platform_site.shielded import to_the_end
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +127,9 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         finally:
             # However the handler ends (a clean close, or an exception or cancellation that
             # skipped disconnect()), this process stops refreshing its presence: a dead
-            # handler must not keep an agent "online" until the heartbeat timeout.
-            await self._forget()
+            # handler must not keep an agent "online" until the heartbeat timeout. To its
+            # end: daphne's next cancel of a killed handler cut it off (platform_site.shielded).
+            await to_the_end(self._forget())
 
     async def disconnect(self, code: int) -> None:
         self._close_code = code  # for the "disconnected" log line

@@ -32,6 +32,8 @@ from django.db import connections
 from django.http import HttpRequest, HttpResponse
 from django.middleware.security import SecurityMiddleware
 
+from platform_site.shielded import to_the_end
+
 Scope = dict[str, Any]
 ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
 
@@ -85,7 +87,10 @@ class PlatformASGIHandler(ASGIHandler):
         try:
             await super().handle(scope, receive, send)
         finally:
-            await sync_to_async(close_connections)()
+            # To its end: daphne cancels a handler that outlived its client twice, and the
+            # second cancel dropped this close, queued behind the view on the request's
+            # thread (platform_site.shielded).
+            await to_the_end(sync_to_async(close_connections)())
 
 
 class LeanASGIHandler(ASGIHandler):

@@ -220,7 +220,10 @@ class Subscription:
         if not self.local and self.marker.due():
             await self._mark()
         try:
-            return await asyncio.wait_for(self.queue.get(), wait)
+            # Not wait_for: on Python 3.11 it loses a cancel landing as its get completes
+            # (gh-86296), and a stream whose client had left went on with an event.
+            async with asyncio.timeout(wait):
+                return await self.queue.get()
         except TimeoutError:
             return None
 

@@ -25,6 +25,12 @@ from channels.layers import channel_layers, get_channel_layer
 from redis.asyncio.connection import AbstractConnection
 
 from a2a.face import sse
+from a2a.face.db import close_pool
+from a2a.face.stream_slots import stream_slots
+from a2a.models import Task
+from a2a.states import TaskState
+from tests.support.asgi_calls import http_scope
+from tests.support.face_streams import FaceStream
 
 
 class SwallowingLayer:
@@ -168,3 +174,88 @@ def test_a_stream_left_open_by_its_loop_does_not_hang_the_loops_close(
     assert not hung, "the view's loop never closed: its stream's reader lost the cancel"
     assert result["sub"]._reader.done()
     assert layer.receive_count == 0  # the next loop's readers may receive
+
+
+# --- the stream's wait for its next event ------------------------------------------------
+# Subscription.next waited with asyncio.wait_for(queue.get(), wait): a client leaving (the
+# face's handler cancels the stream) in the loop iteration an event reached the queue lost
+# the cancel (gh-86296), and the stream went on, holding its slot and its subscription,
+# until daphne's kill 10 s later (or the task's end).
+
+
+@pytest.fixture
+def _fresh_layer_and_pool() -> Any:
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+    close_pool()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("_fresh_layer_and_pool")
+@pytest.mark.parametrize(
+    "event_first", [True, False], ids=["event-then-cancel", "cancel-then-event"]
+)
+def test_a_stream_whose_client_leaves_as_an_event_arrives_ends(
+    event_first: bool, monkeypatch: pytest.MonkeyPatch, alice: Any, make_task: Any
+) -> None:
+    task: Task = make_task(alice)
+    Task.objects.filter(pk=task.pk).update(state=TaskState.WORKING)
+    subs: list[sse.Subscription] = []
+    real_init = sse.Subscription.__init__
+
+    def recording_init(self: sse.Subscription, *a: Any, **k: Any) -> None:
+        real_init(self, *a, **k)
+        subs.append(self)
+
+    monkeypatch.setattr(sse.Subscription, "__init__", recording_init)
+
+    async def scenario() -> dict[str, Any]:
+        headers = [
+            (b"authorization", f"Bearer {alice.raw_token}".encode()),
+            (b"a2a-version", b"1.0"),
+        ]
+        stream = FaceStream(http_scope(f"/v1/a2a/tasks/{task.id}:subscribe", headers=headers))
+        await stream.open()
+        await stream.wait_events(1)
+        respond = next(t for t in asyncio.all_tasks() if t.get_coro().__name__ == "respond")
+        assert stream_slots._open  # the stream holds its slot
+        await asyncio.sleep(0.2)  # the stream waits in Subscription.next
+
+        real_cancel = respond.cancel
+
+        def cancel_as_the_event_arrives(msg: Any = None) -> bool:
+            snap = {
+                "type": sse.MESSAGE_TYPE,
+                "seq": 10_000,
+                "task": {"id": str(task.id), "status": {"state": "TASK_STATE_WORKING"}},
+            }
+            # The reader's put and the handler's cancel in one loop iteration.
+            if event_first:
+                subs[-1].queue.put_nowait(snap)
+                return real_cancel(msg)
+            cancelled = real_cancel(msg)
+            subs[-1].queue.put_nowait(snap)
+            return cancelled
+
+        # (asyncio.Task.cancel cannot be patched on the type: wrap the one task's method.)
+        respond.cancel = cancel_as_the_event_arrives  # type: ignore[method-assign]
+        left = time.monotonic()
+        stream.gone.set()  # the client goes away
+        done, _ = await asyncio.wait({stream.handler}, timeout=8)
+        result = {
+            "ended": bool(done),
+            "after": time.monotonic() - left,
+            "slots": dict(stream_slots._open),
+            "reader_running": subs[-1]._reader is not None and not subs[-1]._reader.done(),
+        }
+        if not done:  # what daphne does 10 s later: cancel the whole handler
+            stream.handler.cancel()
+            await asyncio.wait({stream.handler}, timeout=10)
+        return result
+
+    result = asyncio.run(scenario())
+    assert result["ended"], (
+        f"the handler of a stream whose client left was still running {result['after']:.1f} s "
+        f"later (slots held: {result['slots']}, reader running: {result['reader_running']})"
+    )
