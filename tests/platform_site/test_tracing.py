@@ -7,7 +7,6 @@ in-memory exporter."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,16 +22,6 @@ from tests.support.agents import run_agent
 FAST = {"A2A_POLL_INTERVAL": 0.1, "A2A_POLL_INTERVAL_MAX": 0.3, "A2A_SWEEP_INTERVAL": 0.3}
 # The agent runs on loopback, which the distributed settings refuse by default.
 LOOPBACK = {"ALLOW_LOOPBACK_URLS": True}
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    assert tracing.setup(exporter, batch=False)
-    try:
-        yield exporter
-    finally:
-        tracing.teardown()
 
 
 @pytest.mark.slow

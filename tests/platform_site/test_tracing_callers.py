@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -20,16 +19,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{CALLER_TRACE}-00f067aa0ba902b7-01"
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    assert tracing.setup(exporter, batch=False)
-    try:
-        yield exporter
-    finally:
-        tracing.teardown()
 
 
 def _post(path: str, body: Any, headers: dict[str, str]) -> httpx.Response:
