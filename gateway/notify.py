@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import Future
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,15 +35,22 @@ def group_send(group: str, event: dict[str, Any], timeout: float = 5.0) -> bool:
     if layer is None:
         return False
     consumers_loop = local.loop
+    sent: Future[None]
     if isinstance(layer, InMemoryChannelLayer):
         if consumers_loop is None or not consumers_loop.is_running():
             return False  # no consumer in this process: nobody could receive it
-        loop = consumers_loop
+        sent = asyncio.run_coroutine_threadsafe(layer.group_send(group, event), consumers_loop)
     else:
-        loop = sender.loop()
+        # Through the sender's turns: its bound on sends in flight holds for hints too, and
+        # an agent's hints leave in order.
+        sent = sender.submit(layer.group_send(group, event), key=group)
     try:
-        asyncio.run_coroutine_threadsafe(layer.group_send(group, event), loop).result(timeout)
+        sent.result(timeout)
     except Exception:
+        # A send still running (a stalled Redis: until its socket timeout) is cancelled:
+        # each caller went on to its next hint and they piled up. Cancelling drops only
+        # this hint (best effort); the key's later sends keep their order.
+        sent.cancel()
         log.warning("gateway: group_send to %s failed", group, exc_info=True)
         return False
     return True

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import logging
 import re
 from typing import Any
 
@@ -29,6 +30,9 @@ from django.utils.log import log_response
 from a2a.face.errors import FaceError, InvalidRequest, PayloadTooLarge
 from platform_site import tracing
 from platform_site.lean_asgi import ASGIApp, LeanASGIHandler, release, route_to
+from platform_site.shielded import to_the_end
+
+log = logging.getLogger(__name__)
 
 FACE_PREFIXES = ("/v1/a2a/", "/.well-known/agent-card.json")
 
@@ -122,18 +126,43 @@ class FaceASGIHandler(LeanASGIHandler):
             asyncio.create_task(self.listen_for_disconnect(receive)),
             asyncio.create_task(respond()),
         ]
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # This handler cancelled itself (daphne's shutdown, or its kill of a handler
+            # that outlived its client): asyncio.wait passes no cancel on, and the view's
+            # task streamed on orphaned, its subscription open (with Redis, its channel in
+            # the task's group until group_expiry, seven days). To its end: daphne cancels
+            # again every second (platform_site.shielded).
+            await to_the_end(_end(tasks, body_file))
+            raise
+        await _end(tasks, body_file)  # (no task of its own on the ordinary path)
         for task in tasks:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            else:
+            if task.done() and not task.cancelled():
                 with contextlib.suppress(RequestAborted):
                     task.result()
-        if not tasks[1].cancelled() and tasks[1].exception() is None:
-            release(tasks[1].result())
-        body_file.close()
+
+
+# How long a handler waits for its view's task to end once cancelled: a stream's
+# subscription closes within CLOSE_WAIT (2 s) and a couple of Redis round trips.
+END_WAIT = 5.0
+
+
+async def _end(tasks: list[asyncio.Task[Any]], body_file: Any) -> None:
+    """Cancel the watch and the view's task (``tasks``) if still running, wait (at most
+    :data:`END_WAIT`) for them to end, then release the answer and the request's body."""
+    running = {task for task in tasks if not task.done()}
+    for task in running:
+        task.cancel()
+    if running:
+        # asyncio.wait, not await: a task's clean-up is not cut by a cancel of this wait.
+        _, late = await asyncio.wait(running, timeout=END_WAIT)
+        if late:
+            log.warning("a face request's view did not end %s s after its cancel", END_WAIT)
+    respond = tasks[1]
+    if respond.done() and not respond.cancelled() and respond.exception() is None:
+        release(respond.result())
+    body_file.close()
 
 
 # The HTTP+JSON interface's own URL, default or an agent's (not the face's `tasks`): it
