@@ -133,7 +133,9 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         self._close_code = code  # for the "disconnected" log line
-        await self._forget()
+        # To its end as in __call__: cut here, it had said "forgotten" already, and the
+        # finally's call returned at once with the presence row still there.
+        await to_the_end(self._forget())
 
     async def _forget(self) -> None:
         """Leave the process's live set, the agent's group and the presence table (once)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,7 +19,9 @@ from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.handlers.asgi import ASGIHandler
 
+from gateway import consumers
 from gateway.consumers import AgentGatewayConsumer
+from gateway.db import close_pool, db
 from platform_site import lean_asgi
 from platform_site.shielded import to_the_end
 
@@ -100,6 +103,77 @@ def test_a_killed_request_still_closes_its_database_connections(monkeypatch: Any
 
     asyncio.run(scenario())
     assert closed == ["closed"]
+
+
+# A client's close runs disconnect(), which forgets the socket: the kill cut that _forget
+# (its presence delete queued behind a busy database thread), and the one in __call__'s
+# finally returned at once, the socket already marked forgotten.
+class _Layer:
+    async def group_discard(self, group: str, channel: str) -> None:
+        return None
+
+
+def test_a_consumer_killed_while_its_disconnect_forgets_still_ends_its_session(
+    monkeypatch: Any, settings: Any
+) -> None:
+    settings.GATEWAY_DB_THREADS = 1
+    close_pool()
+    ended: list[str] = []
+    monkeypatch.setattr(consumers, "end_session", lambda channel: ended.append(channel))
+    monkeypatch.setattr(consumers.observe, "disconnected", lambda *a: None)
+
+    async def closed_by_the_client(self: Any, scope: Any, receive: Any, send: Any) -> None:
+        # The pool's one thread is busy (a frame's update waiting on a row lock, another
+        # socket's claim): the client's close arrives and disconnect() runs.
+        busy = asyncio.ensure_future(db(time.sleep)(0.4))
+        await asyncio.sleep(0.01)
+        try:
+            await self.disconnect(1000)
+        finally:
+            await asyncio.wait({busy})
+
+    monkeypatch.setattr(AsyncWebsocketConsumer, "__call__", closed_by_the_client)
+    consumer = AgentGatewayConsumer()
+    consumer.agent = SimpleNamespace(id="agent-x")  # type: ignore[assignment]
+    consumer.channel_name = "specific.chan!1"
+    consumer.channel_layer = _Layer()
+
+    async def scenario() -> bool:
+        task = asyncio.ensure_future(consumer({"type": "websocket"}, None, None))
+        await asyncio.sleep(0.1)
+        task.cancel()  # daphne's kill, application_close_timeout after the client left
+        await asyncio.sleep(0.05)
+        task.cancel()
+        await asyncio.wait({task}, timeout=5)
+        await asyncio.sleep(0.8)  # the pool's thread is free again
+        return task.done()
+
+    try:
+        assert asyncio.run(scenario())
+    finally:
+        close_pool()
+    assert ended == ["specific.chan!1"], "the presence row was never deleted"
+
+
+def test_a_clean_up_that_fails_after_its_caller_left_is_logged(caplog: Any) -> None:
+    async def fails() -> None:
+        await asyncio.sleep(0.2)
+        raise RuntimeError("database gone")
+
+    async def handler() -> None:
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            await to_the_end(fails())
+
+    async def scenario() -> None:
+        await _killed_twice(handler)
+        await asyncio.sleep(0.4)
+
+    asyncio.run(scenario())
+    failed = [r for r in caplog.records if r.name == "platform_site.shielded"]
+    assert failed, "the failure of a clean-up nobody awaited any more went unseen"
+    assert "database gone" in str(failed[0].exc_info[1])
 
 
 @pytest.fixture(autouse=True)

@@ -8,9 +8,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -246,4 +249,60 @@ def test_the_start_line_is_said_whatever_the_log_level(
     finally:
         root.setLevel(level)
     out = capsys.readouterr().out
-    assert "A2A platform (embedded) on http://" in out, out
+    mode = "embedded" if settings.EMBEDDED else "distributed"
+    assert f"A2A platform ({mode}) on http://" in out, out
+
+
+@pytest.mark.slow
+def test_the_start_line_reaches_a_pipe_while_serving(tmp_path: Path) -> None:
+    """Under a pipe (a supervisor, docker, `| jq`) stdout is block-buffered: the start line,
+    written past logging, stayed in the buffer while daphne served."""
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.pop("PYTHONUNBUFFERED", None)
+    env.update(LOG_FORMAT="json", SQLITE_PATH=str(tmp_path / "db.sqlite3"))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "manage.py",
+            "runplatform",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-worker",
+        ],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    out = b""
+    err = b""
+    try:
+        deadline = time.monotonic() + 60
+        serving = False
+        while time.monotonic() < deadline and not serving:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                serving = True
+            except OSError:
+                time.sleep(0.2)
+        assert serving, "runplatform never listened"
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            ready, _, _ = select.select([proc.stdout, proc.stderr], [], [], 0.2)
+            for stream in ready:
+                chunk = os.read(stream.fileno(), 65536)
+                if stream is proc.stdout:
+                    out += chunk
+                else:
+                    err += chunk
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=20)
+    assert b"A2A platform" in out + err, (
+        f"serving on {port}, but the start line has not been written: "
+        f"stdout={out[-400:]!r} stderr={err[-400:]!r}"
+    )

@@ -76,6 +76,7 @@ class Command(BaseCommand):
         )
         # Said whatever LOG_LEVEL hides: where to find the platform is not a log's detail.
         self.stdout.write(self._line(started, opts["port"], logging.INFO))
+        self.stdout.flush()  # a pipe (a supervisor, `make run | jq`) buffers it otherwise
         try:
             self._serve(opts["host"], opts["port"])
         finally:
@@ -104,6 +105,7 @@ class Command(BaseCommand):
             call_command("loadskills", str(settings.EXAMPLE_SKILLS_FILE), verbosity=0)
             loaded = Skill.objects.count()
             self.stdout.write(self._line(f"Loaded {loaded} example skills.", None, logging.INFO))
+            self.stdout.flush()
 
     def _serve(self, host: str, port: int) -> None:
         from daphne.endpoints import build_endpoint_description_strings
