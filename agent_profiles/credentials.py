@@ -126,7 +126,7 @@ def validate_credentials(auth: Any) -> dict[str, Any]:
         if auth.get("in") != "header":
             raise _fail("in", "must be 'header' (the only place the platform sends a key)")
         name = auth.get("name")
-        if not isinstance(name, str) or not HEADER_NAME_RE.match(name):
+        if not isinstance(name, str) or not HEADER_NAME_RE.fullmatch(name):
             raise _fail("name", "must be an HTTP header name")
         if name.lower() in RESERVED_HEADERS:
             raise _fail("name", "is a header the platform sets itself")

@@ -212,7 +212,7 @@ def requested_version(request: HttpRequest) -> str | None:
     text = (raw or "").strip()
     if not text:
         return None
-    match = _VERSION_RE.match(text)
+    match = _VERSION_RE.fullmatch(text)
     if match is None:
         raise _unsupported(text)
     return f"{int(match[1])}.{int(match[2] or 0)}"

@@ -88,7 +88,7 @@ def clean_config(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     # non-ASCII one left the delivery pending for good.
     _check_secret_header("token", token)
     _check_secret_header("authentication.credentials", credentials)
-    if scheme and not _SCHEME_RE.match(scheme):
+    if scheme and not _SCHEME_RE.fullmatch(scheme):
         raise InvalidParams(
             "authentication.scheme must be one word (e.g. Bearer).",
             violations=[("authentication.scheme", "not an HTTP auth scheme")],

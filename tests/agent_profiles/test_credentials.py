@@ -73,6 +73,9 @@ def test_each_shape_is_accepted_stored_encrypted_and_given_to_dispatch(
         ({**API_KEY, "in": "query"}, "auth.in"),
         ({**API_KEY, "name": "Bad Name"}, "auth.name"),
         ({**API_KEY, "name": "Content-Type"}, "auth.name"),
+        # A pattern's $ matches before a final newline: taken, then refused by httpx at
+        # every call to the agent.
+        ({**API_KEY, "name": "X-Api-Key\n"}, "auth.name"),
         ({**API_KEY, "value": None}, "auth.value"),
         (oauth2(clientSecret=None), "auth.clientSecret"),
         (oauth2(tokenUrl="ftp://x/token"), "auth.tokenUrl"),
