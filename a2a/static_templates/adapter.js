@@ -23,7 +23,8 @@
 //
 // Environment: PLATFORM_URL, AGENT_ID, AGENT_NAME, SKILL_ID, DOMAIN, SUBDOMAIN, A2A_HOST,
 // A2A_PORT (3001), A2A_PUBLIC_URL (the URL registered; "none": WebSocket only), A2A_HTTP
-// ("off": no HTTP side), AGENT_KEY_FILE (.agent-keys/<AGENT_ID>.json), REGISTRATION_TOKEN.
+// ("off": no HTTP side), AGENT_KEY_FILE (.agent-keys/<AGENT_ID>.json), REGISTRATION_TOKEN,
+// WS_PING_INTERVAL (20 s), RECONNECT_MAX (30 s), WS_CONNECT_TIMEOUT (10 s).
 "use strict";
 
 const crypto = require("node:crypto");
@@ -71,6 +72,7 @@ function configFromEnv(env, overrides = {}) {
     registrationToken: pick("registrationToken", "REGISTRATION_TOKEN", ""),
     pingInterval: Number(pick("pingInterval", "WS_PING_INTERVAL", 20)) * 1000,
     reconnectMax: Number(pick("reconnectMax", "RECONNECT_MAX", 30)) * 1000,
+    connectTimeout: Number(pick("connectTimeout", "WS_CONNECT_TIMEOUT", 10)) * 1000,
   };
 }
 
@@ -167,8 +169,13 @@ async function register(config, skill) {
 const newId = () => crypto.randomUUID();
 const now = () => new Date().toISOString();
 
+// Parts that are not objects are skipped: the HTTP side refuses them, the WebSocket side
+// gets what the platform checked.
+const partsOf = (message) => ((message && Array.isArray(message.parts) && message.parts) || [])
+  .filter((p) => p && typeof p === "object");
+
 function inputOf(message) {
-  const parts = (message && message.parts) || [];
+  const parts = partsOf(message);
   const data = parts.find((p) => p.data && typeof p.data === "object" && !Array.isArray(p.data));
   if (data) return data.data;
   const text = parts.filter((p) => typeof p.text === "string").map((p) => p.text).join("\n");
@@ -180,11 +187,21 @@ function inputOf(message) {
 }
 
 function answerOf(message) {
-  const parts = (message && message.parts) || [];
+  const parts = partsOf(message);
   const texts = parts.filter((p) => typeof p.text === "string").map((p) => p.text);
   if (texts.length) return texts.join("\n");
   const data = parts.find((p) => "data" in p);
   return data ? JSON.stringify(data.data) : "";
+}
+
+// Why `value` cannot be sent as JSON (a BigInt, a cycle, a function), or "" when it can.
+function notJson(value) {
+  try {
+    const text = JSON.stringify(value);
+    return typeof text === "string" ? "" : `a ${typeof value} has no JSON form`;
+  } catch (err) {
+    return err.message;
+  }
 }
 
 class TaskStore {
@@ -262,11 +279,16 @@ class TaskStore {
     }
     if (controller.signal.aborted || TERMINAL.has(entry.task.status.state)) return; // canceled
     if (result.question !== undefined) {
-      this.setStatus(entry, "TASK_STATE_INPUT_REQUIRED", result.text || String(result.question));
+      // Both: the text alone would lose the question the person has to answer.
+      const question = String(result.question);
+      this.setStatus(entry, "TASK_STATE_INPUT_REQUIRED", result.text ? [String(result.text), question] : question);
     } else if (result.reject !== undefined) {
       this.setStatus(entry, "TASK_STATE_REJECTED", result.text || String(result.reject));
     } else if (result.fail !== undefined || result.output === undefined) {
       this.setStatus(entry, "TASK_STATE_FAILED", result.text || String(result.fail ?? "the handler returned no output"));
+    } else if (notJson(result.output)) {
+      // Kept, it would break every answer that shows the task (JSON.stringify throws).
+      this.setStatus(entry, "TASK_STATE_FAILED", `handler output is not JSON: ${notJson(result.output)}`);
     } else {
       const artifact = { artifactId: newId(), name: "result", parts: [{ data: result.output }] };
       entry.task.artifacts = [artifact];
@@ -274,10 +296,11 @@ class TaskStore {
     }
   }
 
+  // `text`: one string, or several (one part each).
   setStatus(entry, state, text, artifacts) {
     const message = {
       messageId: newId(), role: "ROLE_AGENT", taskId: entry.task.id, contextId: entry.task.contextId,
-      parts: [{ text }],
+      parts: (Array.isArray(text) ? text : [text]).map((t) => ({ text: t })),
     };
     entry.task.status = { state, message, timestamp: now() };
     if (state !== "TASK_STATE_WORKING") entry.task.history.push(message);
@@ -295,31 +318,48 @@ const A2A_ERRORS = {
   INVALID_PARAMS: [400, "INVALID_ARGUMENT"],
   UNSUPPORTED_OPERATION: [400, "UNIMPLEMENTED"],
   NOT_FOUND: [404, "NOT_FOUND"],
+  VERSION_NOT_SUPPORTED: [400, "INVALID_ARGUMENT"],
+  PAYLOAD_TOO_LARGE: [413, "INVALID_ARGUMENT"],
+  INTERNAL: [500, "INTERNAL"],
 };
 
-function sendJson(res, status, body) {
+function sendJson(res, status, body, headers = {}) {
   const text = JSON.stringify(body);
-  res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text) });
+  res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text), ...headers });
   res.end(text);
 }
 
-function sendError(res, reason, message) {
+function sendError(res, reason, message, headers) {
   const [code, status] = A2A_ERRORS[reason];
   const detail = { "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason, domain: "a2a-protocol.org" };
-  sendJson(res, code, { error: { code, status, message, details: [detail] } });
+  sendJson(res, code, { error: { code, status, message, details: [detail] } }, headers);
 }
 
-function readBody(req, limit = 1_000_000) {
+class BodyTooLarge extends Error {}
+
+// The body as text; past `limit` bytes a BodyTooLarge, once the client has sent it all (a
+// client still writing when the socket closes sees a reset, not the 413). A body past
+// `drainMax` is not waited for: the connection is cut.
+function readBody(req, limit = 1_000_000, drainMax = 20_000_000) {
   return new Promise((resolve, reject) => {
     const chunks = [];
     let size = 0;
     req.on("data", (chunk) => {
       size += chunk.length;
-      if (size > limit) { reject(new Error("body too large")); req.destroy(); } else chunks.push(chunk);
+      if (size > drainMax) req.destroy();
+      else if (size <= limit) chunks.push(chunk);
     });
-    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    req.on("end", () => (size > limit
+      ? reject(new BodyTooLarge(`The body is over ${limit} bytes`))
+      : resolve(Buffer.concat(chunks).toString("utf8"))));
     req.on("error", reject);
   });
+}
+
+// A2A-Version: absent or empty (served as this agent's only version) or any 1.x.
+function versionSupported(req, url) {
+  const version = String(req.headers["a2a-version"] ?? url.searchParams.get("A2A-Version") ?? "").trim();
+  return version === "" || /^1(\.\d{1,9})?$/.test(version);
 }
 
 // Wait until the task leaves SUBMITTED/WORKING (a blocking message:send), or `ms` passes.
@@ -345,6 +385,10 @@ function makeHttpHandler(agent) {
       if (req.method === "GET" && url.pathname === "/.well-known/agent-card.json") {
         return sendJson(res, 200, agent.card());
       }
+      const a2aRoute = url.pathname === "/message:send" || match;
+      if (a2aRoute && !versionSupported(req, url)) {
+        return sendError(res, "VERSION_NOT_SUPPORTED", "This agent speaks A2A 1.x (send A2A-Version: 1.0)");
+      }
       if (req.method === "POST" && url.pathname === "/message:send") {
         return await onMessageSend(agent, req, res);
       }
@@ -361,7 +405,7 @@ function makeHttpHandler(agent) {
       return sendError(res, "NOT_FOUND", `No route for ${req.method} ${url.pathname}`);
     } catch (err) {
       log("request failed:", err);
-      if (!res.headersSent) sendJson(res, 500, { error: { code: 500, status: "INTERNAL", message: "internal error" } });
+      if (!res.headersSent) sendError(res, "INTERNAL", "internal error");
     }
   };
 }
@@ -370,19 +414,25 @@ async function onMessageSend(agent, req, res) {
   let request;
   try {
     request = JSON.parse(await readBody(req));
-  } catch {
+  } catch (err) {
+    if (err instanceof BodyTooLarge) return sendError(res, "PAYLOAD_TOO_LARGE", err.message, { Connection: "close" });
     return sendError(res, "INVALID_PARAMS", "The body must be a JSON SendMessageRequest");
   }
   const message = request && request.message;
-  if (!message || !Array.isArray(message.parts) || !message.parts.length) {
+  if (!message || typeof message !== "object" || !Array.isArray(message.parts) || !message.parts.length) {
     return sendError(res, "INVALID_PARAMS", "message with parts is required");
   }
+  const bad = message.parts.findIndex((p) => !p || typeof p !== "object" || Array.isArray(p));
+  if (bad >= 0) return sendError(res, "INVALID_PARAMS", `message.parts[${bad}] must be an object (a Part)`);
   const store = agent.store;
   let entry;
   if (message.taskId) { // a follow-up on one of our tasks
     entry = store.tasks.get(message.taskId);
     if (!entry) return sendError(res, "TASK_NOT_FOUND", `Task ${message.taskId} not found`);
-    if (TERMINAL.has(entry.task.status.state)) {
+    // The same message again (a retry of a send whose reply was lost) gets the task, even
+    // after the answer finished it.
+    const resent = message.messageId && entry.messageIds.has(message.messageId);
+    if (!resent && TERMINAL.has(entry.task.status.state)) {
       return sendError(res, "UNSUPPORTED_OPERATION", `Task ${message.taskId} is in a terminal state`);
     }
     store.reply(entry, message);
@@ -421,7 +471,34 @@ class Gateway {
     const url = this.agent.config.platformUrl.replace(/^http/, "ws") + "/ws/agent-gateway/";
     const ws = new WebSocket(url);
     this.ws = ws;
+    // Node 20's WebSocket fires "error" but no "close" when the connection is refused, so
+    // both schedule the next attempt, once (`ended`). A socket stuck connecting (a silent
+    // firewall) is given up after connectTimeout.
+    let ended = false;
+    const retry = (why) => {
+      if (ended) return;
+      ended = true;
+      clearTimeout(connectTimer);
+      clearInterval(this.pinger);
+      this.connected = false;
+      if (this.ws === ws) this.ws = null;
+      try { ws.close(); } catch { /* already closing */ }
+      if (this.stopped) return;
+      // Only a connection that lasted resets the backoff: a refusal (4401/4403) backs off.
+      if (this.openedAt && Date.now() - this.openedAt > 10000) this.delay = 500;
+      this.openedAt = null;
+      const wait = Math.min(this.delay, this.agent.config.reconnectMax);
+      this.delay *= 2;
+      log(`gateway ${why}; reconnecting in ${wait} ms`);
+      this.timer = setTimeout(() => this.connect(), wait);
+    };
+    const connectTimer = setTimeout(() => {
+      if (ws.readyState === 0) retry(`connect timed out after ${this.agent.config.connectTimeout} ms`);
+    }, this.agent.config.connectTimeout);
     ws.addEventListener("open", () => {
+      clearTimeout(connectTimer);
+      if (ended) return; // given up already
+
       // The browser-style WebSocket cannot set headers: authenticate with the first frame.
       ws.send(JSON.stringify({ type: "auth", apiKey: this.agent.apiKey }));
       this.openedAt = Date.now();
@@ -430,21 +507,9 @@ class Gateway {
       for (const frame of this.outbox.splice(0)) this.send(frame);
       this.pinger = setInterval(() => this.send({ type: "ping" }), this.agent.config.pingInterval);
     });
-    ws.addEventListener("message", (event) => this.onFrame(event.data));
-    ws.addEventListener("close", (event) => {
-      clearInterval(this.pinger);
-      this.connected = false;
-      this.ws = null;
-      if (this.stopped) return;
-      // Only a connection that lasted resets the backoff: a refusal (4401/4403) backs off.
-      if (this.openedAt && Date.now() - this.openedAt > 10000) this.delay = 500;
-      this.openedAt = null;
-      const wait = Math.min(this.delay, this.agent.config.reconnectMax);
-      this.delay *= 2;
-      log(`gateway closed (code ${event.code}); reconnecting in ${wait} ms`);
-      this.timer = setTimeout(() => this.connect(), wait);
-    });
-    ws.addEventListener("error", () => { /* "close" follows and reconnects */ });
+    ws.addEventListener("message", (event) => { if (!ended) this.onFrame(event.data); });
+    ws.addEventListener("close", (event) => retry(`closed (code ${event.code})`));
+    ws.addEventListener("error", (event) => retry(`error (${(event && event.message) || "connection failed"})`));
   }
 
   stop() {
@@ -629,6 +694,11 @@ function listen(server, config) {
 // Register with the platform, serve A2A over HTTP, connect to the gateway: the whole agent.
 async function startAgent(options = {}) {
   const config = configFromEnv(process.env, options);
+  if (!config.http && typeof globalThis.WebSocket !== "function") {
+    // Neither way in: the platform could never reach it. Said before registering anything.
+    throw new ConfigError("A2A_HTTP=off and this Node.js has no WebSocket, so no task could reach the agent: " +
+      "use Node 22+ (or node --experimental-websocket), or turn the HTTP side on");
+  }
   // Listen first, so "port in use" is a start-up error; until registered it answers 503.
   const agent = await serveAgent({ ...options, config, skill: null });
   try {

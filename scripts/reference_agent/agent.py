@@ -238,14 +238,15 @@ def _json(response: httpx.Response) -> Any:
 def main(env: dict[str, str] | None = None) -> int:
     """Run the agent until SIGINT/SIGTERM; 2 on bad configuration."""
     env = dict(os.environ if env is None else env)
-    logging.basicConfig(
-        level=env.get("LOG_LEVEL", "INFO").upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    # One line per request is noise here; the agent logs what matters itself.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
-        agent = ReferenceAgent(Config.from_env(env))
+        config = Config.from_env(env)  # first: it checks LOG_LEVEL too
+        logging.basicConfig(
+            level=config.log_level,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+        # One line per request is noise here; the agent logs what matters itself.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+        agent = ReferenceAgent(config)
         agent.prepare()
     except ConfigError as exc:
         line = " ".join(str(exc).split())  # one line, whatever the cause

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,17 @@ def _env_number(env: dict[str, str], name: str, default: float) -> float:
         return float(raw) if raw else default
     except ValueError:
         raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+
+
+def _env_log_level(env: dict[str, str]) -> str:
+    # Checked here: logging.basicConfig would raise a bare ValueError (a traceback).
+    level = (env.get("LOG_LEVEL") or "INFO").strip().upper()
+    if level not in logging.getLevelNamesMapping():
+        names = ", ".join(
+            n for n in logging.getLevelNamesMapping() if n not in {"WARN", "FATAL", "NOTSET"}
+        )
+        raise ConfigError(f"LOG_LEVEL must be one of {names}, got {env.get('LOG_LEVEL')!r}")
+    return level
 
 
 def _env_off(env: dict[str, str], name: str) -> bool:
@@ -41,6 +53,7 @@ class Config:
     gateway_enabled: bool
     ping_interval: float
     reconnect_max: float
+    log_level: str = "INFO"
 
     @classmethod
     def from_env(cls, env: dict[str, str]) -> Config:
@@ -69,6 +82,7 @@ class Config:
             gateway_enabled=not _env_off(env, "GATEWAY"),
             ping_interval=_env_number(env, "WS_PING_INTERVAL", 20.0),
             reconnect_max=_env_number(env, "RECONNECT_MAX", 30.0),
+            log_level=_env_log_level(env),
         )
 
     @property

@@ -18,6 +18,7 @@ def test_the_defaults_fit_make_run_on_one_laptop() -> None:
     assert config.key_file == Path(".agent-keys/reference-agent.json")
     assert config.http_enabled
     assert config.gateway_enabled
+    assert config.log_level == "INFO"
 
 
 def test_it_follows_the_environment() -> None:
@@ -29,6 +30,7 @@ def test_it_follows_the_environment() -> None:
             "A2A_PUBLIC_URL": "https://acme.example.com/a2a/",
             "A2A_HTTP": "off",
             "GATEWAY": "false",
+            "LOG_LEVEL": "debug",
         }
     )
     assert config.gateway_url == "wss://agents.example.com/ws/agent-gateway/"
@@ -36,6 +38,7 @@ def test_it_follows_the_environment() -> None:
     assert config.key_file == Path(".agent-keys/acme.json")
     assert not config.http_enabled
     assert not config.gateway_enabled
+    assert config.log_level == "DEBUG"
 
 
 def test_a_public_url_of_none_registers_no_endpoint() -> None:
@@ -49,6 +52,7 @@ def test_a_public_url_of_none_registers_no_endpoint() -> None:
         ({"A2A_PORT": "0"}, "A2A_PORT must be a TCP port"),
         ({"PLATFORM_URL": "127.0.0.1:8000"}, r"PLATFORM_URL must be an http\(s\) URL"),
         ({"WS_PING_INTERVAL": "often"}, "WS_PING_INTERVAL must be a number"),
+        ({"LOG_LEVEL": "verbose"}, "LOG_LEVEL must be one of .*DEBUG.*, got 'verbose'"),
     ],
 )
 def test_it_refuses_bad_values(env: dict[str, str], message: str) -> None:

@@ -57,6 +57,7 @@ def test_it_exits_with_one_line_when_its_port_is_in_use() -> None:
         ({"A2A_PORT": "http"}, ["A2A_PORT must be a number"]),
         ({"A2A_PORT": "70000"}, ["A2A_PORT must be a TCP port"]),
         ({"PLATFORM_URL": "ftp://x"}, ["PLATFORM_URL must be an http(s) URL"]),
+        ({"LOG_LEVEL": "verbose"}, ["LOG_LEVEL must be one of", "'verbose'"]),
     ],
 )
 def test_it_exits_with_one_line_on_a_bad_setting(env: dict[str, str], words: list[str]) -> None:
