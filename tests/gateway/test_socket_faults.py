@@ -5,6 +5,7 @@ the consumer forgets its presence however it ends."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 
@@ -35,7 +36,10 @@ def test_an_oversize_frame_drops_the_socket_and_its_presence(
         send(ws, {"type": "ping"})
         assert recv(ws) == {"type": "pong"}
         assert presence.is_online(agent.id)
-        ws.send("x" * 2_000_000)
+        # The server drops the socket at the frame's header: the client may find it closed
+        # while still sending the rest (a reset), or at its next read.
+        with contextlib.suppress(ConnectionClosed):
+            ws.send("x" * 2_000_000)
         with pytest.raises(ConnectionClosed):
             ws.recv(timeout=5)
         deadline = time.monotonic() + 3
