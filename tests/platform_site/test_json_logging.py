@@ -22,6 +22,7 @@ import pytest
 
 from platform_site import daphne_fix, logs
 from tests.support.processes import BASE_DIR
+from tests.support.serving import free_port
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -199,12 +200,6 @@ def test_the_uncaught_exception_hook_defers_to_python_when_errors_are_not_logged
 # --- runplatform's own lines --------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def started_not_served(monkeypatch: Any) -> None:
     """runplatform up to the moment it would serve."""
@@ -221,7 +216,7 @@ def test_a_first_start_with_json_logs_writes_json_lines_only(settings: Any, caps
     from django.core.management import call_command
 
     settings.LOG_FORMAT = "json"
-    call_command("runplatform", "--port", str(_free_port()), "--no-migrate", "--no-worker")
+    call_command("runplatform", "--port", str(free_port()), "--no-migrate", "--no-worker")
     out = capsys.readouterr()
     lines = [line for line in (out.out + out.err).splitlines() if line.strip()]
     said = [json.loads(line)["message"] for line in lines]  # each a JSON object
@@ -244,7 +239,7 @@ def test_the_start_line_is_said_whatever_the_log_level(
     root.setLevel(logging.WARNING)  # LOG_LEVEL=WARNING
     try:
         call_command(
-            "runplatform", "--port", str(_free_port()), "--no-migrate", "--no-worker", "--no-seed"
+            "runplatform", "--port", str(free_port()), "--no-migrate", "--no-worker", "--no-seed"
         )
     finally:
         root.setLevel(level)
@@ -257,7 +252,7 @@ def test_the_start_line_is_said_whatever_the_log_level(
 def test_the_start_line_reaches_a_pipe_while_serving(tmp_path: Path) -> None:
     """Under a pipe (a supervisor, docker, `| jq`) stdout is block-buffered: the start line,
     written past logging, stayed in the buffer while daphne served."""
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.pop("PYTHONUNBUFFERED", None)
     env.update(LOG_FORMAT="json", SQLITE_PATH=str(tmp_path / "db.sqlite3"))
