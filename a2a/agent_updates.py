@@ -70,12 +70,18 @@ def apply_agent_reply(
     """Apply an agent's answer — its Task (1.0 shape) or a bare Message — to ``task``.
 
     A bare Message is the agent's whole answer: its data parts are the output. One whose
-    parts are not all A2A Parts is refused before it is kept (:mod:`a2a.answer_parts`).
+    parts are not all A2A Parts is refused before it is kept (:mod:`a2a.answer_parts`);
+    one holding text that cannot be stored fails the task (``output_invalid``).
     ``pending``: see :func:`apply_agent_update`.
     """
     if task_json is None and isinstance(message, dict):
         answer_parts.refuse(task, answer_parts.message_problem(message))
         message = answer_parts.canonical_message(message)  # its bytes as the face serves them
+        # Before it is kept: a NUL or a lone surrogate anywhere in it (its id, metadata, a
+        # text part) fails the task once. Stored, PostgreSQL would refuse the write (the
+        # message re-sent until internal_error) and SQLite would keep it, completed.
+        if answer_parts.refuse_bad_message(task, message):
+            return task
         record_message(task, Direction.FROM_AGENT, message)
         artifacts = [{"artifactId": "message", "parts": message.get("parts") or []}]
         status = {"state": TaskState.COMPLETED}

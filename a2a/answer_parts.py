@@ -16,7 +16,8 @@ URL-safe alphabet, with or without padding; ``text``, ``url``, ``filename`` and
 ``mediaType`` are strings, ``metadata`` an object. A 0.3 file part (``file`` with ``uri``
 or ``bytes``, which the face serves as ``url`` / ``raw``) is checked as it is served.
 Fields the Part does not name are left to the face. An answer holding text that cannot
-be stored (a NUL, a lone surrogate) fails its task instead (:func:`refuse_bad_text`).
+be stored (a NUL, a lone surrogate) fails its task instead (:func:`refuse_bad_text`;
+:func:`refuse_bad_message` for an answer that is a bare Message).
 
 The Artifact or Message holding the parts is checked as well, for the same reason (an
 ``artifactId`` that is a number failed every ``ListTasks`` page as a bad part did): an
@@ -40,7 +41,7 @@ from typing import Any
 
 from a2a.exceptions import A2AProtocolError
 from a2a.models import Task
-from platform_site.text import find_bad_text
+from platform_site.text import BadText, find_bad_text
 
 # The members of Part's ``content`` oneof.
 CONTENT = ("text", "raw", "url", "data")
@@ -287,6 +288,19 @@ def refuse_bad_text(
     surrogate, which cannot be stored (PostgreSQL) or passed on. Nothing of the answer is
     stored; a re-send would only bring the same answer back. True when it was refused."""
     bad = find_bad_text({"status": status, "artifacts": artifacts or [], "task": remote or {}})
+    return _refuse_text(task, bad)
+
+
+def refuse_bad_message(task: Task, message: dict[str, Any]) -> bool:
+    """:func:`refuse_bad_text` for an answer that is a bare Message: the whole message is
+    checked (its ids and metadata as well as its parts), for it is kept in the
+    conversation before its parts are judged as the output. True when it was refused."""
+    return _refuse_text(task, find_bad_text(message, "message"))
+
+
+def _refuse_text(task: Task, bad: BadText | None) -> bool:
+    """Fail the task once as ``output_invalid`` naming where ``bad`` is, never its value
+    (which PostgreSQL would refuse in the error as well); True when ``bad`` is set."""
     if bad is None:
         return False
     if not task.is_terminal:

@@ -45,10 +45,13 @@ def remote_fields(task: Task, remote: dict[str, Any] | None) -> dict[str, Any]:
         if task.remote_task_id and not _names_its_task(task):
             # Polling, cancelling or completing with that task would act on someone
             # else's work (another platform task's, or another client's of the agent).
+            # The agent's id is named by an excerpt (as in cancel_state): it may hold a
+            # NUL or a lone surrogate, and the error is stored (PostgreSQL refuses those).
+            said, ours = excerpt(rid), excerpt(task.remote_task_id)
             raise A2AProtocolError(
-                f"Agent '{task.agent_id}' answered about its task {rid!r}, but this task "
-                f"follows its task {task.remote_task_id!r}; the answer was not applied.",
-                {"remoteTaskId": task.remote_task_id, "answeredTaskId": rid},
+                f"Agent '{task.agent_id}' answered about its task {said!r}, but this task "
+                f"follows its task {ours!r}; the answer was not applied.",
+                {"remoteTaskId": ours, "answeredTaskId": said},
             )
         fields["remote_task_id"] = rid
     if isinstance(rctx, str) and rctx and rctx != task.remote_context_id:

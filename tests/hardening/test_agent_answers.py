@@ -2,7 +2,13 @@
 nested too deep, fails its task once, as ``output_invalid`` (or a protocol error), without
 sending the message again. Before, PostgreSQL's DataError made the worker re-send it five
 times and end with ``internal_error`` and a SQL fragment. Real worker processes on
-PostgreSQL + Redis (pass 2); in-process embedded workers on SQLite (pass 1)."""
+PostgreSQL + Redis (pass 2); in-process embedded workers on SQLite (pass 1).
+
+So does a bare Message answer (a send's, a stream's first event) holding one anywhere
+(its text, its id, its metadata, its data), which was kept in the conversation before
+its parts were checked (SQLite completed the task with it), and a polled answer about
+another agent task whose id holds one, which the error quoted whole. Those are driven by
+the worker's own entry point, in this pass's database."""
 
 from __future__ import annotations
 
@@ -16,10 +22,13 @@ from typing import Any
 import pytest
 from django.conf import settings as django_settings
 from django.test import override_settings
+from django.utils import timezone
 
 from a2a import services
-from a2a.models import Task
+from a2a.models import Direction, Task, TaskMessage
 from a2a.states import TaskState
+from a2a.worker import process_task
+from platform_site.text import find_bad_text
 from tests.a2a.helpers import embedded_workers, wait_for
 from tests.support.processes import celery_beat, celery_worker
 
@@ -44,28 +53,54 @@ ANSWERS = {
 
 
 class BadAgent(BaseHTTPRequestHandler):
-    """Answers every A2A call with one canned body; counts message:send."""
+    """Answers every A2A call with one canned body; counts message:send (and :stream).
+
+    ``polled``: the body of a poll (GET tasks/{id}) instead. ``streams``: serve a card
+    offering streaming, and answer message:stream with ``answer`` as its one event."""
 
     answer = ""
+    polled: str | None = None
+    streams = False
     sends: list[str] = []
 
-    def do_POST(self) -> None:  # message:send
+    def do_POST(self) -> None:  # message:send, message:stream
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
-        if self.path.endswith("/message:send"):
+        if self.path.endswith(("/message:send", "/message:stream")):
             type(self).sends.append(body.get("message", {}).get("messageId", ""))
-        self._answer()
-
-    def do_GET(self) -> None:  # tasks/{id}; no agent card
-        if "agent-card" in self.path:
-            self.send_error(404)
+        if self.path.endswith("/message:stream"):
+            self._answer(f"data: {self.answer}\n\n", "text/event-stream")
             return
-        self._answer()
+        self._answer(self.answer)
 
-    def _answer(self) -> None:
-        raw = self.answer.encode()
+    def do_GET(self) -> None:  # tasks/{id}; the agent card when it streams
+        if "agent-card" in self.path:
+            if not self.streams:
+                self.send_error(404)
+                return
+            self._answer(json.dumps(self._card()))
+            return
+        self._answer(self.answer if self.polled is None else self.polled)
+
+    def _card(self) -> dict[str, Any]:
+        url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        return {
+            "name": "bad",
+            "description": "bad",
+            "version": "1",
+            "supportedInterfaces": [
+                {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+            ],
+            "capabilities": {"streaming": True},
+            "defaultInputModes": ["application/json"],
+            "defaultOutputModes": ["application/json"],
+            "skills": [],
+        }
+
+    def _answer(self, text: str, content_type: str = "application/json") -> None:
+        raw = text.encode()
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(raw)))
         self.end_headers()
         self.wfile.write(raw)
@@ -75,8 +110,12 @@ class BadAgent(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def bad_agent(answer: str) -> Iterator[tuple[str, list[str]]]:
-    handler = type("Handler", (BadAgent,), {"answer": answer, "sends": []})
+def bad_agent(
+    answer: str, *, polled: str | None = None, streams: bool = False
+) -> Iterator[tuple[str, list[str]]]:
+    """A :class:`BadAgent` on a free port; yields its URL and the messageIds it was sent."""
+    attrs = {"answer": answer, "polled": polled, "streams": streams, "sends": []}
+    handler = type("Handler", (BadAgent,), attrs)
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -139,3 +178,94 @@ def _run(make_skill: Any, make_agent: Any, make_user: Any, answer: str, code: st
     if code:
         assert len(sends) == 1  # and not re-sent at all
     assert Task.objects.get(pk=task.pk).artifacts in (None, [])
+
+
+# --- a bare Message answer, and a polled answer about another agent task -------------
+
+DATA = '[{"data": {"verdict": "pass"}}]'
+MESSAGES = {  # where the bad text is -> the bare Message holding it (JSON escapes)
+    "text": '{"messageId": "m1", "parts": [{"text": "a\\u0000b"}]}',
+    "messageId": '{"messageId": "m\\u0000", "parts": ' + DATA + "}",
+    "metadata-key": '{"messageId": "m1", "metadata": {"k\\udcff": 1}, "parts": ' + DATA + "}",
+    "metadata-value": '{"messageId": "m1", "metadata": {"k": "v\\ud800"}, "parts": ' + DATA + "}",
+    "data": '{"messageId": "m1", "parts": [{"data": {"verdict": "pa\\u0000ss"}}]}',
+}
+FIELDS = {
+    "text": "message.parts[0].text",
+    "messageId": "message.messageId",
+    "metadata-key": "message.metadata (a key)",
+    "metadata-value": "message.metadata.k",
+    "data": "message.parts[0].data.verdict",
+}
+
+
+def _bare(where: str) -> str:
+    """The agent's answer: the Message of ``MESSAGES[where]``, from the agent, bare."""
+    return '{"message": ' + MESSAGES[where].replace("{", '{"role": "ROLE_AGENT", ', 1) + "}"
+
+
+def _drive(task: Task, rounds: int = 7) -> Task:
+    """Run the task's due actions as the worker does, until it ends (a failed write is
+    retried by the worker: that is what re-sent the message before)."""
+    for _ in range(rounds):
+        Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now(), lease_until=None)
+        process_task(task.pk)
+        task = Task.objects.get(pk=task.pk)
+        if task.is_terminal:
+            break
+    return task
+
+
+def _assert_failed_once(task: Task, sends: list[str], code: str) -> None:
+    assert task.state == TaskState.FAILED, (task.state, task.error)
+    assert task.error["code"] == code, task.error
+    assert "SQL" not in task.error["message"]
+    assert find_bad_text(task.error) is None  # nothing unstorable kept (SQLite)
+    assert not (task.metadata or {}).get("internalErrors")
+    assert len(sends) == 1  # the agent got the message once
+
+
+@pytest.mark.parametrize("where", list(MESSAGES))
+@pytest.mark.parametrize("how", ["send", "stream"])
+def test_a_bare_message_with_bad_text_fails_the_task_once(
+    transactional_db: None,
+    make_skill: Any,
+    make_agent: Any,
+    make_user: Any,
+    where: str,
+    how: str,
+) -> None:
+    streams = how == "stream"
+    with (
+        override_settings(ALLOW_LOOPBACK_URLS=True, A2A_LIST_INTERVAL=0),
+        bad_agent(_bare(where), streams=streams) as (url, sends),
+    ):
+        make_agent(skills=[make_skill()], a2a_endpoint=url, polling=not streams)
+        task = services.create_task(skill_id="ce-review", input={"product": "x"}, user=make_user())
+        task = _drive(task)
+    _assert_failed_once(task, sends, "output_invalid")
+    assert task.error["details"]["field"] == FIELDS[where]
+    assert task.error["details"]["problem"] in ("a NUL character", "a lone surrogate")
+    # Nothing of the answer was kept: no message from the agent, no artifacts, no output.
+    assert not TaskMessage.objects.filter(task=task, direction=Direction.FROM_AGENT).exists()
+    assert task.artifacts in (None, [])
+    assert task.output is None
+
+
+@pytest.mark.parametrize("rid", ["r\\u0000", "r\\ud800"], ids=["nul", "surrogate"])
+def test_a_polled_answer_about_another_task_with_a_bad_id_fails_clearly(
+    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any, rid: str
+) -> None:
+    working = '{"task": {"id": "r1", "contextId": "c1", "status": {"state": "TASK_STATE_WORKING"}}}'
+    other = '{"id": "' + rid + '", "contextId": "c1", "status": {"state": "TASK_STATE_COMPLETED"}}'
+    with (
+        override_settings(ALLOW_LOOPBACK_URLS=True, A2A_LIST_INTERVAL=0),
+        bad_agent(working, polled=other) as (url, sends),
+    ):
+        make_agent(skills=[make_skill()], a2a_endpoint=url)
+        task = services.create_task(skill_id="ce-review", input={"product": "x"}, user=make_user())
+        task = _drive(task)
+    _assert_failed_once(task, sends, "not_a2a")
+    # The ids are named by excerpts: the agent's with U+FFFD where its bad character was.
+    assert task.error["details"] == {"remoteTaskId": "r1", "answeredTaskId": "r\ufffd"}
+    assert task.remote_task_id == "r1"
