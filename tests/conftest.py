@@ -103,6 +103,13 @@ def _close_kept_threads() -> Iterator[None]:
 
     sweep_threads.close()
     batch_threads.close()
+    # A lean ASGI path run under asyncio.run() with its pool sized 0 (the face's, the
+    # tasks API's) put its ORM calls on asgiref's one shared thread-sensitive thread,
+    # which lives for the whole run: its connection too, unless closed here.
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=10)
 
 
 @pytest.fixture(autouse=True)
@@ -243,3 +250,26 @@ def _no_secret_in_logs() -> Any:
     leaks += [f"process log <- {hit}" for hit in LEAKS]
     if leaks:
         pytest.fail("secrets in log lines:\n" + "\n".join(leaks[:10]), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None) -> Iterator[None]:  # wraps pytest-django's
+    """Before the test database is dropped: close what threads still hold on it, the
+    pools that keep connections (face, tasks API, gateway, agent push), asgiref's shared
+    thread, and ended threads' connections (embedded Celery pool threads) not yet
+    collected (their wrappers sit in reference cycles until a full collection)."""
+    yield
+    import gc
+
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    from a2a import agent_push_asgi
+    from a2a.api import asgi as tasks_asgi
+    from a2a.face import db as face_db
+    from gateway import db as gateway_db
+
+    for pool in (face_db.pool, tasks_asgi.pool, gateway_db.pool, agent_push_asgi.pool):
+        pool.close()
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=10)
+    gc.collect()
