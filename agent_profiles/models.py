@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -137,6 +138,11 @@ class AgentProfile(models.Model):
     """
 
     id = models.CharField(primary_key=True, max_length=100, validators=[slug_validator])
+    # This agent, not its id, as a caller (a2a.face.ids.tag_for): an id is free again once
+    # its agent is deleted, and whoever registers it next must not continue the deleted
+    # agent's conversations at other agents. NULL for agents registered before it existed
+    # (their tags, and so their conversations, stay as they were).
+    caller_salt = models.UUIDField(null=True, default=uuid.uuid4, editable=False)
     name = models.CharField(max_length=200, blank=True)
     description = models.TextField(blank=True)
     skills = models.ManyToManyField(Skill, related_name="agents", blank=True)

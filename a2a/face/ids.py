@@ -10,7 +10,8 @@ is put in that caller's namespace before it goes to the agent::
 
 The tag is an HMAC of the caller's identity (user, agent key or anonymous) under
 ``SECRET_KEY``: stable, so the same caller and id always give the same agent-side id;
-opaque, so an agent learns nothing about who the caller is.
+opaque, so an agent learns nothing about who the caller is. An agent's identity is its
+id and its ``caller_salt``, as ids are reused (see :func:`tag_for`).
 
 A ``messageId`` is not: clients reuse them (``"1"`` for every message), and a
 deduplicating agent answered a new task with the earlier task that had the same id (the
@@ -45,10 +46,16 @@ TAG_LENGTH = 16
 MAX_CLIENT_ID = 180
 
 
-def tag_for(user_id: Any, agent_id: Any) -> str:
-    """The namespace tag of a caller: a user, an agent calling with its key, or anonymous."""
+def tag_for(user_id: Any, agent_id: Any, agent_salt: Any = None) -> str:
+    """The namespace tag of a caller: a user, an agent calling with its key, or anonymous.
+
+    An agent is named by its id and its ``caller_salt``: an id is free again once its agent
+    is deleted, and whoever registers it next must not continue the deleted agent's
+    conversations. Agents registered before the salt existed have none (NULL): their
+    tag is the id's alone, as it was, so their conversations go on. A user's pk is never
+    reused, so it is enough."""
     if agent_id is not None:
-        identity = f"agent:{agent_id}"
+        identity = f"agent:{agent_id}" if agent_salt is None else f"agent:{agent_id}:{agent_salt}"
     elif user_id is not None:
         identity = f"user:{user_id}"
     else:
@@ -66,7 +73,9 @@ def caller_tag(ctx: Any) -> str:
     """The tag of the caller of a :class:`~a2a.face.context.CallContext`."""
     user = ctx.user
     agent = ctx.agent_caller
-    return tag_for(getattr(user, "pk", None), getattr(agent, "pk", None))
+    return tag_for(
+        getattr(user, "pk", None), getattr(agent, "pk", None), getattr(agent, "caller_salt", None)
+    )
 
 
 def toward_agent(tag: str, client_id: str) -> str:
