@@ -28,29 +28,48 @@ only delays it. An agent that does not answer ``ListTasks`` (HTTP 404/405/501, J
 changed statuses carry no time (a poll finds a change the filter cannot show), or whose
 listings skip changes (``MISSES`` of them at the widest overlap) is marked
 "no listing" in the registry, and its tasks are polled at once and from then on.
+
+A hostile or broken agent must not cost more than that. A listing has a time budget a
+little under its row's lease (:func:`budget`): past it paging stops and the cursor stays
+(truncated), so no second sweep lists the agent while the first still pages; the sweep
+applies each agent's listing as it comes, not after the slowest. A page with more tasks
+than asked, or a ``nextPageToken`` given again, is not A2A (no listing); a page bringing
+no task not already read ends the listing (truncated), and ``TRUNCATIONS`` truncated
+listings in a row send the agent's tasks back to polling: a listing that never ends costs
+at most that many budgets, not 50 requests every interval forever. A status time that
+cannot be told in UTC is no time. The cursor moves only to a time the agent has reached:
+the newest status time of the platform's own tasks listed, or of any task if no later
+than the platform's clock plus ``AHEAD`` (a task the platform never sent, stamped in the
+far future, would move the cursor past every real change). ``FAILURES`` failed listings
+in a row (a ``ListTasks`` that answers 500 or 401 while ``GetTask`` works) and each
+further failed listing makes the agent's polled tasks due at once: while the listing is
+broken they are polled at the listing's retry cadence, not the safety net's minutes;
+once one listing goes through, the count starts again. Not marked "no listing" for that:
+a 503 for a minute is not a reason to poll every task one by one from then on.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from concurrent.futures import as_completed
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
-from a2a import agent_push, agent_push_body, agent_registry, transports
+from a2a import agent_push, agent_push_body, agent_registry, listing_fetch
 from a2a.claims import lease_seconds
-from a2a.exceptions import A2ACallError, A2AProtocolError, A2AUnsupportedOperation
+from a2a.exceptions import A2AProtocolError, A2AUnsupportedOperation
+from a2a.listing_fetch import EPOCH, Listing, back, fetch, stamp
 from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.states import TERMINAL_STATES, NextAction, Transport
 from a2a.transports import AgentReply
-from a2a.transports.redaction import describe_failure
 from agent_profiles.interfaces import V1_0, CallTarget
 from agent_profiles.models import AgentProfile
 from platform_site.errors import PlatformError
+from platform_site.text import find_bad_text
 
 log = logging.getLogger(__name__)
 
@@ -58,14 +77,15 @@ LIST = "list"  # metadata.followedBy
 # Each listing starts this far before the newest status time the last one saw.
 OVERLAP = timedelta(seconds=5)  # the first overlap (AgentListing.overlap's default)
 WIDEST = 60.0  # seconds: the widest overlap
-PAGE_SIZE = 100  # the most ListTasks allows
-# Pages read per listing. Past them (a burst of changes, an agent ignoring the filter) the
-# cursor stays where it was, so nothing is skipped; what was not read waits for the next
-# listings or the safety polls.
-MAX_PAGES = 50
 # A listing that failed for a transient reason is tried again after this (or Retry-After).
 RETRY_SECONDS = 5.0
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Truncated listings in a row (budget or pages spent, pages bringing nothing new) before
+# the agent's tasks go back to polling: its listing never gets through.
+TRUNCATIONS = 3
+ENDLESS = "its ListTasks never got to the end of its pages"
+# Failed listings in a row (transient errors) from which the agent's tasks are polled
+# at once after each one, at the listing's retry cadence.
+FAILURES = 3
 UNDATED = (
     "its tasks' statuses carry no timestamp, so ListTasks (statusTimestampAfter) cannot "
     "tell what changed"
@@ -96,68 +116,6 @@ def stopped(task: Task) -> bool:
     return not AgentProfile.objects.filter(pk=task.agent_id, listing=True).exists()
 
 
-# --- the listing (HTTP, on the poll engine's threads) ----------------------------------------
-
-
-@dataclass
-class Listing:
-    row: AgentListing
-    target: CallTarget
-    since: datetime | None = None
-    tasks: list[dict[str, Any]] = field(default_factory=list)
-    newest: datetime | None = None
-    truncated: bool = False
-    error: A2ACallError | None = None
-
-
-def _stamp(task: dict[str, Any]) -> datetime | None:
-    return agent_push_body.status_time(task.get("status"))
-
-
-def _iso(when: datetime) -> str:
-    return when.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def _fetch(listing: Listing) -> Listing:
-    """Read every page of what changed since the cursor (probing a resting one first)."""
-    try:
-        transport = transports.transport_for(listing.target)
-        since = listing.row.since
-        if since is None:
-            probe = transport.list_tasks(since=_iso(EPOCH), page_size=1)
-            newest = max(filter(None, map(_stamp, probe.tasks)), default=None)
-            since = newest - timedelta(seconds=listing.row.overlap) if newest else EPOCH
-        listing.since = since
-        token = ""
-        for _ in range(MAX_PAGES):
-            page = transport.list_tasks(since=_iso(since), page_size=PAGE_SIZE, page_token=token)
-            listing.tasks += page.tasks
-            token = page.next_page_token
-            if not token:
-                break
-        else:
-            listing.truncated = True
-            log.warning(
-                "agent %s: listing stopped after %d pages; its cursor stays",
-                listing.target.agent_id,
-                MAX_PAGES,
-                extra={"agent_id": listing.target.agent_id},
-            )
-        listing.newest = max(filter(None, map(_stamp, listing.tasks)), default=None)
-    except A2ACallError as exc:
-        listing.error = exc
-    except Exception as exc:  # a bug must not sink the other agents' listings
-        log.exception(
-            "agent %s: listing failed",
-            listing.target.agent_id,
-            extra={"agent_id": listing.target.agent_id},
-        )
-        # Not its repr: an encoding error's quotes the header it failed on (a credential).
-        said = describe_failure(exc, listing.target)
-        listing.error = A2ACallError(f"internal error while listing: {said}")
-    return listing
-
-
 # --- applying (the sweep's thread) ------------------------------------------------------------
 
 
@@ -167,8 +125,15 @@ def _apply(listing: Listing) -> int:
     from a2a.engine import is_quiet
 
     listed: dict[str, dict[str, Any]] = {}
-    for remote in listing.tasks:  # newest first: a task listed twice keeps its newest view
-        listed.setdefault(remote["id"], remote)
+    for remote in listing.tasks:
+        if not _storable(remote["id"]):
+            continue  # names no task of the platform's (it never keeps such an id)
+        # A task listed twice (it changed between two pages) keeps its latest view. Not
+        # the first one: an agent need not list newest first, and an older view would
+        # be applied after the newer one was passed, for good.
+        held = listed.get(remote["id"])
+        if held is None or (stamp(remote) or EPOCH) > (stamp(held) or EPOCH):
+            listed[remote["id"]] = remote
     changed = 0
     ids = list(listed)
     for start in range(0, len(ids), 500):
@@ -180,6 +145,9 @@ def _apply(listing: Listing) -> int:
         )
         for task in rows:
             remote = listed[task.remote_task_id]
+            when = stamp(remote)
+            if when is not None and (listing.own_newest is None or when > listing.own_newest):
+                listing.own_newest = when
             if task.transport != Transport.A2A or is_quiet(task, AgentReply(task=remote)):
                 continue
             try:
@@ -201,11 +169,21 @@ def _apply(listing: Listing) -> int:
     return changed
 
 
+def _storable(remote_id: str) -> bool:
+    """Whether the platform could hold ``remote_id`` as a task's agent-side id. One with a
+    NUL or a lone surrogate, or too long, cannot even be looked for: PostgreSQL refuses
+    it in the query, and the whole listing failed with it, at every listing."""
+    return len(remote_id) <= agent_push_body.ID_MAX and find_bad_text(remote_id) is None
+
+
 def _after(listing: Listing, began: datetime) -> None:
     row, target, error = listing.row, listing.target, listing.error
     now = timezone.now()
     if isinstance(error, A2AUnsupportedOperation | A2AProtocolError):
         give_up(row.agent, error.message)
+        return
+    if not listing.started:  # the sweep's load spent its budget, not the agent
+        row.put_off(now, failed=False)
         return
     if error is not None:
         log.info(
@@ -216,19 +194,26 @@ def _after(listing: Listing, began: datetime) -> None:
         )
         wait = max(RETRY_SECONDS, error.retry_after or 0.0)
         row.put_off(now + timedelta(seconds=wait))
+        if row.failures + 1 >= FAILURES:
+            # Its tasks' polls are spaced for a listing that does not come: due now, at
+            # each failed listing (every RETRY_SECONDS, or the agent's Retry-After).
+            Task.poll_agent_soon(target.agent_id)
+        return
+    if listing.truncated and row.truncations + 1 >= TRUNCATIONS:
+        give_up(row.agent, f"Agent '{target.agent_id}': {ENDLESS}.")
         return
     since = listing.since
-    newest = None if listing.truncated else listing.newest
-    reach = timedelta(seconds=row.overlap)
-    if newest is not None and (since is None or newest - reach > since):
-        since = newest - reach
+    newests = [listing.newest, listing.own_newest]
+    newest = None if listing.truncated else max(filter(None, newests), default=None)
+    if newest is not None and (since is None or back(newest, row.overlap) > since):
+        since = back(newest, row.overlap)
     in_flight = Task.objects.filter(
         agent_id=target.agent_id,
         transport=Transport.A2A,
         next_action__in=(NextAction.SEND, NextAction.POLL),
     ).exists()
     if in_flight or not row.rest(began):
-        row.listed(since, next_listing_at(began, now))
+        row.listed(since, next_listing_at(began, now), truncated=listing.truncated)
 
 
 def next_listing_at(began: datetime, ended: datetime) -> datetime:
@@ -261,6 +246,7 @@ def list_due() -> int:
     from a2a.engine import executor
 
     began = timezone.now()
+    deadline = listing_fetch.deadline()
     rows = AgentListing.claim_due(began, began + timedelta(seconds=lease_seconds()))
     listings = []
     for row in rows:
@@ -269,8 +255,12 @@ def list_due() -> int:
             AgentListing.stop(row.pk)
             Task.poll_agent_soon(row.pk)
             continue
-        listings.append(Listing(row, target))
-    for listing in executor().map(_fetch, listings):
+        listings.append(Listing(row, target, deadline))
+    # Each as it comes: an agent that answers in milliseconds is not held back by one that
+    # takes its whole budget.
+    fetching = [executor().submit(fetch, listing) for listing in listings]
+    for done in as_completed(fetching):
+        listing = done.result()
         try:
             _apply(listing)
             _after(listing, began)
@@ -311,10 +301,10 @@ def check_poll(task: Task, target: CallTarget, reply: AgentReply) -> None:
     ``ListTasks`` leaves tasks out) send its tasks back to polling."""
     if not follows(task, target) or reply.state in (None, task.state):
         return  # a new artifact alone does not move the status time: no listing shows it
-    stamp = _stamp(reply.task)
-    if stamp is None:
+    when = stamp(reply.task)
+    if when is None:
         give_up(task.agent, f"Agent '{target.agent_id}': {UNDATED}.")
         return
-    misses = AgentListing.missed(task.agent_id, stamp, WIDEST)
+    misses = AgentListing.missed(task.agent_id, when, WIDEST)
     if misses is not None and misses >= MISSES:
         give_up(task.agent, f"Agent '{target.agent_id}': {SKIPPED}.")

@@ -14,7 +14,7 @@ is named in an error by an excerpt, never whole.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from a2a import answer_parts
@@ -207,12 +207,14 @@ def _read(body: Any, *, convert: bool = True) -> Push:
 
 
 def status_time(status: dict[str, Any] | None) -> datetime | None:
-    """A TaskStatus's ``timestamp`` (aware), or None when missing or not ISO 8601."""
+    """A TaskStatus's ``timestamp`` (in UTC), or None when missing, not ISO 8601, or not
+    a time in UTC (``9999-12-31T23:59:59-05:00`` is past year 9999 there): one the
+    platform could not compare, store or send back is no time at all."""
     raw = (status or {}).get("timestamp")
     if not isinstance(raw, str):
         return None
     try:
         stamp = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
+        return stamp.astimezone(UTC) if stamp.tzinfo is not None else None
+    except (ValueError, OverflowError):
         return None
-    return stamp if stamp.tzinfo is not None else None

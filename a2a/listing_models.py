@@ -78,6 +78,10 @@ class AgentListing(models.Model):
     overlap = models.FloatField(default=5.0)
     # Changes the listings missed even at the widest overlap (a2a.agent_listing).
     misses = models.PositiveIntegerField(default=0)
+    # Listings in a row that failed (a transient error) / stopped before their end
+    # (truncated): an agent whose listing never gets through is not left to it.
+    failures = models.PositiveIntegerField(default=0)
+    truncations = models.PositiveIntegerField(default=0)
 
     def __str__(self) -> str:
         return f"listing {self.agent_id} since {self.since}"
@@ -121,8 +125,9 @@ class AgentListing(models.Model):
     def _mine(self) -> Any:
         return type(self).objects.filter(pk=self.pk, lease_until=self.lease_until)
 
-    def listed(self, since: datetime | None, next_at: datetime) -> bool:
+    def listed(self, since: datetime | None, next_at: datetime, *, truncated: bool = False) -> bool:
         """A listing went through: changes before ``since`` are known; list again then.
+        ``truncated``: it stopped before its end (counted; ``since`` is where it began).
 
         Unless a send's answer moved the cursor back meanwhile (:meth:`cover`): that point
         is kept, or the change it covers would be passed again."""
@@ -130,19 +135,22 @@ class AgentListing(models.Model):
         lowered = Q(since__lt=started) if started is not None else Q(since__isnull=False)
         kept = Case(When(lowered, then=F("since")), default=Value(since, DateTimeField()))
         now = timezone.now()
-        return bool(
-            self._mine().update(since=kept, next_at=next_at, lease_until=None, listed_at=now)
-        )
+        truncations = F("truncations") + 1 if truncated else Value(0)
+        fields = {"since": kept, "next_at": next_at, "lease_until": None, "listed_at": now}
+        return bool(self._mine().update(**fields, failures=0, truncations=truncations))
 
-    def put_off(self, next_at: datetime) -> bool:
-        """The listing failed for now: try again at ``next_at``, from the same point."""
-        return bool(self._mine().update(next_at=next_at, lease_until=None))
+    def put_off(self, next_at: datetime, *, failed: bool = True) -> bool:
+        """The listing failed for now (counted, unless not ``failed``: it could not
+        start): try again at ``next_at``, from the same point."""
+        failures = F("failures") + 1 if failed else F("failures")
+        return bool(self._mine().update(next_at=next_at, lease_until=None, failures=failures))
 
     def rest(self, began: datetime) -> bool:
         """Nothing to follow at this agent: stop listing, unless a task was sent to be
         followed since ``began`` (the next follow starts it again, probing anew)."""
         rows = self._mine().filter(followed_at__lt=began - REST_MARGIN)
-        return bool(rows.update(next_at=None, since=None, lease_until=None))
+        fields = {"next_at": None, "since": None, "lease_until": None}
+        return bool(rows.update(**fields, failures=0, truncations=0))
 
     @classmethod
     def missed(cls, agent_id: str, stamp: datetime, widest: float) -> int | None:
@@ -167,6 +175,7 @@ class AgentListing(models.Model):
     @classmethod
     def stop(cls, agent_id: str) -> None:
         """The agent cannot be followed by listing: its cursor rests for good."""
-        cls.objects.filter(pk=agent_id).update(next_at=None, since=None, lease_until=None)
+        rows = cls.objects.filter(pk=agent_id)
+        rows.update(next_at=None, since=None, lease_until=None, failures=0, truncations=0)
         with _followed_lock:
             _followed.pop(agent_id, None)

@@ -19,6 +19,7 @@ from agent_profiles.cards import refresh_card
 from agent_profiles.credentials import InvalidCredentials, set_credentials, validate_credentials
 from agent_profiles.health import health_of
 from agent_profiles.models import AgentProfile
+from agent_profiles.services import listing_again
 from platform_site.env import FLOAT_MAX
 from platform_site.errors import ValidationFailed
 from platform_site.text import JSONTooDeep, loads_bounded
@@ -159,6 +160,7 @@ def refresh_cards(
                 request, f"{agent.pk}: card {agent.card_error}", messages.WARNING
             )
         else:
+            listing_again(agent)  # an operator's refresh: its ListTasks is tried again
             modeladmin.message_user(
                 request,
                 f"{agent.pk}: card read; calls go to {read.chosen.describe()}",

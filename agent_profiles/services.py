@@ -41,6 +41,7 @@ from platform_site.errors import Conflict, Forbidden, PlatformError, ValidationF
 
 # One INFO line per registration (docs/operations.md, "Logs").
 lifecycle = logging.getLogger("agent_profiles.lifecycle")
+log = logging.getLogger(__name__)
 
 
 class UnknownSkills(ValidationFailed):
@@ -278,6 +279,7 @@ def _update(
         store_document(agent, card.read)
     agent.skills.set(skills)
     agent.touch()
+    listing_again(agent)
     return agent
 
 
@@ -323,9 +325,25 @@ def refresh_agent_card(
         check_key_live(agent_id, caller_key_prefix)  # the key's row first, as above
         _check_owner(AgentProfile.objects.select_for_update().get(pk=agent_id), own)
 
-    refresh_card(agent, strict=True, guard=still_allowed)
+    if refresh_card(agent, strict=True, guard=still_allowed) is not None:
+        listing_again(agent)
     agent.refresh_from_db()
     return agent
+
+
+def listing_again(agent: AgentProfile) -> None:
+    """The agent registered again, or its card was read again on request: a "no listing"
+    mark (``a2a.agent_listing``) is cleared, and its next polled tasks are followed by
+    listing. Nothing else clears it, and one bad answer sets it (a maintenance page in
+    HTML where ``ListTasks`` was): an agent that still does not list is marked again at
+    its next listing, its tasks polled meanwhile as the safety net."""
+    if agent.listing:
+        return
+    fields = {"listing": True, "no_listing_reason": "", "no_listing_at": None}
+    for name, value in fields.items():
+        setattr(agent, name, value)
+    AgentProfile.objects.filter(pk=agent.pk).update(**fields)
+    log.info("Agent %s: no-listing mark cleared", agent.pk, extra={"agent_id": agent.pk})
 
 
 def check_key_live(agent_id: str, key_prefix: str | None) -> None:

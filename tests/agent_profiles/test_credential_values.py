@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import agent_listing, agent_reads, engine, services, transports, worker
+from a2a import agent_reads, engine, listing_fetch, services, transports, worker
 from a2a.exceptions import A2AAuthError
 from a2a.models import Task
 from a2a.states import TERMINAL_STATES, TaskState, Transport
@@ -352,7 +352,7 @@ def test_a_poll_or_listing_internal_error_stores_no_credential(
 
     monkeypatch.setattr(transports, "transport_for", broken)
     row = SimpleNamespace(since=timezone.now(), overlap=0)
-    listing = agent_listing._fetch(agent_listing.Listing(row=row, target=target))  # type: ignore[arg-type]
+    listing = listing_fetch.fetch(listing_fetch.Listing(row=row, target=target))  # type: ignore[arg-type]
     assert listing.error is not None
     assert "UnicodeEncodeError" in listing.error.message
     assert EURO_TOKEN not in listing.error.message

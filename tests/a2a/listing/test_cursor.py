@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import agent_listing
+from a2a import listing_fetch
 from a2a.listing_models import AgentListing
 from a2a.states import TaskState
 from tests.a2a.listing.support import listed_now, start
@@ -24,8 +24,8 @@ def test_a_listing_cut_short_keeps_its_cursor(setup: Any, monkeypatch: Any) -> N
         start(setup, "slow", seconds=0.1)
     time.sleep(0.3)
     listed_now()  # a first listing places the cursor
-    monkeypatch.setattr(agent_listing, "PAGE_SIZE", 1)
-    monkeypatch.setattr(agent_listing, "MAX_PAGES", 2)
+    monkeypatch.setattr(listing_fetch, "PAGE_SIZE", 1)
+    monkeypatch.setattr(listing_fetch, "MAX_PAGES", 2)
     start(setup, "slow", seconds=0.1)
     time.sleep(0.3)
     # No overlap, so a listing read to its end would move the cursor to the newest status
