@@ -24,6 +24,9 @@ object per line cannot parse. Then the lines daphne would write to stdout go to 
 ``daphne.access`` logger at INFO instead (one JSON object each, like every other line); an
 access log daphne writes to a file (``--access-log PATH``) stays as it is.
 
+**Bounded requests.** A body kept in memory and no bigger than any route accepts, and
+deadlines for a request's headers and body: :mod:`platform_site.request_limits`.
+
 Remove each part when daphne does it itself.
 """
 
@@ -32,6 +35,8 @@ from __future__ import annotations
 import logging
 import sys
 from typing import Any
+
+from platform_site import request_limits
 
 access_log = logging.getLogger("daphne.access")
 
@@ -85,7 +90,7 @@ def _entry_to_logging(
 def install() -> None:
     """Make every daphne request skip Twisted's form parsing and, at daphne's default
     verbosity, its discarded access log line; with ``LOG_FORMAT=json``, send daphne's
-    access log to stdout through logging (idempotent)."""
+    access log to stdout through logging; bound what a request may send (idempotent)."""
     global _write_entry
     from daphne.access import AccessLogGenerator
     from daphne.http_protocol import HTTPFactory, WebRequest
@@ -97,3 +102,4 @@ def install() -> None:
         _write_entry = AccessLogGenerator.write_entry
     json_logs = getattr(settings, "LOG_FORMAT", "text") == "json"
     AccessLogGenerator.write_entry = _entry_to_logging if json_logs else _write_entry  # type: ignore[method-assign]
+    request_limits.install()

@@ -245,6 +245,16 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_BODY_BYTES
 # A connection (HTTP or WebSocket) whose client has taken none of what it was sent for this
 # many seconds is closed, like a proxy's send timeout (platform_site/send_stall.py); 0: never.
 SEND_STALL_TIMEOUT = envfloat("SEND_STALL_TIMEOUT", 60.0, minimum=0)
+# Receiving a request (platform_site/request_limits.py): its headers within this many
+# seconds of its first byte (a new connection's first request: of the connection's opening),
+# its body within REQUEST_BODY_TIMEOUT seconds of the headers plus a second per
+# REQUEST_BODY_MIN_RATE bytes received; past either the connection is closed. 0: no limit.
+REQUEST_HEADER_TIMEOUT = envfloat("REQUEST_HEADER_TIMEOUT", 30.0, minimum=0)
+REQUEST_BODY_TIMEOUT = envfloat("REQUEST_BODY_TIMEOUT", 30.0, minimum=0)
+REQUEST_BODY_MIN_RATE = envint("REQUEST_BODY_MIN_RATE", 1000, minimum=0)
+# A keep-alive connection waiting for its next request is closed after this many seconds
+# (longer than a proxy's idle upstream connections: nginx keeps them 60 s). 0: Twisted's 12 h.
+HTTP_KEEPALIVE_TIMEOUT = envfloat("HTTP_KEEPALIVE_TIMEOUT", 75.0, minimum=0)
 
 # --- REST API -------------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -117,6 +117,8 @@ class Command(BaseCommand):
             application=application,
             endpoints=build_endpoint_description_strings(host=host, port=port),
             signal_handlers=True,
+            # No limit on a response (an SSE stream lasts as long as its task); receiving a
+            # request is bounded by platform_site/request_limits.py (installed with asgi).
             http_timeout=None,
             websocket_handshake_timeout=10,
             application_close_timeout=10,
