@@ -34,7 +34,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F, FloatField, Func
 from django.db.models.expressions import CombinedExpression
 from django.utils import timezone
@@ -265,7 +265,17 @@ def _apply_one(polled: Polled) -> None:
     if polled.error is not None and polled.error.retry_after:
         # The agent asked for a pause: every poll of its tasks waits, in every worker.
         until = timezone.now() + timedelta(seconds=polled.error.retry_after)
-        Task.pause_polls(task.agent_id, until)
+        try:
+            Task.pause_polls(task.agent_id, until)
+        except DatabaseError as exc:
+            # The pause spares the agent; it is not this task's work: the answer is still
+            # applied below, and the task is not charged with an internal error.
+            log.warning(
+                "agent %s: could not pause its polls (%s)",
+                task.agent_id,
+                exc,
+                extra={"agent_id": task.agent_id},
+            )
     with overtaken_calls.still_current(task) as still:
         if still:
             _apply_current(polled)

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -250,7 +250,9 @@ class TaskScheduling(TaskClaims):
         third of a polling worker's CPU."""
         fields = ("next_action", "next_poll_at", "poll_interval", "lease_until")
         updates = []
-        for task, due, interval in rows:
+        # In the key's order, as every statement that locks many of these rows does
+        # (pause_polls): two transactions taking the same rows in opposite orders deadlock.
+        for task, due, interval in sorted(rows, key=lambda row: str(row[0].pk)):
             values = dict(zip(fields, (NextAction.POLL, due, interval, None), strict=True))
             updates.append((task.pk, {"state": task.state, "lease_until": lease}, values))
         with transaction.atomic():
@@ -265,11 +267,25 @@ class TaskScheduling(TaskClaims):
     @classmethod
     def pause_polls(cls, agent_id: str, until: datetime) -> int:
         """The agent asked for a pause (``Retry-After``): no poll of its tasks before
-        ``until``, whichever worker would do it."""
-        rows = cls._rows().filter(
+        ``until``, whichever worker would do it.
+
+        A task another worker holds locked right now (re-scheduling its poll: its row's
+        ``next_poll_at`` is being written) is passed over: one UPDATE of all the agent's
+        tasks waited for it in scan order while that worker went on to rows the UPDATE
+        held, and PostgreSQL killed one of them (deadlock detected, on a busy agent that
+        answers 429). The rows are locked in the key's order, skipping held ones; the one
+        passed over is polled when its worker said, and a 429 then pauses it too."""
+        pending = cls._rows().filter(
             agent_id=agent_id, next_action=NextAction.POLL, next_poll_at__lt=until
         )
-        return int(rows.update(next_poll_at=until, updated_at=timezone.now()))
+        with transaction.atomic():
+            if connection.vendor == "postgresql":
+                held = pending.select_for_update(skip_locked=True).order_by("pk")
+                ids = list(held.values_list("pk", flat=True))
+                if not ids:
+                    return 0
+                pending = pending.filter(pk__in=ids)
+            return int(pending.update(next_poll_at=until, updated_at=timezone.now()))
 
     @classmethod
     def poll_agent_soon(cls, agent_id: str) -> int:
