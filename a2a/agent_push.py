@@ -32,10 +32,10 @@ from django.db import connection, transaction
 
 from a2a import answer_parts, rows
 from a2a.agent_push_body import Push, status_time
-from a2a.agent_updates import apply_agent_update, record_message, refuse_oversize_artifacts
+from a2a.agent_updates import apply_agent_update, keep_agent_message, refuse_oversize_artifacts
 from a2a.hints import queue_processing
-from a2a.models import Direction, Task, TaskMessage
-from a2a.question_memory import message_key, reported_artifacts
+from a2a.models import Task
+from a2a.question_memory import reported_artifacts
 from a2a.states import (
     ACTIVE_STATES,
     INTERRUPTED_STATES,
@@ -308,20 +308,17 @@ def _apply_locked(
 
 def _keep_message(task: Task, message: dict[str, Any]) -> None:
     """A pushed message joins the task's conversation, up to ``TASK_AGENT_MESSAGES_MAX``
-    from the agent: an agent that keeps talking (a loop, a bug) must not grow a task's
-    rows, and every read of its history, without bound. A repeat of a message kept is a
-    harmless repeat, even at the cap. Under the task's row lock, so two pushes cannot
-    both take the last place."""
+    from the agent (:func:`~a2a.agent_updates.keep_agent_message`, the cap of every path):
+    past it, the push is refused (``409``) and the agent told so. Under the task's row
+    lock, so two pushes cannot both take the last place."""
     message = answer_parts.canonical_message(message)  # kept as the face serves it
-    limit = settings.TASK_AGENT_MESSAGES_MAX
-    kept = TaskMessage.objects.filter(task=task, direction=Direction.FROM_AGENT)
-    if kept.count() >= limit and not kept.filter(message_id=message_key(message)).exists():
+    if not keep_agent_message(task, message):
+        limit = settings.TASK_AGENT_MESSAGES_MAX
         raise TooManyMessages(
             f"Task {task.id} holds {limit} messages from its agent, the most the platform "
             "keeps (TASK_AGENT_MESSAGES_MAX); this one was not kept. The task goes on.",
             {"taskId": str(task.id), "maxMessages": limit},
         )
-    record_message(task, Direction.FROM_AGENT, message)
 
 
 def _apply_artifact(task: Task, push: Push) -> Applied:

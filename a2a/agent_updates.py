@@ -4,7 +4,8 @@ Part of :mod:`a2a.services` (import from there): :func:`apply_agent_update` (wit
 output extraction and ``output_schema`` check on completion), :func:`apply_agent_reply`
 (a whole answer: a Task or a bare Message — what polls, streams, blocking sends and,
 later, pushes from agents deliver) and :func:`record_message`, which keeps each message
-of the conversation once.
+of the conversation once (:func:`keep_agent_message`, an agent's up to
+``TASK_AGENT_MESSAGES_MAX``).
 
 Both are idempotent and order-safe: the same update applied twice changes nothing the
 second time, news about a task that already ended never moves it again, and a transition
@@ -20,6 +21,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from a2a import answer_parts, lookups, observe, remote_ids
+from a2a.agent_messages import over_the_cap, tell_over_the_cap
 from a2a.exceptions import A2AProtocolError
 from a2a.hints import queue_processing
 from a2a.models import Direction, Task, TaskMessage
@@ -56,6 +58,23 @@ def record_message(task: Task, direction: str, message: dict[str, Any]) -> TaskM
     )
 
 
+def keep_agent_message(task: Task, message: dict[str, Any]) -> bool:
+    """Record a message from the agent (:func:`record_message`) unless it would take the
+    task past ``TASK_AGENT_MESSAGES_MAX`` (:mod:`a2a.agent_messages`, the one cap of every
+    path); False then, and nothing stored."""
+    if over_the_cap(task, message):
+        return False
+    record_message(task, Direction.FROM_AGENT, message)
+    return True
+
+
+def _keep_status_message(task: Task, message: dict[str, Any]) -> None:
+    """:func:`keep_agent_message`; past the cap, the message is dropped (logged once per
+    task) and the status it came with still applies."""
+    if not keep_agent_message(task, message):
+        tell_over_the_cap(task)
+
+
 # --- the one mapping from an agent's status to our state machine ---------------------
 
 
@@ -82,7 +101,7 @@ def apply_agent_reply(
         # message re-sent until internal_error) and SQLite would keep it, completed.
         if answer_parts.refuse_bad_message(task, message):
             return task
-        record_message(task, Direction.FROM_AGENT, message)
+        _keep_status_message(task, message)
         artifacts = [{"artifactId": "message", "parts": message.get("parts") or []}]
         status = {"state": TaskState.COMPLETED}
         return apply_agent_update(task, status=status, artifacts=artifacts, remote=None, via=via)
@@ -155,7 +174,7 @@ def apply_agent_update(
     message = status.get("message") if isinstance(status.get("message"), dict) else None
     fields = {**remote_fields, **(also or {})}
     if message is not None:
-        record_message(task, Direction.FROM_AGENT, message)
+        _keep_status_message(task, message)
         fields["status_message"] = message
     if isinstance(artifacts, list) and artifacts:
         fields["artifacts"] = artifacts

@@ -66,6 +66,22 @@ def read_whole(response: httpx.Response) -> PlainResponse:
 
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
+_BOM = b"\xef\xbb\xbf"  # U+FEFF in UTF-8
+
+
+def _without_bom(pieces: Iterator[bytes]) -> Iterator[bytes]:
+    """``pieces`` without one UTF-8 byte order mark at the start of the stream, which the
+    SSE spec says to ignore: kept, it made the first field ``\\ufeffdata`` and the first
+    event was lost (the task failed ``not_a2a``). The mark may come split over pieces;
+    one piece (maybe empty) is still given for every piece received, for the clock."""
+    head = b""
+    for piece in pieces:
+        head += piece
+        if len(head) >= len(_BOM) or not _BOM.startswith(head):
+            yield head.removeprefix(_BOM)
+            break
+        yield b""  # maybe the start of a mark: held until it is told
+    yield from pieces
 
 
 def _lines(response: httpx.Response, limit: int) -> Iterator[bytes | None]:
@@ -74,26 +90,41 @@ def _lines(response: httpx.Response, limit: int) -> Iterator[bytes | None]:
     ended no line: the reader's clock is checked on every chunk, so a line trickled a byte
     at a time without its end cannot hold the stream past its deadline (nor compressed
     bytes that decode to nothing: :func:`~agent_profiles.bodies.iter_decoded` gives a
-    piece, maybe empty, for every chunk received)."""
-    rest = b""
-    for chunk in iter_decoded(response):
-        pending = rest + chunk
-        # A CR at the end may be the first half of a CRLF: keep it for the next chunk.
-        cut = len(pending) - 1 if pending.endswith(b"\r") else len(pending)
-        *lines, rest = _LINE_END.split(pending[:cut])
-        rest += pending[cut:]
-        if lines:
-            yield from lines
-        else:
+    piece, maybe empty, for every chunk received).
+
+    Each chunk is searched once, and an unfinished line only grows (a bytearray appends
+    in place): copying and searching the whole unfinished line again at every chunk (as
+    this did) cost an agent trickling a 10 MB line half a minute of CPU. Pieces kept in a
+    list instead would hold tens of bytes of overhead for each byte trickled."""
+    unfinished = bytearray()
+    after_cr = False  # the last chunk ended with a CR: a LF first in the next is its pair
+    for chunk in _without_bom(iter_decoded(response)):
+        if after_cr and chunk:
+            after_cr = False
+            if chunk.startswith(b"\n"):  # a CRLF split over two chunks: one line end
+                chunk = chunk[1:]
+        ended = False
+        at = 0
+        for end in _LINE_END.finditer(chunk):
+            line = chunk[at : end.start()]
+            if unfinished:
+                unfinished += line
+                line, unfinished = bytes(unfinished), bytearray()
+            yield line
+            ended = True
+            at = end.end()
+        # A CR ends its line at once (CR-only line ends, as the SSE spec allows: often the
+        # final event's blank line), whether a LF follows in the next chunk or not.
+        if chunk:  # an empty piece (bytes that decoded to nothing) changes nothing
+            after_cr = chunk.endswith(b"\r")
+        if at < len(chunk):
+            unfinished += chunk[at:]
+            if len(unfinished) > limit:
+                raise AnswerTooLarge(limit)
+        if not ended:
             yield None
-        if len(rest) > limit:
-            raise AnswerTooLarge(limit)
-    if rest.endswith(b"\r"):
-        # The CR kept back for a LF that can no longer come ended its line (CR-only line
-        # ends, as the SSE spec allows: often the final event's blank line).
-        yield from _LINE_END.split(rest[:-1])
-    # Any other line the stream ended without ending is dropped: it can only belong to
-    # an event that never got its blank line (which the reader discards anyway).
+    # A line the stream ended without ending is dropped: it can only belong to an event
+    # that never got its blank line (which the reader discards anyway).
 
 
 class AgentErrorEvent(A2ACallError):
@@ -135,7 +166,8 @@ def iter_events(
     ends without is discarded (a stream cut in the middle of an event is a stream that
     ended, not an event that is not JSON). Lines are split here, not by httpx, so that no
     event (or endless line) held in memory grows past ``limit``
-    (``AGENT_ANSWER_MAX_BYTES``): :class:`AnswerTooLarge` instead.
+    (``AGENT_ANSWER_MAX_BYTES``): :class:`AnswerTooLarge` instead. One byte order mark
+    at the start of the stream is ignored, as the spec says.
     ``until`` and ``deadline`` are ``time.monotonic()`` moments, checked at every line,
     comments included (an agent's keep-alives), and at every chunk received (a line that
     never ends): from either on, a stream that gave an event ends (as if the agent closed
