@@ -12,6 +12,7 @@ import contextvars
 import json
 import logging
 import logging.config
+import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -53,6 +54,37 @@ class BoundIds(logging.Filter):
             if getattr(record, key, None) in (None, ""):
                 setattr(record, key, value)
         return True
+
+
+# Characters that would start a new line (or move the cursor, recolour the terminal) in a
+# text log: C0 but the tab, DEL, C1, and Unicode's line and paragraph separators.
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+_NAMED = {"\n": "\\n", "\r": "\\r"}
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+class PlainFormatter(logging.Formatter):
+    """The text format (``LOG_FORMAT=text``): one line per message. A message's control
+    characters are escaped (``\\n``): a message quotes what others wrote (a request's
+    path, an agent's failure text), and a newline in it wrote a whole line of the log
+    that looked like the platform's own (a forged ``ERROR django.security`` line, from an
+    unauthenticated request). A traceback keeps its lines: it is the platform's."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        message = record.message
+        if _CONTROL.search(message):
+            record.message = _CONTROL.sub(_escaped, message)
+        try:
+            return super().formatMessage(record)
+        finally:
+            record.message = message
 
 
 class JSONFormatter(logging.Formatter):

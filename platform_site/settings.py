@@ -595,7 +595,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "plain": {
+            "()": "platform_site.logs.PlainFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
+        },
         "json": {"()": "platform_site.logs.JSONFormatter"},
     },
     "filters": {
