@@ -124,6 +124,21 @@ class LimitedChannel(http.HTTPChannel):
 
     platform_receipt: Receipt | None = None
 
+    def timeoutConnection(self) -> None:
+        """Twisted's idle timeout (``HTTP_KEEPALIVE_TIMEOUT``), which it restarts at every
+        byte of a request too: a request arriving is bounded by its own deadlines instead
+        (:func:`check`), which a client pausing within them keeps to. Without a deadline
+        for the part that is arriving (set to 0), the idle timeout still applies."""
+        receipt = self.platform_receipt
+        if receipt is not None:
+            part = (
+                "REQUEST_HEADER_TIMEOUT" if receipt.headers_done is None else "REQUEST_BODY_TIMEOUT"
+            )
+            if float(getattr(settings, part)) > 0:
+                self.setTimeout(self.timeOut)  # armed again (the call that fired is spent)
+                return
+        super().timeoutConnection()
+
     def dataReceived(self, data: bytes) -> None:
         # Bytes that come while a request is handled wait in Twisted's buffer, unparsed:
         # their clock starts when Twisted replays them (through here) after the response.
@@ -211,7 +226,11 @@ def current_limits() -> tuple[float, float, int, int]:
 def check_all() -> None:
     """One pass over every open connection (Twisted's reactor calls it every
     :data:`PASS_SECONDS`)."""
-    now, limits = time.monotonic(), current_limits()
+    try:
+        now, limits = time.monotonic(), current_limits()
+    except Exception:  # the LoopingCall would stop for good
+        log.exception("the request deadline check could not read its settings")
+        return
     for channel in list(_channels):
         try:
             check(channel, now, limits)
@@ -238,7 +257,8 @@ def install() -> None:
             _watch_channel(channel)
         keepalive = float(settings.HTTP_KEEPALIVE_TIMEOUT)
         if keepalive > 0 and protocol is not None:
-            # Twisted's idle timeout (12 hours): it runs only while no request is handled,
+            # Twisted's idle timeout (12 hours): off while a request is handled, and while
+            # one arrives it gives way to the request's own deadlines (timeoutConnection),
             # so it is the wait between two requests of a keep-alive connection.
             protocol.timeOut = keepalive
         return protocol

@@ -228,6 +228,22 @@ def test_an_idle_keep_alive_connection_is_closed_after_the_keepalive_timeout(
     assert transport.disconnecting
 
 
+def test_a_body_pausing_within_its_deadline_is_not_cut_by_the_keepalive_timeout(
+    settings: Any,
+) -> None:
+    # Twisted restarts its idle timer at every byte of a request as well: a 75 s pause in
+    # a 1 MB upload allowed 17 minutes cut it. Its own deadline bounds a request arriving.
+    settings.HTTP_KEEPALIVE_TIMEOUT = 3.0
+    protocol, _, transport, _ = _connection()
+    clock = protocol.callLater.__self__
+    protocol.dataReceived(SEND + b"Content-Length: 900\r\n\r\n" + b"x" * 500)
+    clock.advance(10)
+    assert not transport.disconnecting
+    settings.REQUEST_BODY_TIMEOUT = 0  # no deadline for the body: the idle timeout holds
+    clock.advance(4)
+    assert transport.disconnecting
+
+
 def test_a_response_that_streams_for_hours_is_not_an_idle_connection(settings: Any) -> None:
     settings.HTTP_KEEPALIVE_TIMEOUT = 75.0
     protocol, channel, transport, _ = _connection()

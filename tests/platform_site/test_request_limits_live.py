@@ -72,17 +72,24 @@ def _tmp_file_bytes(pid: int) -> int:
     return total
 
 
+def _recv(sock: socket.socket) -> bytes:
+    data = sock.recv(65536)
+    if not data:  # else the loops below would read nothing forever
+        raise ConnectionError("the server closed the connection before its answer")
+    return data
+
+
 def _answer(sock: socket.socket) -> tuple[int, bytes]:
     """The status and body of the next response on ``sock`` (sized or chunked)."""
     sock.settimeout(10)
     data = b""
     while b"\r\n\r\n" not in data:
-        data += sock.recv(65536)
+        data += _recv(sock)
     head, _, rest = data.partition(b"\r\n\r\n")
     headers = dict(_headers(head))
     if headers.get("transfer-encoding") == "chunked":
         while not rest.endswith(b"0\r\n\r\n"):
-            rest += sock.recv(65536)
+            rest += _recv(sock)
         body = b""
         while True:
             size, _, rest = rest.partition(b"\r\n")
@@ -92,7 +99,7 @@ def _answer(sock: socket.socket) -> tuple[int, bytes]:
     else:
         length = int(headers.get("content-length", "0"))
         while len(rest) < length:
-            rest += sock.recv(65536)
+            rest += _recv(sock)
         body = rest
     return int(head.split()[1]), body
 
