@@ -321,14 +321,17 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
             await self._send(payload)
 
     async def _send(self, frame: dict[str, Any]) -> None:
+        text = json.dumps(frame, separators=(",", ":"))
         try:
-            await self.send(text_data=json.dumps(frame, separators=(",", ":")))
+            await self.send(text_data=text)
         except Exception:
-            if not self._closing:
-                raise
-            # A frame read before the close and handled after it (daphne refuses the
-            # answer once the socket closed): raised, it ended the handler and the frames
-            # queued behind it (task.update frames) were never applied.
+            # The socket closed, by the platform or by the agent (daphne refuses every
+            # send from the agent's close until the disconnect is handled). A frame read
+            # before the close and handled after it must not raise: that ended the handler,
+            # and the frames queued behind it (the agent's last task.update, its task.ack)
+            # were never applied: the task stuck, the acknowledged one sent again. A
+            # delivery that could not go out is sent again (the disconnect requeues it).
+            self._closing = True
             log.debug("gateway: no answer after the close to %s", self.agent)
 
     async def close(self, code: int | bool | None = None, reason: str | None = None) -> None:

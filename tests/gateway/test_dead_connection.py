@@ -244,3 +244,32 @@ async def test_frames_read_before_a_close_are_applied_after_it(
         await asyncio.sleep(0.05)
     assert await db_async(state_of)(task) == TaskState.COMPLETED
     await client.close()
+
+
+async def test_frames_read_before_the_agents_own_close_are_applied_after_it(
+    agent: AgentProfile, make_task: Callable[..., Task], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent closes its socket right after its last frames (a ping, its COMPLETED):
+    daphne refuses every send from the close on, the pong's refusal raised out of the
+    handler, and the COMPLETED behind it was never applied (the task stuck, sent again on
+    the next connection)."""
+    task = await db_async(make_task)()
+    client, _assign = await holding(agent.raw_key, task)
+    peer_closed = False
+    real_send = AsyncWebsocketConsumer.send
+
+    async def send(self: Any, *args: Any, **kwargs: Any) -> None:
+        if peer_closed:  # as daphne's protocol does once the agent's close came
+            raise RuntimeError("Attempt to send on a closed protocol")
+        await real_send(self, *args, **kwargs)
+
+    monkeypatch.setattr(AsyncWebsocketConsumer, "send", send)
+    peer_closed = True
+    await client.send({"type": "ping"})  # its pong cannot go out
+    await client.send(completed(task))
+    for _ in range(60):
+        if await db_async(state_of)(task) == TaskState.COMPLETED:
+            break
+        await asyncio.sleep(0.05)
+    assert await db_async(state_of)(task) == TaskState.COMPLETED
+    await client.close()
