@@ -29,23 +29,36 @@ changed statuses carry no time (a poll finds a change the filter cannot show), o
 listings skip changes (``MISSES`` of them at the widest overlap) is marked
 "no listing" in the registry, and its tasks are polled at once and from then on.
 
-A hostile or broken agent must not cost more than that. A listing has a time budget a
-little under its row's lease (:func:`budget`): past it paging stops and the cursor stays
-(truncated), so no second sweep lists the agent while the first still pages; the sweep
+A hostile or broken agent must not cost more than that. A listing has a time budget of
+its own from when its fetch starts, capped so that it ends within its row's lease from
+the claim (:func:`~a2a.listing_fetch.budget`: the lease less one whole call and a
+second), so no second sweep lists the agent while the first still pages; the sweep
 applies each agent's listing as it comes, not after the slowest. A page with more tasks
 than asked, or a ``nextPageToken`` given again, is not A2A (no listing); a page bringing
-no task not already read ends the listing (truncated), and ``TRUNCATIONS`` truncated
-listings in a row send the agent's tasks back to polling: a listing that never ends costs
-at most that many budgets, not 50 requests every interval forever. A status time that
-cannot be told in UTC is no time. The cursor moves only to a time the agent has reached:
-the newest status time of the platform's own tasks listed, or of any task if no later
-than the platform's clock plus ``AHEAD`` (a task the platform never sent, stamped in the
-far future, would move the cursor past every real change). ``FAILURES`` failed listings
-in a row (a ``ListTasks`` that answers 500 or 401 while ``GetTask`` works) and each
-further failed listing makes the agent's polled tasks due at once: while the listing is
-broken they are polled at the listing's retry cadence, not the safety net's minutes;
-once one listing goes through, the count starts again. Not marked "no listing" for that:
-a 503 for a minute is not a reason to poll every task one by one from then on.
+no task not already read ends the listing (endless: the cursor stays), and
+``TRUNCATIONS`` such listings in a row send the agent's tasks back to polling: a listing
+that never ends costs at most that many budgets, not 50 requests every interval forever.
+
+A listing cut by its pages (``MAX_PAGES``: an honest agent with a burst of changes) or
+its budget (slow pages, or a sweep busy with other agents) is not the agent's fault and
+is not counted. No change is skipped for it, though the cursor moves on to the newest
+status time read, less the overlap (under the same rules as any listing's), so the
+next listing does not read the same burst again: first the agent's polled tasks are made
+due now (:meth:`~a2a.models.Task.poll_agent_soon`), and what the cut left unread (older
+changes, its pages being newest first) is found by their polls. (An agent that fills
+every page with tasks never seen costs that too, at each listing: it is what an honest
+burst costs while it lasts.) A failed listing breaks a run of endless ones.
+
+A status time that cannot be told in UTC is no time. The cursor moves only to a time the
+agent has reached: the newest status time of the platform's own tasks listed, or of any
+task if no later than the platform's clock plus ``AHEAD`` (a task the platform never sent,
+stamped in the far future, would move the cursor past every real change). ``FAILURES``
+failed listings in a row (a ``ListTasks`` that answers 500 or 401 while ``GetTask``
+works) and each further failed listing makes the agent's polled tasks due at once: while
+the listing is broken they are polled at the listing's retry cadence, not the safety
+net's minutes; once one listing goes through, the count starts again. Not marked "no
+listing" for that: a 503 for a minute is not a reason to poll every task one by one from
+then on.
 """
 
 from __future__ import annotations
@@ -59,7 +72,6 @@ from django.conf import settings
 from django.utils import timezone
 
 from a2a import agent_push, agent_push_body, agent_registry, listing_fetch
-from a2a.claims import lease_seconds
 from a2a.exceptions import A2AProtocolError, A2AUnsupportedOperation
 from a2a.listing_fetch import EPOCH, Listing, back, fetch, stamp
 from a2a.listing_models import AgentListing
@@ -79,8 +91,9 @@ OVERLAP = timedelta(seconds=5)  # the first overlap (AgentListing.overlap's defa
 WIDEST = 60.0  # seconds: the widest overlap
 # A listing that failed for a transient reason is tried again after this (or Retry-After).
 RETRY_SECONDS = 5.0
-# Truncated listings in a row (budget or pages spent, pages bringing nothing new) before
-# the agent's tasks go back to polling: its listing never gets through.
+# Endless listings in a row (a page bringing nothing new) before the agent's tasks go
+# back to polling: its listing never gets through. A listing cut by MAX_PAGES or its
+# budget is not counted: an honest agent's pages end.
 TRUNCATIONS = 3
 ENDLESS = "its ListTasks never got to the end of its pages"
 # Failed listings in a row (transient errors) from which the agent's tasks are polled
@@ -180,7 +193,7 @@ def _after(listing: Listing, began: datetime) -> None:
     row, target, error = listing.row, listing.target, listing.error
     now = timezone.now()
     if isinstance(error, A2AUnsupportedOperation | A2AProtocolError):
-        give_up(row.agent, error.message)
+        _give_up_held(row, error.message)
         return
     if not listing.started:  # the sweep's load spent its budget, not the agent
         row.put_off(now, failed=False)
@@ -193,27 +206,34 @@ def _after(listing: Listing, began: datetime) -> None:
             extra={"agent_id": target.agent_id},
         )
         wait = max(RETRY_SECONDS, error.retry_after or 0.0)
-        row.put_off(now + timedelta(seconds=wait))
-        if row.failures + 1 >= FAILURES:
+        if row.put_off(now + timedelta(seconds=wait)) and row.failures + 1 >= FAILURES:
             # Its tasks' polls are spaced for a listing that does not come: due now, at
             # each failed listing (every RETRY_SECONDS, or the agent's Retry-After).
             Task.poll_agent_soon(target.agent_id)
         return
-    if listing.truncated and row.truncations + 1 >= TRUNCATIONS:
-        give_up(row.agent, f"Agent '{target.agent_id}': {ENDLESS}.")
+    if listing.endless and row.truncations + 1 >= TRUNCATIONS:
+        _give_up_held(row, f"Agent '{target.agent_id}': {ENDLESS}.")
         return
     since = listing.since
     newests = [listing.newest, listing.own_newest]
-    newest = None if listing.truncated else max(filter(None, newests), default=None)
+    newest = None if listing.endless else max(filter(None, newests), default=None)
     if newest is not None and (since is None or back(newest, row.overlap) > since):
         since = back(newest, row.overlap)
-    in_flight = Task.objects.filter(
-        agent_id=target.agent_id,
+    if listing.cut:
+        # Before the cursor moves past what the cut left unread: the polls cover it.
+        Task.poll_agent_soon(target.agent_id)
+    if in_flight(target.agent_id) or not row.rest(began):
+        next_at = next_listing_at(began, now)
+        row.listed(since, next_at, endless=listing.endless, cut=listing.cut)
+
+
+def in_flight(agent_id: str) -> bool:
+    """Whether the agent has tasks in flight over A2A (to be sent, or polled)."""
+    return Task.objects.filter(
+        agent_id=agent_id,
         transport=Transport.A2A,
         next_action__in=(NextAction.SEND, NextAction.POLL),
     ).exists()
-    if in_flight or not row.rest(began):
-        row.listed(since, next_listing_at(began, now), truncated=listing.truncated)
 
 
 def next_listing_at(began: datetime, ended: datetime) -> datetime:
@@ -238,6 +258,24 @@ def give_up(agent: Any, reason: str) -> None:
     Task.poll_agent_soon(agent.pk)
 
 
+def _give_up_held(row: AgentListing, reason: str) -> None:
+    """:func:`give_up` on what a listing found, only while its sweep still holds the row's
+    lease: one whose lease ran out while it paged (another sweep lists the agent now)
+    gives no verdict on the agent."""
+    if row.stop_held():
+        agent_registry.mark_no_listing(row.agent, reason)
+        Task.poll_agent_soon(row.pk)
+
+
+def listing_again(agent_id: str) -> None:
+    """The agent's "no listing" mark was cleared (``agent_profiles.services.listing_again``,
+    a hook registered at start): its tasks in flight still say ``followedBy`` ``"list"``,
+    so their polls are spaced as listed tasks' (the safety net's minutes). A listing starts
+    again now if it has any; else the next send starts it."""
+    if enabled() and in_flight(agent_id):
+        AgentListing.follow(agent_id)
+
+
 def list_due() -> int:
     """List every agent whose listing is due (the HTTP calls at once), apply what changed;
     how many agents were listed."""
@@ -246,8 +284,10 @@ def list_due() -> int:
     from a2a.engine import executor
 
     began = timezone.now()
+    # Read before the claim: each listing's budget is capped from here, so it ends within
+    # its row's lease however long it waits for a pool thread (fetch adds its own).
     deadline = listing_fetch.deadline()
-    rows = AgentListing.claim_due(began, began + timedelta(seconds=lease_seconds()))
+    rows = AgentListing.claim_due(began, began + timedelta(seconds=listing_fetch.lease()))
     listings = []
     for row in rows:
         target = agent_registry.target_for(row.agent)

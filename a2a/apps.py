@@ -13,11 +13,20 @@ class A2AConfig(AppConfig):
         # Metrics, lifecycle log lines and traces at the task's seams.
         from celery.signals import worker_ready, worker_shutdown, worker_shutting_down
 
-        from a2a import follow_policy, hint_queue, http_again, local_dispatch, long_calls, observe
+        from a2a import (
+            agent_listing,
+            follow_policy,
+            hint_queue,
+            http_again,
+            local_dispatch,
+            long_calls,
+            observe,
+        )
         from a2a.face import push, signals  # noqa: F401
         from a2a.match_stats import TaskTableStats
         from agent_profiles.health import register_recovery
         from agent_profiles.matching import register_task_stats
+        from agent_profiles.relisting import register_listing_again
         from platform_site.embedded import register_service
 
         observe.connect()
@@ -34,6 +43,10 @@ class A2AConfig(AppConfig):
         # The registry announces agents reached only over HTTP that answer again: their
         # offline tasks are sent again over HTTP (docs/dispatch.md, "Never wait silently").
         register_recovery(http_again.send_again)
+        # The registry clears an agent's "no listing" mark (it registered again, its card
+        # was read again): its tasks in flight are listed again at once, not at its next
+        # send (docs/dispatch.md, "Following by listing").
+        register_listing_again(agent_listing.listing_again)
         # A new credential for an agent (the admin, a registration): its tasks whose reads
         # it refused with the old one are followed again at once (docs/dispatch.md,
         # "Credentials"). Watched here, on the agents' saves: the registry does not know

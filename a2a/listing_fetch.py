@@ -3,10 +3,12 @@
 
 What a hostile or broken agent could make of it is bounded here: at most ``MAX_PAGES``
 pages of ``PAGE_SIZE`` tasks (a page with more is not A2A), no page started past the
-listing's budget (a little under its row's lease), a ``nextPageToken`` given twice is
-not A2A, and a page that brings no task not already read ends the listing (truncated:
-the cursor stays). The cursor may move only to a status time the agent has reached
-(``AHEAD``).
+listing's budget (its own, from when its fetch starts, capped so that a page started
+last still ends within its row's lease from the claim), a ``nextPageToken`` given twice
+is not A2A, and a page that brings no task not already read ends the listing
+(``endless``: the cursor stays). A listing cut by its pages or its budget (``cut``) is no
+fault of the agent's: an honest agent with a burst of changes, or slow pages. The cursor
+may move only to a status time the agent has reached (``AHEAD``).
 """
 
 from __future__ import annotations
@@ -26,14 +28,14 @@ from a2a.exceptions import A2ACallError, A2AProtocolError
 from a2a.listing_models import AgentListing
 from a2a.transports.base import AgentTransport, TaskPage
 from a2a.transports.redaction import describe_failure
+from agent_profiles.deadlines import whole_answer_seconds
 from agent_profiles.interfaces import CallTarget
 
 log = logging.getLogger("a2a.agent_listing")
 
 PAGE_SIZE = 100  # the most ListTasks allows
-# Pages read per listing. Past them (a burst of changes, an agent ignoring the filter) the
-# cursor stays where it was, so nothing is skipped; what was not read waits for the next
-# listings or the safety polls.
+# Pages read per listing. Past them (a burst of changes) the listing is cut: the agent's
+# tasks are polled now, for what was not read (a2a.agent_listing).
 MAX_PAGES = 50
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # A status time later than the platform's clock by more than this, of a task that is not
@@ -43,14 +45,30 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # so the cursor stays behind the agent's clock.
 AHEAD = timedelta(seconds=2)
 clock = time.monotonic  # the listings' budgets (tests replace it)
+# The shortest budget, and the time left after the last page's call to write what the
+# listing found while the row is still its own (seconds).
+MARGIN = 1.0
+
+
+def call_seconds() -> float:
+    """How long one page's call may take in all: its timeouts, and the rest of an answer
+    that started (:func:`~agent_profiles.deadlines.whole_answer_seconds`), not just the
+    timeouts."""
+    return whole_answer_seconds(settings.A2A_CONNECT_TIMEOUT, settings.A2A_HTTP_TIMEOUT)
+
+
+def lease() -> float:
+    """Seconds a listing's row is claimed for: a task's lease, or longer if that does not
+    hold the shortest budget and one whole call (``A2A_LEASE_SECONDS`` set low: a task's
+    lease covers its call's timeouts, not the slack of its answer's body)."""
+    return max(lease_seconds(), MARGIN + call_seconds() + MARGIN)
 
 
 def budget() -> float:
-    """Seconds a listing may spend starting pages: a little under its row's lease, less
-    one call (the last page started may take that long). At least one second (the lease
-    is at least a call plus two)."""
-    call = settings.A2A_HTTP_TIMEOUT + settings.A2A_CONNECT_TIMEOUT
-    return max(1.0, lease_seconds() - call - 1.0)
+    """Seconds a listing may spend starting pages: a second under its row's lease, less
+    one whole call (the last page started may take that long), so the listing's outcome
+    is written while it still holds the row. At least :data:`MARGIN` (:func:`lease`)."""
+    return lease() - call_seconds() - MARGIN
 
 
 def deadline() -> float:
@@ -64,12 +82,15 @@ class Listing:
 
     row: AgentListing
     target: CallTarget
-    deadline: float = float("inf")  # clock(): no page starts after it
+    # clock(): no page starts after it. The sweep sets the cap its claim allows
+    # (deadline(), read when the row was claimed); fetch() brings in its own budget.
+    deadline: float = float("inf")
     since: datetime | None = None
     tasks: list[dict[str, Any]] = field(default_factory=list)
     newest: datetime | None = None  # the newest status time the cursor may move to
     own_newest: datetime | None = None  # ... of the platform's own tasks (set by _apply)
-    truncated: bool = False
+    endless: bool = False  # a page brought nothing new: it would not end (the agent's fault)
+    cut: bool = False  # its pages (MAX_PAGES) or its budget ran out first: not its fault
     started: bool = True  # False: its budget was spent before it could ask anything
     error: A2ACallError | None = None
 
@@ -109,8 +130,11 @@ def _iso(when: datetime) -> str:
 
 def fetch(listing: Listing) -> Listing:
     """Read the pages of what changed since the cursor (probing a resting one first),
-    within the listing's budget."""
+    within the listing's budget: its own from now (time spent waiting for a pool thread,
+    behind other agents' listings, is the sweep's, not the agent's), capped by the one its
+    claim allows (:attr:`Listing.deadline`), so it still ends within the row's lease."""
     try:
+        listing.deadline = min(listing.deadline, clock() + budget())
         transport = transports.transport_for(listing.target)
         since = listing.row.since
         if since is None:
@@ -128,7 +152,8 @@ def fetch(listing: Listing) -> Listing:
             page = _page(transport, listing, since, PAGE_SIZE, token)
             if page is None:
                 listing.started = bool(tokens) or listing.row.since is None
-                _truncated(listing, "its budget ran out")
+                listing.cut = True
+                _stopped(listing, "its budget ran out")
                 break
             listing.tasks += page.tasks
             tokens.add(token)
@@ -142,11 +167,13 @@ def fetch(listing: Listing) -> Listing:
                 )
             listed = {remote["id"] for remote in page.tasks}
             if not listed - ids:  # nothing new: what follows cannot be trusted to end
-                _truncated(listing, "a page brought no task it had not listed")
+                listing.endless = True
+                _stopped(listing, "a page brought no task it had not listed")
                 break
             ids |= listed
         else:
-            _truncated(listing, f"{MAX_PAGES} pages")
+            listing.cut = True
+            _stopped(listing, f"{MAX_PAGES} pages")
         # Only a time the agent has reached moves the cursor (AHEAD): the platform's own
         # tasks listed count too (_apply), whatever the two clocks say.
         reached = timezone.now() + AHEAD
@@ -166,13 +193,12 @@ def fetch(listing: Listing) -> Listing:
     return listing
 
 
-def _truncated(listing: Listing, why: str) -> None:
-    """The listing stopped before its end: its cursor stays (nothing read is skipped)."""
-    listing.truncated = True
+def _stopped(listing: Listing, why: str) -> None:
+    """The listing stopped before its end (:attr:`Listing.endless` or ``cut`` set)."""
     if not listing.started:
         return
     log.warning(
-        "agent %s: listing stopped (%s); its cursor stays",
+        "agent %s: listing stopped (%s)",
         listing.target.agent_id,
         why,
         extra={"agent_id": listing.target.agent_id},

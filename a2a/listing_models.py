@@ -78,8 +78,9 @@ class AgentListing(models.Model):
     overlap = models.FloatField(default=5.0)
     # Changes the listings missed even at the widest overlap (a2a.agent_listing).
     misses = models.PositiveIntegerField(default=0)
-    # Listings in a row that failed (a transient error) / stopped before their end
-    # (truncated): an agent whose listing never gets through is not left to it.
+    # Listings in a row that failed (a transient error) / could not end for the agent's
+    # fault (a page bringing nothing new): an agent whose listing never gets through is
+    # not left to it.
     failures = models.PositiveIntegerField(default=0)
     truncations = models.PositiveIntegerField(default=0)
 
@@ -125,25 +126,38 @@ class AgentListing(models.Model):
     def _mine(self) -> Any:
         return type(self).objects.filter(pk=self.pk, lease_until=self.lease_until)
 
-    def listed(self, since: datetime | None, next_at: datetime, *, truncated: bool = False) -> bool:
+    def listed(
+        self, since: datetime | None, next_at: datetime, *, endless: bool = False, cut: bool = False
+    ) -> bool:
         """A listing went through: changes before ``since`` are known; list again then.
-        ``truncated``: it stopped before its end (counted; ``since`` is where it began).
+        ``endless``: it could not end, the agent's fault (counted; ``since`` is where it
+        began). ``cut``: its pages or its budget ran out, no fault of the agent's (neither
+        counted nor a count started again: it did not end either).
 
         Unless a send's answer moved the cursor back meanwhile (:meth:`cover`): that point
-        is kept, or the change it covers would be passed again."""
+        is kept, or the change it covers would be passed again. False if this sweep no
+        longer holds the row's lease (another lists the agent now): nothing is written."""
         started = self.since
         lowered = Q(since__lt=started) if started is not None else Q(since__isnull=False)
         kept = Case(When(lowered, then=F("since")), default=Value(since, DateTimeField()))
         now = timezone.now()
-        truncations = F("truncations") + 1 if truncated else Value(0)
+        truncations: Any = Value(0)
+        if endless:
+            truncations = F("truncations") + 1
+        elif cut:
+            truncations = F("truncations")
         fields = {"since": kept, "next_at": next_at, "lease_until": None, "listed_at": now}
         return bool(self._mine().update(**fields, failures=0, truncations=truncations))
 
     def put_off(self, next_at: datetime, *, failed: bool = True) -> bool:
         """The listing failed for now (counted, unless not ``failed``: it could not
-        start): try again at ``next_at``, from the same point."""
-        failures = F("failures") + 1 if failed else F("failures")
-        return bool(self._mine().update(next_at=next_at, lease_until=None, failures=failures))
+        start): try again at ``next_at``, from the same point. A failure breaks a run of
+        endless listings: they are counted in a row. False if this sweep no longer holds
+        the row's lease: nothing is written."""
+        if not failed:
+            return bool(self._mine().update(next_at=next_at, lease_until=None))
+        fields = {"failures": F("failures") + 1, "truncations": 0}
+        return bool(self._mine().update(next_at=next_at, lease_until=None, **fields))
 
     def rest(self, began: datetime) -> bool:
         """Nothing to follow at this agent: stop listing, unless a task was sent to be
@@ -171,6 +185,16 @@ class AgentListing(models.Model):
         cls.objects.filter(pk=agent_id, since__gt=back).update(since=back)
         cls.objects.filter(pk=agent_id).update(misses=F("misses") + 1)
         return int(cls.objects.filter(pk=agent_id).values_list("misses", flat=True).first() or 0)
+
+    def stop_held(self) -> bool:
+        """:meth:`stop`, only while this sweep still holds the row's lease: a sweep whose
+        lease ran out (another lists the agent now) gives no verdict on it."""
+        fields = {"next_at": None, "since": None, "lease_until": None}
+        if not self._mine().update(**fields, failures=0, truncations=0):
+            return False
+        with _followed_lock:
+            _followed.pop(self.pk, None)
+        return True
 
     @classmethod
     def stop(cls, agent_id: str) -> None:

@@ -36,6 +36,7 @@ from agent_profiles.models import (
     HealthStatus,
     Skill,
 )
+from agent_profiles.relisting import announce_listing_again
 from agent_profiles.urlguard import check_url
 from platform_site.errors import Conflict, Forbidden, PlatformError, ValidationFailed
 
@@ -344,6 +345,11 @@ def listing_again(agent: AgentProfile) -> None:
         setattr(agent, name, value)
     AgentProfile.objects.filter(pk=agent.pk).update(**fields)
     log.info("Agent %s: no-listing mark cleared", agent.pk, extra={"agent_id": agent.pk})
+    # Its tasks in flight still say they are followed by listing (their polls spaced for
+    # it): dispatch lists them again, not at the agent's next send. Once the mark's clearing
+    # is committed: a sweep that saw the cursor due with the mark still on would stop it.
+    agent_id = agent.pk
+    transaction.on_commit(lambda: announce_listing_again(agent_id))
 
 
 def check_key_live(agent_id: str, key_prefix: str | None) -> None:
