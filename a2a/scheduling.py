@@ -280,11 +280,10 @@ class TaskScheduling(TaskClaims):
         )
         with transaction.atomic():
             if connection.vendor == "postgresql":
-                held = pending.select_for_update(skip_locked=True).order_by("pk")
-                ids = list(held.values_list("pk", flat=True))
-                if not ids:
-                    return 0
-                pending = pending.filter(pk__in=ids)
+                # One statement, the ids kept on the server (an agent may have more due
+                # polls than a statement takes parameters: 65,535).
+                held = pending.select_for_update(skip_locked=True).order_by("pk").values("pk")
+                pending = pending.filter(pk__in=held)
             return int(pending.update(next_poll_at=until, updated_at=timezone.now()))
 
     @classmethod

@@ -66,7 +66,6 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
     remote_addr = ""
     _layer_failed = False
     _refused = False
-    _closing = False  # this side closed the socket (what it reads then is still applied)
     _layer_receive: Callable[[], Awaitable[dict[str, Any]]]
 
     # AsyncConsumer.__call__ sets ``channel_receive`` to the channel layer's receive for
@@ -331,12 +330,7 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
             # and the frames queued behind it (the agent's last task.update, its task.ack)
             # were never applied: the task stuck, the acknowledged one sent again. A
             # delivery that could not go out is sent again (the disconnect requeues it).
-            self._closing = True
             log.debug("gateway: no answer after the close to %s", self.agent)
-
-    async def close(self, code: int | bool | None = None, reason: str | None = None) -> None:
-        self._closing = True
-        await super().close(code=code, reason=reason)
 
     # --- channel-layer events ------------------------------------------------------------
 

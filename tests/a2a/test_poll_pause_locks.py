@@ -11,7 +11,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import OperationalError, connections
+from django.db import OperationalError, connection, connections
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from a2a import engine, scheduling, services
@@ -106,6 +107,23 @@ def test_a_pause_moves_every_poll_of_the_agent_due_before_it(
     assert Task.pause_polls("agent-one", until) == 2
     due = sorted(Task.objects.values_list("next_poll_at", flat=True))
     assert due == [until, until, until + timedelta(seconds=5)]
+
+
+@pytest.mark.postgres
+def test_a_pause_is_one_statement_whatever_the_number_of_polls(
+    make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    # The locked ids were read, then sent back one parameter each: past 65,535 due polls
+    # PostgreSQL refused the statement, and the agent was not paused at all.
+    polling(3, make_skill, make_agent, make_user)
+    Task.objects.update(
+        state=TaskState.WORKING, next_action=NextAction.POLL, next_poll_at=timezone.now()
+    )
+    with CaptureQueriesContext(connection) as queries:
+        assert Task.pause_polls("agent-one", timezone.now() + timedelta(seconds=30)) == 3
+    statements = [q["sql"] for q in queries.captured_queries if "a2a_task" in q["sql"]]
+    assert len(statements) == 1
+    assert "SKIP LOCKED" in statements[0]
 
 
 def test_a_pause_that_fails_charges_no_task(
