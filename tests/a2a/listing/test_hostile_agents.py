@@ -4,66 +4,38 @@ a task listed twice. Each costs a bounded number of requests, never blocks the o
 agents' listings, and loses nothing (its tasks are still polled, or listed).
 """
 
+# The hostile agent's fixtures come from hostile_setup: the tests' parameters name them.
+# ruff: noqa: F811
+
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
 from itertools import count
 from typing import Any
 
 import pytest
 from django.utils import timezone
-from rest_framework.test import APIClient
 
-from a2a import agent_listing, agent_push_body, listing_fetch, services
+from a2a import agent_listing, agent_push_body, listing_fetch
 from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.states import TaskState
-from a2a.worker import process_task
-from agent_profiles.models import AgentProfile
+from tests.a2a.listing.hostile_setup import (  # noqa: F401  (fixtures)
+    DONE,
+    agent,
+    cursor,
+    hostile,
+    mark_then_clear,
+    profile,
+    sent,
+    user,
+)
 from tests.a2a.listing.support import listed_now
 from tests.support.hostile_agent import HostileAgent, hostile_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-DONE = [{"artifactId": "a", "parts": [{"data": {"verdict": "pass"}}]}]
-
-
-@pytest.fixture
-def hostile() -> Iterator[HostileAgent]:
-    with hostile_agent() as agent:
-        yield agent
-
-
-@pytest.fixture
-def agent(make_skill: Any, make_agent: Any, hostile: HostileAgent) -> AgentProfile:
-    skill = make_skill(id="ce-review")
-    return make_agent(skills=[skill], a2a_endpoint=hostile.url, card_read_at=timezone.now())
-
-
-@pytest.fixture
-def user(agent: AgentProfile, make_user: Any) -> Any:
-    return make_user()
-
-
-def sent(user: Any, agent_id: str = "agent-one") -> Task:
-    task = services.create_task(
-        skill_id="ce-review", input={"product": "lamp"}, user=user, agent_id=agent_id
-    )
-    process_task(task.pk)
-    task.refresh_from_db()
-    assert task.metadata["followedBy"] == "list"
-    return task
-
-
-def profile() -> AgentProfile:
-    return AgentProfile.objects.get(pk="agent-one")
-
-
-def cursor() -> AgentListing:
-    return AgentListing.objects.get(pk="agent-one")
 
 
 # --- 1. a slow listing: the other agents' are applied as they come; a budget ---------------
@@ -338,18 +310,6 @@ def test_a_no_listing_mark_is_cleared_when_the_agent_registers_or_its_card_is_re
     how: str, agent: Any, user: Any, hostile: HostileAgent
 ) -> None:
     sent(user)
-    html = (200, {"Content-Type": "text/html"}, b"<html>maintenance</html>")
-    hostile.list_handler = lambda query: html  # once: the agent's proxy, for a minute
-    listed_now()
-    assert not profile().listing
-    hostile.list_handler = None
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {agent.raw_key}")
-    if how == "register":
-        fields = {"agentId": "agent-one", "skillIds": ["ce-review"], "a2aEndpoint": hostile.url}
-        answer = client.post("/api/agent-profiles/register", fields, format="json")
-    else:
-        answer = client.post("/api/agent-profiles/agent-one/refresh")
-    assert answer.status_code == 200, answer.content
+    mark_then_clear(how, agent, hostile)
     assert (profile().listing, profile().no_listing_reason) == (True, "")
     sent(user)  # followed by listing again

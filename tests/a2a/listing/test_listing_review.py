@@ -5,7 +5,7 @@ gives no verdict; an agent whose "no listing" mark is cleared has its tasks in f
 listed again at once. Fake clocks and small numbers: no test waits for a budget.
 """
 
-# The hostile agent's fixtures come from test_hostile_agents: the tests' parameters name them.
+# The hostile agent's fixtures come from hostile_setup: the tests' parameters name them.
 # ruff: noqa: F811
 
 from __future__ import annotations
@@ -28,16 +28,17 @@ from a2a.states import TaskState
 from a2a.worker import process_task
 from agent_profiles.deadlines import whole_answer_seconds
 from agent_profiles.models import AgentProfile
-from tests.a2a.listing.support import listed_now
-from tests.a2a.listing.test_hostile_agents import (  # noqa: F401  (fixtures)
+from tests.a2a.listing.hostile_setup import (  # noqa: F401  (fixtures)
     DONE,
     agent,
     cursor,
     hostile,
+    mark_then_clear,
     profile,
     sent,
     user,
 )
+from tests.a2a.listing.support import listed_now
 from tests.support.hostile_agent import HostileAgent, hostile_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -300,20 +301,7 @@ def test_tasks_in_flight_are_listed_again_once_the_mark_is_cleared(
     how: str, agent: Any, user: Any, hostile: HostileAgent
 ) -> None:
     task = sent(user)
-    html = (200, {"Content-Type": "text/html"}, b"<html>maintenance</html>")
-    hostile.list_handler = lambda query: html
-    listed_now()
-    assert not profile().listing
-    assert cursor().next_at is None
-    hostile.list_handler = None
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {agent.raw_key}")
-    if how == "register":
-        fields = {"agentId": "agent-one", "skillIds": ["ce-review"], "a2aEndpoint": hostile.url}
-        answer = client.post("/api/agent-profiles/register", fields, format="json")
-    else:
-        answer = client.post("/api/agent-profiles/agent-one/refresh")
-    assert answer.status_code == 200, answer.content
+    mark_then_clear(how, agent, hostile)
     assert profile().listing
     assert cursor().next_at is not None  # its listing started again, no send needed
     # Its poll (due since the give-up) finds it working: spaced as a listed task's again.
