@@ -15,6 +15,7 @@ import logging.config
 import re
 import sys
 import threading
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -75,7 +76,9 @@ class PlainFormatter(logging.Formatter):
     characters are escaped (``\\n``): a message quotes what others wrote (a request's
     path, an agent's failure text), and a newline in it wrote a whole line of the log
     that looked like the platform's own (a forged ``ERROR django.security`` line, from an
-    unauthenticated request). A traceback keeps its lines: it is the platform's."""
+    unauthenticated request). A traceback keeps its lines, they are the platform's, but
+    not its exceptions' messages: those quote others too (an agent's answer in a
+    validation error, a URL in a connection error)."""
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         message = record.message
@@ -85,6 +88,42 @@ class PlainFormatter(logging.Formatter):
             return super().formatMessage(record)
         finally:
             record.message = message
+
+    def formatException(self, ei: Any) -> str:
+        if ei[1] is None:
+            return super().formatException(ei)
+        summary = traceback.TracebackException(*ei[:3])
+        for exception in _chain(summary):
+            # Each exception of the chain formats its own last line: replace the bound
+            # method on this one summary only (the stack lines stay as Python writes them).
+            exception.format_exception_only = _escaped_only(exception)  # type: ignore[method-assign]
+        return "".join(summary.format()).rstrip("\n")
+
+
+def _chain(summary: traceback.TracebackException) -> Iterator[traceback.TracebackException]:
+    """A traceback's exceptions: the one raised, its causes and contexts, a group's."""
+    pending, seen = [summary], set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+        pending.extend(getattr(current, "exceptions", None) or ())
+
+
+def _escaped_only(summary: traceback.TracebackException) -> Any:
+    """``summary.format_exception_only`` with each yielded line's control characters
+    escaped but its own end of line (a SyntaxError's caret lines come one by one)."""
+    original = summary.format_exception_only
+
+    def format_exception_only(*args: Any, **kwargs: Any) -> Iterator[str]:
+        for line in original(*args, **kwargs):
+            body = line[:-1] if line.endswith("\n") else line
+            yield _CONTROL.sub(_escaped, body) + ("\n" if line.endswith("\n") else "")
+
+    return format_exception_only
 
 
 class JSONFormatter(logging.Formatter):

@@ -78,3 +78,25 @@ def test_control_characters_are_escaped_and_a_traceback_keeps_its_lines() -> Non
     lines = formatter.format(failure).split("\n")
     assert lines[0] == "ERROR boom"
     assert lines[1] == "Traceback (most recent call last):"
+
+
+def test_an_exceptions_message_cannot_write_a_line_of_the_log() -> None:
+    # An exception quotes what others wrote (an agent's output in a validation error):
+    # its message keeps to its line, in every exception of the chain and in a group.
+    formatter = PlainFormatter("%(levelname)s %(message)s")
+    try:
+        try:
+            raise KeyError("k\n" + FORGED)
+        except KeyError as cause:
+            raise ExceptionGroup("g\r" + FORGED, [ValueError("v\n" + FORGED)]) from cause
+    except ExceptionGroup:
+        failure = logging.LogRecord("x", logging.ERROR, "p", 1, "boom", (), sys.exc_info())
+    text = formatter.format(failure)
+    lines = text.split("\n")
+    assert forged(lines) == []
+    assert lines[0] == "ERROR boom"
+    assert "KeyError: 'k\\n2026" in text
+    assert "ExceptionGroup: g\\r2026" in text
+    assert "ValueError: v\\n2026" in text
+    assert "The above exception was the direct cause of the following exception:" in lines
+    assert sum("Traceback (most recent call last):" in line for line in lines) == 2
