@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -66,6 +67,9 @@ def setup(exporter: Any = None, *, batch: bool = True) -> bool:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
     os.environ.setdefault("OTEL_SERVICE_NAME", "a2a-platform")
+    # Headers an operator chooses to capture (OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_*)
+    # go out as [REDACTED] when they carry a credential: an exported span is a log line.
+    os.environ.setdefault("OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SANITIZE_FIELDS", SANITIZED)
     if _provider is None:
         sampler = None if os.environ.get("OTEL_TRACES_SAMPLER") else _default_sampler()
         _provider = TracerProvider(resource=Resource.create(), sampler=sampler)
@@ -107,14 +111,55 @@ def _default_sampler() -> Any:
     return ParentBased(root=SkipPeriodic())
 
 
+# The default of OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SANITIZE_FIELDS: the headers
+# the platform and its peers authenticate with (callers', agents', webhooks', OAuth's).
+SANITIZED = (
+    "authorization,proxy-authorization,cookie,set-cookie,x-csrftoken,"
+    "x-a2a-notification-token,.*token.*,.*secret.*,.*key.*,.*auth.*,.*session.*"
+)
+# The attributes the instrumentations write a whole URL into (old and stable semantic
+# conventions): its query string may hold a secret (a key a caller put there anyway, a
+# webhook receiver's ``?token=``), which the instrumentations redact only for a few
+# cloud signatures.
+_URL_ATTRIBUTES = ("http.url", "url.full", "http.target")
+
+
+def _without_query(url: str) -> str:
+    """``url`` without its query string and fragment."""
+    parts = urlsplit(url)
+    if not parts.query and not parts.fragment:
+        return url
+    return urlunsplit(parts._replace(query="", fragment=""))
+
+
+def _strip_queries(span: Any, *_: Any) -> None:
+    """The request hook of the Django and httpx instrumentations: the span's URLs without
+    their query (the hooks run once the span holds the request's attributes)."""
+    if span is None or not span.is_recording():
+        return
+    attributes = getattr(span, "attributes", None) or {}
+    for name in _URL_ATTRIBUTES:
+        value = attributes.get(name)
+        if isinstance(value, str) and value != _without_query(value):
+            span.set_attribute(name, _without_query(value))
+    if attributes.get("url.query"):
+        span.set_attribute("url.query", "[REDACTED]")
+
+
+async def _strip_queries_async(span: Any, *_: Any) -> None:
+    _strip_queries(span)
+
+
 def _instrument() -> None:
     from opentelemetry.instrumentation.celery import CeleryInstrumentor
     from opentelemetry.instrumentation.django import DjangoInstrumentor
     from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
-    DjangoInstrumentor().instrument(is_sql_commentor_enabled=False)
+    DjangoInstrumentor().instrument(is_sql_commentor_enabled=False, request_hook=_strip_queries)
     CeleryInstrumentor().instrument()
-    HTTPXClientInstrumentor().instrument()
+    HTTPXClientInstrumentor().instrument(
+        request_hook=_strip_queries, async_request_hook=_strip_queries_async
+    )
 
 
 def teardown() -> None:
@@ -145,7 +190,7 @@ def client_span(method: str, url: str, headers: dict[str, str]) -> Iterator[Any]
     if not _enabled:
         yield None
         return
-    attributes = {"http.request.method": method, "url.full": url}
+    attributes = {"http.request.method": method, "url.full": _without_query(url)}
     with tracer().start_as_current_span(
         method, kind=trace.SpanKind.CLIENT, attributes=attributes
     ) as span:
