@@ -23,12 +23,11 @@ from a2a import services
 from a2a.admin_actions import act_on_each, refusal_message
 from a2a.listing_models import AgentListing
 from a2a.models import Task
-from a2a.question_excerpts import excerpt_of, with_excerpts
+from a2a.question_excerpts import NOTHING_SAID, excerpt_of, said_of, with_excerpts
 from a2a.reply_form import ReplyForm, asked_token, reply_form
 from a2a.states import INTERRUPTED_STATES, RETRYABLE_STATES, TERMINAL_STATES
 from a2a.task_actions import QuestionChanged
 from a2a.task_page import page_context
-from a2a.wire import said_text
 from agent_profiles.models import AgentProfile, AgentStatus
 from platform_site import console
 from platform_site.errors import PlatformError
@@ -150,7 +149,7 @@ class TaskAdmin(admin.ModelAdmin):
     def question_col(self, task: Task) -> str:
         if task.state not in INTERRUPTED_STATES:
             return ""
-        text = excerpt_of(task) or "(data)"
+        text = excerpt_of(task) or NOTHING_SAID
         return format_html('<span title="{}">{}</span>', text, text[:60])
 
     # --- the task page ---------------------------------------------------------------
@@ -328,7 +327,7 @@ class TaskAdmin(admin.ModelAdmin):
             **self.admin_site.each_context(request),
             "title": f"Answer the agent on task {task.id}",
             "task": task,
-            "question": said_text(task.question) or "(a data question: see the task)",
+            "question": said_of(task.question) or NOTHING_SAID,
             "waiting": task.state in INTERRUPTED_STATES,
             "form": form,
             "opts": self.model._meta,

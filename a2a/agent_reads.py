@@ -134,9 +134,9 @@ def _asked_in_artifacts_again(task: Task, reply: AgentReply) -> dict[str, Any] |
 
     Why: applied, that read was taken for a new question (nothing tells it from the one
     answered), and the refusal's reason was lost: the task waited again, the person not
-    told why their answer went nowhere. :func:`~a2a.task_actions.ask_again` asks again
-    with the agent's latest message, which such an agent never sent: the question comes
-    from the artifacts here (:func:`_ask_in_artifacts_again`)."""
+    told why their answer went nowhere. The question comes from the artifacts here, as
+    read now (:func:`_ask_in_artifacts_again`), not from what
+    :func:`~a2a.task_actions.ask_again` kept of the reply: such an agent sends no message."""
     remote = reply.task if isinstance(reply.task, dict) else {}
     status, artifacts = remote.get("status"), remote.get("artifacts")
     if reply.state not in INTERRUPTED_STATES or not isinstance(status, dict):

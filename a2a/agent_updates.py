@@ -25,7 +25,7 @@ from a2a.agent_messages import over_the_cap, tell_over_the_cap
 from a2a.exceptions import A2AProtocolError
 from a2a.hints import queue_processing
 from a2a.models import Direction, Task, TaskMessage
-from a2a.question_memory import asked_again, judged_on, message_key, wait_ended
+from a2a.question_memory import asked_again, asks_anew, judged_on, message_key, wait_ended
 from a2a.scheduling import task_seconds
 from a2a.states import (
     ACTIVE_STATES,
@@ -270,9 +270,13 @@ def _move(
         if state == TaskState.WORKING and task.state != TaskState.WORKING:
             return task.start_work(f"agent reports {state} {via_text}", **fields)
     elif state in INTERRUPTED_STATES:
-        if task.state != state:
+        asked = question_of(message, artifacts)
+        # Asked anew while the task already waits (a second question, a fresh sign-in
+        # link): asked again through the same verb, so the person sees the question asked
+        # now and their form answers it. Not the same question under a new messageId.
+        if task.state != state or asks_anew(task, asked):
             auth = state == TaskState.AUTH_REQUIRED
-            return task.require_input(question_of(message, artifacts), auth=auth, **fields)
+            return task.require_input(asked, auth=auth, **fields)
     elif state == TaskState.COMPLETED:
         if not artifacts:  # judged on (and keeps) those reported before, on every path
             artifacts = judged_on(task, message, history)

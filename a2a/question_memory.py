@@ -3,6 +3,10 @@
 * Which questions a person answered (:func:`answered`, the last few by
   :func:`message_key`): the same question reported again before the agent took the
   answer in is stale news, not a new question (:func:`asked_again`).
+* Which question the last reply answered (:func:`answered`, :func:`question_answered`):
+  an answer the agent refuses goes back to the person with that question.
+* Whether the agent, asking while the task already waits, asks something new
+  (:func:`asks_anew`): the person must see and answer the question asked now.
 * Which artifacts the task held when its last wait for a person ended: a COMPLETED that
   carries no artifacts is judged on those reported since (:func:`reported_artifacts`,
   :func:`judged_on`), not on a question's.
@@ -18,7 +22,8 @@ import json
 from datetime import datetime
 from typing import Any
 
-from a2a.models import Task
+from a2a.models import Direction, Task, TaskMessage
+from a2a.states import INTERRUPTED_STATES
 from a2a.wire import question_of, task_output
 
 
@@ -39,16 +44,74 @@ def message_key(message: dict[str, Any]) -> str:
 ANSWERED = "answeredQuestions"
 ANSWERED_KEPT = 10
 ASKED_WITH = "questionArtifacts"
+# metadata: the question the last reply answered (None: it answered none), written with
+# the reply's transition: {"key": its message_key}, and {"question": the question itself}
+# only when the task's conversation does not keep that message as asked (past
+# TASK_AGENT_MESSAGES_MAX, or asked in artifacts). Not the whole question every time: a
+# question may be megabytes (a file to approve), and metadata is rewritten and served
+# with the task far more often than a refused answer reads it.
+REPLIED_TO = "repliedToQuestion"
 
 
 def answered(task: Task) -> dict[str, Any]:
-    """The task's metadata with its question marked answered (a person's reply), and the
-    artifacts it holds marked as the question's (:func:`reported_artifacts`)."""
+    """The task's metadata with its question marked answered (a person's reply), kept as
+    the one the reply answers (:func:`question_answered`), and the artifacts it holds
+    marked as the question's (:func:`reported_artifacts`)."""
     metadata = wait_ended(task, dict(task.metadata or {}))
-    question_id = message_key(task.question) if isinstance(task.question, dict) else None
+    question = task.question if isinstance(task.question, dict) else None
+    question_id = message_key(question) if question is not None else None
     ids = [i for i in metadata.get(ANSWERED) or [] if i != question_id]
     metadata[ANSWERED] = ([*ids, question_id] if question_id else ids)[-ANSWERED_KEPT:]
+    metadata[REPLIED_TO] = None
+    if question is not None and question_id is not None:
+        metadata[REPLIED_TO] = {"key": question_id}
+        if _kept_as_asked(task, question_id) != question:
+            metadata[REPLIED_TO]["question"] = question
     return metadata
+
+
+def _kept_as_asked(task: Task, key: str) -> Any:
+    """The agent's message the task's conversation keeps under ``key`` (None: not kept)."""
+    rows = TaskMessage.objects.filter(task=task, direction=Direction.FROM_AGENT, message_id=key)
+    return rows.values_list("message", flat=True).first()
+
+
+def question_answered(task: Task) -> tuple[bool, dict[str, Any] | None]:
+    """The question the task's last reply answered, for an answer the agent refused:
+    (True, it) (None: the reply answered none); (False, None) for a reply made before
+    the platform kept it (the caller falls back to the agent's latest message). Not the
+    latest message alone: past ``TASK_AGENT_MESSAGES_MAX`` the question asked last is not
+    kept, and the latest kept is an older question, answered already."""
+    metadata = task.metadata or {}
+    if REPLIED_TO not in metadata:
+        return False, None
+    replied = metadata[REPLIED_TO]
+    if not isinstance(replied, dict) or not isinstance(replied.get("key"), str):
+        return True, None
+    if isinstance(replied.get("question"), dict):
+        return True, replied["question"]
+    kept = _kept_as_asked(task, replied["key"])
+    return True, kept if isinstance(kept, dict) else None
+
+
+def asks_anew(task: Task, asked: Any) -> bool:
+    """Whether ``asked`` (:func:`~a2a.wire.question_of` the agent's status), reported in
+    the interrupted state the task already waits in, is a new question: the task asks it
+    again (:meth:`Task.require_input`), so the person reads and answers it, not the one
+    before (a sign-in link that expired, a second question after the first).
+
+    Only a question whose content (its parts; a question asked in artifacts is made of
+    theirs) differs from the one stored. Not one whose messageId alone is new: an agent
+    may build its status message afresh at every read, with a new random id; taken for a
+    new question, each poll asked again and moved the question on under the person, whose
+    reply was then refused ("the agent asked something else"). Nor a question a person
+    already answered, reported again (:func:`asked_again`: stale news)."""
+    if task.state not in INTERRUPTED_STATES or not isinstance(asked, dict):
+        return False
+    stored = task.question if isinstance(task.question, dict) else {}
+    if not asked.get("parts") or asked.get("parts") == stored.get("parts"):
+        return False  # nothing said (a status message left empty), or nothing new
+    return message_key(asked) not in ((task.metadata or {}).get(ANSWERED) or [])
 
 
 def _digest(artifact: Any) -> str:

@@ -26,7 +26,7 @@ from a2a.exceptions import A2ACallError, A2APermanentError
 from a2a.hints import queue_processing
 from a2a.models import Direction, InvalidTransition, Task, TaskEvent, TaskMessage
 from a2a.old_attempts import cancel_owed, note_on_entry, start_again_as_now, tell_owed_cancel
-from a2a.question_memory import answered
+from a2a.question_memory import answered, question_answered
 from a2a.reply_checks import refuse_unless_waiting, still_asking
 from a2a.states import RETRYABLE_STATES, NextAction, TaskState, Transport
 from a2a.wire import data_as_text, relay_message, user_message
@@ -283,17 +283,22 @@ def _answer_refused(task: Task, error: A2ACallError) -> bool:
 
 def ask_again(task: Task, error: A2ACallError) -> Task:
     """A refused answer: the task waits for a person again, with the agent's question
-    (its latest message) and, in ``error``, why the answer was refused. Handing the reply
-    to the gateway, as other refusals go, would wait for a connection the agent may
-    never make, the question unanswered. Also the worker's, when a refused reply's agent
-    task, read after the refusal, still asks (:mod:`a2a.agent_calls`)."""
+    (the one the reply answered: :func:`~a2a.question_memory.question_answered`; for a
+    reply made before that was kept, the agent's latest message) and, in ``error``, why
+    the answer was refused. Handing the reply to the gateway, as other refusals go, would
+    wait for a connection the agent may never make, the question unanswered. Also the
+    worker's, when a refused reply's agent task, read after the refusal, still asks
+    (:mod:`a2a.agent_reads`)."""
     held = task.lease_until
-    asked = TaskMessage.objects.filter(task=task, direction=Direction.FROM_AGENT).last()
+    known, question = question_answered(task)
+    if not known:
+        latest = TaskMessage.objects.filter(task=task, direction=Direction.FROM_AGENT).last()
+        question = latest.message if latest else None
     replied = TaskEvent.objects.filter(task=task, to_state=TaskState.WORKING).last()
     auth = replied is not None and replied.from_state == TaskState.AUTH_REQUIRED
     err = error.as_error()
     err["message"] = f"The agent refused the answer; answer again. {error.message}"
-    if not task.require_input(asked.message if asked else None, auth=auth, error=err):
+    if not task.require_input(question, auth=auth, error=err):
         _moved_meanwhile(task, held)
     return task
 

@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from a2a import services
 from a2a.models import Task
-from a2a.question_excerpts import DATA_CHARS, TITLE_CHARS
+from a2a.question_excerpts import DATA_CHARS, NOTHING_SAID, TITLE_CHARS
 
 pytestmark = pytest.mark.django_db
 
@@ -77,7 +77,7 @@ def test_the_texts_of_several_parts_are_joined(admin_client: Any, ask: Any) -> N
             {"id": "c1", "name": "ask_market", "args": {"question": "EU or UK?"}},  # ADK
             "EU or UK?",
         ),
-        ({"flag": True}, "(data)"),  # no strings: said in data only
+        ({"flag": True}, NOTHING_SAID),  # no strings: said in data only
     ],
     ids=["interrupt", "tool-call", "no-strings"],
 )
@@ -107,3 +107,33 @@ def test_a_data_question_cut_inside_an_emoji_renders(admin_client: Any, ask: Any
     response = admin_client.get(INBOX)
     assert response.status_code == 200
     assert emoji in response.content.decode()
+
+
+CONTRACT = {"url": "https://files.example/c.pdf", "filename": "contract.pdf"}
+
+
+@pytest.mark.parametrize(
+    ("parts", "shown"),
+    [
+        ([CONTRACT], "file: contract.pdf"),
+        (
+            [{"kind": "file", "file": {"name": "c.pdf", "uri": "https://f.example/c"}}],
+            "file: c.pdf",
+        ),
+        ([{"raw": "aGVsbG8=", "mediaType": "text/plain"}], "file: text/plain"),
+        (
+            [CONTRACT, {"data": {"question": "Approve this contract?"}}],
+            "Approve this contract? · file: contract.pdf",
+        ),
+        ([CONTRACT, {"text": "Approve it?"}], "Approve it? · file: contract.pdf"),
+    ],
+    ids=["file", "file-0.3", "nameless-bytes", "data-after-a-file", "text-after-a-file"],
+)
+def test_a_question_with_files_names_them(
+    admin_client: Any, ask: Any, parts: list[Any], shown: str
+) -> None:
+    """A question made of files, or saying its words after one, showed "(data)"."""
+    task = ask(*parts)
+    assert titles(admin_client.get(INBOX).content.decode()) == [shown]
+    reply_page = admin_client.get(reverse("admin:a2a_task_reply", args=[task.pk]))
+    assert shown in reply_page.content.decode()

@@ -171,3 +171,23 @@ def test_a_refused_reply_whose_agent_task_cannot_be_read_goes_to_the_gateway(
     assert (task.state, task.transport) == (TaskState.WORKING, Transport.OFFLINE)
     assert task.error["code"] == "unsupported_operation"
     assert "terminal state" in task.error["message"]
+
+
+def test_a_refused_reply_goes_back_with_its_question_when_the_agent_s_are_not_kept(
+    polled_user: Any, module_peer: TestAgent, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    """The same, past ``TASK_AGENT_MESSAGES_MAX`` (none kept here): the question the
+    reply answered comes back, not the latest message kept (an older question, or none)."""
+    settings.TASK_AGENT_MESSAGES_MAX = 0
+    task = asking(polled_user)
+    question = task.question
+    services.reply_to_task(task, text="EU")
+
+    def refuse(self: RestTransport, message: dict[str, Any], **kwargs: Any) -> Any:
+        raise A2AUnsupportedOperation("Agent 'x' does not offer POST …: HTTP 400", status=400)
+
+    monkeypatch.setattr(RestTransport, "send", refuse)
+    process_task(task.pk)
+    task.refresh_from_db()
+    assert (task.state, task.question) == (TaskState.INPUT_REQUIRED, question)
+    assert task.error["message"].startswith("The agent refused the answer; answer again.")

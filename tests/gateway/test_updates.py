@@ -77,6 +77,23 @@ async def test_a_question_waits_for_a_person(
     await client.close()
 
 
+async def test_a_second_question_while_waiting_is_the_one_shown(
+    agent: AgentProfile, make_task: Callable[..., Task]
+) -> None:
+    """The agent asks again while the task already waits: the person must see (and
+    answer) the question asked now, not the first one."""
+    task = await db_async(make_task)(transport=Transport.WEBSOCKET)
+    client = await open_client(agent.raw_key)
+    for message_id, text in (("q1", "EU or UK?"), ("q2", "Which voltage?")):
+        question = {"messageId": message_id, "role": "ROLE_AGENT", "parts": [{"text": text}]}
+        status = {"state": "TASK_STATE_INPUT_REQUIRED", "message": question}
+        await client.send({"type": "task.update", "taskId": str(task.id), "status": status})
+        await ping_pong(client)
+    waiting = await db_async(Task.objects.get)(pk=task.pk)
+    await client.close()
+    assert (waiting.state, waiting.question["messageId"]) == ("TASK_STATE_INPUT_REQUIRED", "q2")
+
+
 async def test_an_unknown_state_gets_an_error_frame(
     agent: AgentProfile, make_task: Callable[..., Task]
 ) -> None:
