@@ -230,6 +230,13 @@ def _changes_nothing(task: Task, push: Push) -> bool:
     return True
 
 
+def _newer_time(task: Task, push: Push) -> datetime | None:
+    """The push's status time when it is newer than the latest the task applied."""
+    stamp = status_time(push.status)
+    seen = status_time({"timestamp": (task.metadata or {}).get(STATUS_AT)})
+    return stamp if stamp is not None and (seen is None or stamp > seen) else None
+
+
 def apply(
     task_id: uuid.UUID,
     attempt: int,
@@ -252,7 +259,9 @@ def apply(
     if connection.vendor != "postgresql" and push.kind in ("status", "task"):
         task = _read(task_id, lock=False)
         _check_ties(task, push, attempt, agent_id, via)
-        if _repeats_the_end(task, push) or _changes_nothing(task, push):
+        if _repeats_the_end(task, push) or (
+            _changes_nothing(task, push) and _newer_time(task, push) is None
+        ):
             return Applied(task.state)
     with transaction.atomic():
         applied = _apply_locked(task_id, attempt, push, via, agent_id)
@@ -272,7 +281,16 @@ def _apply_locked(
     """:func:`apply` under the task's row lock, inside its transaction."""
     task = _read(task_id, lock=True)
     _check_ties(task, push, attempt, agent_id, via)
-    if _repeats_the_end(task, push) or _changes_nothing(task, push):
+    if _repeats_the_end(task, push):
+        return Applied(task.state)
+    if _changes_nothing(task, push):
+        newer = _newer_time(task, push)
+        if newer is not None:
+            # A repeat of the state, stamped later: its time is kept, or a push of the
+            # agent's state in between, arriving late, would be taken as newer than all
+            # it knows (WORKING, AUTH_REQUIRED, WORKING by itself, pushed in the order
+            # first, third, second: the task went back to waiting for a sign-in).
+            task.note(metadata={**(task.metadata or {}), STATUS_AT: newer.isoformat()})
         return Applied(task.state)
     if push.kind == "message":
         if push.message is not None:

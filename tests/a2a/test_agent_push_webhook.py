@@ -298,7 +298,8 @@ def test_a_push_that_changes_nothing_writes_nothing(task: Task) -> None:
     from django.test.utils import CaptureQueriesContext
 
     push(task, status_update("TASK_STATE_WORKING", T1))
-    again = agent_push_body.parse(status_update("TASK_STATE_WORKING", T2))
+    # The same status again (a later time is kept: see the next test).
+    again = agent_push_body.parse(status_update("TASK_STATE_WORKING", T1))
     with CaptureQueriesContext(connection) as queries:
         assert agent_push.apply(task.pk, 1, again).state == TaskState.WORKING
     verbs = [q["sql"].split()[0].upper() for q in queries.captured_queries]
@@ -306,3 +307,24 @@ def test_a_push_that_changes_nothing_writes_nothing(task: Task) -> None:
     # savepoint); nothing written.
     assert verbs.count("SELECT") == 1
     assert not {"UPDATE", "INSERT", "DELETE"} & set(verbs)
+
+
+def test_a_state_pushed_late_is_older_than_a_repeat_stamped_after_it(task: Task) -> None:
+    """The agent went WORKING (T1), AUTH_REQUIRED (T2), WORKING by itself (T3); its pushes
+    arrive T1, T3, T2. T3 repeats the task's state, but its time is kept: the late T2 is
+    older than what the task applied, and does not send it back to wait for a sign-in."""
+    assert push(task, status_update("TASK_STATE_WORKING", T1)).status_code == 200
+    events = TaskEvent.objects.filter(task=task).count()
+    repeat = push(task, status_update("TASK_STATE_WORKING", T3))
+    assert TaskEvent.objects.filter(task=task).count() == events  # no transition
+    assert (repeat.status_code, fresh(task).metadata[agent_push.STATUS_AT]) == (
+        200,
+        "2026-12-01T10:00:03+00:00",
+    )
+    late = push(task, status_update("TASK_STATE_AUTH_REQUIRED", T2))
+    assert (late.status_code, late.json()["error"]["code"]) == (409, "stale_update")
+    assert fresh(task).state == TaskState.WORKING
+    # a repeat of the same time writes nothing
+    written = fresh(task).updated_at
+    assert push(task, status_update("TASK_STATE_WORKING", T3)).status_code == 200
+    assert fresh(task).updated_at == written
