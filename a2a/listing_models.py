@@ -75,14 +75,14 @@ class AgentListing(models.Model):
     # when a task's own poll finds a change the listings passed: an agent that makes a
     # change visible (stores it) seconds after the time it gives it, as a loaded a2a-sdk
     # agent does.
-    overlap = models.FloatField(default=5.0)
+    overlap = models.FloatField(default=5.0, db_default=5.0)
     # Changes the listings missed even at the widest overlap (a2a.agent_listing).
     misses = models.PositiveIntegerField(default=0)
     # Listings in a row that failed (a transient error) / could not end for the agent's
     # fault (a page bringing nothing new): an agent whose listing never gets through is
     # not left to it.
-    failures = models.PositiveIntegerField(default=0)
-    truncations = models.PositiveIntegerField(default=0)
+    failures = models.PositiveIntegerField(default=0, db_default=0)
+    truncations = models.PositiveIntegerField(default=0, db_default=0)
 
     def __str__(self) -> str:
         return f"listing {self.agent_id} since {self.since}"

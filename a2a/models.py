@@ -75,10 +75,10 @@ class Task(TaskScheduling, models.Model):
     # delivery. Set at creation, by :meth:`watch` and the gateway's hand-over, never
     # cleared; every transition's UPDATE returns it, so the receivers that look for those
     # after a transition skip their statements for the tasks nothing else follows.
-    watched = models.BooleanField(default=False)
+    watched = models.BooleanField(default=False, db_default=False)
     attempts = models.PositiveIntegerField(default=0)
     # Added to ``attempts`` by each fresh attempt: the push webhook's serial (``push_serial``).
-    push_offset = models.PositiveIntegerField(default=0)
+    push_offset = models.PositiveIntegerField(default=0, db_default=0)
     # The A2A message to send on the next SEND; its messageId is stable across re-sends
     # of one attempt.
     outbound_message = models.JSONField(null=True, blank=True)
@@ -103,7 +103,7 @@ class Task(TaskScheduling, models.Model):
     # Asked by an anonymous caller of the A2A face (A2A_ALLOW_ANONYMOUS): the tasks such
     # callers share. Not "no creator": deleting a user or agent leaves its tasks without
     # one, and they must not pass to anonymous callers then.
-    anonymous = models.BooleanField(default=False)
+    anonymous = models.BooleanField(default=False, db_default=False)
     origin = models.CharField(max_length=16, default="api")  # "api" | "a2a"
     idempotency_key = models.CharField(max_length=200, blank=True)
 

@@ -40,7 +40,10 @@ class PushNotificationConfig(models.Model):
     # Which version's method set it (configs stored before this field are 1.0's): a 0.3
     # client's webhook cannot parse a 1.0 payload.
     protocol_version = models.CharField(
-        max_length=8, choices=PushProtocol.choices, default=PushProtocol.V1_0
+        max_length=8,
+        choices=PushProtocol.choices,
+        default=PushProtocol.V1_0,
+        db_default=PushProtocol.V1_0,
     )
 
     class Meta:

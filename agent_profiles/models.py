@@ -161,11 +161,15 @@ class AgentProfile(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    # The columns added after 0001 have a db_default as well as a default: the previous
+    # release, still serving while `migrate` runs, leaves them out of its INSERTs
+    # (platform_site.migration_operations; tests/test_migrations.py keeps the rule).
     # --- How to call it: the registration's statement (the card, once read, decides) ---
-    agent_card_url = models.URLField(max_length=500, blank=True)
-    protocol_binding = models.CharField(max_length=16, blank=True)  # HTTP+JSON | JSONRPC
-    protocol_version = models.CharField(max_length=8, blank=True)  # 1.0 | 0.3
-    target = models.CharField(max_length=200, blank=True)  # the remote tenant
+    agent_card_url = models.URLField(max_length=500, blank=True, default="", db_default="")
+    # HTTP+JSON | JSONRPC; 1.0 | 0.3; the remote tenant.
+    protocol_binding = models.CharField(max_length=16, blank=True, default="", db_default="")
+    protocol_version = models.CharField(max_length=8, blank=True, default="", db_default="")
+    target = models.CharField(max_length=200, blank=True, default="", db_default="")
     # Overall seconds per task (``timeoutMs``); None means A2A_TASK_TIMEOUT.
     timeout = models.FloatField(null=True, blank=True)
     # Seconds a task may wait offline at the gateway for this agent while the agent has
@@ -177,31 +181,33 @@ class AgentProfile(models.Model):
 
     # --- What its card said (agent_profiles.cards); the document is in AgentCard ---
     # The chosen interface: {"binding", "version", "url", "tenant"}; {} until a card is read.
-    interface = models.JSONField(default=dict, blank=True)
-    streaming = models.BooleanField(default=False)
-    push_notifications = models.BooleanField(default=False)
+    interface = models.JSONField(default=dict, db_default={}, blank=True)
+    streaming = models.BooleanField(default=False, db_default=False)
+    push_notifications = models.BooleanField(default=False, db_default=False)
     # Whether its card's input modes admit JSON data ("" for the card's defaults, a skill
     # id for a skill with its own): the false ones get data as JSON text (a2a.agent_calls).
-    json_input = models.JSONField(default=dict, blank=True)
-    security_schemes = models.JSONField(default=dict, blank=True)
-    security_requirements = models.JSONField(default=list, blank=True)
+    json_input = models.JSONField(default=dict, db_default={}, blank=True)
+    security_schemes = models.JSONField(default=dict, db_default={}, blank=True)
+    security_requirements = models.JSONField(default=list, db_default=[], blank=True)
     card_read_at = models.DateTimeField(null=True, blank=True)
-    card_error = models.TextField(blank=True)  # why the last read failed ("" after a read)
+    # Why the last read failed ("" after a read).
+    card_error = models.TextField(blank=True, default="", db_default="")
     # ensure_card does not try again before this (after a failed read before a call).
     card_retry_after = models.DateTimeField(null=True, blank=True)
 
     # --- Credentials (agent_profiles.credentials): a Fernet token, never the secret ---
-    auth_encrypted = models.TextField(blank=True)
-    auth_type = models.CharField(max_length=16, blank=True)  # bearer | apiKey | oauth2
+    auth_encrypted = models.TextField(blank=True, default="", db_default="")
+    # bearer | apiKey | oauth2
+    auth_type = models.CharField(max_length=16, blank=True, default="", db_default="")
 
     # --- Learned by dispatch (agent_profiles.health) ---
-    polling = models.BooleanField(default=True)  # False: GetTask is not answered
-    no_polling_reason = models.TextField(blank=True)
+    polling = models.BooleanField(default=True, db_default=True)  # False: GetTask is not answered
+    no_polling_reason = models.TextField(blank=True, default="", db_default="")
     no_polling_at = models.DateTimeField(null=True, blank=True)
     # False: ListTasks is not answered (or its statuses carry no time): its polled tasks
     # are followed by GetTask alone (a2a.agent_listing).
-    listing = models.BooleanField(default=True)
-    no_listing_reason = models.TextField(blank=True)
+    listing = models.BooleanField(default=True, db_default=True)
+    no_listing_reason = models.TextField(blank=True, default="", db_default="")
     no_listing_at = models.DateTimeField(null=True, blank=True)
     # False: a send asking it to return at once (returnImmediately) got no answer in
     # A2A_HTTP_TIMEOUT: the agent holds its sends until the task ends or asks (LangGraph's
@@ -209,19 +215,22 @@ class AgentProfile(models.Model):
     # does not stream (a2a.agent_calls). Never set once
     # ``early_return_seen``: an agent that answered such a send with its task still in
     # flight honours the field, and a later timeout is load, not a hold.
-    early_return = models.BooleanField(default=True)
-    no_early_return_reason = models.TextField(blank=True)
+    early_return = models.BooleanField(default=True, db_default=True)
+    no_early_return_reason = models.TextField(blank=True, default="", db_default="")
     no_early_return_at = models.DateTimeField(null=True, blank=True)
-    early_return_seen = models.BooleanField(default=False)
+    early_return_seen = models.BooleanField(default=False, db_default=False)
     health_status = models.CharField(
-        max_length=16, choices=HealthStatus.choices, default=HealthStatus.UNKNOWN
+        max_length=16,
+        choices=HealthStatus.choices,
+        default=HealthStatus.UNKNOWN,
+        db_default=HealthStatus.UNKNOWN,
     )
     health_latency_ms = models.PositiveIntegerField(null=True, blank=True)
-    health_error = models.TextField(blank=True)
+    health_error = models.TextField(blank=True, default="", db_default="")
     health_checked_at = models.DateTimeField(null=True, blank=True)
     last_call_ok = models.BooleanField(null=True, blank=True)
-    last_call_code = models.CharField(max_length=64, blank=True)
-    last_call_error = models.TextField(blank=True)
+    last_call_code = models.CharField(max_length=64, blank=True, default="", db_default="")
+    last_call_error = models.TextField(blank=True, default="", db_default="")
     last_call_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
