@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db.models import Case, CharField, QuerySet, Value, When
 from django.db.models.fields.json import KT
-from django.db.models.functions import Coalesce, Substr
+from django.db.models.functions import Coalesce, NullIf, Substr
 
 from a2a.models import Task
 from a2a.wire import said_text
@@ -50,13 +50,13 @@ def with_excerpts(tasks: QuerySet[Task]) -> QuerySet[Task]:
         # a part's mediaType: text and data parts may carry one too.
         fields[f"q_file{i}"] = Substr(
             Coalesce(
-                KT(f"{part}__filename"),
-                KT(f"{part}__file__name"),
-                KT(f"{part}__url"),
-                KT(f"{part}__file__uri"),
-                KT(f"{part}__file__mimeType"),
+                _named(f"{part}__filename"),
+                _named(f"{part}__file__name"),
+                _named(f"{part}__url"),
+                _named(f"{part}__file__uri"),
+                _named(f"{part}__file__mimeType"),
                 Case(
-                    When(**{f"{part}__has_key": "raw"}, then=KT(f"{part}__mediaType")),
+                    When(**{f"{part}__has_key": "raw"}, then=_named(f"{part}__mediaType")),
                     default=None,
                     output_field=CharField(),
                 ),
@@ -71,6 +71,13 @@ def with_excerpts(tasks: QuerySet[Task]) -> QuerySet[Task]:
             NAME_CHARS,
         )
     return tasks.annotate(**fields)
+
+
+def _named(path: str) -> NullIf:
+    """The string at ``path``, NULL when blank: ADK sends every field of a part, blank
+    when unset ("filename": ""), and Coalesce takes the first that is not NULL
+    (:func:`_file_name` skips blank ones alike)."""
+    return NullIf(KT(path), Value(""))
 
 
 def excerpt_of(task: Task) -> str:

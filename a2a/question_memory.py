@@ -24,7 +24,7 @@ from typing import Any
 
 from a2a.models import Direction, Task, TaskMessage
 from a2a.states import INTERRUPTED_STATES
-from a2a.wire import question_of, task_output
+from a2a.wire import question_of, says_something, task_output
 
 
 def message_key(message: dict[str, Any]) -> str:
@@ -45,11 +45,12 @@ ANSWERED = "answeredQuestions"
 ANSWERED_KEPT = 10
 ASKED_WITH = "questionArtifacts"
 # metadata: the question the last reply answered (None: it answered none), written with
-# the reply's transition: {"key": its message_key}, and {"question": the question itself}
-# only when the task's conversation does not keep that message as asked (past
-# TASK_AGENT_MESSAGES_MAX, or asked in artifacts). Not the whole question every time: a
-# question may be megabytes (a file to approve), and metadata is rewritten and served
-# with the task far more often than a refused answer reads it.
+# the reply's transition: {"key": its message_key}; with "inArtifacts": its message
+# without parts, for a question asked in the task's artifacts (made again of them); with
+# "question": the question itself, only when the task's conversation does not keep it
+# (past TASK_AGENT_MESSAGES_MAX). Not a copy every time: a question may be megabytes (a
+# file to approve, artifacts reported before), and metadata is rewritten and served with
+# the task far more often than a refused answer reads it.
 REPLIED_TO = "repliedToQuestion"
 
 
@@ -64,10 +65,20 @@ def answered(task: Task) -> dict[str, Any]:
     metadata[ANSWERED] = ([*ids, question_id] if question_id else ids)[-ANSWERED_KEPT:]
     metadata[REPLIED_TO] = None
     if question is not None and question_id is not None:
-        metadata[REPLIED_TO] = {"key": question_id}
-        if _kept_as_asked(task, question_id) != question:
-            metadata[REPLIED_TO]["question"] = question
+        replied: dict[str, Any] = {"key": question_id}
+        if _asked_in_artifacts(task, question):
+            replied["inArtifacts"] = {k: v for k, v in question.items() if k != "parts"}
+        elif _kept_as_asked(task, question_id) != question:
+            replied["question"] = question
+        metadata[REPLIED_TO] = replied
     return metadata
+
+
+def _asked_in_artifacts(task: Task, question: dict[str, Any]) -> bool:
+    """Whether ``question`` is made of the task's artifacts (:func:`~a2a.wire.question_of`:
+    its message said nothing), so that they make it again."""
+    message = {k: v for k, v in question.items() if k != "parts"}
+    return question_of(message, list(task.artifacts or [])) == question
 
 
 def _kept_as_asked(task: Task, key: str) -> Any:
@@ -90,6 +101,9 @@ def question_answered(task: Task) -> tuple[bool, dict[str, Any] | None]:
         return True, None
     if isinstance(replied.get("question"), dict):
         return True, replied["question"]
+    if isinstance(replied.get("inArtifacts"), dict):
+        asked = question_of(replied["inArtifacts"], list(task.artifacts or []))
+        return True, asked if isinstance(asked, dict) and asked.get("parts") else None
     kept = _kept_as_asked(task, replied["key"])
     return True, kept if isinstance(kept, dict) else None
 
@@ -109,8 +123,10 @@ def asks_anew(task: Task, asked: Any) -> bool:
     if task.state not in INTERRUPTED_STATES or not isinstance(asked, dict):
         return False
     stored = task.question if isinstance(task.question, dict) else {}
-    if not asked.get("parts") or asked.get("parts") == stored.get("parts"):
-        return False  # nothing said (a status message left empty), or nothing new
+    if not says_something(asked) or asked.get("parts") == stored.get("parts"):
+        # Nothing said (a status message left blank, as LangGraph's server asks, its
+        # question in artifacts this report does not carry), or nothing new.
+        return False
     return message_key(asked) not in ((task.metadata or {}).get(ANSWERED) or [])
 
 

@@ -185,7 +185,7 @@ def task_output(artifacts: Any, status_message: Any = None, history: Any = None)
     return "\n".join(text for a in artifacts if (text := _text_of(a.get("parts")))) or None
 
 
-def _says_something(message: Any) -> bool:
+def says_something(message: Any) -> bool:
     """Whether a message has a part with content: text that is not blank, data, a file."""
     parts = message.get("parts") if isinstance(message, dict) else None
     for part in parts if isinstance(parts, list) else []:
@@ -204,7 +204,7 @@ def question_of(message: Any, artifacts: Any) -> Any:
     answer carries artifacts, their parts as that message's (LangGraph's server asks with
     an empty message and an ``Interrupt`` artifact holding the value given to
     ``interrupt()``)."""
-    if _says_something(message) or not isinstance(artifacts, list):
+    if says_something(message) or not isinstance(artifacts, list):
         return message
     parts = [
         part

@@ -126,8 +126,22 @@ CONTRACT = {"url": "https://files.example/c.pdf", "filename": "contract.pdf"}
             "Approve this contract? · file: contract.pdf",
         ),
         ([CONTRACT, {"text": "Approve it?"}], "Approve it? · file: contract.pdf"),
+        # ADK sends every field of a part, blank when unset: a blank name is no name
+        (
+            [{"url": "https://f.example/c.pdf", "filename": "", "mediaType": ""}],
+            "file: https://f.example/c.pdf",
+        ),
+        ([{"raw": "aGVsbG8=", "filename": "", "mediaType": "text/plain"}], "file: text/plain"),
     ],
-    ids=["file", "file-0.3", "nameless-bytes", "data-after-a-file", "text-after-a-file"],
+    ids=[
+        "file",
+        "file-0.3",
+        "nameless-bytes",
+        "data-after-a-file",
+        "text-after-a-file",
+        "blank-name",
+        "blank-name-bytes",
+    ],
 )
 def test_a_question_with_files_names_them(
     admin_client: Any, ask: Any, parts: list[Any], shown: str

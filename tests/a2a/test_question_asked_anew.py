@@ -114,3 +114,61 @@ def test_a_refused_answer_brings_back_the_kept_question_it_answered(asked_task: 
     refusal = A2APermanentError("say EU or UK", code="agent_refused", status=400)
     handle_send_failure(fresh(asked_task), refusal)
     assert fresh(asked_task).question == question("q1", "EU or UK?")
+
+
+# LangGraph's server asks with a blank status message and an ``Interrupt`` artifact.
+INTERRUPT = {
+    "artifactId": "interrupt-1",
+    "name": "Interrupt",
+    "parts": [{"data": {"id": "i-1", "value": "Which market: EU or UK?"}}],
+}
+
+
+def blank(message_id: str) -> dict[str, Any]:
+    return {"messageId": message_id, "role": "ROLE_AGENT", "parts": [{"text": ""}]}
+
+
+def asked_in_artifacts(make_skill: Any, make_agent: Any, make_user: Any, *before: Any) -> Task:
+    skill = make_skill()
+    make_agent(skills=[skill])
+    task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
+    status = {"state": "TASK_STATE_INPUT_REQUIRED", "message": blank("m-1")}
+    services.apply_agent_update(
+        task, status=status, artifacts=[*before, INTERRUPT], remote={"id": "r-1"}, via="a2a"
+    )
+    task = fresh(task)
+    assert task.state == TaskState.INPUT_REQUIRED
+    return task
+
+
+def test_a_blank_status_again_keeps_the_question_asked_in_artifacts(
+    make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    """A status that says nothing (a blank text part), reported while the task waits on a
+    question asked in artifacts, without them (a gateway frame, a stream's status event,
+    a push): not a new question, on which the person's form would have been refused."""
+    task = asked_in_artifacts(make_skill, make_agent, make_user)
+    status = {"state": "TASK_STATE_INPUT_REQUIRED", "message": blank("m-2")}
+    services.apply_agent_update(task, status=status, remote={"id": "r-1"}, via="a2a")
+    after = fresh(task)
+    assert after.question["parts"] == INTERRUPT["parts"]
+    assert after.state_changed_at == task.state_changed_at
+
+
+def test_a_question_asked_in_artifacts_is_not_copied_into_the_metadata(
+    make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    """The reply keeps where the question is (the task's artifacts), not a copy of them,
+    which metadata, served with the task and rewritten often, would carry for good; a
+    refused answer brings the question back from them."""
+    report = {"artifactId": "report", "parts": [{"text": "x" * 50_000}]}
+    task = asked_in_artifacts(make_skill, make_agent, make_user, report)
+    services.reply_to_task(task, text="EU", by="x")
+    replied = fresh(task).metadata["repliedToQuestion"]
+    assert "x" * 100 not in str(replied)
+    assert replied["inArtifacts"]["messageId"] == "m-1"
+    refusal = A2APermanentError("say EU or UK", code="agent_refused", status=400)
+    handle_send_failure(fresh(task), refusal)
+    again = fresh(task)
+    assert again.state == TaskState.INPUT_REQUIRED
+    assert again.question["parts"] == report["parts"] + INTERRUPT["parts"]
