@@ -20,7 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from a2a import answer_parts, lookups, observe, remote_ids
+from a2a import answer_parts, lookups, observe, overtaken_calls, remote_ids
 from a2a.agent_messages import over_the_cap, tell_over_the_cap
 from a2a.exceptions import A2AProtocolError
 from a2a.hints import queue_processing
@@ -91,7 +91,9 @@ def apply_agent_reply(
     A bare Message is the agent's whole answer: its data parts are the output. One whose
     parts are not all A2A Parts is refused before it is kept (:mod:`a2a.answer_parts`);
     one holding text that cannot be stored fails the task (``output_invalid``).
-    ``pending``: see :func:`apply_agent_update`.
+    ``pending``: see :func:`apply_agent_update`. The Task is a snapshot the agent took
+    before the pushes that reached us while it was on the wire: what those added to the
+    artifacts is kept (:func:`a2a.overtaken_calls.pushed_meanwhile`).
     """
     if task_json is None and isinstance(message, dict):
         answer_parts.refuse(task, answer_parts.message_problem(message))
@@ -113,6 +115,7 @@ def apply_agent_reply(
         remote=remote,
         via=via,
         pending=pending,
+        snapshot=True,
     )
 
 
@@ -126,6 +129,7 @@ def apply_agent_update(
     also: dict[str, Any] | None = None,
     sized: bool = False,
     pending: dict[str, Any] | None = None,
+    snapshot: bool = False,
 ) -> Task:
     """Apply an agent's A2A TaskStatus (+ artifacts) to ``task``.
 
@@ -151,6 +155,8 @@ def apply_agent_update(
     ``pending``: when the agent reports the state the task is in (only news: its ids, a
     status message), those fields are put there instead of written, for the caller to
     write with its next write of the task (a worker's schedule of what follows).
+    ``snapshot``: the agent's whole Task, as a worker's call brought it (see
+    :func:`apply_agent_reply`).
     """
     observe.agent_update(task, via)  # metrics, the task's trace
     if not isinstance(status, dict):
@@ -164,6 +170,9 @@ def apply_agent_update(
     status, artifacts = answer_parts.canonical_answer(status, artifacts)
     if answer_parts.refuse_bad_text(task, status, artifacts, remote):
         return task
+    if snapshot and (artifacts or normalize_state(status.get("state")) == TaskState.COMPLETED):
+        # Merged once canonical (a pushed chunk's bytes are), sized as they would be kept.
+        artifacts = overtaken_calls.pushed_meanwhile(task, artifacts)
     if not sized and refuse_oversize_artifacts(task, artifacts) is not None:
         return task
     state = normalize_state(status.get("state"))

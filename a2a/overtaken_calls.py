@@ -16,6 +16,12 @@ about (:func:`still_current`): the same agent and, once the agent's task is know
 same agent task; before that (a first message on its way), the same outbound message (a
 fresh attempt, and a person's reply, write a new one). Otherwise it is dropped; an agent
 task a dropped send started, which nothing follows, is canceled at once (:func:`drop`).
+
+An answer is overtaken by the agent's own pushes too: its Task is a snapshot the agent
+took before the artifact chunks it pushed while the answer was on the wire (each applied
+and answered 200 by the webhook). Applied as it came, it replaced the artifacts with the
+older ones: the chunks were lost, and a bare COMPLETED pushed after was judged without
+them. What such pushes added is kept (:func:`pushed_meanwhile`).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django.db import connection, transaction
 
@@ -65,6 +72,60 @@ def still_current(task: Task, message_id: str | None = None) -> Iterator[bool]:
     with transaction.atomic():
         rows = Task.objects.select_for_update().filter(pk=task.pk, **about)
         yield rows.values_list("pk", flat=True).first() is not None
+
+
+def pushed_meanwhile(task: Task, artifacts: Any) -> Any:
+    """The artifacts to apply from the agent's whole Task (a send's answer, a poll's, a
+    read's) for ``task``, the worker's copy: ``artifacts`` (the answer's, canonical)
+    merged with those stored now (:func:`merged`), which the copy takes on (a COMPLETED
+    without any is judged on them).
+
+    Read again only for a task the agent pushes to (``metadata.followedBy``): no other
+    task's artifacts change but through its worker, and polls run for every task in
+    flight. A pushed task is polled at the safety net's interval (a minute, backing off),
+    so the read costs one query a minute at most. Called under the row lock of
+    :func:`still_current` on PostgreSQL: no push lands between this read and the answer's
+    write. On SQLite, as there, a push has the few milliseconds between them."""
+    from a2a.follow_policy import FOLLOWED_BY, PUSH  # it imports the push webhook, and so us
+
+    if (task.metadata or {}).get(FOLLOWED_BY) != PUSH or task.is_terminal:
+        return artifacts
+    stored = Task.objects.filter(pk=task.pk).values_list("artifacts", flat=True).first()
+    if not isinstance(stored, list):  # the task is gone: its write will find no row
+        return artifacts
+    task.artifacts = stored
+    if not isinstance(artifacts, list) or not artifacts:
+        return artifacts  # none in the answer: those stored are kept, as on every path
+    return merged(artifacts, stored)
+
+
+def merged(answer: list[Any], stored: list[Any]) -> list[Any]:
+    """``answer``'s artifacts, with ``stored`` ones the agent pushed after it took that
+    snapshot: one the answer lacks is kept (after the answer's); of one both hold, the
+    stored one is kept when its parts are the answer's followed by more (the chunks
+    appended since), else the answer's stands (the agent replaced it: the parts alone
+    cannot order the two). Applying the same answer again changes nothing."""
+    by_id = {_artifact_id(a): a for a in stored if _artifact_id(a) is not None}
+    result = [
+        by_id[key] if key in by_id and _extends(by_id[key], artifact) else artifact
+        for artifact, key in ((a, _artifact_id(a)) for a in answer)
+    ]
+    answered = {_artifact_id(a) for a in answer} - {None}
+    return result + [a for a in stored if a not in result and _artifact_id(a) not in answered]
+
+
+def _artifact_id(artifact: Any) -> str | None:
+    value = artifact.get("artifactId") if isinstance(artifact, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _extends(known: dict[str, Any], artifact: Any) -> bool:
+    """Whether ``known``'s parts are ``artifact``'s followed by more (or the same)."""
+    parts = artifact.get("parts") if isinstance(artifact, dict) else None
+    kept = known.get("parts")
+    if not isinstance(parts, list) or not isinstance(kept, list):
+        return False
+    return len(kept) >= len(parts) and kept[: len(parts)] == parts
 
 
 def drop(task: Task, target: CallTarget, reply: AgentReply | None, what: str = "send") -> None:
