@@ -52,3 +52,8 @@ class A2AConfig(AppConfig):
         # "Credentials"). Watched here, on the agents' saves: the registry does not know
         # dispatch.
         follow_policy.watch_credentials()
+        # The registry announces bulk changes of agents and keys (approve, disable, revoke:
+        # agent_profiles.signals.registry_changed); these modules drop what they cache of
+        # them (the registry cache, the face's tokens), connecting as they are imported.
+        from a2a import lookups  # noqa: F401
+        from a2a.face import context  # noqa: F401

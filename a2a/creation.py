@@ -38,6 +38,7 @@ from agent_profiles.matching import match_agent
 from agent_profiles.models import AgentProfile, Skill
 from platform_site import combined
 from platform_site.compiled_writes import insert_rows
+from platform_site.errors import PlatformError
 
 log = logging.getLogger(__name__)
 
@@ -293,7 +294,8 @@ def create_task(
     agent for the skill, and 409 when the key was used for a different request. An agent
     or skill deleted by another process while this one still had it cached breaks the
     INSERT's foreign key: the cache is dropped and the agent chosen once more from the
-    database (or the 400 a request naming what is gone gets).
+    database (or the 400 a request naming what is gone gets); the caller itself deleted
+    meanwhile is :class:`CallerGone` (401).
     ``watched``: the caller will follow it too (a stream, a push config; see ``build``);
     ``metadata``: more of the task's metadata (see ``build``); ``for_agent``: fits the
     message to the chosen agent (see ``build``).
@@ -330,7 +332,11 @@ def create_task(
             existing = existing_task(user, agent_caller, key)
             if existing is not None:
                 return same_request(existing, skill.id, input, agent_id)
-            if again or not foreign_key_violation(exc):
+            if not foreign_key_violation(exc):
+                raise
+            # The caller itself may be what is gone (deleted while a token cache held it).
+            refuse_if_caller_gone(user, agent_caller)
+            if again:
                 raise
             # Not the key: the agent (or skill) the registry cache still held was deleted
             # by another process. Choose once more from the database, which refuses as
@@ -352,6 +358,28 @@ def _store(new: NewTask) -> None:
         return
     with transaction.atomic():
         insert([new])
+
+
+class CallerGone(PlatformError):
+    """The caller (a user, an agent) was deleted after its token was checked: another
+    process deleted it while this one's token cache still held it (the A2A face's
+    ``A2A_FACE_AUTH_CACHE_SECONDS``), or while its request ran. Its token no longer
+    authenticates, and the new task's INSERT broke its creator's foreign key: 401, as the
+    caller's next request gets, not a 500."""
+
+    code = "authentication_failed"
+    status_code = 401
+
+
+def refuse_if_caller_gone(user: Any, agent_caller: AgentProfile | None) -> None:
+    """Raise :class:`CallerGone` if the user or agent creating a task no longer exists
+    (called after a broken foreign key only: two small reads on a rare path)."""
+    person = signed_in(user)
+    gone = (
+        person is not None and not type(person)._default_manager.filter(pk=person.pk).exists()
+    ) or (agent_caller is not None and not AgentProfile.objects.filter(pk=agent_caller.pk).exists())
+    if gone:
+        raise CallerGone("Invalid or revoked API token.")
 
 
 def foreign_key_violation(exc: IntegrityError) -> bool:

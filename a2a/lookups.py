@@ -4,16 +4,19 @@
 Every ``POST /api/tasks`` and every ``message:send`` of the A2A face needs the skill (its
 input schema) and the agents that may take it; both change rarely and are read on every
 creation. They are kept per process for ``A2A_REGISTRY_CACHE_SECONDS`` and dropped at once
-when this process saves or deletes a skill or an agent, or changes which skills an agent
-offers (Django signals). A change made in another process, or by a bulk ``update()``
-that sends no signal (the admin's approve/disable actions), is seen within that many
-seconds, except that a refusal is never taken from the cache: an unknown skill or agent
-is looked up again before the caller is told no (an agent registered on another daphne
-a moment ago can take a task at once). An agent or skill deleted in another process
-is still picked from the cache meanwhile: the new task's INSERT then breaks its foreign
-key, and :func:`a2a.creation.create_task` drops the cache (:func:`clear`) and chooses
-again from the database. The cached objects are shared between threads and must be
-treated as read-only.
+when this process saves or deletes a skill or an agent, changes which skills an agent
+offers (Django signals), or approves or disables agents (the admin's bulk actions,
+:mod:`agent_profiles.access`, announce it: :data:`~agent_profiles.signals.registry_changed`).
+A change made in another process is seen within that many seconds (a task given
+meanwhile to an agent disabled there goes to a worker whose claim reads the agent's status
+and does not send it, :mod:`a2a.agent_standing`; only a task claimed at birth, in an
+embedded platform, is sent with the cached agent), except that a refusal is never taken
+from the cache: an unknown skill or agent is looked up again before the caller is told no
+(an agent registered on another daphne a moment ago can take a task at once). An agent
+or skill deleted in another process is still picked from the cache meanwhile: the new
+task's INSERT then breaks its foreign key, and :func:`a2a.creation.create_task` drops the
+cache (:func:`clear`) and chooses again from the database. The cached objects are shared
+between threads and must be treated as read-only.
 
 The candidates' load (their active task counts, which the matcher weighs) is counted once
 per ``A2A_LOAD_CACHE_SECONDS`` per process instead of on every creation, and every task
@@ -39,6 +42,7 @@ from django.db.models.signals import m2m_changed, post_delete, post_save
 
 from agent_profiles.matching import active_counts
 from agent_profiles.models import AgentProfile, AgentStatus, Skill
+from agent_profiles.signals import registry_changed
 
 _lock = threading.Lock()
 _skills: dict[str, tuple[float, Skill | None]] = {}
@@ -190,3 +194,5 @@ for _model in (Skill, AgentProfile):
         _changed, sender=_model, dispatch_uid=f"a2a.lookups.delete.{_model.__name__}"
     )
 m2m_changed.connect(_changed, sender=AgentProfile.skills.through, dispatch_uid="a2a.lookups.m2m")
+# A bulk update of agents (approve, disable) sends no post_save: the registry says so.
+registry_changed.connect(_changed, dispatch_uid="a2a.lookups.registry_changed")

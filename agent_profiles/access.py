@@ -9,6 +9,11 @@ it sends :data:`access_revoked` after commit; the gateway's receiver closes the 
 (``gateway.receivers``). Deleting a live key or an agent (the admin's "Delete selected", a
 cascade) takes access away without passing here; the gateway's ``pre_delete`` receivers
 close those sockets (4401) the same way.
+
+Each of these is a bulk ``update()`` (no ``post_save``), so each also sends
+:data:`agent_profiles.signals.registry_changed` after commit: what a process caches of the
+agents (the registry cache of task creation, the A2A face's tokens) is dropped there at
+once, and a disabled agent is not given a new task by the process that disabled it.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from agent_profiles.models import AgentProfile, AgentStatus, ApiKey
+from agent_profiles.signals import registry_changed
 
 # Sent after commit with ``agent_id`` and ``reason`` ("disabled" or "key_revoked"): the
 # agent's open connections must close (4403 disabled, 4401 key revoked).
@@ -37,6 +43,13 @@ def _announce(agent_ids: Iterable[str], reason: str) -> None:
     )
 
 
+def _changed(agent_ids: Iterable[str]) -> None:
+    """After commit, tell this process's caches that these agents changed (see above)."""
+    ids = sorted(set(agent_ids))
+    if ids:
+        transaction.on_commit(lambda: registry_changed.send(AgentProfile, agent_ids=ids))
+
+
 def set_status(agents: QuerySet[AgentProfile], status: str) -> int:
     """Give ``agents`` a new status; agents leaving ``active`` lose their sockets.
 
@@ -48,6 +61,7 @@ def set_status(agents: QuerySet[AgentProfile], status: str) -> int:
         count = AgentProfile.objects.filter(pk__in=ids).update(
             status=status, updated_at=timezone.now()
         )
+        _changed(ids)  # an approved agent is a candidate at once too
         if status != AgentStatus.ACTIVE:
             _announce(ids, DISABLED)
     return count
@@ -63,6 +77,7 @@ def rotate_key(agent: AgentProfile) -> str:
     4401 (they were opened with a key that no longer works)."""
     with transaction.atomic():
         raw = agent.issue_key()
+        _changed([agent.pk])
         _announce([agent.pk], KEY_REVOKED)
     return raw
 
@@ -79,5 +94,6 @@ def revoke_keys(keys: QuerySet[ApiKey]) -> int:
         live = keys.filter(revoked_at__isnull=True)
         agent_ids = list(live.values_list("agent_id", flat=True))
         count = live.update(revoked_at=timezone.now())
+        _changed(agent_ids)
         _announce(agent_ids, KEY_REVOKED)
     return count

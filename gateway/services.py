@@ -16,12 +16,14 @@ import logging
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from a2a.hints import queue_processing_many
 from a2a.models import Task
 from a2a.states import TERMINAL_STATES, Transport
 from agent_profiles import keys
-from agent_profiles.models import AgentProfile, ApiKey
+from agent_profiles.models import AgentProfile, AgentStatus, ApiKey
 from gateway import frames, observe, presence
 from gateway.models import OPEN_STATUSES, Delivery, DeliveryKind, DeliveryStatus, Presence
 from gateway.notify import DELIVER_EVENT, expiry, group_send_to_agent, notify_on_commit
@@ -120,17 +122,28 @@ def assign_new_tasks(tasks: list[Task]) -> None:
     only transport), inside the creation transaction: ``a2a.creation`` calls this through
     the hand-off the gateway registers at app start (see :mod:`gateway.receivers`).
 
-    One presence read, one INSERT of the ``task.assign`` deliveries, one UPDATE of the
-    tasks whose agent is online (they arrive as ``offline``); the agents' connections are
-    told after commit, with the frame, so it leaves within milliseconds of the commit.
+    One read of the agents' status and presence, one INSERT of the ``task.assign``
+    deliveries, one UPDATE of the tasks whose agent is online (they arrive as
+    ``offline``); the agents' connections are told after commit, with the frame, so it
+    leaves within milliseconds of the commit.
+
+    The status is read here, in the creation transaction: the agent came from a registry
+    cache, which may still hold an agent another process disabled (or put back to pending)
+    a moment ago. Its task is not parked for an agent refused at connect (4403) until
+    ``OFFLINE_TASK_TTL``: it goes to the worker as an HTTP agent's does, whose claim moves
+    it to another active agent of the skill or ends it FAILED ``agent_inactive``.
     """
     agent_ids = {task.agent_id for task in tasks}
-    online = set(
-        presence.fresh_presence()
-        .filter(agent_id__in=agent_ids)
-        .values_list("agent_id", flat=True)
-        .distinct()
+    standing = dict(
+        AgentProfile.objects.filter(pk__in=agent_ids, status=AgentStatus.ACTIVE)
+        .annotate(online=Exists(presence.fresh_presence().filter(agent_id=OuterRef("pk"))))
+        .values_list("pk", "online")
     )
+    unable = [task for task in tasks if task.agent_id not in standing]
+    if unable:
+        _to_worker(unable)
+        tasks = [task for task in tasks if task.agent_id in standing]
+    online = {agent_id for agent_id, live in standing.items() if live}
     deliveries = []
     for task in tasks:
         delivery = Delivery(
@@ -146,6 +159,22 @@ def assign_new_tasks(tasks: list[Task]) -> None:
         task.transport = Transport.WEBSOCKET if task.agent_id in online else Transport.OFFLINE
         notify_on_commit(delivery, was_offline=task.transport == Transport.OFFLINE)
         observe.handed(str(task.pk), task.agent_id, "assign", str(task.transport), "no endpoint")
+
+
+def _to_worker(tasks: list[Task]) -> None:
+    """Give new tasks of agents that are no longer active to the worker (see
+    :func:`assign_new_tasks`): due now, as a new HTTP task is; started after commit."""
+    for task in tasks:
+        # A new task of an agent with no endpoint is offline until handed over: the verb
+        # of an offline task going back to A2A (rare: one UPDATE per task is fine).
+        task.back_to_http()
+        log.info(
+            "task %s not handed to the gateway: agent %s is not active (the worker moves it)",
+            task.pk,
+            task.agent_id,
+            extra={"task_id": str(task.pk), "agent_id": task.agent_id},
+        )
+    queue_processing_many([task.pk for task in tasks])
 
 
 def switch_to_gateway(task: Task, *, reason: str) -> str:

@@ -19,12 +19,14 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
+from django.db.models.signals import post_delete
 from django.http import HttpRequest
 
 from a2a.face.db import db_call
 from a2a.face.errors import Unauthenticated, VersionNotSupported
 from agent_profiles.authentication import AgentPrincipal, authenticate_bearer, bearer_token
 from agent_profiles.models import AgentStatus
+from agent_profiles.signals import registry_changed
 
 PROTOCOL_VERSION = "1.0"
 LEGACY_VERSION = "0.3"
@@ -152,7 +154,8 @@ def _recheck_seconds() -> float:
 class PrincipalCache:
     """Recently authenticated tokens (keyed by a hash, never the token), for
     ``A2A_FACE_AUTH_CACHE_SECONDS``: a revoked token keeps working at most that long in a
-    process. Failed lookups are not cached."""
+    process. Failed lookups are not cached. Dropped at once when this process deletes a
+    caller or its credential, or changes agents or keys in bulk (see ``_access_changed``)."""
 
     def __init__(self, size: int = 1024) -> None:
         self.size = size
@@ -192,12 +195,36 @@ class PrincipalCache:
                     self._entries.popitem(last=False)
         return principal
 
+    def forget(self, raw: str) -> None:
+        """Drop ``raw``'s entry (its caller turned out to be gone)."""
+        key = hashlib.sha256(raw.encode()).digest()
+        with self._lock:
+            self._entries.pop(key, None)
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
 
 
 principal_cache = PrincipalCache()
+
+
+def _access_changed(sender: Any, **kwargs: Any) -> None:
+    # A cached principal is a row read earlier: once a user, a token, an agent or a key is
+    # deleted in this process (the admin's "Delete selected", a cascade), or agents or
+    # keys change in bulk (no post_save), none is trusted for the rest of its time. A new
+    # task of a deleted caller broke its foreign key: a 500 where a 401 was due.
+    principal_cache.clear()
+
+
+for _model in (
+    settings.AUTH_USER_MODEL,
+    "agent_profiles.UserToken",
+    "agent_profiles.AgentProfile",
+    "agent_profiles.ApiKey",
+):
+    post_delete.connect(_access_changed, sender=_model, dispatch_uid=f"a2a.face.context.{_model}")
+registry_changed.connect(_access_changed, dispatch_uid="a2a.face.context.registry_changed")
 
 
 _VERSION_RE = re.compile(r"^(\d{1,4})(?:\.(\d{1,4}))?(?:\.\d{1,4})?$")

@@ -19,11 +19,11 @@ from django.db import IntegrityError, transaction
 
 from a2a import lookups, services
 from a2a.answer_parts import part_problem
-from a2a.creation import ForAgent, foreign_key_violation
+from a2a.creation import CallerGone, ForAgent, foreign_key_violation, refuse_if_caller_gone
 from a2a.face import hybrid, push_configs, queries, sse
-from a2a.face.context import CallContext
+from a2a.face.context import CallContext, principal_cache
 from a2a.face.db import db_call
-from a2a.face.errors import AgentNotFound, InvalidParams, UnsupportedOperation
+from a2a.face.errors import AgentNotFound, InvalidParams, Unauthenticated, UnsupportedOperation
 from a2a.face.ids import (
     MAX_CLIENT_ID,
     REFERENCED,
@@ -279,8 +279,19 @@ def send_and_attach(
 ) -> tuple[Task, int | None, dict[str, Any]]:
     """One database hop: authenticate, validate everything, then create the task (or
     answer one) and attach the push config that came with it. ``streaming``: the caller
-    streams the task (``SendStreamingMessage``)."""
+    streams the task (``SendStreamingMessage``). A caller deleted while this process's
+    token cache held it gets the 401 its token now gets, not a 500."""
     ctx.require_caller()
+    try:
+        return _send_and_attach(ctx, params, streaming=streaming)
+    except CallerGone:
+        principal_cache.forget(ctx.raw_token or "")
+        raise Unauthenticated("Invalid or revoked token.") from None
+
+
+def _send_and_attach(
+    ctx: CallContext, params: dict[str, Any], *, streaming: bool
+) -> tuple[Task, int | None, dict[str, Any]]:
     validate_send(params)
     config = params.get("configuration") or {}
     opt_int(config, "historyLength", low=0)
@@ -306,7 +317,10 @@ def send_and_attach(
             # Foreign keys are checked at the commit, where create_task's own second
             # choice cannot see it: the agent this process's registry cache still held was
             # deleted by another one. Nothing was written; choose again from the database.
-            if last or not foreign_key_violation(exc):
+            if not foreign_key_violation(exc):
+                raise
+            refuse_if_caller_gone(ctx.user, ctx.agent_caller)  # or the caller was
+            if last:
                 raise
             lookups.clear()
     raise AssertionError("not reached: the second attempt returns or raises")

@@ -13,14 +13,16 @@ import pytest
 from django.utils import timezone
 from starlette.responses import Response
 
-from a2a import reassign, services, worker
+from a2a import local_dispatch, reassign, services, worker
 from a2a.agent_standing import unable
 from a2a.exceptions import AgentInactive
 from a2a.face.errors import as_face_error, jsonrpc_error_body, rest_error_body
 from a2a.models import Task, TaskEvent
 from a2a.states import TaskState
 from agent_profiles import access
+from agent_profiles.exceptions import NoAgentAvailable
 from agent_profiles.models import AgentProfile, AgentStatus, Skill
+from tests.a2a.helpers import wait_for
 from tests.a2a.test_api import client_for
 from tests.support.scripted_agent import (
     COMPLETED,
@@ -100,6 +102,28 @@ def test_a_queued_task_of_an_inactive_agent_alone_ends_agent_inactive(
     }
     assert task.lease_until is None
     assert not task.next_action
+
+
+def test_an_agent_disabled_in_this_process_gets_no_new_task_at_once(
+    one: ScriptedAgent, make_user: Any, settings: Any
+) -> None:
+    """The admin's Disable (a bulk update, no post_save) drops this process's registry
+    cache: the embedded platform claims a new task at birth with the cached agent, whose
+    status said active, and sent it to the disabled agent. Now the next creation reads
+    the registry again: no active agent (400 no_agent), nothing sent."""
+    settings.A2A_HINT_QUEUE = False
+    user = make_user()
+    local_dispatch.start()
+    try:
+        for _ in range(2):  # the second fills the registry cache (the first read the card)
+            assert wait_for(start(user)).state == TaskState.COMPLETED
+        assert access.disable(agent_one()) == 1
+        with pytest.raises(NoAgentAvailable):
+            start(user)
+    finally:
+        local_dispatch.stop()
+    assert one.calls["send"] == 2
+    assert Task.objects.count() == 2
 
 
 def test_a_queued_task_of_a_disabled_agent_moves_to_another_agent(

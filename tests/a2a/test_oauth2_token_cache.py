@@ -112,6 +112,74 @@ def test_a_token_valid_for_20_seconds_is_reused_between_calls(
     assert guard.counts["/oauth/token"] == 1, (guard.counts["/oauth/token"], calls)
 
 
+# --- what the cache keeps -------------------------------------------------------------------
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The cache's clock, moved by hand; tokens of 60 kB living 10 s, fetched at no cost."""
+    now = [1000.0]
+    monkeypatch.setattr(credentials.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(credentials, "_fetch_token", lambda target, auth: ("t" * 60_000, 10.0))
+    return now
+
+
+def oauth_target(agent_id: str = "rotating", secret: str = "s", scopes: Any = ()) -> CallTarget:
+    auth = {
+        "type": "oauth2",
+        "tokenUrl": "https://idp.example/token",
+        "clientId": "c",
+        "clientSecret": secret,
+        "scopes": list(scopes),
+    }
+    return CallTarget(agent_id=agent_id, auth=auth)
+
+
+def key_of(target: CallTarget) -> tuple[str, ...]:
+    return credentials._cache_key(target, target.auth or {})
+
+
+def test_expired_tokens_and_replaced_credentials_are_not_kept(clock: list[float]) -> None:
+    """One entry per credential for the life of the process: 2,000 rotations of one
+    agent's client secret kept 2,000 tokens (120 MB), each long expired."""
+    for n in range(300):
+        credentials.oauth2_token(oauth_target(secret=f"secret-{n}"))
+        clock[0] += 20.0  # each token expired before the next rotation
+    assert len(credentials._tokens) == 1
+    # The tokens sent are recognised in echoes a while longer (a call may still run).
+    grace = credentials.SENT_TOKENS_GRACE
+    assert len(credentials._sent_tokens) <= grace / 20 + 1
+    credentials.oauth2_token(oauth_target(scopes=["read"]))  # other scopes replace it too
+    assert list(credentials._tokens) == [key_of(oauth_target(scopes=["read"]))]
+
+
+def test_a_replaced_credentials_tokens_are_still_recognised_for_a_while(
+    clock: list[float],
+) -> None:
+    """Redaction reads the tokens sent under the call's own credential: a call that
+    started before a rotation still has its token redacted, until the grace is over."""
+    old, new = oauth_target(secret="old"), oauth_target(secret="new")
+    credentials.oauth2_token(old)
+    clock[0] += 1.0
+    credentials.oauth2_token(new)
+    assert credentials.tokens_sent(old) == ("t" * 60_000,)
+    clock[0] += credentials.SENT_TOKENS_GRACE + 20.0
+    credentials.oauth2_token(oauth_target(agent_id="other"))
+    assert credentials.tokens_sent(old) == ()
+    assert key_of(new) not in credentials._tokens  # expired
+
+
+def test_each_table_keeps_at_most_its_limit_the_oldest_going_first(
+    clock: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(credentials, "TOKENS_LIMIT", 5)
+    for n in range(12):
+        credentials.oauth2_token(oauth_target(agent_id=f"agent-{n}"))
+    kept = {key[0] for key in credentials._tokens}
+    assert kept == {f"agent-{n}" for n in range(7, 12)}
+    assert {key[0] for key in credentials._sent_tokens} == kept
+
+
 # --- one fetch for calls at once ------------------------------------------------------------
 
 

@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from a2a.face.context import principal_cache
 from a2a.models import Task
-from agent_profiles.models import AgentProfile, AgentStatus
+from agent_profiles import access
+from agent_profiles.models import AgentProfile, AgentStatus, ApiKey
 from tests.a2a_face.conftest import FaceClient, error_reason
 
 pytestmark = pytest.mark.django_db
@@ -105,3 +107,28 @@ def test_a_disabled_agent_cannot_have_its_card_read_again(agent: Any) -> None:
     )
     assert response.status_code == 403, response.content
     assert response.json()["error"]["code"] == "agent_disabled"
+
+
+@pytest.mark.django_db(transaction=True)  # the announcement goes out on commit
+@pytest.mark.parametrize("change", ["disable", "revoke_keys", "rotate_key"])
+def test_the_admins_bulk_changes_take_a_callers_access_in_this_process_at_once(
+    settings: Any, skill: Any, agent: Any, make_agent: Any, change: str
+) -> None:
+    """Disable, Revoke selected and Rotate API key are bulk updates (no post_save): they
+    announce the change, and this process's token cache forgets its callers at once
+    instead of serving the cached (active) agent for A2A_FACE_AUTH_CACHE_SECONDS."""
+    settings.A2A_FACE_AUTH_CACHE_SECONDS = 5.0
+    principal_cache.clear()
+    caller = make_agent(skills=[skill], id="caller-agent")
+    assert _send(caller.raw_key, skill.id).status_code == 200  # its key is cached now
+    if change == "disable":
+        access.disable(AgentProfile.objects.filter(pk="caller-agent"))
+    elif change == "revoke_keys":
+        access.revoke_keys(ApiKey.objects.filter(agent_id="caller-agent"))
+    else:
+        access.rotate_key(caller)
+    try:
+        assert _send(caller.raw_key, skill.id).status_code == 401
+    finally:
+        principal_cache.clear()
+    assert Task.objects.filter(created_by_agent_id="caller-agent").count() == 1
