@@ -44,20 +44,25 @@ NOT_HEALTH = frozenset(
 )
 
 
-# Statuses of an ``agent_refused`` that show the agent read the request and refused what
-# it said. Others do not: 404, no such route (a wrong endpoint); 408, the request not read
-# in time; 410, the endpoint withdrawn; 407, 413, 431 and the like, often a proxy in front
-# that never reached the agent.
-READ_STATUSES = frozenset({400, 409, 422})
+# Statuses of an ``agent_refused`` that refuse what the request says: the agent (or the
+# proxy in front of it) is up and read it. What a request says is the caller's: a body too
+# large (413), of a type not taken (415) or headers too large (431) is refused by a limit
+# in front of a healthy agent as often as by the agent, and counted as a failed call, one
+# oversized message from any caller showed the agent unhealthy, out of matching until the
+# next check (task_actions' ``_CONTENT_REFUSALS`` treats them as refusals of content too).
+# Others do not: 404, no such route (a wrong endpoint); 408, the request not read in time;
+# 410, the endpoint withdrawn; 407, a proxy's credentials.
+READ_STATUSES = frozenset({400, 409, 413, 415, 422, 431})
 
 
 def answered_anyway(error: A2ACallError) -> bool:
     """Whether ``error`` is a refusal that proves the agent up and reading its requests:
-    an ``agent_refused`` of HTTP 400, 409 or 422, or a JSON-RPC error. Why: a person's
-    answer the agent refuses (HTTP 400 "market must be EU or UK") is the person's
-    mistake; recorded as a failed call, the agent showed unhealthy, "known unreachable" to
-    the matcher, which sent new work elsewhere (a polled agent's next ``GetTask`` cleared
-    it, a streamed agent's stayed). Credentials refused (401/403) keep their own code,
+    an ``agent_refused`` of :data:`READ_STATUSES` (HTTP 400, 409, 413, 415, 422, 431), or
+    a JSON-RPC error. Why: a person's answer the agent refuses (HTTP 400 "market must be
+    EU or UK"), or a caller's message too large for it (413), is the sender's doing;
+    recorded as a failed call, the agent showed unhealthy, "known unreachable" to the
+    matcher, which sent new work elsewhere (a polled agent's next ``GetTask`` cleared it,
+    a streamed agent's stayed). Credentials refused (401/403) keep their own code,
     ``agent_auth_failed``, and 5xx/429 are transient failures: both still count against
     the agent."""
     # A JSON-RPC error has no HTTP status: the agent's own answer.

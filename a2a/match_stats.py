@@ -3,6 +3,11 @@
 :mod:`agent_profiles.matching` scores agents by their load and recent results, which live
 in this app's rows; the registry must not import ``a2a``, so :class:`TaskTableStats` is
 registered with it at app start (``A2AConfig.ready``).
+
+Recent results judge the agent, so only outcomes it answers for count (:func:`judged`):
+a caller can send any agent tasks, and an agent can be its own caller. Without these
+limits an agent won matches with tasks it sent itself and completed at once, and a caller
+sank a rival's success by sending it tasks and cancelling them.
 """
 
 from __future__ import annotations
@@ -10,10 +15,37 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
-from django.db.models import Count
+from django.db.models import Count, F, Q, Window
+from django.db.models.functions import RowNumber
 
+from a2a import agent_standing
+from a2a.agent_registry import READ_STATUSES
 from a2a.models import Task
-from a2a.states import ACTIVE_STATES, TERMINAL_STATES, TaskState
+from a2a.states import ACTIVE_STATES, TaskState
+from a2a.transports.credentials import CREDENTIALS_UNREADABLE
+
+# Failures that are not the agent's doing: the platform's own (``internal_error``), an
+# operator's (``agent_inactive``: disabled, or its skill dropped, and no one to take the
+# task), or a send that called nothing (no endpoint, a credential the platform cannot
+# decrypt). A caller's input the agent refused is matched apart (:func:`judged`).
+NOT_THE_AGENTS = frozenset(
+    {"internal_error", agent_standing.CODE, "no_endpoint", CREDENTIALS_UNREADABLE}
+)
+
+
+def judged() -> Q:
+    """The finished tasks that say how well the agent works: COMPLETED, REJECTED, and
+    FAILED for its own reasons (its failure, an invalid output, a timeout, unreachable).
+    Not CANCELED (a person's or a caller's decision), nor the failures above, nor a send
+    the agent refused for what it says (``agent_refused`` of a content status or a
+    JSON-RPC error: the caller's input, as :func:`a2a.agent_registry.answered_anyway`
+    judges it for health)."""
+    refused_input = Q(error__code="agent_refused") & (
+        Q(error__details__httpStatus__in=sorted(READ_STATUSES))
+        | Q(error__details__httpStatus__isnull=True)
+    )
+    failed = Q(state=TaskState.FAILED) & ~Q(error__code__in=sorted(NOT_THE_AGENTS)) & ~refused_input
+    return Q(state__in=[TaskState.COMPLETED, TaskState.REJECTED]) | failed
 
 
 class TaskTableStats:
@@ -31,20 +63,33 @@ class TaskTableStats:
     def recent_outcomes(
         self, agent_ids: list[str], since: datetime, per_agent: int
     ) -> dict[str, list[tuple[bool, float]]]:
-        """Up to ``per_agent`` finished tasks per agent since ``since``, newest first:
-        (completed?, seconds from creation to the end)."""
+        """Up to ``per_agent`` judged tasks (:func:`judged`) per agent since ``since``,
+        newest first: (completed?, seconds from creation to the end).
+
+        An agent's own tasks (it was their caller) are left out: they prove nothing of
+        its work, and it could complete any number at once. Each agent gets its own
+        window (numbered per agent): one shared limit over all of them, newest first,
+        let a busy agent's tasks push every other agent's history out. One query;
+        matching runs it at most once per HISTORY_CACHE_SECONDS per set of candidates,
+        and it reads what the old shared limit had to sort anyway: the candidates'
+        finished tasks since ``since``.
+        """
         recent: dict[str, list[tuple[bool, float]]] = defaultdict(list)
         rows = (
-            Task.objects.filter(
-                agent_id__in=agent_ids, state__in=TERMINAL_STATES, state_changed_at__gte=since
+            Task.objects.filter(judged(), agent_id__in=agent_ids, state_changed_at__gte=since)
+            .exclude(created_by_agent=F("agent"))
+            .annotate(
+                rank=Window(
+                    RowNumber(),
+                    partition_by=F("agent_id"),
+                    order_by=[F("state_changed_at").desc(), F("id").desc()],
+                )
             )
-            .order_by("-state_changed_at")
-            .values_list("agent_id", "state", "created_at", "state_changed_at")[
-                : per_agent * max(1, len(agent_ids))
-            ]
+            .filter(rank__lte=per_agent)
+            .order_by("agent_id", "rank")
+            .values_list("agent_id", "state", "created_at", "state_changed_at")
         )
         for agent_id, state, created, changed in rows:
-            if len(recent[agent_id]) < per_agent:
-                done = state == TaskState.COMPLETED
-                recent[agent_id].append((done, (changed - created).total_seconds()))
+            done = state == TaskState.COMPLETED
+            recent[agent_id].append((done, (changed - created).total_seconds()))
         return dict(recent)

@@ -9,7 +9,9 @@ fit        0.25    domain match 0.6 + subdomain match 0.4 (against the requested
                    domain/subdomain, defaulting to the skill's); an agent that declares
                    no domain gets half marks for that part
 success    0.30    (completed + 1) / (finished + 2) over its last MATCH_WINDOW finished
-                   tasks of the last MATCH_WINDOW_DAYS days (a new agent scores 0.5)
+                   tasks of the last MATCH_WINDOW_DAYS days that it answers for (a new
+                   agent scores 0.5): not cancels, not tasks it created itself (see
+                   a2a.match_stats)
 load       0.20    1 / (1 + tasks it has in SUBMITTED or WORKING)
 latency    0.10    1 / (1 + mean seconds creation→COMPLETED / 10) over the same window
                    (0.5 without data)
@@ -65,7 +67,11 @@ class TaskStats(Protocol):
 
     def recent_outcomes(
         self, agent_ids: list[str], since: datetime, per_agent: int
-    ) -> dict[str, list[tuple[bool, float]]]: ...
+    ) -> dict[str, list[tuple[bool, float]]]:
+        """Up to ``per_agent`` finished tasks of each agent since ``since``, newest first:
+        (completed?, seconds from creation to the end). Only outcomes the agent answers
+        for: a caller (or the agent itself) must not be able to write its record."""
+        ...
 
 
 class _NoTasks:

@@ -2,8 +2,8 @@
 answered: it is reachable, and its health and place in matching stay. Recorded as a failed
 call, a streamed agent (no ``GetTask`` after the refusal to clear it) showed unhealthy,
 "known unreachable" to the matcher, which sent new work to another agent. Credentials
-refused, a route it lacks and 5xx still count against it (docs/registry.md "Agent
-health")."""
+refused, a route it lacks and 5xx still count against it; a body too large for it (413),
+a caller's doing, does not (docs/registry.md "Agent health")."""
 
 from __future__ import annotations
 
@@ -76,13 +76,32 @@ def test_a_refused_answer_leaves_the_agent_healthy(
         (A2APermanentError("JSON-RPC error -32602"), True),  # no HTTP status
         (A2APermanentError("HTTP 404: no such route", status=404), False),
         (A2APermanentError("HTTP 408", status=408), False),
-        (A2APermanentError("HTTP 413 from a proxy", status=413), False),
+        # What the request says is the caller's: a body or headers too large, a type not
+        # taken, refused by the agent or its proxy (tests/a2a/test_match_gaming.py).
+        (A2APermanentError("HTTP 413 from a proxy", status=413), True),
+        (A2APermanentError("HTTP 415", status=415), True),
+        (A2APermanentError("HTTP 431", status=431), True),
+        (A2APermanentError("HTTP 410", status=410), False),
         (A2AAuthError("HTTP 401", status=401), False),
         (A2AAuthError("HTTP 403", status=403), False),
         (A2ATransientError("HTTP 503", code="agent_http_error", status=503), False),
         (A2APermanentError("version", code="version_not_supported", status=400), False),
     ],
-    ids=["400", "422", "jsonrpc", "404", "408", "413", "401", "403", "503", "version"],
+    ids=[
+        "400",
+        "422",
+        "jsonrpc",
+        "404",
+        "408",
+        "413",
+        "415",
+        "431",
+        "410",
+        "401",
+        "403",
+        "503",
+        "version",
+    ],
 )
 def test_which_refusals_count_as_an_answer(
     make_agent: Any, error: A2ACallError, healthy: bool

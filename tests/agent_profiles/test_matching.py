@@ -6,14 +6,23 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.core.cache import cache
 from django.utils import timezone
 
 from a2a.models import Task
+from a2a.states import TaskState
 from agent_profiles.exceptions import NoAgentAvailable
-from agent_profiles.matching import WEIGHTS, match_agent
+from agent_profiles.matching import MATCH_WINDOW, WEIGHTS, match_agent, score_agents
 from gateway import presence
 
 pytestmark = pytest.mark.django_db
+
+COMPLETED, FAILED, CANCELED, REJECTED = (
+    TaskState.COMPLETED,
+    TaskState.FAILED,
+    TaskState.CANCELED,
+    TaskState.REJECTED,
+)
 
 
 @pytest.fixture
@@ -130,3 +139,111 @@ def test_when_every_agent_is_unreachable_one_is_still_picked(make_agent: Any, sk
     agent, breakdown = match_agent(skill)
     assert agent.id == "a-down"
     assert breakdown["terms"]["online"] == 0.0
+
+
+# --- only what the agent answers for counts (a2a.match_stats) ------------------------
+
+
+def _finish(skill: Any, agent: Any, n: int, state: str, **fields: Any) -> None:
+    """``n`` tasks of ``agent`` that ended in ``state`` an hour ago, 5 s after creation."""
+    end = timezone.now() - timedelta(hours=1)
+    for i in range(n):
+        Task.objects.create(
+            skill=skill,
+            agent=agent,
+            state=state,
+            created_at=end - timedelta(seconds=5 + i),
+            state_changed_at=end - timedelta(seconds=i),
+            **fields,
+        )
+
+
+def _rows(skill: Any) -> dict[str, dict[str, Any]]:
+    cache.clear()  # the matcher's history cache
+    return {r["agentId"]: r for r in score_agents(skill)}
+
+
+def test_an_agents_own_tasks_do_not_count(make_agent: Any, skill: Any) -> None:
+    """An agent is a caller too (its key on the A2A face): the tasks it sent itself and
+    completed at once won it the match over an agent with a real record."""
+    _finish(skill, make_agent(id="a-proven", skills=[skill]), 20, COMPLETED)
+    selfish = make_agent(id="b-selfish", skills=[skill])
+    _finish(skill, selfish, 50, COMPLETED, created_by_agent=selfish)
+    rows = _rows(skill)
+    assert rows["b-selfish"]["finishedTasks"] == 0
+    assert rows["b-selfish"]["terms"]["success"] == 0.5
+    assert match_agent(skill)[0].id == "a-proven"
+
+
+@pytest.mark.parametrize(
+    ("state", "error"),
+    [
+        (CANCELED, None),  # a caller's (or a person's) cancel
+        (FAILED, {"code": "agent_refused", "details": {"httpStatus": 400}}),  # bad input
+        (FAILED, {"code": "agent_refused", "details": {"httpStatus": 413}}),  # too large
+        (FAILED, {"code": "agent_refused", "details": None}),  # a JSON-RPC error
+        (FAILED, {"code": "agent_inactive", "details": None}),  # an operator's
+        (FAILED, {"code": "internal_error", "details": None}),  # the platform's
+    ],
+    ids=["canceled", "refused-400", "refused-413", "refused-jsonrpc", "inactive", "internal"],
+)
+def test_outcomes_the_agent_does_not_answer_for_do_not_count(
+    make_agent: Any, make_user: Any, skill: Any, state: str, error: Any
+) -> None:
+    """A caller sending a rival tasks and cancelling them (or sending input it refuses)
+    sank the rival's success from 0.95 to 0.21."""
+    agent = make_agent(id="a-agent", skills=[skill])
+    _finish(skill, agent, 20, COMPLETED)
+    before = _rows(skill)["a-agent"]["terms"]["success"]
+    _finish(skill, agent, 40, state, created_by=make_user("mallory"), error=error)
+    after = _rows(skill)["a-agent"]
+    assert after["terms"]["success"] == before
+    assert after["finishedTasks"] == 20
+
+
+@pytest.mark.parametrize(
+    ("state", "error"),
+    [
+        (FAILED, {"code": "agent_failed", "details": None}),
+        (FAILED, {"code": "output_invalid", "details": None}),
+        (FAILED, {"code": "timeout", "details": None}),
+        (FAILED, {"code": "agent_refused", "details": {"httpStatus": 404}}),  # wrong route
+        (FAILED, {"code": "agent_unreachable", "details": None}),
+        (REJECTED, {"code": "rejected", "details": None}),
+    ],
+    ids=["agent_failed", "output_invalid", "timeout", "refused-404", "unreachable", "rejected"],
+)
+def test_the_agents_own_failures_still_count(
+    make_agent: Any, skill: Any, state: str, error: Any
+) -> None:
+    agent = make_agent(id="a-agent", skills=[skill])
+    _finish(skill, agent, 4, state, error=error)
+    row = _rows(skill)["a-agent"]
+    assert row["finishedTasks"] == 4
+    assert row["terms"]["success"] == round(1 / 6, 4)
+
+
+def test_each_agent_keeps_its_own_window(make_agent: Any, make_user: Any, skill: Any) -> None:
+    """One shared limit over all candidates, newest first, let a busy agent's newer tasks
+    push every other agent's history out of the window."""
+    quiet = make_agent(id="a-quiet", skills=[skill])
+    busy = make_agent(id="b-busy", skills=[skill])
+    _finish(skill, quiet, MATCH_WINDOW, COMPLETED)
+    user = make_user("carol")
+    now = timezone.now()
+    for i in range(2 * MATCH_WINDOW):  # all newer than the quiet agent's
+        end = now - timedelta(seconds=i)
+        Task.objects.create(
+            skill=skill,
+            agent=busy,
+            created_by=user,
+            state=FAILED,
+            error={"code": "agent_failed", "details": None},
+            created_at=end - timedelta(seconds=1),
+            state_changed_at=end,
+        )
+    rows = _rows(skill)
+    assert rows["a-quiet"]["finishedTasks"] == MATCH_WINDOW
+    assert rows["b-busy"]["finishedTasks"] == MATCH_WINDOW
+    assert rows["a-quiet"]["terms"]["success"] == round((MATCH_WINDOW + 1) / (MATCH_WINDOW + 2), 4)
+    assert match_agent(skill)[0].id == "a-quiet"
