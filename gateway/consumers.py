@@ -7,8 +7,9 @@ agent carries "deliver now" hints from any process.
 Close codes: 4401 bad or missing key (or the key was revoked meanwhile), 4403 disabled
 agent, 4408 silent for a whole heartbeat timeout, 4429 too many bad frames, too many
 frames a second (:class:`FrameRate`) or too many connections of one agent, 1013 the
-platform cannot serve the agent now (try again later): its database or Redis failed while
-the key was checked or the session started, or Redis failed under an open connection.
+platform cannot serve the agent now (try again later): its database or Redis failed (or
+Redis did not answer in time: :mod:`platform_site.layer_calls`) while the key was checked
+or the session started, or Redis failed under an open connection.
 Daphne sends 1013 only with :mod:`gateway.daphne_close` installed.
 """
 
@@ -32,6 +33,7 @@ from gateway.limits import BadFrameLimiter, FrameRate
 from gateway.middleware import CLOSE_TRY_AGAIN
 from gateway.sessions import AccessLost, end_session
 from platform_site import logs
+from platform_site.layer_calls import within
 from platform_site.shielded import to_the_end
 
 log = logging.getLogger(__name__)
@@ -148,10 +150,13 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         self._forgotten = True
         local.discard(self)
         try:
-            await self.channel_layer.group_discard(
-                presence.agent_group(self.agent.id), self.channel_name
+            # Time-limited (a stalled Redis held the handler's end for its 30 s timeout).
+            await within(
+                self.channel_layer.group_discard(
+                    presence.agent_group(self.agent.id), self.channel_name
+                )
             )
-        except Exception:  # Redis down: the membership expires by itself
+        except Exception:  # Redis down or stalled: the membership expires by itself
             log.warning("gateway: group_discard failed for %s", self.agent, exc_info=True)
         try:
             await db(end_session)(self.channel_name)
@@ -271,7 +276,13 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         self.joined_at = asyncio.get_running_loop().time()
         # Group first, presence second, outbox last: a push committed before the outbox
         # read is found by it, and one committed after finds the connection in the group.
-        await self.channel_layer.group_add(presence.agent_group(agent.id), self.channel_name)
+        # Time-limited: with Redis stalled (connections open, no answer) the join waited
+        # the layer's 30 s socket timeout, the accepted socket stayed silent (no pong, no
+        # 1013) and held a start-gate place, holding up other agents' starts. A timeout is
+        # refused "try again" as a refused connection is (:meth:`_start`).
+        await within(
+            self.channel_layer.group_add(presence.agent_group(agent.id), self.channel_name)
+        )
         client = self.scope.get("client") or ("", 0)
         self.remote_addr = str(client[0] or "")
         owed = await db(services.start_session)(agent, self.channel_name, self.remote_addr)
@@ -281,16 +292,19 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
             await self._deliver(str(delivery_id), resend=True)
 
     async def rejoin_group(self) -> None:
+        """Join the agent's group again (the heartbeat tick's re-joins); raises
+        :class:`TimeoutError` when Redis does not answer in time, as it raises when Redis
+        refuses: the rest of the tick's re-joins wait for the next tick."""
         if self.agent is not None:
-            await self.channel_layer.group_add(
-                presence.agent_group(self.agent.id), self.channel_name
+            await within(
+                self.channel_layer.group_add(presence.agent_group(self.agent.id), self.channel_name)
             )
 
     async def resume(self) -> None:
         """Presence was re-registered after the sweep had dropped it (see
         :meth:`gateway.connections.LocalConnections.sweep_once`): look at the outbox, in
         this connection's own handler so its frames stay in order."""
-        await self.channel_layer.send(self.channel_name, {"type": "gateway.resume"})
+        await within(self.channel_layer.send(self.channel_name, {"type": "gateway.resume"}))
 
     async def _auth_expired(self) -> None:
         if self.agent is None:

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
@@ -35,6 +35,7 @@ from a2a.face.serializers import task_json
 from a2a.face.stream_slots import Slot
 from a2a.models import Task, TaskMessage
 from a2a.states import INTERRUPTED_STATES, TERMINAL_STATES
+from platform_site.layer_calls import within
 from platform_site.layer_loop import sender
 
 log = logging.getLogger(__name__)
@@ -166,12 +167,18 @@ class Subscription:
             # before this is in that snapshot; one after says watched and reads the mark.
             await db_call(Task.watch)(self.task_id)
         try:
-            self.channel = await self.layer.new_channel()
-            await self.layer.group_add(self.group, self.channel)
+            # Time-limited: a stalled Redis (connections open, no answer) held the join for
+            # the layer's 30 s socket timeout, and the caller had no byte meanwhile though
+            # its task was made. A join that timed out may land when Redis wakes: the
+            # channel, never read, then gets this task's events until the group expires
+            # (channels_redis keeps a bounded few of them).
+            self.channel = await within(self.layer.new_channel())
+            await within(self.layer.group_add(self.group, self.channel))
         except Exception as exc:
-            # The shared layer (Redis) is away. The caller's task may exist already (a
-            # blocking send, a stream's send): refused now, the client would send it again
-            # and the agent get the work twice. The row is the truth: it is re-read instead.
+            # The shared layer (Redis) is away or stalled. The caller's task may exist
+            # already (a blocking send, a stream's send): refused now, the client would
+            # send it again and the agent get the work twice. The row is the truth: it is
+            # re-read instead.
             log.warning(
                 "task %s: no channel layer (%s); its stream re-reads the task every %s s",
                 self.task_id,
@@ -231,24 +238,33 @@ class Subscription:
         if self.local:
             local_bus.remove(self.group, self.loop, self.queue)
             return
+        # Each layer call time-limited: a stream that sent its final event stayed open
+        # until a stalled Redis answered (suppress() catches failures, not waits).
+        answered = True
         if self.channel is not None:
-            with contextlib.suppress(Exception):
-                await self.layer.group_discard(self.group, self.channel)
+            # Unanswered, the membership expires with the group.
+            answered = await _closing_call(self.layer.group_discard(self.group, self.channel))
         if self._reader is not None:
-            await self._stop_reader(self._reader)
+            await self._stop_reader(self._reader, layer_away=not answered)
 
-    async def _stop_reader(self, reader: asyncio.Task[None]) -> None:
+    async def _stop_reader(self, reader: asyncio.Task[None], *, layer_away: bool) -> None:
         """End the reader by a message, not by cancelling it: the reader of any channel of
         this process may be the one popping the process's shared Redis list, and a receive
         cancelled between its pop and its hand-over loses what it popped, which may have
         been another stream's event. Cancelled only if the message does not come back in
-        :data:`CLOSE_WAIT` (the layer is away: it holds nothing to lose then)."""
+        :data:`CLOSE_WAIT`, or cannot be sent in it, or ``layer_away`` (the group leave
+        timed out): the layer is away or stalled, it holds nothing to lose then."""
         assert self.channel is not None
+        if layer_away:
+            reader.cancel()
+            return
         # A reader already ended (its loop's close cancelled it) is sent nothing: the
         # message would lie in the process's shared Redis queue for some other reader.
-        if not reader.done():
-            with contextlib.suppress(Exception):
-                await self.layer.send(self.channel, {"type": CLOSE_TYPE})
+        if not reader.done() and not await _closing_call(
+            self.layer.send(self.channel, {"type": CLOSE_TYPE})
+        ):
+            reader.cancel()
+            return
         done, _ = await asyncio.wait({reader}, timeout=CLOSE_WAIT)
         if not done:
             reader.cancel()
@@ -261,6 +277,19 @@ class Subscription:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+async def _closing_call(call: Awaitable[Any]) -> bool:
+    """Run a closing subscription's layer call; False if the layer did not answer it in
+    :data:`CLOSE_WAIT` (stalled). A failure counts as answered, as it always did: Redis
+    refused it, and the reader's receive fails as fast."""
+    try:
+        await within(call, CLOSE_WAIT)
+    except TimeoutError:
+        return False
+    except Exception as exc:
+        log.debug("a closing subscription's layer call failed: %s", exc)
+    return True
 
 
 async def _cancel_until_done(receive: asyncio.Future[Any]) -> None:
