@@ -54,8 +54,15 @@ _alive: tuple[float, bool] = (0.0, False)
 
 
 def _redis() -> redis.Redis:
-    # Longer than BLPOP's one-second wait.
+    # The listener's: longer than BLPOP's one-second wait.
     return redis_clients.shared(socket_timeout=5.0)
+
+
+def _sender() -> redis.Redis:
+    # A sender's: it publishes after the commit of a request that creates a task, which
+    # waits for it. An RPUSH answers in a millisecond; a stalled Redis (a frozen host, a
+    # partition: connections open, no answer) cost each creation five seconds.
+    return redis_clients.shared(socket_timeout=1.0)
 
 
 def key() -> str:
@@ -94,8 +101,9 @@ def publish(task_ids: list[Any]) -> bool:
     Celery message instead (not distributed, no listener alive, Redis failing)."""
     if not task_ids or not enabled():
         return False
+    global _alive
     try:
-        client = _redis()
+        client = _sender()
         if not _listener_alive(client):
             return False
         pipe = client.pipeline(transaction=False)
@@ -104,6 +112,8 @@ def publish(task_ids: list[Any]) -> bool:
         pipe.execute()
     except redis.RedisError as exc:
         log.warning("could not publish %d hint(s) to Redis: %s", len(task_ids), exc)
+        # The next senders go to Celery for a while, not each through the same wait.
+        _alive = (time.monotonic(), False)
         return False
     return True
 

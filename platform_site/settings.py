@@ -482,6 +482,20 @@ GATEWAY_SWEEP_INTERVAL = envfloat("GATEWAY_SWEEP_INTERVAL", 30.0, positive=True)
 # --- Celery and Channels --------------------------------------------------------------
 if DISTRIBUTED:
     CELERY_BROKER_URL = REDIS_URL
+    # A stalled Redis (a frozen host, a partition: connections open, no answer) held a
+    # publish for as long as it lasted (kombu reads without a timeout by default), and so
+    # every request that creates a task, which publishes its hint after the commit. Now a
+    # publish gives up in seconds ("the sweep will": the row is the truth). Longer than
+    # the consumer's 1 s BRPOP.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_timeout": 2.0, "socket_connect_timeout": 2.0}
+    # One retry (a connection Redis dropped, then a new one), not kombu's three: each
+    # waits out the socket timeout when Redis stalls.
+    CELERY_TASK_PUBLISH_RETRY_POLICY = {
+        "max_retries": 1,
+        "interval_start": 0,
+        "interval_step": 0.2,
+        "interval_max": 0.2,
+    }
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",

@@ -179,11 +179,78 @@ def test_when_redis_fails_the_sender_falls_back_to_celery(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     down = redis.Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=0.5)
-    monkeypatch.setattr(hint_queue, "_redis", lambda: down)
+    monkeypatch.setattr(hint_queue, "_sender", lambda: down)
     hint_queue.forget_listeners()
     monkeypatch.setattr(hint_queue, "_listener_alive", lambda client: True)
     assert hint_queue.publish([uuid.uuid4()]) is False
     assert "could not publish" in caplog.text
+
+
+def test_a_stalled_redis_holds_a_sender_a_second_then_none_for_a_while(
+    monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    """A stalled Redis (connections open, no answer) held each task's creation for the
+    sender's read timeout; now one second, and the senders after it go to Celery at once
+    for a while (they would each wait the same second)."""
+    from platform_site import redis_clients
+    from tests.support.processes import redis_server
+    from tests.support.redis_stall import stalled
+
+    with redis_server() as server:
+        settings.REDIS_URL = server.url
+        monkeypatch.setattr(redis_clients, "_clients", {})
+        hint_queue.forget_listeners()
+        hint_queue.Listener(threads=1)._mark(redis.Redis.from_url(server.url))
+        assert hint_queue.publish([uuid.uuid4()]) is True  # connected, a listener alive
+        monkeypatch.setattr(hint_queue, "CHECK_SECONDS", 0.0)  # each publish reads Redis
+        with stalled(server):
+            started = time.monotonic()
+            assert hint_queue.publish([uuid.uuid4()]) is False
+            first = time.monotonic() - started
+            monkeypatch.setattr(hint_queue, "CHECK_SECONDS", 30.0)
+            started = time.monotonic()
+            assert hint_queue.publish([uuid.uuid4()]) is False
+            second = time.monotonic() - started
+    hint_queue.forget_listeners()
+    assert first < 3.0, first
+    assert second < 0.5, second
+
+
+def test_a_stalled_broker_gives_a_celery_message_up_in_seconds() -> None:
+    """kombu reads without a timeout by default: a publish to a stalled Redis waited as
+    long as the stall did, and with it every request creating a task (its hint goes out
+    after the commit, as a Celery message when no listener takes it). The settings'
+    socket timeout and retry policy bound it; the sweep starts the task."""
+    import threading
+
+    from celery import Celery
+
+    from tests.support.processes import redis_server
+    from tests.support.redis_stall import stalled
+
+    outcome: list[BaseException | None] = []
+    with redis_server() as server:
+        app = Celery("stalled-broker")
+        app.config_from_object("django.conf:settings", namespace="CELERY")
+        app.conf.broker_url = server.url
+        app.send_task("a2a.process", args=[str(uuid.uuid4())])  # connected
+
+        def publish() -> None:
+            try:
+                app.send_task("a2a.process", args=[str(uuid.uuid4())])
+                outcome.append(None)
+            except Exception as exc:
+                outcome.append(exc)
+
+        with stalled(server):
+            sender = threading.Thread(target=publish, daemon=True)
+            sender.start()
+            sender.join(timeout=20)
+        sender.join(timeout=10)  # the stall over: an unbounded publish ends now, too late
+        app.close()
+    assert len(outcome) == 1
+    assert outcome[0] is not None, "the publish waited out the stall"
+    assert "Timeout" in str(outcome[0]), outcome
 
 
 def test_switched_off_it_declines(monkeypatch: pytest.MonkeyPatch) -> None:
