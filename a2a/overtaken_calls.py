@@ -36,6 +36,7 @@ from django.db import connection, transaction
 from a2a import transports
 from a2a.exceptions import A2ACallError
 from a2a.models import Task
+from a2a.question_memory import reported_artifacts
 from a2a.states import TERMINAL_STATES
 from a2a.transports.base import AgentReply
 from a2a.transports.quoting import quoted
@@ -96,22 +97,27 @@ def pushed_meanwhile(task: Task, artifacts: Any) -> Any:
     task.artifacts = stored
     if not isinstance(artifacts, list) or not artifacts:
         return artifacts  # none in the answer: those stored are kept, as on every path
-    return merged(artifacts, stored)
+    # Not a question's artifacts a person answered (LangGraph asks in an ``Interrupt``
+    # artifact, and leaves it out of its tasks once answered): kept, the old question
+    # joined the result's output (failed output_invalid) and the next question.
+    return merged(artifacts, stored, reported_artifacts(task))
 
 
-def merged(answer: list[Any], stored: list[Any]) -> list[Any]:
+def merged(answer: list[Any], stored: list[Any], keepable: list[Any] | None = None) -> list[Any]:
     """``answer``'s artifacts, with ``stored`` ones the agent pushed after it took that
-    snapshot: one the answer lacks is kept (after the answer's); of one both hold, the
-    stored one is kept when its parts are the answer's followed by more (the chunks
-    appended since), else the answer's stands (the agent replaced it: the parts alone
-    cannot order the two). Applying the same answer again changes nothing."""
+    snapshot: one the answer lacks is kept (after the answer's) when ``keepable`` holds
+    it (default: any); of one both hold, the stored one is kept when its parts are the
+    answer's followed by more (the chunks appended since), else the answer's stands (the
+    agent replaced it: the parts alone cannot order the two). Applying the same answer
+    again changes nothing."""
     by_id = {_artifact_id(a): a for a in stored if _artifact_id(a) is not None}
     result = [
         by_id[key] if key in by_id and _extends(by_id[key], artifact) else artifact
         for artifact, key in ((a, _artifact_id(a)) for a in answer)
     ]
     answered = {_artifact_id(a) for a in answer} - {None}
-    return result + [a for a in stored if a not in result and _artifact_id(a) not in answered]
+    kept = stored if keepable is None else keepable
+    return result + [a for a in kept if a not in result and _artifact_id(a) not in answered]
 
 
 def _artifact_id(artifact: Any) -> str | None:

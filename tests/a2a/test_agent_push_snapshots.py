@@ -253,3 +253,66 @@ def test_a_task_not_followed_by_pushes_costs_no_read(
     task.metadata = {**(task.metadata or {}), "followedBy": "push"}
     with django_assert_num_queries(1):
         assert overtaken_calls.pushed_meanwhile(task, answer) == answer
+
+
+# A question asked in an artifact (LangGraph's ``Interrupt``), answered by a person: the
+# agent leaves it out of its task from then on, and the merge must not bring it back.
+QUESTION_ARTIFACT = {"artifactId": "interrupt", "parts": [{"data": {"question": "Ship it?"}}]}
+
+
+def _answered_in_artifacts(make_skill: Any, make_agent: Any, make_user: Any, **skill: Any) -> Task:
+    """A pushed task at work again after a person answered its artifact's question."""
+    from a2a import services
+    from a2a.question_memory import wait_ended
+
+    chosen = make_skill(**skill)
+    make_agent(skills=[chosen])
+    task = services.create_task(skill_id=chosen.id, input={"product": "lamp"}, user=make_user())
+    task.artifacts = [QUESTION_ARTIFACT]
+    metadata = wait_ended(task, {**(task.metadata or {}), "followedBy": "push"})
+    Task.objects.filter(pk=task.pk).update(
+        state=TaskState.WORKING,
+        remote_task_id="t1",
+        artifacts=[QUESTION_ARTIFACT],
+        metadata=metadata,
+    )
+    return fresh(task)
+
+
+@pytest.mark.django_db
+def test_an_answered_questions_artifact_the_answer_left_out_stays_out(
+    make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    from a2a.agent_updates import apply_agent_reply
+
+    schema = {
+        "type": "object",
+        "properties": {"verdict": {"type": "string"}},
+        "required": ["verdict"],
+        "additionalProperties": False,
+    }
+    task = _answered_in_artifacts(make_skill, make_agent, make_user, output_schema=schema)
+    result = {"artifactId": "result", "parts": [{"data": {"verdict": "pass"}}]}
+    answer = {"id": "t1", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}}
+    apply_agent_reply(task, task_json={**answer, "artifacts": [result]}, message=None, via="a2a")
+    task = fresh(task)
+    assert (task.state, task.output, task.artifacts) == (
+        TaskState.COMPLETED,
+        {"verdict": "pass"},
+        [result],
+    )
+
+
+@pytest.mark.django_db
+def test_a_second_question_in_artifacts_is_not_mixed_with_the_answered_one(
+    make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    from a2a.agent_updates import apply_agent_reply
+
+    task = _answered_in_artifacts(make_skill, make_agent, make_user)
+    second = {"artifactId": "interrupt-2", "parts": [{"data": {"question": "Which colour?"}}]}
+    answer = {"id": "t1", "contextId": "c", "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}
+    apply_agent_reply(task, task_json={**answer, "artifacts": [second]}, message=None, via="a2a")
+    task = fresh(task)
+    assert task.state == TaskState.INPUT_REQUIRED
+    assert task.question["parts"] == second["parts"]
