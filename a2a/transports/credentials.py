@@ -66,22 +66,23 @@ TOKENS_REMEMBERED = 3
 TOKEN_ENDPOINT_UNAVAILABLE = "token_endpoint_unavailable"
 
 # The tokens fetched per credential (agent, tokenUrl, clientId, secret digest, scopes) and
-# until when each is used; the tokens last sent per credential and until when they are
-# recognised. A token may be up to TOKEN_MAX_BYTES long, so neither table keeps what no
-# call needs (:func:`_keep`): expired entries go, a credential replaced (a rotated
-# secret, other scopes) loses its token at once, and each table holds at most
-# TOKENS_LIMIT entries (the oldest go first). 2,000 rotations of one agent's secret kept
-# 2,000 tokens (120 MB of 60 kB tokens) for the life of the process.
+# until when each is used; the tokens last sent per credential. A token may be up to
+# TOKEN_MAX_BYTES long, so neither table keeps what no call needs (:func:`_keep`): an
+# expired token goes, a credential replaced (a rotated secret, other scopes) loses its
+# token at once, and each table holds at most TOKENS_LIMIT entries (the oldest go first).
+# 2,000 rotations of one agent's secret kept 2,000 tokens (120 MB of 60 kB tokens) for
+# the life of the process.
 _tokens: dict[tuple[str, ...], tuple[str, float]] = {}
-_sent_tokens: dict[tuple[str, ...], tuple[float, tuple[str, ...]]] = {}
+_sent_tokens: dict[tuple[str, ...], tuple[str, ...]] = {}
 _tokens_lock = threading.Lock()
 # Entries per table: far more OAuth2 credentials than a registry has; past it the oldest
 # go (their next call fetches a token again).
 TOKENS_LIMIT = 1000
-# Seconds the tokens sent under a credential are still recognised in an echo after the
-# last one expired (or the credential was replaced): a call that sent one may still be
-# running, and its answer is redacted when it ends.
-SENT_TOKENS_GRACE = 600.0
+# The tokens sent are recognised in an echo (redaction reads them when a call ends) under
+# the newest few credentials of one client (agent, tokenUrl, clientId), not for a time: a
+# call started under a secret since rotated, a stream or a held send, may end days later
+# (its task's timeout), and its answer must still be redacted.
+SENT_CREDENTIALS_KEPT = 3
 
 
 class _Flight:
@@ -205,7 +206,7 @@ def tokens_sent(target: CallTarget) -> tuple[str, ...]:
     what :func:`a2a.transports.redaction.redactor` must recognise in an echo."""
     auth = target.auth if isinstance(target.auth, dict) else {}
     with _tokens_lock:
-        return _sent_tokens.get(_cache_key(target, auth), (0.0, ()))[1]
+        return _sent_tokens.get(_cache_key(target, auth), ())
 
 
 def kept_for(lifetime: float) -> float:
@@ -261,12 +262,12 @@ def _keep(key: tuple[str, ...], token: str, until: float) -> None:
     client = key[:3]  # agent, tokenUrl, clientId: a new secret or scopes replace the old
     for old in [k for k, (_, u) in _tokens.items() if u <= now or (k[:3] == client and k != key)]:
         del _tokens[old]
-    for old in [k for k, (u, _) in _sent_tokens.items() if u <= now]:
-        del _sent_tokens[old]
-    sent = _sent_tokens.pop(key, (0.0, ()))[1]
+    sent = _sent_tokens.pop(key, ())
     _tokens.pop(key, None)  # put again, it goes last: the oldest stay first
     _tokens[key] = (token, until)
-    _sent_tokens[key] = (until + SENT_TOKENS_GRACE, (token, *sent)[:TOKENS_REMEMBERED])
+    _sent_tokens[key] = (token, *sent)[:TOKENS_REMEMBERED]
+    for old in [k for k in _sent_tokens if k[:3] == client][:-SENT_CREDENTIALS_KEPT]:
+        del _sent_tokens[old]
     for table in (_tokens, _sent_tokens):
         for old in list(itertools.islice(table, max(0, len(table) - TOKENS_LIMIT))):
             del table[old]

@@ -146,27 +146,32 @@ def test_expired_tokens_and_replaced_credentials_are_not_kept(clock: list[float]
         credentials.oauth2_token(oauth_target(secret=f"secret-{n}"))
         clock[0] += 20.0  # each token expired before the next rotation
     assert len(credentials._tokens) == 1
-    # The tokens sent are recognised in echoes a while longer (a call may still run).
-    grace = credentials.SENT_TOKENS_GRACE
-    assert len(credentials._sent_tokens) <= grace / 20 + 1
+    # The tokens sent under the last few secrets are recognised in echoes (a call may
+    # still run), no more.
+    assert len(credentials._sent_tokens) == credentials.SENT_CREDENTIALS_KEPT
     credentials.oauth2_token(oauth_target(scopes=["read"]))  # other scopes replace it too
     assert list(credentials._tokens) == [key_of(oauth_target(scopes=["read"]))]
 
 
-def test_a_replaced_credentials_tokens_are_still_recognised_for_a_while(
+def test_a_replaced_credentials_tokens_are_still_recognised_however_long_its_call(
     clock: list[float],
 ) -> None:
-    """Redaction reads the tokens sent under the call's own credential: a call that
-    started before a rotation still has its token redacted, until the grace is over."""
+    """Redaction reads the tokens sent under the call's own credential when the call
+    ends: a stream or a held send started before a rotation may end days later (its
+    task's timeout), and its token must still be redacted then; until more rotations
+    than SENT_CREDENTIALS_KEPT went by."""
     old, new = oauth_target(secret="old"), oauth_target(secret="new")
     credentials.oauth2_token(old)
     clock[0] += 1.0
     credentials.oauth2_token(new)
-    assert credentials.tokens_sent(old) == ("t" * 60_000,)
-    clock[0] += credentials.SENT_TOKENS_GRACE + 20.0
+    clock[0] += 7 * 24 * 3600.0
     credentials.oauth2_token(oauth_target(agent_id="other"))
-    assert credentials.tokens_sent(old) == ()
+    assert credentials.tokens_sent(old) == ("t" * 60_000,)
     assert key_of(new) not in credentials._tokens  # expired
+    for n in range(credentials.SENT_CREDENTIALS_KEPT - 1):
+        credentials.oauth2_token(oauth_target(secret=f"later-{n}"))
+    assert credentials.tokens_sent(old) == ()
+    assert credentials.tokens_sent(new) == ("t" * 60_000,)
 
 
 def test_each_table_keeps_at_most_its_limit_the_oldest_going_first(
