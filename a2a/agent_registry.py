@@ -45,19 +45,20 @@ NOT_HEALTH = frozenset(
 
 
 # Statuses of an ``agent_refused`` that refuse what the request says: the agent (or the
-# proxy in front of it) is up and read it. What a request says is the caller's: a body too
-# large (413), of a type not taken (415) or headers too large (431) is refused by a limit
-# in front of a healthy agent as often as by the agent, and counted as a failed call, one
-# oversized message from any caller showed the agent unhealthy, out of matching until the
-# next check (task_actions' ``_CONTENT_REFUSALS`` treats them as refusals of content too).
-# Others do not: 404, no such route (a wrong endpoint); 408, the request not read in time;
-# 410, the endpoint withdrawn; 407, a proxy's credentials.
-READ_STATUSES = frozenset({400, 409, 413, 415, 422, 431})
+# proxy in front of it) is up and read it. What a request says is the sender's: a body too
+# large (413, a caller's message) is refused by a limit in front of a healthy agent as
+# often as by the agent, and counted as a failed call, one oversized message from any
+# caller showed the agent unhealthy, out of matching until the next check. Not 415 nor
+# 431: the platform's own content type and headers (its credential among them), which no
+# caller sets; an agent refusing them refuses every call. Others do not either: 404, no
+# such route (a wrong endpoint); 408, the request not read in time; 410, the endpoint
+# withdrawn; 407, a proxy's credentials.
+READ_STATUSES = frozenset({400, 409, 413, 422})
 
 
 def answered_anyway(error: A2ACallError) -> bool:
     """Whether ``error`` is a refusal that proves the agent up and reading its requests:
-    an ``agent_refused`` of :data:`READ_STATUSES` (HTTP 400, 409, 413, 415, 422, 431), or
+    an ``agent_refused`` of :data:`READ_STATUSES` (HTTP 400, 409, 413, 422), or
     a JSON-RPC error. Why: a person's answer the agent refuses (HTTP 400 "market must be
     EU or UK"), or a caller's message too large for it (413), is the sender's doing;
     recorded as a failed call, the agent showed unhealthy, "known unreachable" to the

@@ -40,9 +40,17 @@ def judged() -> Q:
     the agent refused for what it says (``agent_refused`` of a content status or a
     JSON-RPC error: the caller's input, as :func:`a2a.agent_registry.answered_anyway`
     judges it for health)."""
+    read = sorted(READ_STATUSES)
+    # A refused send that waited offline for a gateway connection that never came ended
+    # with the refusal as its last answer (a2a.deadlines: details.lastAnswer): its status
+    # is there. No status anywhere: a JSON-RPC error, the agent's answer to the input.
+    # Each IN under its own IS NOT NULL: a missing key's IN is NULL, and NULL OR FALSE,
+    # negated below, left the task out of both sides (SQL's three-valued logic).
+    top, last = "error__details__httpStatus", "error__details__lastAnswer__details__httpStatus"
     refused_input = Q(error__code="agent_refused") & (
-        Q(error__details__httpStatus__in=sorted(READ_STATUSES))
-        | Q(error__details__httpStatus__isnull=True)
+        Q(**{f"{top}__isnull": False, f"{top}__in": read})
+        | Q(**{f"{top}__isnull": True})
+        & (Q(**{f"{last}__isnull": False, f"{last}__in": read}) | Q(**{f"{last}__isnull": True}))
     )
     failed = Q(state=TaskState.FAILED) & ~Q(error__code__in=sorted(NOT_THE_AGENTS)) & ~refused_input
     return Q(state__in=[TaskState.COMPLETED, TaskState.REJECTED]) | failed

@@ -76,11 +76,12 @@ def test_a_refused_answer_leaves_the_agent_healthy(
         (A2APermanentError("JSON-RPC error -32602"), True),  # no HTTP status
         (A2APermanentError("HTTP 404: no such route", status=404), False),
         (A2APermanentError("HTTP 408", status=408), False),
-        # What the request says is the caller's: a body or headers too large, a type not
-        # taken, refused by the agent or its proxy (tests/a2a/test_match_gaming.py).
+        # A body too large is the caller's message, refused by the agent or its proxy
+        # (tests/a2a/test_match_gaming.py); the content type and headers (the credential
+        # among them) are the platform's own: refused, every call is.
         (A2APermanentError("HTTP 413 from a proxy", status=413), True),
-        (A2APermanentError("HTTP 415", status=415), True),
-        (A2APermanentError("HTTP 431", status=431), True),
+        (A2APermanentError("HTTP 415", status=415), False),
+        (A2APermanentError("HTTP 431", status=431), False),
         (A2APermanentError("HTTP 410", status=410), False),
         (A2AAuthError("HTTP 401", status=401), False),
         (A2AAuthError("HTTP 403", status=403), False),

@@ -175,6 +175,12 @@ def test_an_agents_own_tasks_do_not_count(make_agent: Any, skill: Any) -> None:
     assert match_agent(skill)[0].id == "a-proven"
 
 
+def _offline(status: int) -> dict[str, Any]:
+    """The details of a refused send that waited offline in vain (a2a.deadlines)."""
+    refusal = {"code": "agent_refused", "details": {"httpStatus": status}}
+    return {"lastAnswer": refusal, "waitedOffline": True}
+
+
 @pytest.mark.parametrize(
     ("state", "error"),
     [
@@ -184,8 +190,17 @@ def test_an_agents_own_tasks_do_not_count(make_agent: Any, skill: Any) -> None:
         (FAILED, {"code": "agent_refused", "details": None}),  # a JSON-RPC error
         (FAILED, {"code": "agent_inactive", "details": None}),  # an operator's
         (FAILED, {"code": "internal_error", "details": None}),  # the platform's
+        (FAILED, {"code": "agent_refused", "details": _offline(400)}),  # waited offline
     ],
-    ids=["canceled", "refused-400", "refused-413", "refused-jsonrpc", "inactive", "internal"],
+    ids=[
+        "canceled",
+        "refused-400",
+        "refused-413",
+        "refused-jsonrpc",
+        "inactive",
+        "internal",
+        "refused-400-offline",
+    ],
 )
 def test_outcomes_the_agent_does_not_answer_for_do_not_count(
     make_agent: Any, make_user: Any, skill: Any, state: str, error: Any
@@ -210,8 +225,21 @@ def test_outcomes_the_agent_does_not_answer_for_do_not_count(
         (FAILED, {"code": "agent_refused", "details": {"httpStatus": 404}}),  # wrong route
         (FAILED, {"code": "agent_unreachable", "details": None}),
         (REJECTED, {"code": "rejected", "details": None}),
+        # a refused send waits offline for the gateway; its end keeps the refusal as its
+        # last answer (a2a.deadlines): a 404 is the agent's still
+        (FAILED, {"code": "agent_refused", "details": _offline(404)}),
+        (FAILED, {"code": "agent_refused", "details": _offline(431)}),  # our headers
     ],
-    ids=["agent_failed", "output_invalid", "timeout", "refused-404", "unreachable", "rejected"],
+    ids=[
+        "agent_failed",
+        "output_invalid",
+        "timeout",
+        "refused-404",
+        "unreachable",
+        "rejected",
+        "refused-404-offline",
+        "refused-431-offline",
+    ],
 )
 def test_the_agents_own_failures_still_count(
     make_agent: Any, skill: Any, state: str, error: Any
