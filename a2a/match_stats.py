@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
-from django.db.models import Count, F, Q, Window
-from django.db.models.functions import RowNumber
+from django.db.models import Count, F, Q
 
 from a2a import agent_standing
 from a2a.agent_registry import READ_STATUSES
@@ -76,28 +75,32 @@ class TaskTableStats:
 
         An agent's own tasks (it was their caller) are left out: they prove nothing of
         its work, and it could complete any number at once. Each agent gets its own
-        window (numbered per agent): one shared limit over all of them, newest first,
-        let a busy agent's tasks push every other agent's history out. One query;
-        matching runs it at most once per HISTORY_CACHE_SECONDS per set of candidates,
-        and it reads what the old shared limit had to sort anyway: the candidates'
-        finished tasks since ``since``.
+        ``per_agent``: one shared limit over all of them, newest first, let a busy
+        agent's tasks push every other agent's history out. The shared read comes first
+        (one query, which the database answers with a top-N sort); only when it came back
+        full is each agent it left short read again alone. Numbering every agent's rows
+        in one query (a window function) sorted all of the candidates' finished tasks of
+        the period: 0.25 s for 150,000 on PostgreSQL, against 0.06 s for the shared read.
         """
         recent: dict[str, list[tuple[bool, float]]] = defaultdict(list)
-        rows = (
-            Task.objects.filter(judged(), agent_id__in=agent_ids, state_changed_at__gte=since)
-            .exclude(created_by_agent=F("agent"))
-            .annotate(
-                rank=Window(
-                    RowNumber(),
-                    partition_by=F("agent_id"),
-                    order_by=[F("state_changed_at").desc(), F("id").desc()],
-                )
-            )
-            .filter(rank__lte=per_agent)
-            .order_by("agent_id", "rank")
-            .values_list("agent_id", "state", "created_at", "state_changed_at")
+        finished = Task.objects.filter(judged(), state_changed_at__gte=since).exclude(
+            created_by_agent=F("agent")
         )
+        fields = ("agent_id", "state", "created_at", "state_changed_at")
+        limit = per_agent * max(1, len(agent_ids))
+        rows = list(
+            finished.filter(agent_id__in=agent_ids)
+            .order_by("-state_changed_at", "-id")
+            .values_list(*fields)[:limit]
+        )
+        if len(rows) == limit:  # full: an agent may have been left short by the others
+            short = [a for a in agent_ids if sum(1 for r in rows if r[0] == a) < per_agent]
+            rows = [r for r in rows if r[0] not in short]
+            for agent_id in short:
+                alone = finished.filter(agent_id=agent_id).order_by("-state_changed_at", "-id")
+                rows += list(alone.values_list(*fields)[:per_agent])
         for agent_id, state, created, changed in rows:
-            done = state == TaskState.COMPLETED
-            recent[agent_id].append((done, (changed - created).total_seconds()))
+            if len(recent[agent_id]) < per_agent:
+                done = state == TaskState.COMPLETED
+                recent[agent_id].append((done, (changed - created).total_seconds()))
         return dict(recent)
