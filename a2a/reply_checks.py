@@ -29,9 +29,10 @@ def still_asking(task: Task, asked_at: datetime | None, question_id: str | None)
 
     ``task`` takes the row's state and question as they are now, for the refusal: a task
     that went on or ended meanwhile is told so (:func:`refuse_unless_waiting`), not taken
-    for one that asked something else."""
-    if asked_at is None and question_id is None:
-        return True
+    for one that asked something else. Read and locked also with nothing to check (an A2A
+    client's reply through the face): such a reply answers what the task asks when it
+    arrives, and the reply's record (the question answered, the answer's shape) must be
+    that question's, not the one read before the agent asked anew."""
     row = (
         Task.objects.select_for_update()
         .filter(pk=task.pk)

@@ -81,13 +81,6 @@ def reply_to_task(
             task_id=task.remote_task_id,
             context_id=task.remote_context_id,
         )
-    # Strands and ADK agents resume only on an answer in their own shape; their question
-    # says so, and the answer is wrapped to match. Else an agent that takes text alone
-    # gets data as JSON text.
-    if asks_in_shape(task.question):
-        outbound["parts"] = shaped_parts(task.question, outbound.get("parts") or [])
-    elif not takes_json(task.agent, task.skill_id):
-        outbound = data_as_text(outbound)
     who = getattr(by, "username", None) or str(by or "a person")
     with transaction.atomic():
         if not still_asking(task, asked_at, question_id):
@@ -97,6 +90,13 @@ def reply_to_task(
                 {"question": task.question} if question_id is not None else None,
                 code="question_changed",
             )
+        # Strands and ADK agents resume only on an answer in their own shape; their
+        # question (as the locked row has it) says so, and the answer is wrapped to match.
+        # Else an agent that takes text alone gets data as JSON text.
+        if asks_in_shape(task.question):
+            outbound["parts"] = shaped_parts(task.question, outbound.get("parts") or [])
+        elif not takes_json(task.agent, task.skill_id):
+            outbound = data_as_text(outbound)
         moved = task.transition(
             TaskState.WORKING,
             f"{who} replied",

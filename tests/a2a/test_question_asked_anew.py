@@ -172,3 +172,29 @@ def test_a_question_asked_in_artifacts_is_not_copied_into_the_metadata(
     again = fresh(task)
     assert again.state == TaskState.INPUT_REQUIRED
     assert again.question["parts"] == report["parts"] + INTERRUPT["parts"]
+
+
+def test_a_reply_without_a_question_pinned_answers_the_question_asked_when_it_lands(
+    asked_task: Task, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An A2A client's reply through the face names no question: it answers what the task
+    asks when it arrives. The agent asked anew after the reply read the task: the reply
+    recorded the question read before as answered (a refusal brought that one back, and
+    the agent's report of the new one, stale news, was asked again)."""
+    from a2a import task_actions
+
+    real = task_actions.refuse_if_unable
+
+    def agent_asks_anew_meanwhile(task: Task, *args: Any, **kwargs: Any) -> Any:
+        ask(Task.objects.get(pk=task.pk), "Which voltage?", "q2")
+        return real(task, *args, **kwargs)
+
+    monkeypatch.setattr(task_actions, "refuse_if_unable", agent_asks_anew_meanwhile)
+    services.reply_to_task(asked_task, text="230V", by="a client")  # read on "EU or UK?"
+    task = fresh(asked_task)
+    assert task.state == TaskState.WORKING
+    assert task.metadata["repliedToQuestion"] == {"key": "q2"}
+    assert "q2" in task.metadata["answeredQuestions"]
+    refusal = A2APermanentError("say 110V or 230V", code="agent_refused", status=400)
+    handle_send_failure(task, refusal)
+    assert fresh(task).question == question("q2", "Which voltage?")
