@@ -48,8 +48,8 @@ class FakeGateway:
                 if frame["type"] != "ping" and kind in (None, frame["type"]):
                     return frame
 
-    async def wait_connected(self, count: int = 1) -> None:
-        async with asyncio.timeout(10), self._connected:
+    async def wait_connected(self, count: int = 1, seconds: float = 10) -> None:
+        async with asyncio.timeout(seconds), self._connected:
             await self._connected.wait_for(lambda: len(self.connections) >= count)
 
 

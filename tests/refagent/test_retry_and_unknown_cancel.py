@@ -60,8 +60,13 @@ def node_connect(tmp: Path) -> Connect:
         }
         async with serve(gateway.handler, "127.0.0.1", port):
             args = [NODE, "--experimental-websocket", str(tmp / "driver.js")]
-            with running(Proc(args, env, name="node-adapter")):
-                await gateway.wait_connected()
+            with running(Proc(args, env, name="node-adapter")) as node:
+                # Longer than the Python agent's wait: a Node.js start on a CI machine
+                # running both test passes once took more than 10 s. Its log says why.
+                try:
+                    await gateway.wait_connected(seconds=30)
+                except TimeoutError:
+                    pytest.fail(f"the adapter did not connect in 30 s:\n{node.log_text()[-3000:]}")
                 assert await gateway.next("auth") == {"type": "auth", "apiKey": "a2a_test_key"}
                 yield gateway
 
