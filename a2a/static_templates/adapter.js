@@ -57,6 +57,7 @@ function configFromEnv(env, overrides = {}) {
     throw new ConfigError(`PLATFORM_URL must be an http(s) URL, got ${JSON.stringify(platformUrl)}`);
   }
   const publicUrl = String(pick("publicUrl", "A2A_PUBLIC_URL", `http://${host}:${port}`));
+  const httpSetting = pick("http", "A2A_HTTP", "on");
   return {
     platformUrl,
     agentId,
@@ -67,7 +68,8 @@ function configFromEnv(env, overrides = {}) {
     host,
     port,
     publicUrl: publicUrl.toLowerCase() === "none" ? null : publicUrl.replace(/\/+$/, ""),
-    http: String(pick("http", "A2A_HTTP", "on")).toLowerCase() !== "off",
+    // An option is a boolean (`http: false`), the variable a word: String(false) is not "off".
+    http: ![false, "off"].includes(typeof httpSetting === "string" ? httpSetting.toLowerCase() : httpSetting),
     keyFile: pick("keyFile", "AGENT_KEY_FILE", path.join(".agent-keys", `${agentId}.json`)),
     registrationToken: pick("registrationToken", "REGISTRATION_TOKEN", ""),
     pingInterval: Number(pick("pingInterval", "WS_PING_INTERVAL", 20)) * 1000,

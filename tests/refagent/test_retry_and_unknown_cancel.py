@@ -52,21 +52,22 @@ def node_connect(tmp: Path) -> Connect:
     async def connect() -> AsyncIterator[FakeGateway]:
         gateway = FakeGateway()
         port = free_port()
-        env = {
-            "PATH": "/usr/bin:/bin",
-            "PLATFORM_URL": f"http://127.0.0.1:{port}",
-            "SKILL_JSON": json.dumps(SKILL),
-            "RECONNECT_MAX": "0.2",
-        }
         async with serve(gateway.handler, "127.0.0.1", port):
+            env = {
+                "PATH": "/usr/bin:/bin",
+                "PLATFORM_URL": f"http://127.0.0.1:{port}",
+                "SKILL_JSON": json.dumps(SKILL),
+                "RECONNECT_MAX": "0.2",
+                # The driver's `http: false` must leave its HTTP port alone: it is taken.
+                # (Once read as "on", every run listened on 3001, and two at once failed.)
+                "A2A_PORT": str(port),
+            }
             args = [NODE, "--experimental-websocket", str(tmp / "driver.js")]
             with running(Proc(args, env, name="node-adapter")) as node:
-                # Longer than the Python agent's wait: a Node.js start on a CI machine
-                # running both test passes once took more than 10 s. Its log says why.
                 try:
-                    await gateway.wait_connected(seconds=30)
+                    await gateway.wait_connected()
                 except TimeoutError:
-                    pytest.fail(f"the adapter did not connect in 30 s:\n{node.log_text()[-3000:]}")
+                    pytest.fail(f"the adapter did not connect:\n{node.log_text()[-3000:]}")
                 assert await gateway.next("auth") == {"type": "auth", "apiKey": "a2a_test_key"}
                 yield gateway
 
