@@ -12,21 +12,20 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import connect
 
 from agent_profiles.models import AgentProfile, Skill
 from tests.support.processes import LivePlatform, RedisServer, daphne_process
 from tests.support.serving import free_port
+from tests.support.socket_close import TRY_AGAIN, until_closed
 
 pytestmark = [pytest.mark.slow]
 
-TRY_AGAIN = 1013
 # Far above the patience below: a close that only comes from the auth timeout (4401,
 # "bad key") must not pass for the try-again close.
 ENV = {"GATEWAY_AUTH_TIMEOUT": 30, "LOG_LEVEL": "WARNING"}
@@ -46,21 +45,6 @@ def refusal(
             with contextlib.suppress(ConnectionClosed):
                 ws.send(json.dumps({"type": "auth", "apiKey": key}))
         return until_closed(ws)
-
-
-def until_closed(
-    ws: ClientConnection, wait: float = 8.0
-) -> tuple[list[dict[str, Any]], int | None]:
-    """The frames received until the server closed ``ws``, and its close code."""
-    received: list[dict[str, Any]] = []
-    deadline = time.monotonic() + wait
-    try:
-        while True:
-            received.append(json.loads(ws.recv(timeout=max(deadline - time.monotonic(), 0))))
-    except ConnectionClosed as closed:  # after every frame that came before the close
-        return received, closed.rcvd.code if closed.rcvd else None
-    except TimeoutError:
-        pytest.fail(f"the socket stayed open for {wait} s; received {received}")
 
 
 def told_to_come_back(live: LivePlatform, key: str, *, auth_frame: bool) -> None:

@@ -36,9 +36,9 @@ from gateway.connections import local, marker_key
 from gateway.models import Presence
 from tests.gateway.conftest import Client, db_async, open_client
 from tests.support.processes import RedisServer, daphne_process, redis_server
+from tests.support.socket_close import TRY_AGAIN
 
 AGENTS = 12  # one daphne: all their consumers share its one receive lock
-TRY_AGAIN = 1013
 # A heartbeat tick a second: the tick is where a process notices the lost memberships.
 ENV = {"GATEWAY_HEARTBEAT_TIMEOUT": 3.0, "LOG_LEVEL": "WARNING"}
 # From the restart; far past one tick, far below the task's deadline (A2A_TASK_TIMEOUT):

@@ -22,9 +22,9 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from agent_profiles.models import AgentProfile, Skill
-from tests.gateway.test_live_outage import TRY_AGAIN, until_closed
 from tests.support.processes import RedisServer, daphne_process
 from tests.support.redis_stall import stalled
+from tests.support.socket_close import TRY_AGAIN, until_closed
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
