@@ -19,14 +19,14 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from a2a import console as task_console
-from a2a import services
+from a2a import reassign, services
 from a2a.admin_actions import act_on_each, refusal_message
 from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.question_excerpts import NOTHING_SAID, excerpt_of, said_of, with_excerpts
 from a2a.reply_form import ReplyForm, asked_token, reply_form
+from a2a.services import QuestionChanged
 from a2a.states import INTERRUPTED_STATES, RETRYABLE_STATES, TERMINAL_STATES
-from a2a.task_actions import QuestionChanged
 from a2a.task_page import page_context
 from agent_profiles.models import AgentProfile, AgentStatus
 from platform_site import console
@@ -295,7 +295,7 @@ class TaskAdmin(admin.ModelAdmin):
             request,
             pk,
             "reassigned",
-            lambda t: services.reassign_task(t, agent_id=agent_id, by=request.user),
+            lambda t: reassign.reassign_task(t, agent_id=agent_id, by=request.user),
         )
 
     def reply_view(self, request: HttpRequest, pk: Any) -> HttpResponse:

@@ -28,7 +28,7 @@ from a2a.states import (
     TaskState,
     Transport,
 )
-from a2a.transports import AgentReply
+from a2a.transports.base import AgentReply
 from agent_profiles.interfaces import CallTarget
 
 

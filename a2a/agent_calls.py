@@ -61,11 +61,11 @@ from a2a.follow_policy import (
 from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.scheduling import task_seconds
+from a2a.services import handle_send_failure
 from a2a.states import (
     ACTIVE_STATES,
     Transport,
 )
-from a2a.task_actions import handle_send_failure
 from a2a.wire import data_as_text
 from agent_profiles.interfaces import CallTarget, takes_json
 

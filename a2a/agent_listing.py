@@ -77,7 +77,7 @@ from a2a.listing_fetch import EPOCH, Listing, back, fetch, stamp
 from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.states import TERMINAL_STATES, NextAction, Transport
-from a2a.transports import AgentReply
+from a2a.transports.base import AgentReply
 from agent_profiles.interfaces import V1_0, CallTarget
 from agent_profiles.models import AgentProfile
 from platform_site.errors import PlatformError

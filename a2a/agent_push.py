@@ -6,7 +6,7 @@ task and attempt, with a token (:mod:`a2a.agent_push_tokens`). The webhook
 ``StreamResponse`` — ``task``, ``statusUpdate``, ``artifactUpdate`` or ``message`` — or
 the bare Task / ``kind``-tagged events of A2A 0.3) and :func:`apply` ties it to the
 platform task and the agent's task id, then goes through the one agent-update mapping
-polling uses (:func:`a2a.services.apply_agent_update`): a COMPLETED still has its output
+polling uses (:func:`a2a.agent_updates.apply_agent_update`): a COMPLETED still has its output
 validated, and a COMPLETED that brings no artifacts (none pushed before either) makes the
 worker read the task once with ``GetTask``. It is idempotent (but for appended artifact
 chunks: they carry no id, and the same chunk may come twice on purpose, so a chunk pushed

@@ -33,10 +33,10 @@ from a2a.follow_policy import (
 )
 from a2a.hints import queue_processing
 from a2a.models import Task
+from a2a.services import handle_send_failure
 from a2a.states import ACTIVE_STATES, NextAction, TaskState, Transport
-from a2a.task_actions import handle_send_failure
-from a2a.transports import AgentReply
 from a2a.transports.answers import AgentErrorEvent
+from a2a.transports.base import AgentReply
 from a2a.transports.stream_view import task_copy
 from agent_profiles.interfaces import CallTarget
 

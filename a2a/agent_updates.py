@@ -1,10 +1,10 @@
 """Applying an agent's A2A status to a task: the one mapping onto our state machine.
 
-Part of :mod:`a2a.services` (import from there): :func:`apply_agent_update` (with the
-output extraction and ``output_schema`` check on completion), :func:`apply_agent_reply`
-(a whole answer: a Task or a bare Message — what polls, streams, blocking sends and,
-later, pushes from agents deliver) and :func:`record_message`, which keeps each message
-of the conversation once (:func:`keep_agent_message`, an agent's up to
+One of the app's business rules (map in :mod:`a2a.services`): :func:`apply_agent_update`
+(with the output extraction and ``output_schema`` check on completion),
+:func:`apply_agent_reply` (a whole answer: a Task or a bare Message — what polls, streams,
+blocking sends and pushes from agents deliver) and :func:`record_message`, which keeps each
+message of the conversation once (:func:`keep_agent_message`, an agent's up to
 ``TASK_AGENT_MESSAGES_MAX``).
 
 Both are idempotent and order-safe: the same update applied twice changes nothing the

@@ -1,7 +1,7 @@
 """Creating platform tasks: validation, choosing the agent, idempotency keys and queueing.
 
-Part of :mod:`a2a.services` (import from there): :func:`create_task` stores a task in
-SUBMITTED with next action SEND, and :mod:`a2a.hints` asks a worker to act on it.
+One of the app's business rules (map in :mod:`a2a.services`): :func:`create_task` stores a
+task in SUBMITTED with next action SEND, and :mod:`a2a.hints` asks a worker to act on it.
 :mod:`a2a.batch` creates many at once on the same building blocks.
 
 Creation is on the hot path of ``POST /api/tasks`` and of the A2A face's ``message:send``,

@@ -48,7 +48,6 @@ from a2a import (
     follow_policy,
     overtaken_calls,
     remote_ids,
-    transports,
 )
 from a2a.agent_updates import apply_agent_reply
 from a2a.claims import due_filter, lease_seconds
@@ -56,6 +55,7 @@ from a2a.exceptions import A2ACallError, A2AUnsupportedOperation
 from a2a.models import Task
 from a2a.observe import ids as log_ids
 from a2a.states import NextAction, normalize_state
+from a2a.transports.base import AgentReply
 from a2a.transports.redaction import describe_failure
 from agent_profiles.interfaces import CallTarget
 from platform_site.metrics import cpu_stage
@@ -191,7 +191,7 @@ def claim_polls(limit: int, spent: Counter[str] | None = None) -> tuple[list[Tas
 class Polled:
     task: Task
     target: CallTarget
-    reply: transports.AgentReply | None = None
+    reply: AgentReply | None = None
     error: A2ACallError | None = None
 
 
@@ -216,7 +216,7 @@ def _message_id(message: Any) -> Any:
     return message.get("messageId") if isinstance(message, dict) else None
 
 
-def is_quiet(task: Task, reply: transports.AgentReply) -> bool:
+def is_quiet(task: Task, reply: AgentReply) -> bool:
     """Whether the answer says nothing new: same state, same status message, no new
     artifacts, same agent task, and no error of an earlier poll on the task (an answer
     clears it, and a refused credential's in the agent's health: :func:`_apply_one`)."""

@@ -385,17 +385,7 @@ class TaskMessage(models.Model):
         return f"{self.direction} {self.message_id}"
 
 
-# The A2A face's push notification models live in their own module.
-from a2a.listing_models import AgentListing  # noqa: E402, F401  (registers the model)
-from a2a.push_models import DeliveryStatus, PushDelivery, PushNotificationConfig  # noqa: E402
-
-__all__ = [
-    "DeliveryStatus",
-    "Direction",
-    "InvalidTransition",
-    "PushDelivery",
-    "PushNotificationConfig",
-    "Task",
-    "TaskEvent",
-    "TaskMessage",
-]
+# Models defined in their own modules, imported here so Django registers them with the app
+# (import them from those modules).
+import a2a.listing_models  # noqa: E402
+import a2a.push_models  # noqa: E402, F401

@@ -1,6 +1,6 @@
 """What a fresh attempt (a person's retry or reassign) owes the attempt it replaces.
 
-Part of :mod:`a2a.task_actions` and :mod:`a2a.reassign`. A fresh attempt is built from
+Part of :mod:`a2a.services` and :mod:`a2a.reassign`. A fresh attempt is built from
 the task's row read again under a lock (:func:`start_again_as_now`, :func:`read_locked`),
 not from the copy the person's page or the API read: what the worker or the gateway wrote
 meanwhile in the same state (the agent's task id, a hand-over) is what the old agent must

@@ -12,7 +12,7 @@
   :func:`judged_on`), not on a question's.
 
 Used by :mod:`a2a.agent_updates` (the mapping of an agent's status) and
-:mod:`a2a.task_actions` (a person's reply).
+:mod:`a2a.services` (a person's reply).
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
 """Reassigning a task to another agent (``POST /api/tasks/{id}/reassign``, the admin).
 
-Part of :mod:`a2a.services` (import from there). A task that waits (submitted or working
-at an agent that does not answer, offline at the gateway, waiting for input) or has
-failed can go to another active agent of its skill: the one named, or the matcher's pick
-among the others. The old agent is told to drop it (best effort: a cancel over A2A, or
+One of the app's business rules (map in :mod:`a2a.services`). A task that waits (submitted
+or working at an agent that does not answer, offline at the gateway, waiting for input) or
+has failed can go to another active agent of its skill: the one named, or the matcher's
+pick among the others. The old agent is told to drop it (best effort: a cancel over A2A, or
 its gateway assignment withdrawn / a ``task.cancel`` frame, which also closes the
 assignment it holds unacknowledged so that it is not sent again) once the task started
 again as a fresh attempt at the new agent (over the gateway, a new ``task.assign`` of its
 own), and the move is recorded in the history (a ``TaskEvent``) and in
-``metadata.reassignments`` (with what telling the old agent gave, added after). The
-worker moves a task the same way, by itself, when its send is due for an agent that may
-no longer have it (:func:`move_off_unable`: :mod:`a2a.agent_standing`).
+``metadata.reassignments`` (with what telling the old agent gave, added after). The worker
+moves a task the same way, by itself, when its send is due for an agent that may no longer
+have it (:func:`move_off_unable`: :mod:`a2a.agent_standing`).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from a2a.hints import queue_processing
 from a2a.models import InvalidTransition, Task
 from a2a.old_attempts import cancel_owed, note_on_entry, start_again_as_now
 from a2a.remote_ids import cancel_state
+from a2a.services import fresh_message
 from a2a.states import RETRYABLE_STATES, TERMINAL_STATES, Transport
-from a2a.task_actions import fresh_message
 from agent_profiles.exceptions import NoAgentAvailable
 from agent_profiles.matching import match_agent
 from agent_profiles.models import AgentProfile

@@ -1,4 +1,4 @@
-"""Whether a person's reply still fits its task (part of :func:`a2a.task_actions.reply_to_task`):
+"""Whether a person's reply still fits its task (part of :func:`a2a.services.reply_to_task`):
 the task waits for input, on the question the person read."""
 
 from __future__ import annotations

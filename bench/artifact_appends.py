@@ -78,7 +78,7 @@ def child(mode: str, chunk: int, total: int) -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from a2a import agent_push_tokens, services
+    from a2a import agent_push_tokens, creation
     from a2a.models import Task
     from agent_profiles.models import AgentProfile, Skill
     from platform_site.asgi import application
@@ -88,7 +88,7 @@ def child(mode: str, chunk: int, total: int) -> None:
     agent = AgentProfile.objects.create(id="a", name="A", a2a_endpoint="http://127.0.0.1:9/")
     agent.skills.set([skill])
     user = get_user_model().objects.create_user(username="bench")
-    task = services.create_task(skill_id="s", input={}, user=user)
+    task = creation.create_task(skill_id="s", input={}, user=user)
     Task.objects.filter(pk=task.pk).update(attempts=1, remote_task_id="r")
     path = f"/api/a2a/push/{task.pk}/{task.agent_id}/1"
     headers = {"X-A2A-Notification-Token": agent_push_tokens.token_for(task.pk, task.agent_id, 1)}

@@ -233,10 +233,10 @@ def apply_update(
             "invalid_state",
             f"Task {task_id} already ended in {task.state}; the update was not applied.",
         )
-    from a2a import services as a2a_services
+    from a2a import agent_updates
 
     try:
-        return a2a_services.apply_agent_update(
+        return agent_updates.apply_agent_update(
             task, status=status, artifacts=artifacts, via="websocket"
         )
     except PlatformError as exc:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from a2a import services
+from a2a import creation
 from a2a.models import Task
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
@@ -48,7 +48,7 @@ def start(user: Any, n: int) -> list[Task]:
     # slowsend: the agent holds each send for a while, so workers are inside sends (holding
     # unacknowledged messages) when Redis goes down.
     data = {"product": "lamp", "behaviour": "slowsend", "seconds": 1.5}
-    return [services.create_task(skill_id="ce-review", input=data, user=user) for _ in range(n)]
+    return [creation.create_task(skill_id="ce-review", input=data, user=user) for _ in range(n)]
 
 
 def test_workers_survive_repeated_redis_outages_and_no_task_is_sent_twice(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from a2a import services
+from a2a import creation
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
 from tests.support.agents import TestAgent
@@ -41,12 +41,12 @@ def test_a_worker_replaces_connections_the_database_dropped(
     with ExitStack() as stack:
         stack.enter_context(celery_beat(**ENV))
         worker = stack.enter_context(celery_worker("kept", **ENV))
-        before = [services.create_task(skill_id="ce-review", input=data, user=user)]
-        before += [services.create_task(skill_id="ce-review", input=data, user=user)]
+        before = [creation.create_task(skill_id="ce-review", input=data, user=user)]
+        before += [creation.create_task(skill_id="ce-review", input=data, user=user)]
         before = [wait_for(t, timeout=30) for t in before]
         assert _drop_other_connections() >= 1  # the worker's kept connections
         after = [
-            services.create_task(skill_id="ce-review", input=data, user=user) for _ in range(6)
+            creation.create_task(skill_id="ce-review", input=data, user=user) for _ in range(6)
         ]
         after = [wait_for(t, timeout=60) for t in after]
         assert worker.alive()
@@ -73,7 +73,7 @@ def test_a_held_sends_answer_outlives_the_database_dropping_its_connection(
         with ExitStack() as stack:
             stack.enter_context(celery_beat(**env))
             worker = stack.enter_context(celery_worker("held", **env))
-            task = services.create_task(
+            task = creation.create_task(
                 skill_id="ce-review", input={"product": "lamp"}, user=make_user()
             )
             holder = AgentProfile.objects.filter(pk="sample", early_return=False)

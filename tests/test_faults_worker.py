@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from a2a import services
+from a2a import creation
 from a2a.models import TaskEvent
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
@@ -37,7 +37,7 @@ def test_a_worker_killed_mid_send_leaves_one_task_per_message_at_the_agent(
         doomed.wait_log(r"ready\.", timeout=60)
         data = {"product": "lamp", "behaviour": "slowsend", "seconds": 2}
         tasks = [
-            services.create_task(skill_id="ce-review", input=data, user=user) for _ in range(6)
+            creation.create_task(skill_id="ce-review", input=data, user=user) for _ in range(6)
         ]
         deadline = time.monotonic() + 30
         while len(peer.messages) < 3:  # the only worker is inside several sends

@@ -23,7 +23,9 @@ from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.operations import AddField, SeparateDatabaseAndState
 from django.db.migrations.operations.base import Operation
 
-from a2a.models import AgentListing, PushNotificationConfig, Task
+from a2a.listing_models import AgentListing
+from a2a.models import Task
+from a2a.push_models import PushNotificationConfig
 from agent_profiles.models import AgentProfile, Skill
 
 # The project's apps: their migrations are the ones a release adds.

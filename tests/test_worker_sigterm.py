@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import long_calls, services
+from a2a import creation, long_calls
 from a2a.creation import create_task
 from a2a.models import Task, TaskEvent
 from a2a.states import NextAction, TaskState
@@ -37,7 +37,7 @@ def test_a_worker_stopped_mid_stream_finishes_the_stream_first(
     waits = {**FAST_ENGINE, "A2A_STOP_WAIT": 30}
     with celery_beat(**FAST_ENGINE), celery_worker("stopped", **waits) as worker:
         data = {"product": "lamp", "behaviour": "slow", "seconds": 4}
-        task = services.create_task(skill_id="ce-review", input=data, user=user)
+        task = creation.create_task(skill_id="ce-review", input=data, user=user)
         wait_for(task, lambda t: t.state == TaskState.WORKING, timeout=20)
         code = worker.stop(timeout=30)
         log = worker.log_text()
@@ -62,7 +62,7 @@ def test_the_embedded_platform_stopped_mid_stream_finishes_the_stream_first(
     user = make_user()
     with embedded_workers():
         data = {"product": "lamp", "behaviour": "slow", "seconds": 2}
-        task = services.create_task(skill_id="ce-review", input=data, user=user)
+        task = creation.create_task(skill_id="ce-review", input=data, user=user)
         wait_for(task, lambda t: t.state == TaskState.WORKING, timeout=20)
     task.refresh_from_db()
     assert task.state == TaskState.COMPLETED

@@ -1,4 +1,4 @@
-"""REST API of platform tasks: thin views over :mod:`a2a.services`.
+"""REST API of platform tasks: thin views over the app's business rules (:mod:`a2a.services`).
 
 Only platform users (session or ``Bearer usr_…`` token) may use it; agents' API keys are
 refused. A user sees and acts on the tasks they created. Other users' tasks take Django's
@@ -21,7 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from a2a import rows, services
+from a2a import batch, creation, reassign, rows, services
 from a2a.api.serializers import (
     BatchCreateSerializer,
     BatchResponseSerializer,
@@ -134,7 +134,7 @@ class TaskListView(generics.ListAPIView):
     )
     def post(self, request: Request) -> Response:
         data = read_create_body(request.data)
-        task = services.create_task(
+        task = creation.create_task(
             skill_id=data["skillId"],
             input=data.get("input"),
             agent_id=data.get("agentId") or None,
@@ -146,7 +146,7 @@ class TaskListView(generics.ListAPIView):
         return Response(task_json(task), status=code)
 
 
-def _task_request(body: Any, index: int) -> services.TaskRequest:
+def _task_request(body: Any, index: int) -> batch.TaskRequest:
     """One batch item, checked like the body of ``POST /api/tasks``."""
     if not isinstance(body, dict):
         raise exceptions.ValidationError(
@@ -154,7 +154,7 @@ def _task_request(body: Any, index: int) -> services.TaskRequest:
         )
     refuse_bad_text(body, f"tasks[{index}]")  # BatchJSONParser left the items to us
     data = read_create_body(body)
-    return services.TaskRequest(
+    return batch.TaskRequest(
         skill_id=data["skillId"],
         input=data.get("input") or {},
         agent_id=data.get("agentId") or None,
@@ -228,7 +228,7 @@ class TaskBatchView(APIView):
                 positions.append(index)
             except (PlatformError, exceptions.APIException) as exc:
                 results[index] = _refusal(exc)
-        outcomes = services.create_tasks(requests, user=request.user)
+        outcomes = batch.create_tasks(requests, user=request.user)
         for index, outcome in zip(positions, outcomes, strict=True):
             if outcome.error is not None:
                 results[index] = _refusal(outcome.error)
@@ -326,5 +326,5 @@ class TaskReassignView(_TaskAction):
         body = ReassignSerializer(data=object_body(request))
         body.is_valid(raise_exception=True)
         agent_id = body.validated_data.get("agentId") or None
-        services.reassign_task(task, agent_id=agent_id, by=request.user)
+        reassign.reassign_task(task, agent_id=agent_id, by=request.user)
         return Response(TaskSerializer(task).data)

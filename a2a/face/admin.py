@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
 
-from a2a.models import PushDelivery, PushNotificationConfig
+from a2a.push_models import PushDelivery, PushNotificationConfig
 
 # A webhook enabled again by a person starts afresh: no failures counted towards being
 # disabled again (``A2A_PUSH_DISABLE_AFTER``), no reason left from the last time.

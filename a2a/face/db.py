@@ -7,9 +7,7 @@ is shared with the tasks API: see :mod:`platform_site.dbthreads`.
 
 from __future__ import annotations
 
-from platform_site.dbthreads import ConnectionPool, tidy_connections
-
-__all__ = ["close_pool", "db_call", "pool", "tidy_connections"]
+from platform_site.dbthreads import ConnectionPool
 
 pool = ConnectionPool("a2a-face-db", "A2A_FACE_DB_THREADS", stage="a2a-face")
 db_call = pool.call

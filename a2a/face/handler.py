@@ -43,7 +43,8 @@ from a2a.face.visibility import (
     visible_task,
     visible_tasks,
 )
-from a2a.models import PushNotificationConfig, Task, TaskMessage
+from a2a.models import Task, TaskMessage
+from a2a.push_models import PushNotificationConfig
 from a2a.states import TaskState
 
 DEFAULT_PAGE_SIZE = 50

@@ -30,8 +30,8 @@ from django.db.models import Exists, F, Q
 from django.utils import timezone
 
 from a2a.face import legacy, push_pool, push_repair
-from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
-from a2a.push_models import PushProtocol
+from a2a.models import Task
+from a2a.push_models import DeliveryStatus, PushDelivery, PushNotificationConfig, PushProtocol
 from agent_profiles.deadlines import whole_answer_by, whole_answer_seconds
 from agent_profiles.guarded_http import guarded_client
 from agent_profiles.urlguard import UnsafeURL

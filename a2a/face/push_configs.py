@@ -17,8 +17,8 @@ from django.db import IntegrityError, transaction
 
 from a2a.face import legacy
 from a2a.face.errors import InvalidParams
-from a2a.models import PushNotificationConfig, Task
-from a2a.push_models import PushProtocol
+from a2a.models import Task
+from a2a.push_models import PushNotificationConfig, PushProtocol
 from agent_profiles.credentials import header_value_problem
 from agent_profiles.urlguard import check_url
 

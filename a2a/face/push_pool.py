@@ -30,7 +30,7 @@ from django.db import connections
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from a2a.models import DeliveryStatus, PushDelivery
+from a2a.push_models import DeliveryStatus, PushDelivery
 from platform_site.dbthreads import tidy_connections
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 Validates the message, chooses the skill (and agent, on a tenant route), puts the caller's
 ``contextId`` and ``messageId`` in the caller's namespace (:mod:`a2a.face.ids`), relays the
-message to :func:`a2a.services.create_task` or :func:`a2a.services.reply_to_task`,
+message to :func:`a2a.creation.create_task` or :func:`a2a.services.reply_to_task`,
 attaches a push config that came with it, then either answers at once or waits (bounded)
 for the task to settle. Domain errors of the services pass through unchanged (the face's
 error table turns them into A2A errors).
@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from a2a import lookups, services
+from a2a import creation, lookups, services
 from a2a.creation import CallerGone, ForAgent, foreign_key_violation, refuse_if_caller_gone
 from a2a.face import hybrid, push_configs, queries, sse
 from a2a.face.context import CallContext, principal_cache
@@ -64,7 +64,7 @@ def referenced(ctx: CallContext, message: dict[str, Any]) -> dict[str, Reference
 
 
 def _for_agent(known: dict[str, Referenced]) -> ForAgent:
-    """The hook :func:`a2a.services.create_task` calls once the agent is chosen: the
+    """The hook :func:`a2a.creation.create_task` calls once the agent is chosen: the
     message with its references for that agent, and the task metadata that records them."""
 
     def for_agent(agent_id: str, message: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -123,7 +123,7 @@ def _send_sync(
         return task, before + 1
     skill_id, agent_id = choose_skill(ctx, params)
     context_id = toward_agent(tag, message.get("contextId") or str(uuid.uuid4()))
-    task = services.create_task(
+    task = creation.create_task(
         skill_id=skill_id,
         input=input_of(message),
         agent_id=agent_id,

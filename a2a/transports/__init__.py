@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from django.core.exceptions import ImproperlyConfigured
 
-from a2a.transports.base import AgentReply, AgentTransport, parse_retry_after
+from a2a.transports.base import AgentTransport
 from a2a.transports.jsonrpc import JsonRpcTransport
 from a2a.transports.rest import RestTransport
 from agent_profiles.interfaces import BINDINGS, JSONRPC, VERSIONS, CallTarget
@@ -25,15 +25,7 @@ if TYPE_CHECKING:
     from a2a.exceptions import A2ACallError
     from a2a.models import Task
 
-__all__ = [
-    "AgentReply",
-    "AgentTransport",
-    "GatewayTransport",
-    "gateway",
-    "parse_retry_after",
-    "register_gateway",
-    "transport_for",
-]
+__all__ = ["GatewayTransport", "gateway", "register_gateway", "transport_for"]
 
 
 def transport_for(target: CallTarget, *, output_modes: list[str] | None = None) -> AgentTransport:

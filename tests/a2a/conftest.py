@@ -12,7 +12,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connections
 
-from a2a import services
+from a2a import agent_updates, creation
 from a2a.agent_push_asgi import close_pool
 from a2a.models import Task
 from tests.support.agents import TestAgent, run_agent
@@ -35,7 +35,7 @@ def user(make_user: Any) -> Any:
 
 @pytest.fixture
 def task(skill: Any, agent: Any, user: Any) -> Task:
-    return services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=user)
+    return creation.create_task(skill_id=skill.id, input={"product": "lamp"}, user=user)
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def pushed_task(
     so the test database can go)."""
     skill = make_skill()
     make_agent(skills=[skill])
-    created = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
+    created = creation.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
     Task.objects.filter(pk=created.pk).update(attempts=1, remote_task_id="agent-task-1")
     created.refresh_from_db()
     yield created
@@ -87,9 +87,9 @@ def asked_task(make_skill: Any, make_agent: Any, make_user: Any) -> Task:
     reply form answers."""
     skill = make_skill()
     make_agent(skills=[skill])
-    task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
+    task = creation.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
     question = {"messageId": "q1", "role": "ROLE_AGENT", "parts": [{"text": "EU or UK?"}]}
-    services.apply_agent_update(
+    agent_updates.apply_agent_update(
         task,
         status={"state": "TASK_STATE_INPUT_REQUIRED", "message": question},
         remote={"id": "r-1", "contextId": "c-1"},

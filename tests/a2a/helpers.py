@@ -69,9 +69,9 @@ def lose_new_tasks_hints(monkeypatch: Any) -> None:
 
 def working(task: Task, remote_id: str = "r-1") -> Task:
     """The agent answered WORKING with its own task (``remote_id``) and context ids."""
-    from a2a import services
+    from a2a import agent_updates
 
-    services.apply_agent_update(
+    agent_updates.apply_agent_update(
         task,
         status={"state": "TASK_STATE_WORKING"},
         remote={"id": remote_id, "contextId": "c-1"},

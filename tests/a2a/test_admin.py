@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from a2a import services
+from a2a import agent_updates, creation, services
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
 from tests.support.queries import selected_columns
@@ -53,7 +53,9 @@ def test_a_completed_task_shows_its_output_once_and_no_actions_but_none(
 ) -> None:
     services.reply_to_task(task, text="EU")
     artifacts = [{"parts": [{"data": {"verdict": "pass", "note": "unique-note-42"}}]}]
-    services.apply_agent_update(task, status={"state": "completed"}, artifacts=artifacts, via="x")
+    agent_updates.apply_agent_update(
+        task, status={"state": "completed"}, artifacts=artifacts, via="x"
+    )
     page = admin_client.get(reverse("admin:a2a_task_change", args=[task.pk])).content.decode()
     raw = page.index('id="task-raw"')
     # the output once (the artifact is not repeated; data parts stay collapsed)
@@ -68,7 +70,9 @@ def test_a_completed_task_shows_its_output_once_and_no_actions_but_none(
 def test_the_detail_shows_output_validation_errors(admin_client: Any, task: Task) -> None:
     services.reply_to_task(task, text="EU")
     artifacts = [{"parts": [{"data": {"verdict": "maybe"}}]}]
-    services.apply_agent_update(task, status={"state": "completed"}, artifacts=artifacts, via="x")
+    agent_updates.apply_agent_update(
+        task, status={"state": "completed"}, artifacts=artifacts, via="x"
+    )
     page = admin_client.get(reverse("admin:a2a_task_change", args=[task.pk])).content.decode()
     assert "is not one of" in page
 
@@ -138,7 +142,7 @@ def test_the_page_buttons_cancel_and_retry(admin_client: Any, task: Task) -> Non
 
 
 def test_the_waiting_filter_is_the_inbox(admin_client: Any, task: Task, make_user: Any) -> None:
-    other = services.create_task(
+    other = creation.create_task(
         skill_id=task.skill_id, input={"product": "x"}, user=task.created_by
     )
     url = reverse("admin:a2a_task_changelist") + "?waiting=yes"
@@ -151,7 +155,7 @@ def test_the_waiting_filter_is_the_inbox(admin_client: Any, task: Task, make_use
 def test_the_dashboard_counts_states_waiting_tasks_failures_and_agents(
     admin_client: Any, task: Task
 ) -> None:
-    failed = services.create_task(
+    failed = creation.create_task(
         skill_id=task.skill_id, input={"product": "x"}, user=task.created_by
     )
     failed.fail("agent_unreachable", "Could not reach the agent")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from a2a import services
+from a2a import agent_updates, creation
 from a2a.models import Task
 from a2a.question_excerpts import DATA_CHARS, NOTHING_SAID, TITLE_CHARS
 
@@ -28,9 +28,9 @@ def ask(make_skill: Any, make_agent: Any, make_user: Any) -> Any:
     user = make_user()
 
     def asking(*parts: dict[str, Any]) -> Task:
-        task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=user)
+        task = creation.create_task(skill_id=skill.id, input={"product": "lamp"}, user=user)
         question = {"messageId": f"q-{task.pk}", "role": "ROLE_AGENT", "parts": list(parts)}
-        services.apply_agent_update(
+        agent_updates.apply_agent_update(
             task,
             status={"state": "TASK_STATE_INPUT_REQUIRED", "message": question},
             remote={"id": f"r-{task.pk}", "contextId": "c-1"},

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from a2a import services
+from a2a import creation, services
 from a2a.models import Task, TaskEvent
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
@@ -44,7 +44,7 @@ def user(
 
 def start(user: Any, behaviour: str, **extra: Any) -> Task:
     data = {"product": "lamp", "behaviour": behaviour, **extra}
-    return services.create_task(skill_id="ce-review", input=data, user=user)
+    return creation.create_task(skill_id="ce-review", input=data, user=user)
 
 
 def test_listings_carry_polled_tasks_to_their_ends(user: Any, peer: TestAgent) -> None:

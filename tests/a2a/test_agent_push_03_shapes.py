@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from a2a import answer_parts, services
+from a2a import answer_parts, creation
 from a2a.agent_updates import apply_agent_reply
 from a2a.models import Direction, Task, TaskMessage
 from a2a.states import TaskState
@@ -51,7 +51,7 @@ def task03(state: str, ts: str, **fields: Any) -> dict[str, Any]:
 @pytest.fixture
 def polled(pushed_task: Task, make_user: Any) -> Task:
     """A twin of ``pushed_task``, followed by polling instead: what a poll stores."""
-    twin = services.create_task(
+    twin = creation.create_task(
         skill_id=pushed_task.skill_id, input={"product": "lamp"}, user=make_user("bob")
     )
     Task.objects.filter(pk=twin.pk).update(attempts=1, remote_task_id="agent-task-1")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from a2a import services
+from a2a import creation, services
 from a2a.models import Task, TaskEvent
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
@@ -61,7 +61,7 @@ def user(
 
 def start(user: Any, behaviour: str, **extra: Any) -> Task:
     data = {"product": "lamp", "behaviour": behaviour, **extra}
-    return services.create_task(skill_id="ce-review", input=data, user=user)
+    return creation.create_task(skill_id="ce-review", input=data, user=user)
 
 
 def test_a_pushing_agent_is_followed_by_its_pushes(user: Any, peer: PushAgent) -> None:

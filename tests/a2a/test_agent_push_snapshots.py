@@ -262,12 +262,12 @@ QUESTION_ARTIFACT = {"artifactId": "interrupt", "parts": [{"data": {"question": 
 
 def _answered_in_artifacts(make_skill: Any, make_agent: Any, make_user: Any, **skill: Any) -> Task:
     """A pushed task at work again after a person answered its artifact's question."""
-    from a2a import services
+    from a2a import creation
     from a2a.question_memory import wait_ended
 
     chosen = make_skill(**skill)
     make_agent(skills=[chosen])
-    task = services.create_task(skill_id=chosen.id, input={"product": "lamp"}, user=make_user())
+    task = creation.create_task(skill_id=chosen.id, input={"product": "lamp"}, user=make_user())
     task.artifacts = [QUESTION_ARTIFACT]
     metadata = wait_ended(task, {**(task.metadata or {}), "followedBy": "push"})
     Task.objects.filter(pk=task.pk).update(

@@ -13,8 +13,8 @@ import pytest
 
 from a2a import agent_push, agent_push_body
 from a2a.models import Direction, Task, TaskEvent, TaskMessage
+from a2a.services import cancel_task
 from a2a.states import NextAction, TaskState
-from a2a.task_actions import cancel_task
 from platform_site.asgi import application
 from tests.a2a.helpers import T3, done, fresh, push, status_update
 

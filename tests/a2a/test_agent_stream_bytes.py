@@ -16,7 +16,7 @@ import httpx
 import pytest
 from starlette.responses import Response
 
-from a2a import services
+from a2a import creation
 from a2a.agent_updates import apply_agent_reply, apply_agent_update
 from a2a.models import Direction, Task, TaskMessage
 from a2a.states import TaskState
@@ -45,7 +45,7 @@ def read(chunks: list[bytes], limit: int = 1_000_000) -> list[SseEvent]:
 
 
 def start(user: Any) -> Task:
-    return services.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
+    return creation.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
 
 
 def agent_message(n: int) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from a2a import services
+from a2a import creation
 from a2a.exceptions import A2AProtocolError, A2ATransientError
 from a2a.follow_policy import can_subscribe
 from a2a.models import Task
@@ -42,7 +42,7 @@ WORKING, COMPLETED = "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"
 
 
 def start(user: Any, **data: Any) -> Task:
-    return services.create_task(skill_id="ce-review", input={"product": "lamp", **data}, user=user)
+    return creation.create_task(skill_id="ce-review", input={"product": "lamp", **data}, user=user)
 
 
 @pytest.fixture

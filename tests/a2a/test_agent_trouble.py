@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import deadlines, services
+from a2a import creation, deadlines, reassign, services
 from a2a.models import Task
 from a2a.states import TaskState, Transport
 from a2a.transports import credentials as outbound_credentials
@@ -57,7 +57,7 @@ def skill(make_skill: Any) -> Any:
 
 def start(user: Any, behaviour: str = "complete", agent_id: str | None = None) -> Task:
     data = {"product": "lamp", "behaviour": behaviour}
-    return services.create_task(skill_id="ce-review", input=data, agent_id=agent_id, user=user)
+    return creation.create_task(skill_id="ce-review", input=data, agent_id=agent_id, user=user)
 
 
 def with_auth(agent: Any, auth: dict[str, Any]) -> Any:
@@ -296,7 +296,7 @@ def test_a_task_waiting_at_a_refusing_agent_is_reassigned_and_completes(
     with_auth(good, {"type": "bearer", "token": BEARER})
     task = drive(start(user, agent_id="agent-one"), waiting_offline)
     assert task.transport == Transport.OFFLINE
-    services.reassign_task(task, by=user)
+    reassign.reassign_task(task, by=user)
     task = drive(task, settled)
     assert (task.state, task.agent_id) == (TaskState.COMPLETED, "agent-two")
     assert [r["to"] for r in task.metadata["reassignments"]] == ["agent-two"]

@@ -19,7 +19,7 @@ import pytest
 from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import ParseDict
 
-from a2a import services
+from a2a import agent_updates
 from a2a.answer_parts import canonical_base64, part_problem
 from a2a.exceptions import A2AProtocolError
 from a2a.face.serializers import task_json
@@ -142,7 +142,7 @@ def test_an_answer_with_a_bad_artifact_part_is_refused_whole(
     it handles any answer that is not A2A."""
     before = snapshot(task)
     with pytest.raises(A2AProtocolError) as raised:
-        services.apply_agent_update(
+        agent_updates.apply_agent_update(
             task,
             status={"state": "TASK_STATE_COMPLETED"},
             artifacts=[{"artifactId": "a", "parts": [GOOD, bad]}],
@@ -163,7 +163,7 @@ def test_a_question_with_a_bad_part_is_neither_asked_nor_recorded(task: Task) ->
     before = snapshot(task)
     question = {"messageId": "q1", "role": "ROLE_AGENT", "parts": [{"text": "EU?"}, NOT_BASE64]}
     with pytest.raises(A2AProtocolError, match="status message part 1: raw is not base64"):
-        services.apply_agent_update(
+        agent_updates.apply_agent_update(
             task,
             status={"state": "TASK_STATE_INPUT_REQUIRED", "message": question},
             remote={"id": "r-1", "contextId": "c-1"},
@@ -182,7 +182,7 @@ def test_a_bare_message_answer_with_a_bad_part_is_refused_before_it_is_recorded(
     before = snapshot(task)
     message = {"messageId": "m1", "role": "ROLE_AGENT", "parts": [TWO_MEMBERS]}
     with pytest.raises(A2AProtocolError, match="message part 0: has both text and data"):
-        services.apply_agent_reply(task, task_json=None, message=message, via="a2a")
+        agent_updates.apply_agent_reply(task, task_json=None, message=message, via="a2a")
     assert snapshot(task) == before
     assert agent_messages(task) == 0
 
@@ -211,7 +211,7 @@ def test_an_answer_with_url_safe_unpadded_bytes_is_taken_and_kept_standard(
     artifacts and status message are kept in standard padded base64, which the face's
     schema takes."""
     said = {"messageId": "m-done", "role": "ROLE_AGENT", "parts": [{"text": "done"}, URL_SAFE]}
-    services.apply_agent_update(
+    agent_updates.apply_agent_update(
         task,
         status={"state": "TASK_STATE_COMPLETED", "message": said},
         artifacts=[{"artifactId": "a", "parts": [GOOD, URL_SAFE]}],
@@ -232,7 +232,7 @@ def test_a_bare_message_answer_keeps_its_bytes_standard(task: Task) -> None:
     """A bare Message answer is recorded and becomes the artifact: both with its bytes
     in standard padded base64."""
     message = {"messageId": "m1", "role": "ROLE_AGENT", "parts": [GOOD, URL_SAFE]}
-    services.apply_agent_reply(task, task_json=None, message=message, via="a2a")
+    agent_updates.apply_agent_reply(task, task_json=None, message=message, via="a2a")
     task.refresh_from_db()
     assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "pass"})
     assert task.artifacts[0]["parts"] == [GOOD, STANDARD]

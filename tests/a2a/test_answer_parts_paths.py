@@ -15,11 +15,11 @@ from a2a.types import a2a_pb2 as pb
 from django.utils import timezone
 from google.protobuf.json_format import ParseDict
 
-from a2a import agent_calls, services, transports
+from a2a import agent_calls, creation, transports
 from a2a.face.serializers import task_json
 from a2a.models import Task
 from a2a.states import NextAction, TaskState, Transport
-from a2a.transports import AgentReply
+from a2a.transports.base import AgentReply
 from a2a.transports.shapes import read_task_answer
 from a2a.worker import process_task
 from gateway.db import close_pool as close_gateway_pool
@@ -39,7 +39,7 @@ from tests.support.agents import TestAgent
 
 def in_flight(user: Any) -> Task:
     """A task the test agent works on, its next poll due now."""
-    task = services.create_task(
+    task = creation.create_task(
         skill_id="ce-review", input={"product": "lamp", "behaviour": "working"}, user=user
     )
     process_task(task.pk)

@@ -11,8 +11,8 @@ import pytest
 
 from a2a.answer_shapes import shaped_parts
 from a2a.models import Task
+from a2a.services import reply_to_task
 from a2a.states import TaskState
-from a2a.task_actions import reply_to_task
 from a2a.wire import said_text
 
 TEXT = [{"text": "EU"}]

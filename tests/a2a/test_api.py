@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from a2a import services
+from a2a import agent_updates
 from a2a.api.serializers import TaskSerializer
 from a2a.models import Task
 from a2a.states import TaskState
@@ -235,7 +235,7 @@ def test_reply_cancel_and_retry_guard_the_state(api: APIClient, agent: Any) -> N
 def test_a_reply_needs_text_or_data(api: APIClient, agent: Any) -> None:
     task_id = create(api).json()["id"]
     task = Task.objects.get(pk=task_id)
-    services.apply_agent_update(task, status={"state": "input-required"}, via="a2a")
+    agent_updates.apply_agent_update(task, status={"state": "input-required"}, via="a2a")
     assert api.post(f"/api/tasks/{task_id}/reply", {}, format="json").status_code == 400
     bad = api.post(f"/api/tasks/{task_id}/reply", {"data": [1]}, format="json")
     assert bad.status_code == 400

@@ -15,7 +15,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from a2a import services, worker
+from a2a import creation, worker
 from a2a.agent_updates import apply_agent_update
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
@@ -146,7 +146,7 @@ def stream_chunks(
 
         def run(chunks: int, size: int) -> tuple[Task, list[str]]:
             data = {"product": "lamp", "behaviour": "chunks", "chunks": chunks, "size": size}
-            task = services.create_task(skill_id="ce-review", input=data, user=user)
+            task = creation.create_task(skill_id="ce-review", input=data, user=user)
             with CaptureQueriesContext(connection) as queries:
                 task = drive(task)
             assert task.metadata["followedBy"] == "stream"
@@ -199,7 +199,7 @@ def test_what_a_broken_stream_held_back_is_kept(pushed_task: Task, settings: Any
     fails the task: the stream below is the agent's events, then a broken connection."""
     from a2a import agent_streams
     from a2a.exceptions import A2AProtocolError
-    from a2a.transports import AgentReply
+    from a2a.transports.base import AgentReply
     from agent_profiles.interfaces import call_target
 
     settings.A2A_STREAM_APPLY_INTERVAL = 30.0

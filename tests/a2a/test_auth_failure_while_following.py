@@ -19,13 +19,13 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from a2a import agent_reads, agent_streams, deadlines, engine, follow_policy, services, worker
+from a2a import agent_reads, agent_streams, creation, deadlines, engine, follow_policy, worker
 from a2a.agent_registry import target_for
 from a2a.exceptions import A2AAuthError
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
-from a2a.transports import AgentReply
 from a2a.transports import credentials as outbound_credentials
+from a2a.transports.base import AgentReply
 from agent_profiles.credentials import set_credentials
 from agent_profiles.health import record_call_outcome
 from agent_profiles.models import AgentProfile
@@ -62,7 +62,7 @@ def hints(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 def start(user: Any, seconds: float) -> Task:
     data = {"product": "lamp", "behaviour": "slow", "seconds": seconds}
-    return services.create_task(skill_id="ce-review", input=data, user=user)
+    return creation.create_task(skill_id="ce-review", input=data, user=user)
 
 
 def with_bearer(agent: AgentProfile, token: str = BEARER) -> AgentProfile:
@@ -312,7 +312,7 @@ def test_a_new_credential_makes_only_the_tasks_refused_with_the_old_one_due(
     busy = {"code": "agent_unavailable", "message": "busy", "details": {"httpStatus": 503}}
 
     def waiting(action: str, error: Any, **fields: Any) -> Task:
-        made = services.create_task(
+        made = creation.create_task(
             skill_id="ce-review",
             input={"product": "lamp"},
             user=user,

@@ -22,12 +22,12 @@ from a2a.types import a2a_pb2 as pb
 from django.utils import timezone
 from starlette.applications import Starlette
 
-from a2a import agent_answers, deadlines, services
+from a2a import agent_answers, creation, deadlines, services
 from a2a.agent_updates import apply_agent_reply
 from a2a.follow_policy import POLL
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
-from a2a.transports import AgentReply
+from a2a.transports.base import AgentReply
 from agent_profiles.interfaces import call_target
 from tests.a2a.helpers import embedded_workers, fresh, push, status_update, wait_for
 from tests.support.agents import TestAgent, agent_card, run_agent
@@ -138,7 +138,7 @@ def test_a_task_the_agent_resumes_after_signing_in_elsewhere_completes(
     settings.A2A_LIST_INTERVAL = 0  # followed by GetTask polls (as every 0.3 agent is)
     make_agent(skills=[make_skill(id="ce-review")], a2a_endpoint=signs_in_elsewhere.url)
     with embedded_workers():
-        task = services.create_task(skill_id="ce-review", input={"product": "x"}, user=make_user())
+        task = creation.create_task(skill_id="ce-review", input={"product": "x"}, user=make_user())
         asked = wait_for(task, _followed_while_asking, timeout=30)
         assert asked.question is not None
         executor.signed_in.set()
@@ -279,7 +279,7 @@ def stream_only(
 
 def _asking_while_subscribed(user: Any, executor: SignsInElsewhere) -> Task:
     """A streamed task that asked for authorization, once a subscribe listens to it."""
-    task = services.create_task(skill_id="ce-review", input={"product": "x"}, user=user)
+    task = creation.create_task(skill_id="ce-review", input={"product": "x"}, user=user)
     asked = wait_for(task, lambda t: t.state == TaskState.AUTH_REQUIRED, timeout=30)
     assert asked.question is not None
     assert asked.metadata.get("followedBy") == "stream"

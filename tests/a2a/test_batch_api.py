@@ -213,9 +213,9 @@ def test_a_batch_losing_a_deadlock_falls_back_to_one_by_one(
 def test_a_key_taken_concurrently_falls_back_to_one_by_one(
     api: APIClient, agent: Any, user: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from a2a import services
+    from a2a import creation
 
-    earlier = services.create_task(
+    earlier = creation.create_task(
         skill_id="ce-review", input={"product": "lamp"}, user=user, idempotency_key="raced"
     )
     # As if the other request committed after the batch read the caller's keys.

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import agent_calls, deadlines, follow_policy, services, worker
+from a2a import agent_calls, creation, deadlines, follow_policy, reassign, services, worker
 from a2a.agent_updates import task_timeout
 from a2a.models import Task
 from a2a.states import ACTIVE_STATES, NextAction, TaskState
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 def task(make_skill: Any, make_agent: Any, make_user: Any) -> Task:
     skill = make_skill()
     make_agent(skills=[skill], timeout=7.0, poll_interval=2.5)
-    created = services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
+    created = creation.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
     return Task.objects.select_related("agent", "skill").get(pk=created.pk)
 
 
@@ -77,12 +77,12 @@ def test_a_fresh_attempt_gets_the_agents_timeout_from_its_start(
     make_agent(skills=[skill], a2a_endpoint=peer.url, timeout=60.0)
     make_agent(id="agent-two", skills=[skill], a2a_endpoint=peer.url, timeout=60.0)
     data = {"product": "lamp", "behaviour": "working"}
-    task = services.create_task(skill_id=skill.id, input=data, user=make_user())
+    task = creation.create_task(skill_id=skill.id, input=data, user=make_user())
     task = _failed_an_hour_ago(task)
     if again == "retry":
         services.retry_task(task)
     else:
-        services.reassign_task(task, agent_id="agent-two")
+        reassign.reassign_task(task, agent_id="agent-two")
     began = timezone.now()
     worker.process_task(task.pk)  # the fresh attempt's send
     task.refresh_from_db()
@@ -109,7 +109,7 @@ def test_the_agents_timeout_sets_every_deadline_it_starts(
     settings.A2A_TASK_TIMEOUT = 300.0
     skill = make_skill()
     make_agent(skills=[skill], a2a_endpoint=endpoint, timeout=3600.0)
-    task = services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
+    task = creation.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
     assert _window(task) == pytest.approx(3600, abs=5)
     Task.objects.filter(pk=task.pk).update(
         state=TaskState.INPUT_REQUIRED, deadline_at=timezone.now()
@@ -128,7 +128,7 @@ def test_without_a_timeout_the_setting_sets_the_deadline(
     settings.A2A_TASK_TIMEOUT = 300.0
     skill = make_skill()
     make_agent(skills=[skill], a2a_endpoint="")
-    task = services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
+    task = creation.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
     assert _window(task) == pytest.approx(300, abs=5)
 
 
@@ -142,7 +142,7 @@ def test_a_huge_agent_timeout_sets_a_deadline_without_overflowing(
     timeout's message names that."""
     skill = make_skill()
     make_agent(skills=[skill], timeout=1e12)
-    created = services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
+    created = creation.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
     task = Task.objects.select_related("agent", "skill").get(pk=created.pk)
     agent_calls._apply_timeout(task, call_target(task.agent), followup=followup)
     assert _window(task) == pytest.approx(FLOAT_MAX, rel=1e-6)

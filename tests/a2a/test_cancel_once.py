@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from a2a import services
+from a2a import creation, services
 from a2a.states import TaskState
 from agent_profiles.models import AgentProfile
 from tests.a2a.helpers import embedded_workers, wait_for
@@ -42,7 +42,7 @@ def test_a_cancel_of_a_streamed_task_reaches_the_agent_once(
         # The second CancelTask raced the worker's first (about one time in two): a few
         # tasks make the test fail reliably without the fix.
         tasks = [
-            services.create_task(skill_id="ce-review", input=data, user=user) for _ in range(5)
+            creation.create_task(skill_id="ce-review", input=data, user=user) for _ in range(5)
         ]
         for task in tasks:
             wait_for(task, lambda t: t.state == TaskState.WORKING and bool(t.remote_task_id))
@@ -72,7 +72,7 @@ def test_a_cancel_told_to_an_earlier_attempts_task_does_not_count_for_the_new_on
     from a2a.follow_policy import POLL
     from a2a.models import Task
     from a2a.states import NextAction
-    from a2a.transports import AgentReply
+    from a2a.transports.base import AgentReply
     from agent_profiles.interfaces import call_target
 
     told = {"at": "2026-12-01T10:00:00+00:00", "taskId": "old-agent-task", "state": "x"}

@@ -17,11 +17,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
-from a2a import services
+from a2a import agent_updates, creation, services
 from a2a.face import push, push_configs
-from a2a.models import Direction, PushNotificationConfig, Task, TaskMessage
+from a2a.models import Direction, Task, TaskMessage
+from a2a.push_models import PushNotificationConfig
+from a2a.services import QuestionChanged
 from a2a.states import TaskState, Transport
-from a2a.task_actions import QuestionChanged
 from agent_profiles.models import AgentProfile
 from gateway import services as gateway_services
 from gateway.models import Delivery, OfflineTask, Presence
@@ -43,7 +44,7 @@ def ask(task: Task, text: str, message_id: str) -> None:
     """The agent asks ``text`` (the task must be working: answered)."""
     task.refresh_from_db()
     question = {"messageId": message_id, "role": "ROLE_AGENT", "parts": [{"text": text}]}
-    services.apply_agent_update(
+    agent_updates.apply_agent_update(
         task,
         status={"state": "TASK_STATE_INPUT_REQUIRED", "message": question},
         remote={"id": "r-1", "contextId": "c-1"},
@@ -168,7 +169,7 @@ def offline_task(make_skill: Any, make_agent: Any, make_user: Any) -> tuple[Task
     skill = make_skill()
     agent = make_agent(skills=[skill], a2a_endpoint="")
     AgentProfile.objects.filter(pk=agent.pk).update(gateway_seen_at=timezone.now())
-    task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
+    task = creation.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
     gateway_services.push_task(task, reason="agent_unreachable: connection refused")
     task.refresh_from_db()
     assert task.transport == Transport.OFFLINE

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from a2a import services
+from a2a import batch, creation
 from a2a.exceptions import InputInvalid, UnknownAgent, UnknownSkill
 from a2a.models import Task
 from a2a.states import NextAction, TaskState, Transport
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 def create(user: Any, **fields: Any) -> Task:
     fields.setdefault("skill_id", "ce-review")
     fields.setdefault("input", {"product": "lamp"})
-    return services.create_task(user=user, **fields)
+    return creation.create_task(user=user, **fields)
 
 
 def registry_queries(queries: CaptureQueriesContext) -> list[str]:
@@ -204,10 +204,10 @@ def test_a_batch_assigns_socket_only_tasks_in_few_queries(
     user: Any, make_agent: Any, skill: Any
 ) -> None:
     make_agent(id="socket-only", skills=[skill], a2a_endpoint="")
-    requests = [services.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(10)]
-    services.create_tasks(requests[:1], user=user)
+    requests = [batch.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(10)]
+    batch.create_tasks(requests[:1], user=user)
     with CaptureQueriesContext(connection) as queries:
-        outcomes = services.create_tasks(requests[1:], user=user)
+        outcomes = batch.create_tasks(requests[1:], user=user)
     assert all(o.created for o in outcomes)
     assert Delivery.objects.count() == 10
     assert len(queries) <= 9

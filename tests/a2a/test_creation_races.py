@@ -20,8 +20,9 @@ from django.db import IntegrityError, OperationalError
 from django.db.models.signals import m2m_changed, post_delete, post_save
 from rest_framework.test import APIClient
 
-from a2a import batch, creation, lookups, services
-from a2a.models import PushNotificationConfig, Task, TaskEvent, TaskMessage
+from a2a import batch, creation, lookups
+from a2a.models import Task, TaskEvent, TaskMessage
+from a2a.push_models import PushNotificationConfig
 from agent_profiles.models import AgentProfile, Skill
 from tests.a2a.test_api import client_for
 from tests.a2a_face.conftest import FaceClient
@@ -104,7 +105,7 @@ def test_a_creation_for_an_agent_deleted_elsewhere_goes_to_another_agent(
     make_agent(skills=[skill], id="agent-b")
     lookups.load(lookups.candidates(skill))  # this process caches both, idle
     delete_agent("agent-a")
-    task = services.create_task(skill_id="duo", input={}, user=make_user())
+    task = creation.create_task(skill_id="duo", input={}, user=make_user())
     assert task.agent_id == "agent-b"
     assert task.metadata["match"]["agentId"] == "agent-b"
     assert Task.objects.get().agent_id == "agent-b"
@@ -127,7 +128,7 @@ def test_a_foreign_key_that_stays_broken_is_tried_twice_then_raised(
     monkeypatch.setattr(creation, "insert", broken)
     monkeypatch.setattr(lookups, "clear", lambda: cleared.append(True))
     with pytest.raises(IntegrityError):
-        services.create_task(skill_id="ce-review", input={"product": "x"}, user=user)
+        creation.create_task(skill_id="ce-review", input={"product": "x"}, user=user)
     assert tries == ["agent-one", "agent-one"]
     assert cleared == [True]
 
@@ -146,7 +147,7 @@ def test_a_unique_key_clash_without_an_earlier_task_is_not_tried_again(
 
     monkeypatch.setattr(creation, "insert", clash)
     with pytest.raises(IntegrityError):
-        services.create_task(skill_id="ce-review", input={"product": "x"}, user=user)
+        creation.create_task(skill_id="ce-review", input={"product": "x"}, user=user)
     assert tries == ["agent-one"]
 
 
@@ -221,7 +222,7 @@ def test_a_creation_tried_again_counts_and_logs_one_task(
     lookups.load(lookups.candidates(skill))
     delete_agent("agent-a")
     before = _created_total()
-    task = services.create_task(skill_id="duo", input={}, user=make_user())
+    task = creation.create_task(skill_id="duo", input={}, user=make_user())
     assert task.agent_id == "agent-b"
     assert _logged_created(caplog) == [str(task.pk)]
     assert _created_total() - before == 1

@@ -26,7 +26,7 @@ from django.utils import timezone
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from a2a import follow_policy, http_again, services, transports
+from a2a import creation, follow_policy, http_again, transports
 from a2a.models import Task
 from a2a.states import NextAction, TaskState, Transport
 from a2a.transports import credentials as outbound_credentials
@@ -76,7 +76,7 @@ def refused_offline(
     set_credentials(profile, {"type": "bearer", "token": "the-old-token-rotated-at-the-agent"})
     profile.save()
     data = {"product": "lamp", "behaviour": "complete"}
-    task = services.create_task(skill_id="ce-review", input=data, user=user)
+    task = creation.create_task(skill_id="ce-review", input=data, user=user)
     task = drive(task, offline_or_settled)
     assert (task.state, task.transport) == (TaskState.SUBMITTED, Transport.OFFLINE)
     assert task.error["code"] == AUTH_FAILED
@@ -209,7 +209,7 @@ def test_a_token_endpoint_outage_is_transient_and_its_tasks_go_back_when_it_ends
         set_credentials(agent, auth)
         agent.save()
         data = {"product": "lamp", "behaviour": "complete"}
-        task = services.create_task(skill_id="ce-review", input=data, user=user)
+        task = creation.create_task(skill_id="ce-review", input=data, user=user)
         task = drive(task, offline_or_settled)
         assert (task.state, task.transport) == (TaskState.SUBMITTED, Transport.OFFLINE)
         assert task.error["code"] == "token_endpoint_unavailable"
@@ -281,7 +281,7 @@ def test_a_new_credential_saved_while_the_old_ones_send_is_on_the_wire_is_used(
 
         monkeypatch.setattr(outbound_credentials, "apply", apply)
         data = {"product": "lamp", "behaviour": "complete"}
-        task = services.create_task(skill_id="ce-review", input=data, user=user)
+        task = creation.create_task(skill_id="ce-review", input=data, user=user)
         task = drive(task, lambda t: guard.counts["/message:send"] > 0)
         assert (task.transport, task.next_action) == (Transport.A2A, NextAction.SEND)
         assert task.next_poll_at <= timezone.now()
@@ -316,7 +316,7 @@ def test_a_credential_replaced_while_the_hand_over_was_written_sends_it_back(
 
         monkeypatch.setattr(gateway, "hand_over", hand_over)
         data = {"product": "lamp", "behaviour": "complete"}
-        task = services.create_task(skill_id="ce-review", input=data, user=user)
+        task = creation.create_task(skill_id="ce-review", input=data, user=user)
         with django_capture_on_commit_callbacks(execute=True):
             task = drive(task, offline_or_settled)
         monkeypatch.undo()
@@ -336,7 +336,7 @@ def test_a_send_refused_with_the_credential_stored_now_is_handed_over(
         set_credentials(agent, OLD)
         agent.save()
         data = {"product": "lamp", "behaviour": "complete"}
-        task = services.create_task(skill_id="ce-review", input=data, user=user)
+        task = creation.create_task(skill_id="ce-review", input=data, user=user)
         with django_capture_on_commit_callbacks(execute=True):  # the worker's own checks
             task = drive(task, offline_or_settled)
         task.refresh_from_db()

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import deadlines, reassign, services
+from a2a import creation, deadlines, reassign, services
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
 from a2a.transports.base import AgentReply
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 def task(skill: Any, make_agent: Any, user: Any) -> Task:
     make_agent(skills=[skill])
     make_agent(skills=[skill], id="agent-two", a2a_endpoint="http://127.0.0.1:9/two")
-    return services.create_task(
+    return creation.create_task(
         skill_id=skill.id, input={"product": "lamp"}, agent_id="agent-one", user=user
     )
 
@@ -50,7 +50,7 @@ def during_the_last_read(monkeypatch: Any, act: Callable[[Task], Any]) -> None:
 
 
 def to_agent_two(row: Task) -> None:
-    services.reassign_task(row, agent_id="agent-two", by="ops")
+    reassign.reassign_task(row, agent_id="agent-two", by="ops")
 
 
 @pytest.mark.parametrize("remote_task_id", ["", "r-1"])

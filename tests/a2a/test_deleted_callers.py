@@ -13,9 +13,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from a2a import creation, services
+from a2a import creation
 from a2a.face.context import principal_cache
-from a2a.models import PushNotificationConfig, Task
+from a2a.models import Task
+from a2a.push_models import PushNotificationConfig
 from tests.a2a.test_creation_races import ANY_INPUT
 from tests.a2a_face.conftest import FaceClient
 
@@ -112,4 +113,4 @@ def test_a_tasks_api_creation_by_a_user_deleted_meanwhile_gets_a_401(
     assert response.json()["error"]["code"] == "authentication_failed"
     assert not Task.objects.exists()
     with pytest.raises(creation.CallerGone):
-        services.create_task(skill_id="duo", input={}, user=gone)
+        creation.create_task(skill_id="duo", input={}, user=gone)

@@ -15,7 +15,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from a2a import hint_queue, services
+from a2a import creation, hint_queue, services
 from a2a.models import Task, TaskEvent
 from a2a.states import TaskState
 from platform_site.celery import app as celery_app
@@ -39,7 +39,7 @@ def setup(
 
 def start(user: Any, behaviour: str, **extra: Any) -> Task:
     data = {"product": "lamp", "behaviour": behaviour, **extra}
-    return services.create_task(skill_id="ce-review", input=data, user=user)
+    return creation.create_task(skill_id="ce-review", input=data, user=user)
 
 
 def test_worker_processes_follow_tasks_to_the_end(setup: Any, peer: TestAgent) -> None:
@@ -148,7 +148,7 @@ def test_long_streams_leave_the_hint_threads_free(
         slow = [start(user, "slow", seconds=6) for _ in range(3)]
         for task in slow:
             wait_for(task, lambda t: t.state == TaskState.WORKING, timeout=30)
-        quick = services.create_task(skill_id="quick-review", input={"product": "lamp"}, user=user)
+        quick = creation.create_task(skill_id="quick-review", input={"product": "lamp"}, user=user)
         assert wait_for(quick, timeout=30).state == TaskState.COMPLETED
         assert [Task.objects.get(pk=t.pk).state for t in slow] == [TaskState.WORKING] * 3
         for task in slow:
@@ -193,9 +193,9 @@ def test_a_send_held_past_the_timeout_is_waited_for_at_a_worker(
     with run_sample_agent(seconds=6.0, streaming=False) as sample:
         make_agent(id="sample", skills=[make_skill()], a2a_endpoint=sample.url)
         with celery_worker(**env), celery_beat(**env):
-            held = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
+            held = creation.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
             wait_for(held, lambda t: bool(sample.inputs), timeout=30)
-            quick = services.create_task(skill_id="quick-review", input={"product": "b"}, user=user)
+            quick = creation.create_task(skill_id="quick-review", input={"product": "b"}, user=user)
             assert wait_for(quick, timeout=30).state == TaskState.COMPLETED
             assert Task.objects.get(pk=held.pk).state == TaskState.SUBMITTED  # still held
             held = wait_for(held, timeout=30)
@@ -220,7 +220,7 @@ def test_a_worker_killed_during_a_held_send_only_delays_the_task(
         with ExitStack() as stack:
             stack.enter_context(celery_beat(**env))
             first = stack.enter_context(celery_worker("first", **env))
-            task = services.create_task(
+            task = creation.create_task(
                 skill_id="ce-review", input={"product": "lamp"}, user=make_user()
             )
             marked = AgentProfile.objects.filter(pk="sample", early_return=False)

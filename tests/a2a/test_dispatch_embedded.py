@@ -10,7 +10,7 @@ import pytest
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from a2a import services
+from a2a import creation, services
 from a2a.models import Task, TaskEvent
 from a2a.states import NextAction, TaskState
 from tests.a2a.helpers import embedded_workers, lose_new_tasks_hints, wait_for
@@ -67,7 +67,7 @@ def agent(make_agent: Any, skill: Any, peer: TestAgent) -> Any:
 
 def start(user: Any, behaviour: str, **extra: Any) -> Task:
     data = {"product": "lamp", "behaviour": behaviour, **extra}
-    return services.create_task(skill_id="ce-review", input=data, user=user)
+    return creation.create_task(skill_id="ce-review", input=data, user=user)
 
 
 def completed_events(task: Task) -> int:

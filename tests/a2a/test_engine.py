@@ -12,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from a2a import engine, services, worker
+from a2a import creation, engine, services, worker
 from a2a.models import Task, TaskEvent
 from a2a.states import NextAction, TaskState
 from tests.support.agents import TestAgent, run_agent
@@ -45,7 +45,7 @@ def working_tasks(
 
     tasks = []
     for _ in range(n):
-        task = services.create_task(
+        task = creation.create_task(
             skill_id=skill.id,
             input={"product": "lamp", "behaviour": "working"},
             agent_id=agent_id,
@@ -111,7 +111,7 @@ def test_answers_with_news_go_through_the_usual_mapping(
     skill = make_skill()
     make_agent(skills=[skill], a2a_endpoint=peer.url)
     user = make_user()
-    task = services.create_task(
+    task = creation.create_task(
         skill_id=skill.id, input={"product": "lamp", "behaviour": "slow", "seconds": 0.2}, user=user
     )
     from a2a.worker import process_task
@@ -283,7 +283,7 @@ def test_an_end_is_applied_while_the_batchs_later_calls_are_still_out(
     make_agent(skills=[skill], a2a_endpoint=peer.url)
     user = make_user()
     (held,) = working_tasks(1, user, peer, make_agent, skill)
-    ending = services.create_task(
+    ending = creation.create_task(
         skill_id=skill.id, input={"product": "lamp", "behaviour": "slow", "seconds": 0.1}, user=user
     )
     worker.process_task(ending.pk)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from a2a import services
+from a2a import batch
 from a2a.models import Task, TaskEvent
 from a2a.states import TERMINAL_STATES, TaskState
 from tests.a2a.helpers import wait_for
@@ -54,12 +54,10 @@ def test_a_worker_killed_mid_batch_only_delays_and_nothing_runs_twice(
         stack.enter_context(celery_beat(**env))
         workers = stack.enter_context(celery_workers("first", "second", **env))
         requests = [
-            services.TaskRequest(
-                "ce-review", {"product": f"p{i}", "behaviour": "slow", "seconds": 3}
-            )
+            batch.TaskRequest("ce-review", {"product": f"p{i}", "behaviour": "slow", "seconds": 3})
             for i in range(N)
         ]
-        tasks = [o.task for o in services.create_tasks(requests, user=user)]
+        tasks = [o.task for o in batch.create_tasks(requests, user=user)]
         # Every task was sent and the workers are polling (or listing): kill one while its
         # batches (or a listing) are in flight.
         deadline = time.monotonic() + 30

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import engine, services
+from a2a import creation, engine
 from a2a.agent_registry import target_for
 from a2a.exceptions import A2AAuthError
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
-from a2a.transports import AgentReply
+from a2a.transports.base import AgentReply
 from agent_profiles.health import is_known_unreachable
 from agent_profiles.models import AgentProfile
 from tests.support.agents import TestAgent, run_agent
@@ -79,7 +79,7 @@ def test_a_quiet_batched_poll_after_an_error_clears_it_and_the_agents_refusal(
     settings.ALLOW_LOOPBACK_URLS = True
     skill = make_skill()
     agent = make_agent(skills=[skill], a2a_endpoint=peer.url)
-    task = services.create_task(
+    task = creation.create_task(
         skill_id=skill.id,
         input={"product": "lamp", "behaviour": "working"},
         agent_id=agent.pk,

@@ -22,8 +22,8 @@ from a2a.agent_updates import apply_agent_reply
 from a2a.creation import create_task
 from a2a.exceptions import A2AProtocolError, A2AUnsupportedOperation
 from a2a.models import Task
+from a2a.services import reply_to_task
 from a2a.states import NextAction, TaskState
-from a2a.task_actions import reply_to_task
 from a2a.transports.rest import RestTransport
 from a2a.worker import process_task
 from agent_profiles.api.serializers import AgentProfileSerializer

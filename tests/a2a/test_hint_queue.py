@@ -12,7 +12,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from a2a import hint_queue, local_dispatch, services
+from a2a import batch, creation, hint_queue, local_dispatch
 from a2a.models import Task
 from a2a.states import TaskState
 from tests.a2a.helpers import lose_new_tasks_hints, wait_for
@@ -73,10 +73,10 @@ def test_a_listening_worker_starts_new_tasks_without_a_celery_message(
     # listener's threads, and would claim them at birth).
     monkeypatch.setattr(local_dispatch, "starts_soon", lambda count: False)
     wait_for_listener()
-    one = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
-    requests = [services.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(5)]
-    batch = [o.task for o in services.create_tasks(requests, user=user)]
-    done = [wait_for(t, timeout=20) for t in [one, *batch]]
+    one = creation.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
+    requests = [batch.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(5)]
+    many = [o.task for o in batch.create_tasks(requests, user=user)]
+    done = [wait_for(t, timeout=20) for t in [one, *many]]
     assert [t.state for t in done] == [TaskState.COMPLETED] * 6
     assert (peer.sends, messages) == (6, [])
 
@@ -100,8 +100,8 @@ def test_a_batch_of_hints_is_claimed_at_once_and_started_as_claimed(
     threads; a hint whose task is held elsewhere claims nothing, and an entry that is not
     a task id is dropped without costing the others."""
     lose_new_tasks_hints(monkeypatch)
-    requests = [services.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(4)]
-    tasks = [o.task for o in services.create_tasks(requests, user=user)]
+    requests = [batch.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(4)]
+    tasks = [o.task for o in batch.create_tasks(requests, user=user)]
     held = Task.claim(tasks[3].pk)  # another worker's
     assert held is not None
     batches: list[int] = []
@@ -129,7 +129,7 @@ def test_a_batch_of_hints_is_claimed_at_once_and_started_as_claimed(
 def test_without_a_listener_the_celery_message_is_sent(
     client: redis.Redis, user: Any, messages: list[Any]
 ) -> None:
-    task = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
+    task = creation.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
     assert messages == [("process", (str(task.pk),))]
     assert client.llen(hint_queue.key()) == 0
 

@@ -189,7 +189,7 @@ def test_a_move_the_task_was_taken_from_meanwhile_changes_nothing(
     assert why is not None
     assert why["reason"] == "disabled"
     person = Task.objects.get(pk=task.pk)
-    services.reassign_task(person, agent_id="agent-two", by="bob")
+    reassign.reassign_task(person, agent_id="agent-two", by="bob")
     reassign.move_off_unable(claimed, why)  # the worker's move, on its stale claim
     task.refresh_from_db()
     assert (task.state, task.agent_id) == (TaskState.SUBMITTED, "agent-two")
@@ -270,7 +270,7 @@ def test_a_reply_refused_for_a_disabled_agent_can_be_reassigned(
     access.disable(agent_one())
     with pytest.raises(AgentInactive):
         services.reply_to_task(task, text="EU")
-    task = services.reassign_task(Task.objects.get(pk=task.pk), by=user)
+    task = reassign.reassign_task(Task.objects.get(pk=task.pk), by=user)
     task = run_out(task)
     assert (task.state, task.agent_id) == (TaskState.COMPLETED, "agent-two")
     assert one.calls["send"] == 1

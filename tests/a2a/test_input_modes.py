@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from a2a.creation import create_task
 from a2a.models import Task
+from a2a.services import reply_to_task
 from a2a.states import TaskState
-from a2a.task_actions import reply_to_task
 from a2a.wire import data_as_text
 from a2a.worker import process_task
 from agent_profiles.interfaces import takes_json

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from a2a.services import reply_to_task
 from a2a.states import TaskState
-from a2a.task_actions import reply_to_task
 from tests.a2a.helpers import wait_for
 from tests.a2a.test_agent_push_live import live
 from tests.a2a.test_library_agents import ENV, check_outcomes, start, the_four_behaviours

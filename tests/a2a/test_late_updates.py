@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from a2a import services
+from a2a import agent_updates
 from a2a.models import Direction, Task, TaskMessage
 from a2a.states import Transport
 from gateway import sessions
@@ -25,7 +25,7 @@ LATE_NOTE = {"messageId": "late-1", "role": "ROLE_AGENT", "parts": [{"text": "it
 
 def completed(task: Task) -> Task:
     """The agent completed ``task`` with a valid output."""
-    services.apply_agent_update(
+    agent_updates.apply_agent_update(
         task, status={"state": "TASK_STATE_COMPLETED"}, artifacts=GOOD, via="a2a"
     )
     assert (task.state, task.output) == ("TASK_STATE_COMPLETED", {"verdict": "pass"})
@@ -37,7 +37,7 @@ def test_a_late_failure_does_not_replace_a_completed_tasks_artifacts(task: Task)
     task keeps its validated artifacts and final status; the message joins the
     conversation and the agent's task id is still taken in."""
     completed(task)
-    services.apply_agent_update(
+    agent_updates.apply_agent_update(
         task,
         status={"state": "TASK_STATE_FAILED", "message": LATE_NOTE},
         artifacts=BAD,
@@ -85,9 +85,9 @@ def test_an_update_racing_a_persons_cancel_leaves_the_canceled_task_bare(task: T
     """The agent's COMPLETED was read with the task still in flight, but a person
     canceled it first: the cancel stands and the agent's artifacts are not written onto
     the canceled task (its id still is)."""
-    services.apply_agent_update(task, status={"state": "TASK_STATE_WORKING"}, via="a2a")
+    agent_updates.apply_agent_update(task, status={"state": "TASK_STATE_WORKING"}, via="a2a")
     Task.objects.get(pk=task.pk).cancel("a person canceled it")
-    services.apply_agent_update(  # ``task`` still says WORKING
+    agent_updates.apply_agent_update(  # ``task`` still says WORKING
         task,
         status={"state": "TASK_STATE_COMPLETED", "message": LATE_NOTE},
         artifacts=GOOD,
@@ -102,7 +102,7 @@ def test_an_update_racing_a_persons_cancel_leaves_the_canceled_task_bare(task: T
 def test_a_late_poll_answer_does_not_replace_the_artifacts(task: Task) -> None:
     """A poll's answer (a whole Task) that comes after the end: ignored but for its ids."""
     completed(task)
-    services.apply_agent_reply(
+    agent_updates.apply_agent_reply(
         task,
         task_json={
             "id": "agent-task-9",

@@ -12,7 +12,7 @@ import pytest
 from django.db import OperationalError
 from django.utils import timezone
 
-from a2a import agent_streams, lease_keeper, services, worker
+from a2a import agent_streams, creation, lease_keeper, services, worker
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
 from tests.a2a.helpers import working
@@ -159,7 +159,7 @@ def test_the_keeper_thread_renews_while_a_stream_runs_and_stops_after(
     the thread stops."""
     short.ALLOW_LOOPBACK_URLS = True
     make_agent(skills=[make_skill()], a2a_endpoint=peer.url, polling=False)
-    task = services.create_task(
+    task = creation.create_task(
         skill_id="ce-review",
         input={"product": "lamp", "behaviour": "slow", "seconds": 4},
         user=make_user(),

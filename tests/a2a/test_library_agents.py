@@ -16,8 +16,8 @@ import pytest
 
 from a2a.creation import create_task
 from a2a.models import Task, TaskEvent
+from a2a.services import cancel_task, reply_to_task
 from a2a.states import TaskState
-from a2a.task_actions import cancel_task, reply_to_task
 from tests.a2a.helpers import wait_for
 from tests.a2a.test_agent_push_live import ENV as PUSH_ENV
 from tests.a2a.test_agent_push_live import live

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from a2a import lookups, services
+from a2a import creation, lookups
 from a2a.models import Task
 from a2a.states import TaskState
 
@@ -21,7 +21,7 @@ def two_agents(db: None, make_skill: Any, make_agent: Any) -> None:
 
 
 def create(user: Any) -> Task:
-    return services.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
+    return creation.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
 
 
 def test_a_burst_is_spread_while_the_load_is_cached(two_agents: None, make_user: Any) -> None:
@@ -46,7 +46,7 @@ def test_load_counted_elsewhere_shows_once_the_cache_is_gone(
 
 def test_a_named_agent_is_looked_up_alone(two_agents: None, make_user: Any) -> None:
     user = make_user()
-    task = services.create_task(
+    task = creation.create_task(
         skill_id="ce-review", input={"product": "lamp"}, user=user, agent_id="agent-b"
     )
     assert task.agent_id == "agent-b"

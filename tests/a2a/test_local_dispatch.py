@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from a2a import hints, local_dispatch, services
+from a2a import batch, creation, hints, local_dispatch
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
 from tests.support.agents import TestAgent
@@ -49,10 +49,10 @@ def user(make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent, sett
 def test_new_tasks_start_on_local_threads_without_a_celery_message(
     local: None, user: Any, messages: list[Any], peer: TestAgent
 ) -> None:
-    one = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
-    requests = [services.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(5)]
-    batch = [o.task for o in services.create_tasks(requests, user=user)]
-    done = [wait_for(t) for t in [one, *batch]]
+    one = creation.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
+    requests = [batch.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(5)]
+    many = [o.task for o in batch.create_tasks(requests, user=user)]
+    done = [wait_for(t) for t in [one, *many]]
     assert [t.state for t in done] == [TaskState.COMPLETED] * 6
     assert peer.sends == 6
     assert messages == []
@@ -64,9 +64,9 @@ def test_without_the_embedded_worker_creation_sends_the_celery_message(
     local_dispatch.start()
     local_dispatch.stop()  # stopped: declines again
     assert local_dispatch.submit(["x"]) is False
-    task = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
-    requests = [services.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(2)]
-    services.create_tasks(requests, user=user)
+    task = creation.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
+    requests = [batch.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(2)]
+    batch.create_tasks(requests, user=user)
     assert messages[0] == ("process", (str(task.pk),))
     assert messages[1][0] == "many"
     task.refresh_from_db()
@@ -85,7 +85,7 @@ def test_a_stopping_pool_leaves_queued_tasks_due_for_the_sweep(
 ) -> None:
     """What waited for a thread when the platform stopped is not sent; nothing is lost
     either: the row stays SUBMITTED and due."""
-    task = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
+    task = creation.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
     local_dispatch._run(str(task.pk))  # submitted before stop(), its thread ran after
     assert local_dispatch.pending() == 0
     task.refresh_from_db()
@@ -140,12 +140,12 @@ def test_new_tasks_are_claimed_at_birth_and_started_as_they_are(
     monkeypatch.setattr(
         worker, "process_just_claimed", lambda t: ran.append(t) or process_just_claimed(t)
     )
-    task = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
+    task = creation.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
     assert task.lease_until is not None  # inserted claimed
     callers = (task, task.agent, task.metadata, task.input, task.outbound_message)
-    requests = [services.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(3)]
-    batch = [o.task for o in services.create_tasks(requests, user=user)]
-    done = [wait_for(t) for t in [task, *batch]]
+    requests = [batch.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(3)]
+    many = [o.task for o in batch.create_tasks(requests, user=user)]
+    done = [wait_for(t) for t in [task, *many]]
     assert [(t.state, t.attempts) for t in done] == [(TaskState.COMPLETED, 1)] * 4
     assert (peer.sends, claims, len(ran)) == (4, [], 4)
     assert done[0].lease_until is None  # released by its transition
@@ -167,7 +167,7 @@ def test_a_task_born_claimed_that_waited_for_a_thread_renews_its_claim_first(
     from a2a import worker
 
     monkeypatch.setattr(worker, "FRESH_CLAIM_SLACK", -60.0)  # as if it had waited too long
-    task = wait_for(services.create_task(skill_id="ce-review", input={"product": "a"}, user=user))
+    task = wait_for(creation.create_task(skill_id="ce-review", input={"product": "a"}, user=user))
     assert (task.state, task.attempts, peer.sends, claims) == (
         TaskState.COMPLETED,
         1,
@@ -185,7 +185,7 @@ def test_a_task_born_claimed_whose_claim_changed_meanwhile_is_left_alone(
 
     from a2a import worker
 
-    task = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
+    task = creation.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
     assert task.lease_until is None  # no pool here: not claimed at birth
     task.lease_until = task.created_at - timedelta(seconds=1)
     worker.process_just_claimed(task)
@@ -211,8 +211,8 @@ def test_tasks_born_claimed_for_a_pool_that_stopped_are_released_for_the_sweep(
         "give_up",
         lambda ts: leases.extend(t.lease_until for t in ts) or give_up(ts),
     )
-    requests = [services.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(2)]
-    tasks = [o.task for o in services.create_tasks(requests, user=user)]
+    requests = [batch.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(2)]
+    tasks = [o.task for o in batch.create_tasks(requests, user=user)]
     assert len(leases) == 2  # claimed at birth, then given up
     assert None not in leases
     for task in tasks:
@@ -254,7 +254,7 @@ def test_tasks_born_claimed_that_cannot_be_handed_over_are_released_not_failed(
         raise RuntimeError("a bug")
 
     monkeypatch.setattr(hints, "_own_copy", broken)
-    task = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
+    task = creation.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
     task.refresh_from_db()
     assert (task.state, task.next_action, task.lease_until, peer.sends) == (
         TaskState.SUBMITTED,
@@ -284,10 +284,10 @@ def test_new_tasks_behind_a_long_queue_go_in_unclaimed(
             submitted.append(item)
 
     monkeypatch.setattr(local_dispatch, "_pool", Busy())
-    one = services.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
+    one = creation.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
     assert one.lease_until is not None  # 3 + 1 <= 2 x 2
-    requests = [services.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(2)]
-    two = [o.task for o in services.create_tasks(requests, user=user)]
+    requests = [batch.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(2)]
+    two = [o.task for o in batch.create_tasks(requests, user=user)]
     assert [t.lease_until for t in two] == [None, None]  # 3 + 2 > 2 x 2: hinted as ids
     assert submitted[0] is not one  # its copy
     assert submitted[0].pk == one.pk

@@ -14,8 +14,8 @@ import pytest
 
 from a2a.creation import create_task
 from a2a.models import Task
+from a2a.services import cancel_task
 from a2a.states import TaskState
-from a2a.task_actions import cancel_task
 from tests.a2a.helpers import wait_for
 from tests.a2a.test_agent_push_live import live
 from tests.a2a.test_library_agents import ENV

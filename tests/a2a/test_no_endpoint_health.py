@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from a2a import agent_registry, services, worker
+from a2a import agent_registry, creation, reassign, services, worker
 from a2a.exceptions import A2ACallError
 from a2a.models import Task
 from a2a.states import Transport
@@ -41,7 +41,7 @@ def test_retrying_a_socket_only_agents_task_keeps_it_healthy(
     """A person's retry sends over HTTP first; the agent has none: the task goes to the
     gateway (offline) and the agent keeps its health and its place in matching."""
     other = make_agent(skills=[skill], id="agent-two", a2a_endpoint="")
-    task = services.create_task(
+    task = creation.create_task(
         skill_id=skill.id, input={"product": "kettle"}, agent_id=agent.id, user=user
     )
     task.fail("output_invalid", "bad output")
@@ -57,11 +57,11 @@ def test_reassigning_to_a_socket_only_agent_keeps_it_healthy(
 ) -> None:
     """A task reassigned to the socket-only agent: its send meets ``no_endpoint`` too."""
     first = make_agent(skills=[skill], id="agent-two", a2a_endpoint="")
-    task = services.create_task(
+    task = creation.create_task(
         skill_id=skill.id, input={"product": "kettle"}, agent_id=first.id, user=user
     )
     task.fail("agent_failed", "it broke")
-    services.reassign_task(Task.objects.get(pk=task.pk), agent_id=agent.id)
+    reassign.reassign_task(Task.objects.get(pk=task.pk), agent_id=agent.id)
     worker.process_task(task.pk)
     task.refresh_from_db()
     assert (task.agent_id, task.transport) == (agent.id, Transport.OFFLINE)

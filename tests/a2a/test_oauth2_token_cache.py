@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from a2a import services
+from a2a import creation
 from a2a.exceptions import A2AAuthError, A2ACallError, A2ATransientError
 from a2a.states import TaskState
 from a2a.transports import credentials
@@ -100,7 +100,7 @@ def test_a_token_valid_for_20_seconds_is_reused_between_calls(
     agent = make_agent(skills=[make_skill(id="ce-review")], a2a_endpoint=peer.url)
     set_credentials(agent, oauth(peer))
     agent.save()
-    task = services.create_task(
+    task = creation.create_task(
         skill_id="ce-review",
         input={"product": "lamp", "behaviour": "slow", "seconds": 1},
         user=make_user(),
@@ -311,7 +311,7 @@ def test_tasks_starting_together_share_one_token_fetch(
         agent.save()
         with embedded_workers(sweep_interval=0.3):
             tasks = [
-                services.create_task(
+                creation.create_task(
                     skill_id="ce-review",
                     input={"product": "lamp", "behaviour": "slow", "seconds": 1},
                     user=user,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import agent_registry, services
+from a2a import agent_registry, creation, services
 from a2a.models import Task
 from a2a.states import NextAction, TaskState, Transport
 from agent_profiles import health
@@ -51,7 +51,7 @@ def gone_offline(
     port = free_port()
     make_agent(skills=[skill], a2a_endpoint=f"http://127.0.0.1:{port}", **agent)
     data = {"product": "lamp", "behaviour": "complete"}
-    task = services.create_task(skill_id="ce-review", input=data, user=user)
+    task = creation.create_task(skill_id="ce-review", input=data, user=user)
     task = drive(task, offline_or_settled)
     assert (task.state, task.transport) == (TaskState.SUBMITTED, Transport.OFFLINE)
     assert task.error["code"] == "agent_unreachable"
@@ -151,7 +151,7 @@ def test_a_reply_gone_offline_goes_back_over_http_when_the_agent_answers_again(
     make_agent(skills=[skill], a2a_endpoint=agent.url)
     data = {"product": "lamp", "behaviour": "ask"}
     with serve_agent(agent, app):
-        task = services.create_task(skill_id="ce-review", input=data, user=user)
+        task = creation.create_task(skill_id="ce-review", input=data, user=user)
         task = drive(task, lambda t: t.state == TaskState.INPUT_REQUIRED or settled(t))
         assert task.state == TaskState.INPUT_REQUIRED
     services.reply_to_task(task, text="EU")  # the agent is down now

@@ -27,10 +27,13 @@ from a2a import (
     agent_push_body,
     agent_reads,
     agent_streams,
+    agent_updates,
+    creation,
     services,
 )
 from a2a.exceptions import A2APermanentError, A2AProtocolError, A2ATransientError
 from a2a.models import Task
+from a2a.reassign import reassign_task
 from a2a.states import NextAction, TaskState
 from a2a.transports.base import AgentReply
 from a2a.transports.rest import RestTransport
@@ -65,7 +68,7 @@ def user(
 
 
 def create(user: Any) -> Task:
-    return services.create_task(
+    return creation.create_task(
         skill_id="ce-review",
         input={"product": "lamp", "behaviour": "working"},
         agent_id="agent-one",
@@ -94,7 +97,7 @@ def meanwhile(
 def reassign(task: Task, user: Any) -> Callable[[], None]:
     def act() -> None:
         row = Task.objects.select_related("agent", "skill").get(pk=task.pk)
-        services.reassign_task(row, agent_id="agent-two", by=user)
+        reassign_task(row, agent_id="agent-two", by=user)
 
     return act
 
@@ -382,7 +385,7 @@ def test_a_reassign_during_a_refused_reply_is_not_taken_over_by_its_read(
     process_task(task.pk)
     task.refresh_from_db()
     question = {"messageId": "q1", "role": "ROLE_AGENT", "parts": [{"text": "Sure?"}]}
-    services.apply_agent_update(
+    agent_updates.apply_agent_update(
         task, status={"state": "TASK_STATE_INPUT_REQUIRED", "message": question}, via="a2a"
     )
     services.reply_to_task(Task.objects.get(pk=task.pk), text="yes")

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import services, worker
+from a2a import creation, services, worker
 from a2a.models import Task
 from a2a.states import INTERRUPTED_STATES, TERMINAL_STATES, TaskState
 from a2a.transports import credentials as outbound_credentials
@@ -116,7 +116,7 @@ def settled(task: Task) -> bool:
 
 def start(user: Any, behaviour: str, **extra: Any) -> Task:
     data = {"product": "lamp", "behaviour": behaviour, **extra}
-    return services.create_task(skill_id="ce-review", input=data, user=user)
+    return creation.create_task(skill_id="ce-review", input=data, user=user)
 
 
 @pytest.fixture

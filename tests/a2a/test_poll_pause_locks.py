@@ -15,7 +15,7 @@ from django.db import OperationalError, connection, connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from a2a import engine, scheduling, services
+from a2a import creation, engine, scheduling
 from a2a.exceptions import A2ATransientError
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
@@ -29,7 +29,7 @@ def polling(n: int, make_skill: Any, make_agent: Any, make_user: Any) -> list[Ta
     make_agent(skills=[skill])
     user = make_user()
     tasks = [
-        services.create_task(skill_id=skill.id, input={"product": f"p{i}"}, user=user)
+        creation.create_task(skill_id=skill.id, input={"product": f"p{i}"}, user=user)
         for i in range(n)
     ]
     return tasks

@@ -19,8 +19,8 @@ from django.utils import timezone
 from a2a import agent_push_tokens
 from a2a.models import Task
 from a2a.reassign import reassign_task
+from a2a.services import retry_task
 from a2a.states import NextAction, TaskState
-from a2a.task_actions import retry_task
 from tests.a2a.helpers import done, fresh, post, push, status_update
 
 T1 = "2026-12-01T10:00:01Z"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from a2a import agent_push_tokens, services, worker
+from a2a import agent_push_tokens, creation, worker
 from a2a.models import Task
 from a2a.states import TaskState
 from agent_profiles.interfaces import CallTarget
@@ -111,7 +111,7 @@ def test_a_far_agent_is_asked_to_push_only_to_a_webhook_it_can_reach(
     # agent.test is this machine under a name that does not say so (as a remote agent's
     # name would not): the platform calls it, the agent cannot know where 127.0.0.1 is.
     with use_resolver(lambda host, port: ["127.0.0.1"]):
-        task = services.create_task(skill_id="ce-review", input=data, user=make_user())
+        task = creation.create_task(skill_id="ce-review", input=data, user=make_user())
         worker.process_task(task.pk)
     task = Task.objects.get(pk=task.pk)
     assert task.agent.push_notifications  # its card offers push (read at the first call)

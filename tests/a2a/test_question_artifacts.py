@@ -19,8 +19,8 @@ import pytest
 
 from a2a.agent_updates import apply_agent_reply
 from a2a.models import Task
+from a2a.services import reply_to_task
 from a2a.states import NextAction, TaskState
-from a2a.task_actions import reply_to_task
 from tests.a2a.helpers import fresh, push, status_update
 
 INTERRUPT = {

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from a2a import services
+from a2a import agent_updates, creation, services
 from a2a.exceptions import A2APermanentError
 from a2a.models import Task
+from a2a.services import QuestionChanged, handle_send_failure
 from a2a.states import TaskState
-from a2a.task_actions import QuestionChanged, handle_send_failure
 from tests.a2a.helpers import fresh, push, status_update
 from tests.a2a.test_console_defects import ask
 
@@ -64,10 +64,10 @@ def test_a_fresh_sign_in_link_is_shown(make_skill: Any, make_agent: Any, make_us
     expired; the person must be shown the new one."""
     skill = make_skill()
     make_agent(skills=[skill])
-    task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
+    task = creation.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
     for message_id, link in (("a1", "https://idp.example/old"), ("a2", "https://idp.example/new")):
         status = {"state": "TASK_STATE_AUTH_REQUIRED", "message": question(message_id, link)}
-        services.apply_agent_reply(
+        agent_updates.apply_agent_reply(
             fresh(task),
             task_json={"id": "r-1", "contextId": "c-1", "status": status},
             message=None,
@@ -131,9 +131,9 @@ def blank(message_id: str) -> dict[str, Any]:
 def asked_in_artifacts(make_skill: Any, make_agent: Any, make_user: Any, *before: Any) -> Task:
     skill = make_skill()
     make_agent(skills=[skill])
-    task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
+    task = creation.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
     status = {"state": "TASK_STATE_INPUT_REQUIRED", "message": blank("m-1")}
-    services.apply_agent_update(
+    agent_updates.apply_agent_update(
         task, status=status, artifacts=[*before, INTERRUPT], remote={"id": "r-1"}, via="a2a"
     )
     task = fresh(task)
@@ -149,7 +149,7 @@ def test_a_blank_status_again_keeps_the_question_asked_in_artifacts(
     a push): not a new question, on which the person's form would have been refused."""
     task = asked_in_artifacts(make_skill, make_agent, make_user)
     status = {"state": "TASK_STATE_INPUT_REQUIRED", "message": blank("m-2")}
-    services.apply_agent_update(task, status=status, remote={"id": "r-1"}, via="a2a")
+    agent_updates.apply_agent_update(task, status=status, remote={"id": "r-1"}, via="a2a")
     after = fresh(task)
     assert after.question["parts"] == INTERRUPT["parts"]
     assert after.state_changed_at == task.state_changed_at
@@ -181,15 +181,15 @@ def test_a_reply_without_a_question_pinned_answers_the_question_asked_when_it_la
     asks when it arrives. The agent asked anew after the reply read the task: the reply
     recorded the question read before as answered (a refusal brought that one back, and
     the agent's report of the new one, stale news, was asked again)."""
-    from a2a import task_actions
+    from a2a import services
 
-    real = task_actions.refuse_if_unable
+    real = services.refuse_if_unable
 
     def agent_asks_anew_meanwhile(task: Task, *args: Any, **kwargs: Any) -> Any:
         ask(Task.objects.get(pk=task.pk), "Which voltage?", "q2")
         return real(task, *args, **kwargs)
 
-    monkeypatch.setattr(task_actions, "refuse_if_unable", agent_asks_anew_meanwhile)
+    monkeypatch.setattr(services, "refuse_if_unable", agent_asks_anew_meanwhile)
     services.reply_to_task(asked_task, text="230V", by="a client")  # read on "EU or UK?"
     task = fresh(asked_task)
     assert task.state == TaskState.WORKING

@@ -13,10 +13,10 @@ import httpx
 import pytest
 from django.utils import timezone
 
-from a2a import deadlines, services, worker
+from a2a import creation, deadlines, worker
 from a2a.models import Task
 from a2a.states import ACTIVE_STATES, NextAction, TaskState
-from a2a.transports import AgentReply
+from a2a.transports.base import AgentReply
 from agent_profiles.models import Skill
 from tests.a2a.helpers import working
 from tests.support.agents import TestAgent
@@ -31,7 +31,7 @@ def sent(polled_user: Any) -> Any:
     """Create a task for the agent with ``input``, send it for real (the agent has it)."""
 
     def make(**input: Any) -> Task:
-        task = services.create_task(
+        task = creation.create_task(
             skill_id="ce-review", input={"product": "lamp", **input}, user=polled_user
         )
         worker.process_task(task.pk)
@@ -120,7 +120,7 @@ def test_an_agent_that_does_not_answer_costs_one_read_per_pass(
     )
     tasks = []
     for n in range(3):
-        task = services.create_task(
+        task = creation.create_task(
             skill_id="ce-review", input={"product": "lamp"}, agent_id=hanging.id, user=polled_user
         )
         working(task, remote_id=f"r-{n}")

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from starlette.responses import JSONResponse
 
-from a2a import agent_registry, services
+from a2a import agent_registry, creation, services
 from a2a.exceptions import (
     A2AAuthError,
     A2ACallError,
@@ -63,7 +63,7 @@ def test_a_refused_answer_leaves_the_agent_healthy(
     assert health_of(profile).status == "healthy", (profile.last_call_code, profile.last_call_error)
     assert not is_known_unreachable(profile)
     make_agent(skills=[profile.skills.first()], id="agent-two", a2a_endpoint="http://127.0.0.1:9/")
-    picked = services.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
+    picked = creation.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
     assert picked.agent_id == profile.id
 
 

@@ -7,7 +7,7 @@ id names no task of the agent's).
 
 Against the real test agent (:mod:`tests.support.agents`), whose answers a thin wrapper of
 the transport points at another task (as a confused or hostile agent would), and on
-:func:`a2a.services.apply_agent_reply` for the ways of sending and following that need no
+:func:`a2a.agent_updates.apply_agent_reply` for the ways of sending and following that need no
 agent to show.
 """
 
@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import agent_calls, engine, services, transports
+from a2a import agent_calls, agent_updates, creation, engine, transports
 from a2a.exceptions import A2AProtocolError
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
-from a2a.transports import AgentReply
+from a2a.transports.base import AgentReply
 from a2a.worker import process_task
 from tests.support.agents import TestAgent
 
@@ -37,7 +37,7 @@ VICTIM_OUTPUT = {"verdict": "fail"}  # the other task's result, unlike this task
 
 def create(user: Any, behaviour: str, **more: Any) -> Task:
     data = {"product": "lamp", "behaviour": behaviour, **more}
-    return services.create_task(skill_id="ce-review", input=data, user=user)
+    return creation.create_task(skill_id="ce-review", input=data, user=user)
 
 
 def sent(task: Task) -> Task:
@@ -184,7 +184,7 @@ def reply(remote_id: str, state: str = "TASK_STATE_WORKING", **more: Any) -> dic
 
 
 def apply(task: Task, remote: dict[str, Any], via: str = "a2a") -> Task:
-    return services.apply_agent_reply(task, task_json=remote, message=None, via=via)
+    return agent_updates.apply_agent_reply(task, task_json=remote, message=None, via=via)
 
 
 def following(task: Task, remote_id: str, action: str = NextAction.POLL) -> Task:

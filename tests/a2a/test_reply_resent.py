@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import services
+from a2a import creation, services
 from a2a.exceptions import A2ATransientError, A2AUnsupportedOperation
 from a2a.models import Task
 from a2a.states import INTERRUPTED_STATES, TERMINAL_STATES, NextAction, TaskState, Transport
@@ -63,7 +63,7 @@ def drive(task: Task, until: Callable[[Task], bool] = settled, timeout: float = 
 
 def asking(user: Any) -> Task:
     """A task the agent asks about ("Which market?"), waiting for the person."""
-    task = services.create_task(
+    task = creation.create_task(
         skill_id="ce-review", input={"product": "lamp", "behaviour": "ask"}, user=user
     )
     task = drive(task)

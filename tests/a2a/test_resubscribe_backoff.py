@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import long_calls, services, worker
+from a2a import creation, long_calls, worker
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
 from tests.support.raw_sse import (
@@ -47,7 +47,7 @@ def raw(make_skill: Any, make_agent: Any, settings: Any) -> Iterator[RawStreamAg
 
 def _streamed(user: Any) -> Task:
     """A task whose first message went out over the agent's stream."""
-    task = services.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
+    task = creation.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
     return _run_due(task)
 
 

@@ -12,12 +12,12 @@ from django.core.management import CommandError, call_command
 from django.db import connections, transaction
 from django.utils import timezone
 
-from a2a import retention, services
+from a2a import creation, retention
 from a2a import tasks as a2a_tasks
 from a2a.models import Task, TaskEvent, TaskMessage
 from a2a.push_models import PushDelivery, PushNotificationConfig
+from a2a.services import retry_task
 from a2a.states import TERMINAL_STATES, TaskState
-from a2a.task_actions import retry_task
 from gateway.models import Delivery, DeliveryKind
 from platform_site import metrics
 from platform_site.celery import app
@@ -31,7 +31,7 @@ def make(skill: Any, agent: Any, user: Any) -> Any:
     ago, by default when it ended)."""
 
     def make(state: str, ended: float, created: float | None = None) -> Task:
-        task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=user)
+        task = creation.create_task(skill_id=skill.id, input={"product": "lamp"}, user=user)
         now = timezone.now()
         Task.objects.filter(pk=task.pk).update(
             state=state,
@@ -188,7 +188,7 @@ def test_a_row_another_transaction_holds_is_left_for_the_next_run(
     user = make_user()
     tasks = []
     for _ in range(2):
-        task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=user)
+        task = creation.create_task(skill_id=skill.id, input={"product": "lamp"}, user=user)
         Task.objects.filter(pk=task.pk).update(
             state=TaskState.COMPLETED,
             state_changed_at=timezone.now() - 40 * DAY,

@@ -19,7 +19,7 @@ import pytest
 from jsonschema.validators import validator_for
 from rest_framework.test import APIClient
 
-from a2a import services
+from a2a import agent_updates, creation
 from a2a.models import Task
 from a2a.states import TaskState, Transport
 from a2a.wire import schema_errors
@@ -131,7 +131,7 @@ def test_input_with_a_remote_ref_is_refused_unfetched(
 
 
 def _working(skill: Skill, make_user: Any) -> Task:
-    task = services.create_task(skill_id=skill.id, input={}, user=make_user())
+    task = creation.create_task(skill_id=skill.id, input={}, user=make_user())
     Task.objects.filter(pk=task.pk).update(
         transport=Transport.WEBSOCKET, state=TaskState.WORKING.value
     )
@@ -140,7 +140,7 @@ def _working(skill: Skill, make_user: Any) -> Task:
 
 def _complete(task: Task, *parts: dict[str, Any]) -> Task:
     artifacts = [{"artifactId": "a", "parts": list(parts)}]
-    services.apply_agent_update(task, status=DONE, artifacts=artifacts, via="websocket")
+    agent_updates.apply_agent_update(task, status=DONE, artifacts=artifacts, via="websocket")
     return Task.objects.get(pk=task.pk)
 
 

@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 from starlette.responses import Response, StreamingResponse
 
-from a2a import rows, services
+from a2a import agent_updates, creation, rows
 from a2a.models import Task
 from a2a.states import TaskState
 from agent_profiles.models import Skill
@@ -75,12 +75,14 @@ def test_a_task_read_with_its_skill_is_judged_by_the_schema_as_it_is_now(
     """The claim's joined read (rows.TASKS_FOR_WORK) carries the skill as it was then."""
     skill = make_skill()
     make_agent(skills=[skill])
-    created = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
+    created = creation.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
     working(created)
     task = rows.task_for_work(created.pk)
     assert task is not None
     assert Task.skill.is_cached(task)
     Skill.objects.filter(pk=skill.pk).update(output_schema=NEW_SCHEMA)
-    services.apply_agent_update(task, status={"state": COMPLETED}, artifacts=[ARTIFACT], via="a2a")
+    agent_updates.apply_agent_update(
+        task, status={"state": COMPLETED}, artifacts=[ARTIFACT], via="a2a"
+    )
     task.refresh_from_db()
     assert (task.state, task.error["code"]) == (TaskState.FAILED, "output_invalid")

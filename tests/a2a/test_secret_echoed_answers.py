@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from a2a import services
+from a2a import creation
 from a2a.states import TaskState
 from a2a.transports import credentials as outbound_credentials
 from agent_profiles.credentials import set_credentials
@@ -67,7 +67,7 @@ def test_an_ended_task_echoing_the_request_keeps_no_secret_in_its_error(
     set_credentials(agent, {"type": "bearer", "token": SECRET})
     agent.save()
     user = make_user()
-    task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=user)
+    task = creation.create_task(skill_id=skill.id, input={"product": "lamp"}, user=user)
     task = drive(task, lambda t: t.state == state)
     message = task.error["message"]
     assert message.startswith(f"Agent '{agent.id}': upstream refused a request with headers")

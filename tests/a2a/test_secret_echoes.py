@@ -22,7 +22,7 @@ from urllib.parse import quote, unquote
 import pytest
 from django.utils import timezone
 
-from a2a import services, worker
+from a2a import creation, worker
 from a2a.models import Task
 from a2a.states import TERMINAL_STATES, Transport
 from a2a.transports import credentials as outbound_credentials
@@ -157,7 +157,7 @@ def agent_with(
 def run(user: Any) -> Task:
     """Create a task and run the worker on it until its send is settled: failed, handed
     to the gateway or waiting (each step is due at once, so nothing waits)."""
-    task = services.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
+    task = creation.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
     for _ in range(10):
         task.refresh_from_db()
         if task.state in TERMINAL_STATES or task.transport == Transport.OFFLINE:

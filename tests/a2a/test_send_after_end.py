@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import deadlines, services, worker
+from a2a import creation, deadlines, services, worker
 from a2a.models import Task
 from a2a.states import TaskState, Transport
 from a2a.transports.rest import RestTransport
@@ -78,7 +78,7 @@ def run_once(task: Task) -> Task:
 
 
 def start(user: Any) -> Task:
-    return services.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
+    return creation.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
 
 
 def assert_left_alone(task: Task, left: dict[str, Any], caplog: Any) -> None:

@@ -17,7 +17,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from a2a import agent_calls, agent_push, agent_push_body, services, transports
+from a2a import agent_calls, agent_push, agent_push_body, creation, transports
 from a2a.models import Task
 from a2a.scheduling import TaskScheduling
 from a2a.states import NextAction, TaskState
@@ -42,7 +42,7 @@ def user(make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent, sett
 
 
 def create(user: Any) -> Task:
-    return services.create_task(
+    return creation.create_task(
         skill_id="ce-review", input={"product": "lamp", "behaviour": "working"}, user=user
     )
 

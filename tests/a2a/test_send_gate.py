@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import agent_calls, send_gate, services
+from a2a import agent_calls, creation, send_gate
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
 from tests.support.agents import TestAgent
@@ -53,7 +53,7 @@ def test_a_send_without_a_slot_defers_its_task_and_counts_no_attempt(
     monkeypatch.setattr(send_gate, "SLOT_WAIT", 0.05)
     monkeypatch.setattr(send_gate, "DEFER_SECONDS", 0.0)
     make_agent(skills=[make_skill()], a2a_endpoint=peer.url)
-    task = services.create_task(skill_id="ce-review", input={"product": "lamp"}, user=make_user())
+    task = creation.create_task(skill_id="ce-review", input={"product": "lamp"}, user=make_user())
     task = Task.claim(task.pk)
     assert task is not None
     taken = threading.Event()

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from a2a import services
+from a2a import agent_updates, creation, services
 from a2a.exceptions import (
     A2AProtocolError,
     InputInvalid,
@@ -47,7 +47,7 @@ def test_it_creates_a_submitted_task_with_a_stable_outbound_message(task: Task) 
 
 def test_it_refuses_an_unknown_skill(agent: Any, user: Any) -> None:
     with pytest.raises(UnknownSkill):
-        services.create_task(skill_id="nope", input={}, user=user)
+        creation.create_task(skill_id="nope", input={}, user=user)
     assert not Task.objects.exists()
 
 
@@ -55,19 +55,19 @@ def test_it_refuses_an_inactive_skill(skill: Any, agent: Any, user: Any) -> None
     skill.is_active = False
     skill.save()
     with pytest.raises(UnknownSkill):
-        services.create_task(skill_id=skill.id, input={"product": "x"}, user=user)
+        creation.create_task(skill_id=skill.id, input={"product": "x"}, user=user)
 
 
 def test_it_refuses_input_that_fails_the_schema(skill: Any, agent: Any, user: Any) -> None:
     with pytest.raises(InputInvalid) as info:
-        services.create_task(skill_id=skill.id, input={"market": 3}, user=user)
+        creation.create_task(skill_id=skill.id, input={"market": 3}, user=user)
     paths = {e["path"] for e in info.value.details["errors"]}
     assert paths == {"(root)", "market"}
     assert not Task.objects.exists()
 
 
 def test_it_skips_input_validation_when_asked(skill: Any, agent: Any, user: Any) -> None:
-    task = services.create_task(skill_id=skill.id, input={}, user=user, validate_input=False)
+    task = creation.create_task(skill_id=skill.id, input={}, user=user, validate_input=False)
     assert task.state == TaskState.SUBMITTED
 
 
@@ -75,14 +75,14 @@ def test_it_refuses_an_unknown_or_unfit_agent(
     skill: Any, agent: Any, user: Any, make_agent: Any, make_skill: Any
 ) -> None:
     with pytest.raises(UnknownAgent):
-        services.create_task(skill_id=skill.id, input={"product": "x"}, agent_id="ghost", user=user)
+        creation.create_task(skill_id=skill.id, input={"product": "x"}, agent_id="ghost", user=user)
     make_agent(id="other", skills=[make_skill(id="other-skill")])
     with pytest.raises(UnknownAgent, match="does not offer"):
-        services.create_task(skill_id=skill.id, input={"product": "x"}, agent_id="other", user=user)
+        creation.create_task(skill_id=skill.id, input={"product": "x"}, agent_id="other", user=user)
     agent.status = "disabled"
     agent.save()
     with pytest.raises(UnknownAgent, match="disabled"):
-        services.create_task(
+        creation.create_task(
             skill_id=skill.id, input={"product": "x"}, agent_id=agent.id, user=user
         )
     assert not Task.objects.exists()
@@ -90,14 +90,14 @@ def test_it_refuses_an_unknown_or_unfit_agent(
 
 def test_it_says_so_when_no_agent_offers_the_skill(skill: Any, user: Any) -> None:
     with pytest.raises(NoAgentAvailable, match="No active agent offers"):
-        services.create_task(skill_id=skill.id, input={"product": "x"}, user=user)
+        creation.create_task(skill_id=skill.id, input={"product": "x"}, user=user)
 
 
 def test_an_idempotency_key_returns_the_first_task(skill: Any, agent: Any, user: Any) -> None:
-    first = services.create_task(
+    first = creation.create_task(
         skill_id=skill.id, input={"product": "x"}, user=user, idempotency_key="k1"
     )
-    again = services.create_task(
+    again = creation.create_task(
         skill_id=skill.id, input={"product": "x"}, user=user, idempotency_key="k1"
     )
     assert (first.created, again.created) == (True, False)
@@ -108,19 +108,19 @@ def test_an_idempotency_key_returns_the_first_task(skill: Any, agent: Any, user:
 def test_an_idempotency_key_reused_for_another_request_conflicts(
     skill: Any, agent: Any, user: Any
 ) -> None:
-    services.create_task(skill_id=skill.id, input={"product": "x"}, user=user, idempotency_key="k")
+    creation.create_task(skill_id=skill.id, input={"product": "x"}, user=user, idempotency_key="k")
     with pytest.raises(Conflict):
-        services.create_task(
+        creation.create_task(
             skill_id=skill.id, input={"product": "y"}, user=user, idempotency_key="k"
         )
 
 
 def test_idempotency_keys_are_per_user(skill: Any, agent: Any, make_user: Any) -> None:
     alice, bob = make_user("alice"), make_user("bob")
-    a = services.create_task(
+    a = creation.create_task(
         skill_id=skill.id, input={"product": "x"}, user=alice, idempotency_key="k"
     )
-    b = services.create_task(
+    b = creation.create_task(
         skill_id=skill.id, input={"product": "x"}, user=bob, idempotency_key="k"
     )
     assert a.pk != b.pk
@@ -134,7 +134,7 @@ def test_a_relayed_message_goes_out_unchanged(skill: Any, agent: Any) -> None:
         "metadata": {"skillId": "ce-review", "x": 1},
         "contextId": "ctx-9",
     }
-    task = services.create_task(
+    task = creation.create_task(
         skill_id=skill.id, input=None, message=message, origin="a2a", validate_input=False
     )
     assert task.outbound_message == message
@@ -153,7 +153,7 @@ def test_working_keeps_following_and_records_remote_ids(task: Task) -> None:
 
 def test_completed_with_valid_output_completes(task: Task) -> None:
     artifacts = [{"artifactId": "a", "parts": [{"data": {"verdict": "pass"}}], "extra": 1}]
-    services.apply_agent_update(
+    agent_updates.apply_agent_update(
         task, status={"state": "TASK_STATE_COMPLETED"}, artifacts=artifacts, via="a2a"
     )
     task.refresh_from_db()
@@ -164,7 +164,7 @@ def test_completed_with_valid_output_completes(task: Task) -> None:
 
 def test_completed_with_invalid_output_fails_keeping_the_errors(task: Task) -> None:
     artifacts = [{"artifactId": "a", "parts": [{"data": {"verdict": "maybe"}}]}]
-    services.apply_agent_update(
+    agent_updates.apply_agent_update(
         task, status={"state": "TASK_STATE_COMPLETED"}, artifacts=artifacts, via="a2a"
     )
     task.refresh_from_db()
@@ -187,17 +187,17 @@ def test_a_task_read_alone_is_judged_against_the_cached_skill(task: Task) -> Non
     alone = Task.objects.get(pk=task.pk)
     artifacts = [{"artifactId": "a", "parts": [{"data": {"verdict": "maybe"}}]}]
     with CaptureQueriesContext(connection) as queries:
-        services.apply_agent_update(
+        agent_updates.apply_agent_update(
             alone, status={"state": "TASK_STATE_COMPLETED"}, artifacts=artifacts, via="push"
         )
     assert not [q for q in queries.captured_queries if "agent_profiles_skill" in q["sql"]]
     alone.refresh_from_db()
     assert (alone.state, alone.error["code"]) == (TaskState.FAILED, "output_invalid")
 
-    other = services.create_task(skill_id=task.skill_id, input={"product": "x"}, user=None)
+    other = creation.create_task(skill_id=task.skill_id, input={"product": "x"}, user=None)
     lookups._put(lookups._skills, task.skill_id, None)  # a stale "no such skill"
     other = Task.objects.get(pk=other.pk)
-    services.apply_agent_update(
+    agent_updates.apply_agent_update(
         other, status={"state": "TASK_STATE_COMPLETED"}, artifacts=artifacts, via="push"
     )
     other.refresh_from_db()
@@ -205,14 +205,16 @@ def test_a_task_read_alone_is_judged_against_the_cached_skill(task: Task) -> Non
 
 
 def test_completed_without_data_fails_as_invalid_output(task: Task) -> None:
-    services.apply_agent_update(task, status={"state": "completed"}, artifacts=[], via="a2a")
+    agent_updates.apply_agent_update(task, status={"state": "completed"}, artifacts=[], via="a2a")
     task.refresh_from_db()
     assert (task.state, task.error["code"]) == (TaskState.FAILED, "output_invalid")
 
 
 def test_it_reads_legacy_states_kinds_and_json_text_parts(task: Task) -> None:
     artifacts = [{"kind": "artifact", "parts": [{"kind": "text", "text": '{"verdict": "fail"}'}]}]
-    services.apply_agent_update(task, status={"state": "completed"}, artifacts=artifacts, via="x")
+    agent_updates.apply_agent_update(
+        task, status={"state": "completed"}, artifacts=artifacts, via="x"
+    )
     task.refresh_from_db()
     assert (task.state, task.output) == (TaskState.COMPLETED, {"verdict": "fail"})
 
@@ -222,7 +224,9 @@ def test_several_data_artifacts_are_merged(task: Task) -> None:
         {"parts": [{"data": {"verdict": "fail"}}]},
         {"parts": [{"data": {"verdict": "pass", "notes": "ok"}}]},
     ]
-    services.apply_agent_update(task, status={"state": "completed"}, artifacts=artifacts, via="x")
+    agent_updates.apply_agent_update(
+        task, status={"state": "completed"}, artifacts=artifacts, via="x"
+    )
     task.refresh_from_db()
     assert task.output == {"verdict": "pass", "notes": "ok"}
 
@@ -230,7 +234,7 @@ def test_several_data_artifacts_are_merged(task: Task) -> None:
 def test_input_required_stores_the_question_and_pauses(task: Task) -> None:
     question = {"messageId": "q1", "role": "ROLE_AGENT", "parts": [{"text": "EU or UK?"}]}
     working(task)
-    services.apply_agent_update(
+    agent_updates.apply_agent_update(
         task, status={"state": "TASK_STATE_INPUT_REQUIRED", "message": question}, via="a2a"
     )
     task.refresh_from_db()
@@ -238,14 +242,14 @@ def test_input_required_stores_the_question_and_pauses(task: Task) -> None:
     assert task.question == question
     assert task.next_action == NextAction.NONE
     # the same status polled again is not stored twice
-    services.apply_agent_update(
+    agent_updates.apply_agent_update(
         task, status={"state": "TASK_STATE_INPUT_REQUIRED", "message": question}, via="a2a"
     )
     assert TaskMessage.objects.filter(task=task, direction=Direction.FROM_AGENT).count() == 1
 
 
 def test_auth_required_is_an_interruption_too(task: Task) -> None:
-    services.apply_agent_update(task, status={"state": "auth-required"}, via="a2a")
+    agent_updates.apply_agent_update(task, status={"state": "auth-required"}, via="a2a")
     task.refresh_from_db()
     assert task.state == TaskState.AUTH_REQUIRED
 
@@ -262,7 +266,7 @@ def test_final_agent_states_map_to_our_verbs(
     task: Task, state: str, expected: str, code: str | None
 ) -> None:
     message = {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "because"}]}
-    services.apply_agent_update(task, status={"state": state, "message": message}, via="a2a")
+    agent_updates.apply_agent_update(task, status={"state": state, "message": message}, via="a2a")
     task.refresh_from_db()
     assert task.state == expected
     assert (task.error or {}).get("code") == code
@@ -272,14 +276,14 @@ def test_final_agent_states_map_to_our_verbs(
 
 def test_an_unknown_state_is_a_protocol_error(task: Task) -> None:
     with pytest.raises(A2AProtocolError):
-        services.apply_agent_update(task, status={"state": "exploded"}, via="a2a")
+        agent_updates.apply_agent_update(task, status={"state": "exploded"}, via="a2a")
     task.refresh_from_db()
     assert task.state == TaskState.SUBMITTED
 
 
 def test_news_after_the_end_changes_nothing(task: Task) -> None:
     services.cancel_task(task)
-    services.apply_agent_update(
+    agent_updates.apply_agent_update(
         task,
         status={"state": "completed"},
         artifacts=[{"parts": [{"data": {"verdict": "pass"}}]}],

@@ -7,8 +7,8 @@ import pytest
 from a2a.agent_updates import apply_agent_update
 from a2a.face.serializers import task_status
 from a2a.models import InvalidTransition, Task, TaskEvent
+from a2a.services import reply_to_task
 from a2a.states import NextAction, TaskState, normalize_state
-from a2a.task_actions import reply_to_task
 
 
 @pytest.fixture

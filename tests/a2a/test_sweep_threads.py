@@ -13,7 +13,7 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from a2a import services, worker
+from a2a import creation, worker
 from a2a.models import Task
 from a2a.tasks import batch_threads, process_many
 from platform_site import dbthreads
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def due_task(skill: Any, user: Any) -> Task:
     """A new task whose hint was lost: the sweep takes it (its send fails at once, the
     agent's loopback address being refused or its port closed: a retry is scheduled)."""
-    task = services.create_task(skill_id=skill.id, input={"product": "x"}, user=user)
+    task = creation.create_task(skill_id=skill.id, input={"product": "x"}, user=user)
     Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now() - timedelta(seconds=60))
     return task
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import services
+from a2a import agent_updates, creation, services
 from a2a.exceptions import (
     A2ACallError,
     A2APermanentError,
@@ -17,8 +17,8 @@ from a2a.exceptions import (
     A2ATransientError,
 )
 from a2a.models import InvalidTransition, Task
+from a2a.services import handle_send_failure
 from a2a.states import NextAction, TaskState
-from a2a.task_actions import handle_send_failure
 from a2a.worker import process_task
 from platform_site.errors import ValidationFailed
 from tests.a2a.helpers import working
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.django_db
 def _ask(task: Task) -> Task:
     working(task)
     question = {"messageId": "q1", "role": "ROLE_AGENT", "parts": [{"text": "EU or UK?"}]}
-    services.apply_agent_update(
+    agent_updates.apply_agent_update(
         task, status={"state": "input-required", "message": question}, via="a2a"
     )
     task.refresh_from_db()
@@ -123,7 +123,7 @@ def test_retry_of_a_running_task_is_refused(task: Task) -> None:
 def test_retry_sends_a_new_message_to_a_new_agent_task(task: Task) -> None:
     working(task)
     first_id = task.outbound_message["messageId"]
-    services.apply_agent_update(task, status={"state": "failed"}, via="a2a")
+    agent_updates.apply_agent_update(task, status={"state": "failed"}, via="a2a")
     services.retry_task(task)
     task.refresh_from_db()
     assert task.state == TaskState.SUBMITTED
@@ -285,12 +285,12 @@ def test_a_retry_past_the_deadline_falls_back_to_the_gateway(task: Task, setting
 
 def test_retry_of_a_relayed_task_resends_the_callers_first_message(skill: Any, agent: Any) -> None:
     message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "review my lamp"}]}
-    task = services.create_task(
+    task = creation.create_task(
         skill_id=skill.id, input=None, message=message, origin="a2a", validate_input=False
     )
     _ask(task)
     services.reply_to_task(task, message={"messageId": "m2", "parts": [{"text": "EU"}]})
-    services.apply_agent_update(task, status={"state": "failed"}, via="a2a")
+    agent_updates.apply_agent_update(task, status={"state": "failed"}, via="a2a")
     services.retry_task(task)
     task.refresh_from_db()
     assert task.outbound_message["parts"] == [{"text": "review my lamp"}]

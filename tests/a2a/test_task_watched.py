@@ -11,8 +11,9 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from a2a import services
-from a2a.models import PushDelivery, PushNotificationConfig, Task
+from a2a import creation
+from a2a.models import Task
+from a2a.push_models import PushDelivery, PushNotificationConfig
 from a2a.signals import task_changed
 from a2a.states import TaskState, Transport
 from gateway import services as gateway_services
@@ -102,7 +103,7 @@ def test_a_socket_only_agents_task_is_watched_from_its_creation(
     user: Any, make_agent: Any, skill: Any
 ) -> None:
     make_agent(id="socket-only", skills=[skill], a2a_endpoint="")
-    task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=user)
+    task = creation.create_task(skill_id=skill.id, input={"product": "lamp"}, user=user)
     assert Task.objects.get(pk=task.pk).watched is True
 
 

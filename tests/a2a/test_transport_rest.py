@@ -14,7 +14,7 @@ import pytest
 
 from a2a.exceptions import A2ACallError, A2APermanentError, A2AProtocolError, A2ATransientError
 from a2a.states import TaskState
-from a2a.transports import parse_retry_after
+from a2a.transports.base import parse_retry_after
 from a2a.transports.rest import RestTransport
 from a2a.wire import user_message
 from agent_profiles.interfaces import CallTarget

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from a2a import deadlines, services, worker
+from a2a import agent_updates, creation, deadlines, worker
 from a2a.claims import lease_seconds
 from a2a.models import Task
 from a2a.states import NextAction, TaskState, Transport
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db
 def task(make_skill: Any, make_agent: Any, make_user: Any) -> Task:
     skill = make_skill()
     make_agent(skills=[skill])
-    return services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
+    return creation.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
 
 
 def test_a_task_is_claimed_once(task: Task) -> None:
@@ -65,7 +65,7 @@ def test_a_task_not_yet_due_is_not_claimed(task: Task) -> None:
 
 
 def test_a_task_waiting_for_a_person_is_not_claimed(task: Task) -> None:
-    services.apply_agent_update(task, status={"state": "input-required"}, via="a2a")
+    agent_updates.apply_agent_update(task, status={"state": "input-required"}, via="a2a")
     assert worker.claim_due(10) == []
 
 
@@ -126,7 +126,7 @@ def test_a_sent_task_that_times_out_names_the_agent(task: Task) -> None:
 
 def test_the_most_overdue_tasks_fail_first(task: Task, settings: Any) -> None:
     settings.A2A_POLL_BATCH = 2
-    later = [services.create_task(skill_id=task.skill_id, input={"product": "y"}) for _ in "ab"]
+    later = [creation.create_task(skill_id=task.skill_id, input={"product": "y"}) for _ in "ab"]
     now = timezone.now()
     # the oldest task is the most overdue, the newest the least
     for seconds, each in zip((3, 2, 1), [task, *later], strict=True):
@@ -232,7 +232,7 @@ def test_a_send_that_fails_before_reaching_the_agent_still_counts_as_an_attempt(
         card_read_at=timezone.now(),
         interface={"binding": "GRPC", "version": "1.0", "url": "http://127.0.0.1:9/"},
     )
-    task = services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
+    task = creation.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
     worker.process_task(task.pk)
     task.refresh_from_db()
     assert task.attempts == 1

@@ -9,7 +9,8 @@ import pytest
 from django.test import Client
 
 from a2a.face import push_configs
-from a2a.models import PushNotificationConfig, Task
+from a2a.models import Task
+from a2a.push_models import PushNotificationConfig
 
 pytestmark = pytest.mark.django_db
 

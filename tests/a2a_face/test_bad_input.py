@@ -17,7 +17,8 @@ import pytest
 from django.test import Client
 
 from a2a.face.asgi import speaks_jsonrpc
-from a2a.models import PushNotificationConfig, Task
+from a2a.models import Task
+from a2a.push_models import PushNotificationConfig
 from tests.a2a_face.conftest import FaceClient, error_reason
 
 pytestmark = pytest.mark.django_db

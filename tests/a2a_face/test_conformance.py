@@ -14,7 +14,8 @@ import pytest
 
 from a2a.agent_updates import apply_agent_reply
 from a2a.face import sending
-from a2a.models import PushNotificationConfig, Task
+from a2a.models import Task
+from a2a.push_models import PushNotificationConfig
 from tests.a2a_face.conftest import FaceClient, error_reason
 from tests.a2a_face.schema import validate
 

@@ -12,7 +12,8 @@ import pytest
 
 from a2a.face.jsonrpc import _Call
 from a2a.face.responses import sse_response
-from a2a.models import PushNotificationConfig, Task
+from a2a.models import Task
+from a2a.push_models import PushNotificationConfig
 from tests.a2a_face.conftest import FaceClient
 from tests.a2a_face.schema import sse_events
 

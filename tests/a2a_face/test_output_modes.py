@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 from starlette.responses import JSONResponse
 
-from a2a import services
+from a2a import agent_updates
 from a2a.face import sse
 from a2a.models import Task
 from tests.a2a_face.conftest import FaceClient, error_reason
@@ -44,7 +44,7 @@ def send(client: FaceClient, modes: Any = None, **config: Any) -> dict[str, Any]
 def finish(task_id: str) -> None:
     """The agent completes the task with a data artifact and a data status message."""
     task = Task.objects.get(pk=task_id)
-    services.apply_agent_update(
+    agent_updates.apply_agent_update(
         task,
         status={
             "state": "TASK_STATE_COMPLETED",
@@ -117,7 +117,7 @@ def test_a_reply_with_other_modes_changes_what_the_client_sees(
 ) -> None:
     created = send(as_alice, ["text"])
     task = Task.objects.get(pk=created["id"])
-    services.apply_agent_update(
+    agent_updates.apply_agent_update(
         task,
         status={
             "state": "TASK_STATE_INPUT_REQUIRED",

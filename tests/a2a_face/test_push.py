@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from a2a.models import PushNotificationConfig, Task
+from a2a.models import Task
+from a2a.push_models import PushNotificationConfig
 from tests.a2a_face.conftest import FaceClient, error_reason
 from tests.a2a_face.webhook import Webhook, push_config
 

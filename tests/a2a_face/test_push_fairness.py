@@ -13,7 +13,8 @@ import pytest
 from django.utils import timezone
 
 from a2a.face import push, push_pool
-from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
+from a2a.models import Task
+from a2a.push_models import DeliveryStatus, PushDelivery, PushNotificationConfig
 from agent_profiles.urlguard import use_resolver
 from tests.a2a_face.webhook import Webhook, until, working_then_canceled
 

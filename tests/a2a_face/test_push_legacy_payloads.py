@@ -14,8 +14,8 @@ from a2a.compat.v0_3 import types as v03
 from a2a.face import push, push_configs, sending
 from a2a.face.context import CallContext
 from a2a.face.jsonrpc import _Call
-from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
-from a2a.push_models import PushProtocol
+from a2a.models import Task
+from a2a.push_models import DeliveryStatus, PushDelivery, PushNotificationConfig, PushProtocol
 from tests.a2a_face.conftest import FaceClient
 from tests.a2a_face.schema import validate
 from tests.a2a_face.webhook import Webhook, push_config

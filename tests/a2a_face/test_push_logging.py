@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from a2a.face import push, push_configs
-from a2a.models import PushDelivery
+from a2a.push_models import PushDelivery
 from tests.a2a_face.webhook import push_config
 from tests.support.serving import down_url
 

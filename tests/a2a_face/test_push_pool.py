@@ -14,7 +14,8 @@ import pytest
 from django.utils import timezone
 
 from a2a.face import push, push_configs, push_pool
-from a2a.models import DeliveryStatus, PushDelivery, Task
+from a2a.models import Task
+from a2a.push_models import DeliveryStatus, PushDelivery
 from agent_profiles.urlguard import use_resolver
 from tests.a2a_face.webhook import Webhook, push_config, until, working_then_canceled
 

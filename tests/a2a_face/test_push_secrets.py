@@ -12,7 +12,8 @@ import pytest
 
 from a2a.face import push, push_configs
 from a2a.face.errors import InvalidParams
-from a2a.models import DeliveryStatus, PushDelivery, PushNotificationConfig, Task
+from a2a.models import Task
+from a2a.push_models import DeliveryStatus, PushDelivery, PushNotificationConfig
 from tests.a2a_face.webhook import Webhook, push_config
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("loopback_webhooks")]

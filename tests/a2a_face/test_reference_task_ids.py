@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from a2a import services
+from a2a import reassign
 from a2a.face.ids import REFERENCES
 from a2a.models import Task, TaskMessage
 from a2a.states import Transport
@@ -163,7 +163,7 @@ def test_a_reassigned_task_names_its_references_as_the_new_agent_knows_them(
     task = Task.objects.get(pk=shown["id"])
     assert task.outbound_message["referenceTaskIds"] == ["one-7"]
     two.skills.add(skill)
-    services.reassign_task(task, agent_id="agent-two", by="ops")
+    reassign.reassign_task(task, agent_id="agent-two", by="ops")
     task.refresh_from_db()
     assert task.agent_id == "agent-two"
     assert task.outbound_message["referenceTaskIds"] == ["two-7"]

@@ -10,7 +10,8 @@ import pytest
 
 from a2a.face import ids
 from a2a.face.context import CallContext
-from a2a.models import PushNotificationConfig, Task, TaskMessage
+from a2a.models import Task, TaskMessage
+from a2a.push_models import PushNotificationConfig
 from a2a.states import TaskState
 from tests.a2a_face.conftest import FaceClient, error_reason
 

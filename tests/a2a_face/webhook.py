@@ -10,7 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from a2a.face import push_configs
-from a2a.models import PushDelivery, PushNotificationConfig, Task
+from a2a.models import Task
+from a2a.push_models import PushDelivery, PushNotificationConfig
 
 
 class Webhook:

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.urls import reverse
 
-from a2a import services
+from a2a import creation
 from agent_profiles.authentication import authenticate_bearer
 from agent_profiles.credentials import encrypt
 from agent_profiles.models import HealthStatus
@@ -26,7 +26,7 @@ def test_the_agent_page_shows_health_card_credentials_tasks_and_presence(
         auth_encrypted=encrypt({"type": "bearer", "token": "sekrit-token-123"}),
         auth_type="bearer",
     )
-    task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
+    task = creation.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
     url = reverse("admin:agent_profiles_agentprofile_change", args=[agent.pk])
     page = staff_client.get(url).content.decode()
     console, form = page.index('id="agent-console"'), page.index("Profile</h2>")

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import agent_reads, engine, listing_fetch, services, transports, worker
+from a2a import agent_reads, creation, engine, listing_fetch, transports, worker
 from a2a.exceptions import A2AAuthError
 from a2a.models import Task
 from a2a.states import TERMINAL_STATES, TaskState, Transport
@@ -62,7 +62,7 @@ def api_key(value: str) -> dict[str, Any]:
 
 
 def start(user: Any) -> Task:
-    return services.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
+    return creation.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
 
 
 def not_sent(task: Task) -> bool:

@@ -18,7 +18,7 @@ from cryptography.fernet import Fernet
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from a2a import services
+from a2a import creation
 from a2a.states import NextAction, TaskState, Transport
 from a2a.transports import credentials as outbound_credentials
 from agent_profiles import health
@@ -74,7 +74,7 @@ def stopped_for_an_unreadable_credential(
         agent.save()
         settings.CREDENTIALS_KEY = key()  # the key changed (a deploy with a wrong one)
         data = {"product": "lamp", "behaviour": "complete"}
-        task = services.create_task(skill_id="ce-review", input=data, user=make_user())
+        task = creation.create_task(skill_id="ce-review", input=data, user=make_user())
         task = drive(task, lambda t: t.transport == Transport.OFFLINE or settled(t))
         assert task.error["code"] == "credentials_unreadable"
         yield peer, guard, agent, task, right

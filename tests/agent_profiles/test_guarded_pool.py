@@ -260,7 +260,8 @@ def test_an_answer_trickled_a_byte_at_a_time_ends_at_the_calls_deadline(
     """Each byte comes within the read timeout, so only a deadline for the whole answer
     ends the call (connect + read timeout + a little for the body); it held a worker's
     thread for as long as the agent liked (eight seconds here, then it failed otherwise)."""
-    from agent_profiles.guarded_pool import AnswerTimedOut, whole_answer_seconds
+    from agent_profiles.deadlines import whole_answer_seconds
+    from agent_profiles.guarded_pool import AnswerTimedOut
 
     strict.ALLOW_LOOPBACK_URLS = True
     with trickling_server(head, drip) as peer, pytest.raises(AnswerTimedOut) as ended:

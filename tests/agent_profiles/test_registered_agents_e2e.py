@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from a2a import services
+from a2a import creation
 from a2a.states import TaskState
 from agent_profiles.models import AgentProfile
 from tests.a2a.helpers import embedded_workers, wait_for
@@ -48,7 +48,7 @@ def test_an_agent_registered_before_it_serves_gets_its_card_read_before_the_firs
         assert profile["card"]["readAt"] is None
         assert profile["health"]["status"] == "unhealthy"
         with run_agent(port=port) as peer, embedded_workers(sweep_interval=0.3):
-            task = services.create_task(
+            task = creation.create_task(
                 skill_id="ce-review", input={"product": "lamp"}, user=make_user()
             )
             task = wait_for(task)
@@ -115,7 +115,7 @@ def test_a_wrong_credential_shows_in_health_and_rotating_it_lets_tasks_complete(
         response = register(client, body)
         assert response.status_code == 201, response.content
         key = response.json()["apiKey"]
-        services.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
+        creation.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
         agent = AgentProfile.objects.get(pk="guarded")
         wait_for(agent, lambda a: a.last_call_code == "agent_auth_failed")  # type: ignore[arg-type]
         assert "guarded" in agent.last_call_error
@@ -123,7 +123,7 @@ def test_a_wrong_credential_shows_in_health_and_rotating_it_lets_tasks_complete(
         body["auth"] = {"type": "bearer", "token": GOOD_TOKEN}
         health = register(client, body, key=key).json()["profile"]["health"]
         assert health["lastCall"] is None or health["lastCall"]["code"] != "agent_auth_failed"
-        task = services.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
+        task = creation.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
         task = wait_for(task)
     assert task.state == TaskState.COMPLETED, task.error
     assert AgentProfile.objects.get(pk="guarded").last_call_ok is True

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from a2a import services
+from a2a import batch, creation
 from a2a.models import Task
 from a2a.states import Transport
 from agent_profiles.models import AgentProfile
@@ -24,7 +24,7 @@ async def test_a_new_task_goes_out_on_commit_without_a_worker(
     client = await open_client(agent.raw_key)
     await client.send({"type": "ping"})
     assert await client.recv() == {"type": "pong"}
-    task: Task = await db_async(services.create_task)(
+    task: Task = await db_async(creation.create_task)(
         skill_id="ce-review", input={"product": "kettle"}, user=user
     )
     assert task.transport == Transport.WEBSOCKET
@@ -42,8 +42,8 @@ async def test_a_batch_reaches_the_socket_in_order(agent: AgentProfile, make_use
     client = await open_client(agent.raw_key)
     await client.send({"type": "ping"})
     assert await client.recv() == {"type": "pong"}
-    requests = [services.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(5)]
-    outcomes = await db_async(services.create_tasks)(requests, user=user)
+    requests = [batch.TaskRequest("ce-review", {"product": f"p{i}"}) for i in range(5)]
+    outcomes = await db_async(batch.create_tasks)(requests, user=user)
     frames = [await client.recv(wait=2) for _ in outcomes]
     assert [f["task"]["id"] for f in frames] == [str(o.task.id) for o in outcomes if o.task]
     await client.close()
@@ -53,7 +53,7 @@ async def test_an_offline_agent_gets_its_task_when_it_connects(
     agent: AgentProfile, make_user: Any
 ) -> None:
     user = await db_async(make_user)()
-    task: Task = await db_async(services.create_task)(
+    task: Task = await db_async(creation.create_task)(
         skill_id="ce-review", input={"product": "kettle"}, user=user
     )
     assert task.transport == Transport.OFFLINE

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from a2a import services
+from a2a import creation
 from a2a.models import Task
 from a2a.states import TaskState, Transport
 from agent_profiles import access
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def create(user: Any, **fields: Any) -> Task:
-    return services.create_task(
+    return creation.create_task(
         skill_id="ce-review", input={"product": "kettle"}, user=user, **fields
     )
 

@@ -1,6 +1,6 @@
 """A COMPLETED that carries no artifacts keeps the ones the agent reported before, and the
 task is judged on them: on the gateway, and on every other path through the one mapping
-(:func:`a2a.services.apply_agent_update`).
+(:func:`a2a.agent_updates.apply_agent_update`).
 
 Why: an a2a-sdk ``TaskUpdater`` adds its artifact (a WORKING update with it), then
 completes (a bare COMPLETED). Over the gateway that COMPLETED erased the stored
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from a2a import services
+from a2a import agent_updates
 from a2a.models import Task
 from a2a.states import TaskState, Transport
 from agent_profiles.models import AgentProfile
@@ -86,9 +86,9 @@ def test_every_path_keeps_the_artifacts_a_bare_completed_does_not_carry(
     task = make_task(transport=Transport.A2A)
     remote = {"id": "r-1", "contextId": "c-1"}
     working = {**remote, "status": {"state": "TASK_STATE_WORKING"}, "artifacts": REPORTED}
-    services.apply_agent_reply(task, task_json=working, message=None, via=via)
+    agent_updates.apply_agent_reply(task, task_json=working, message=None, via=via)
     completed = {**remote, "status": {"state": "TASK_STATE_COMPLETED"}}
-    services.apply_agent_reply(task, task_json=completed, message=None, via=via)
+    agent_updates.apply_agent_reply(task, task_json=completed, message=None, via=via)
     task.refresh_from_db()
     assert (task.state, task.output, task.artifacts) == (
         TaskState.COMPLETED,

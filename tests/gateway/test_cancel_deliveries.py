@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from a2a import reassign
 from a2a import services as a2a_services
 from a2a.models import Task
 from a2a.states import Transport
@@ -58,7 +59,7 @@ async def test_answering_the_cancel_of_a_reassigned_task_acknowledges_it(
     other = await db_async(make_agent)(skills=[skill], id="agent-two", a2a_endpoint="")
     task = await db_async(make_task)()
     client, _ = await holding(agent.raw_key, task)
-    await db_async(a2a_services.reassign_task)(
+    await db_async(reassign.reassign_task)(
         await db_async(Task.objects.get)(pk=task.pk), agent_id=other.id
     )
     cancel = await client.recv()

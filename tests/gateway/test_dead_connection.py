@@ -20,7 +20,7 @@ from channels.layers import get_channel_layer
 from django.db import OperationalError, connection
 from django.test import override_settings
 
-from a2a import services as a2a_services
+from a2a import agent_updates
 from a2a.models import Task
 from a2a.states import TaskState
 from agent_profiles.models import AgentProfile
@@ -106,7 +106,7 @@ async def test_an_update_failing_on_a_dead_connection_is_applied_on_a_new_one(
     """Any backend: the connection dies in the middle of the update."""
     task = await db_async(make_task)()
     client, _assign = await holding(agent.raw_key, task)
-    real = a2a_services.apply_agent_update
+    real = agent_updates.apply_agent_update
     calls: list[str] = []
 
     def dies_once(*args: Any, **kwargs: Any) -> Task:
@@ -116,7 +116,7 @@ async def test_an_update_failing_on_a_dead_connection_is_applied_on_a_new_one(
             raise OperationalError("server closed the connection unexpectedly")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(a2a_services, "apply_agent_update", dies_once)
+    monkeypatch.setattr(agent_updates, "apply_agent_update", dies_once)
     await client.send(completed(task))
     await ping_pong(client)
     assert len(calls) == 2
@@ -155,7 +155,7 @@ async def test_an_error_of_a_live_database_is_not_retried(
         calls.append(1)
         raise OperationalError("database is locked")
 
-    monkeypatch.setattr(a2a_services, "apply_agent_update", locked)
+    monkeypatch.setattr(agent_updates, "apply_agent_update", locked)
     await client.send(completed(task))
     error = await client.recv()
     assert (error["type"], error["code"]) == ("error", "internal_error")

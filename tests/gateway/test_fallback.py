@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from a2a import agent_updates, creation
 from a2a import services as a2a_services
 from a2a.exceptions import A2APermanentError, A2ATransientError
 from a2a.models import Task
@@ -31,7 +32,7 @@ def user(make_user: Callable[..., Any]) -> Any:
 
 
 def create(agent: AgentProfile, user: Any) -> Task:
-    return a2a_services.create_task(
+    return creation.create_task(
         skill_id="ce-review", input={"product": "lamp"}, agent_id=agent.id, user=user
     )
 
@@ -74,7 +75,7 @@ def test_replies_and_cancels_of_gateway_tasks_go_as_frames(agent: AgentProfile, 
     a2a_services.handle_send_failure(task, A2APermanentError("no endpoint", code="no_endpoint"))
     task.refresh_from_db()
     Delivery.objects.update(status=DeliveryStatus.ACKED)  # the agent got it
-    a2a_services.apply_agent_update(
+    agent_updates.apply_agent_update(
         task,
         status={
             "state": "TASK_STATE_INPUT_REQUIRED",
@@ -112,7 +113,7 @@ def test_a_failed_reply_to_an_http_task_moves_it_to_the_gateway_as_a_message(
     http_agent: AgentProfile, user: Any
 ) -> None:
     task = create(http_agent, user)
-    a2a_services.apply_agent_update(
+    agent_updates.apply_agent_update(
         task,
         status={"state": "TASK_STATE_INPUT_REQUIRED"},
         remote={"id": "remote-1", "contextId": "rctx"},

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from a2a import agent_updates, creation
 from a2a import services as a2a_services
 from a2a.deadlines import expire_overdue
 from a2a.models import Task
@@ -55,7 +56,7 @@ def test_an_offline_task_taken_after_its_first_deadline_gets_fresh_time(
     it had had the whole timeout."""
     settings.A2A_TASK_TIMEOUT = 300.0
     _seen(agent, timeout=timeout)
-    task = a2a_services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
+    task = creation.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
     assert task.transport == Transport.OFFLINE
     Task.objects.filter(pk=task.pk).update(deadline_at=timezone.now() - timedelta(hours=1))
     assert expire_overdue() == 0  # offline: spared
@@ -74,7 +75,7 @@ def test_an_offline_task_hinted_to_a_new_connection_gets_fresh_time(
 ) -> None:
     """The other way a connection takes it: the hint with the frame (``claim_pending``)."""
     _seen(agent)
-    task = a2a_services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
+    task = creation.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
     Task.objects.filter(pk=task.pk).update(deadline_at=timezone.now() - timedelta(hours=1))
     presence.register(agent.id, "chan-1")
     delivery = Delivery.objects.get(task=task)
@@ -87,10 +88,10 @@ def _asking(agent: AgentProfile, skill: Skill, make_user: Any) -> Task:
     """A socket task the agent took and asked a question in; then it went away."""
     _seen(agent)
     presence.register(agent.id, "chan-1")
-    task = a2a_services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
+    task = creation.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
     _take(agent, task, DeliveryKind.ASSIGN, "chan-1")
     task.refresh_from_db()
-    a2a_services.apply_agent_update(task, status=QUESTION, artifacts=None, via="websocket")
+    agent_updates.apply_agent_update(task, status=QUESTION, artifacts=None, via="websocket")
     task.refresh_from_db()
     assert task.state == TaskState.INPUT_REQUIRED
     end_session("chan-1")
@@ -159,7 +160,7 @@ def _timed_out_on_its_socket(agent: AgentProfile, skill: Skill, make_user: Any) 
     """A task the agent took over its socket, failed at its deadline by the sweep."""
     _seen(agent)
     presence.register(agent.id, "chan-1")
-    task = a2a_services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
+    task = creation.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
     _take(agent, task, DeliveryKind.ASSIGN, "chan-1")
     Task.objects.filter(pk=task.pk).update(deadline_at=timezone.now() - timedelta(seconds=1))
     assert expire_overdue() == 1
@@ -186,7 +187,7 @@ def test_a_socket_task_never_taken_has_its_assignment_withdrawn_at_the_timeout(
     """Nothing to cancel at the agent: no task.cancel, the assignment is not sent."""
     _seen(agent)
     presence.register(agent.id, "chan-1")
-    task = a2a_services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
+    task = creation.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
     assert task.transport == Transport.WEBSOCKET
     Task.objects.filter(pk=task.pk).update(deadline_at=timezone.now() - timedelta(seconds=1))
     assert expire_overdue() == 1

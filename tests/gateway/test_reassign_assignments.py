@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from a2a import services as a2a_services
-from a2a import worker
+from a2a import creation, reassign, worker
 from a2a.models import Task
 from agent_profiles.models import AgentProfile, Skill
 from gateway import services, sessions
@@ -32,13 +31,13 @@ async def test_a_task_reassigned_while_its_assignment_is_unacked_reaches_the_new
     other = await db_async(make_agent)(skills=[skill], id="agent-two", a2a_endpoint="")
     old = await open_client(agent.raw_key)
     await ping_pong(old)
-    task = await db_async(a2a_services.create_task)(
+    task = await db_async(creation.create_task)(
         skill_id=skill.id, input={"product": "kettle"}, agent_id=agent.id, user=user
     )
     first = await old.recv()  # sent to agent-one, not acked
     assert first["type"] == "task.assign"
 
-    await db_async(a2a_services.reassign_task)(
+    await db_async(reassign.reassign_task)(
         await db_async(Task.objects.get)(pk=task.pk), agent_id=other.id
     )
     await db_async(worker.process_task)(task.pk)  # the fresh attempt goes to the gateway

@@ -24,7 +24,7 @@ from django.conf import settings as django_settings
 from django.test import override_settings
 from django.utils import timezone
 
-from a2a import services
+from a2a import creation
 from a2a.models import Direction, Task, TaskMessage
 from a2a.states import TaskState
 from a2a.worker import process_task
@@ -165,7 +165,7 @@ def test_a_bad_answer_fails_the_task_once_on_postgres(
 def _run(make_skill: Any, make_agent: Any, make_user: Any, answer: str, code: str | None) -> None:
     with override_settings(ALLOW_LOOPBACK_URLS=True), bad_agent(ANSWERS[answer]) as (url, sends):
         make_agent(skills=[make_skill(max_attempts=2)], a2a_endpoint=url)
-        task = services.create_task(skill_id="ce-review", input={"product": "x"}, user=make_user())
+        task = creation.create_task(skill_id="ce-review", input={"product": "x"}, user=make_user())
         with workers():
             task = wait_for(task, timeout=40)
     assert task.state == TaskState.FAILED, task.error
@@ -241,7 +241,7 @@ def test_a_bare_message_with_bad_text_fails_the_task_once(
         bad_agent(_bare(where), streams=streams) as (url, sends),
     ):
         make_agent(skills=[make_skill()], a2a_endpoint=url, polling=not streams)
-        task = services.create_task(skill_id="ce-review", input={"product": "x"}, user=make_user())
+        task = creation.create_task(skill_id="ce-review", input={"product": "x"}, user=make_user())
         task = _drive(task)
     _assert_failed_once(task, sends, "output_invalid")
     assert task.error["details"]["field"] == FIELDS[where]
@@ -263,7 +263,7 @@ def test_a_polled_answer_about_another_task_with_a_bad_id_fails_clearly(
         bad_agent(working, polled=other) as (url, sends),
     ):
         make_agent(skills=[make_skill()], a2a_endpoint=url)
-        task = services.create_task(skill_id="ce-review", input={"product": "x"}, user=make_user())
+        task = creation.create_task(skill_id="ce-review", input={"product": "x"}, user=make_user())
         task = _drive(task)
     _assert_failed_once(task, sends, "not_a2a")
     # The ids are named by excerpts: the agent's with U+FFFD where its bad character was.

@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 from rest_framework.test import APIClient
 
-from a2a import services
+from a2a import agent_updates
 from a2a.models import Task
 from a2a.states import TaskState
 from platform_site.openapi import ERROR_SCHEMA
@@ -85,7 +85,7 @@ def test_a_retry_body_that_is_not_an_object_is_refused_and_retries_nothing(
 @pytest.mark.parametrize("body", NOT_OBJECTS)
 def test_a_reply_body_that_is_not_an_object_is_refused(api: APIClient, body: str) -> None:
     task_id = create(api)["id"]
-    services.apply_agent_update(
+    agent_updates.apply_agent_update(
         Task.objects.get(pk=task_id), status={"state": "input-required"}, via="a2a"
     )
     before = snapshot(task_id)
@@ -121,7 +121,7 @@ def test_an_idempotency_key_that_is_not_a_string_is_refused(api: APIClient, key:
 
 def test_reply_text_and_cancel_reason_that_are_not_strings_are_refused(api: APIClient) -> None:
     task_id = create(api)["id"]
-    services.apply_agent_update(
+    agent_updates.apply_agent_update(
         Task.objects.get(pk=task_id), status={"state": "input-required"}, via="a2a"
     )
     before = snapshot(task_id)

@@ -124,9 +124,9 @@ def test_an_oversize_body_is_413(api: APIClient, agent: Any, settings: Any) -> N
 
 
 def test_a_nul_in_a_reply_changes_nothing(api: APIClient, agent: Any) -> None:
-    from a2a import services
+    from a2a import creation
 
-    task = services.create_task(skill_id="ce-review", input={"product": "x"}, user=api.user)  # type: ignore[attr-defined]
+    task = creation.create_task(skill_id="ce-review", input={"product": "x"}, user=api.user)  # type: ignore[attr-defined]
     task.require_input({"role": "ROLE_AGENT", "parts": [{"text": "Which?"}], "messageId": "q"})
     error = assert_error(
         api.post(f"/api/tasks/{task.id}/reply", {"text": NUL}, format="json"), 400, "invalid_text"
@@ -139,9 +139,9 @@ def test_a_nul_in_a_reply_changes_nothing(api: APIClient, agent: Any) -> None:
 
 
 def test_a_nul_in_a_cancel_reason_is_refused(api: APIClient, agent: Any) -> None:
-    from a2a import services
+    from a2a import creation
 
-    task = services.create_task(skill_id="ce-review", input={"product": "x"}, user=api.user)  # type: ignore[attr-defined]
+    task = creation.create_task(skill_id="ce-review", input={"product": "x"}, user=api.user)  # type: ignore[attr-defined]
     response = api.post(f"/api/tasks/{task.id}/cancel", {"reason": NUL}, format="json")
     assert_error(response, 400, "invalid_text")
     task.refresh_from_db()

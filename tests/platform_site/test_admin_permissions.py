@@ -18,9 +18,10 @@ from django.db.models import Q
 from django.test import Client, RequestFactory
 from django.urls import reverse
 
-from a2a import services
+from a2a import agent_updates, creation
 from a2a.face import push_configs
-from a2a.models import PushNotificationConfig, Task
+from a2a.models import Task
+from a2a.push_models import PushNotificationConfig
 from a2a.states import TaskState
 from agent_profiles.authentication import authenticate_bearer
 from agent_profiles.models import AgentProfile, AgentStatus, UserToken
@@ -84,9 +85,9 @@ def asked_task(
     """A task whose agent asks "EU or UK?" (INPUT_REQUIRED)."""
     skill = make_skill()
     make_agent(skills=[skill])
-    task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
+    task = creation.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
     question = {"messageId": "q1", "role": "ROLE_AGENT", "parts": [{"text": "EU or UK?"}]}
-    services.apply_agent_update(
+    agent_updates.apply_agent_update(
         task,
         status={"state": "TASK_STATE_INPUT_REQUIRED", "message": question},
         remote={"id": "r-1", "contextId": "c-1"},

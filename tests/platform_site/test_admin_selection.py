@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from a2a import services
+from a2a import creation
 from a2a.models import Task
 from a2a.states import TaskState
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 def task(make_skill: Any, make_agent: Any, make_user: Any) -> Task:
     skill = make_skill()
     make_agent(skills=[skill])
-    return services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
+    return creation.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
 
 
 @pytest.mark.parametrize(

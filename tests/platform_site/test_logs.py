@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from a2a import services
+from a2a import agent_updates, creation, services
 from agent_profiles.keys import generate
 from platform_site.logs import BoundIds, JSONFormatter, bound
 from tests.support.secrets_scan import find_secrets
@@ -69,18 +69,18 @@ def test_one_info_line_per_lifecycle_event_and_none_per_poll(
     make_agent(skills=[skill])
     caplog.set_level(logging.INFO)
     with django_capture_on_commit_callbacks(execute=True):
-        task = services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
+        task = creation.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
     working = {"state": "TASK_STATE_WORKING"}
     with django_capture_on_commit_callbacks(execute=True):
-        services.apply_agent_update(task, status=working, remote={"id": "r1"}, via="a2a")
+        agent_updates.apply_agent_update(task, status=working, remote={"id": "r1"}, via="a2a")
     polls_before = len(lifecycle_lines(caplog))
     with django_capture_on_commit_callbacks(execute=True):
         for _ in range(3):  # three polls that say the same
-            services.apply_agent_update(task, status=working, via="a2a")
+            agent_updates.apply_agent_update(task, status=working, via="a2a")
     assert len(lifecycle_lines(caplog)) == polls_before
     question = {"messageId": "q", "role": "ROLE_AGENT", "parts": [{"text": "EU?"}]}
     with django_capture_on_commit_callbacks(execute=True):
-        services.apply_agent_update(
+        agent_updates.apply_agent_update(
             task, status={"state": "TASK_STATE_INPUT_REQUIRED", "message": question}, via="a2a"
         )
     with django_capture_on_commit_callbacks(execute=True):
@@ -132,7 +132,7 @@ def test_a_poll_that_breaks_and_a_read_at_the_deadline_name_their_task(
 
     skill = make_skill()
     agent = make_agent(skills=[skill])
-    task = services.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
+    task = creation.create_task(skill_id=skill.id, input={"product": "x"}, user=make_user())
 
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("a bug in a transport")

@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from a2a import services
+from a2a import agent_updates, creation
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
 from platform_site.face_metrics import operation, with_face_metrics
@@ -76,10 +76,10 @@ def test_counters_move_with_a_task_from_creation_to_its_end(
     make_agent(skills=[skill])
     before = scrape(client)
     with django_capture_on_commit_callbacks(execute=True):
-        task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
+        task = creation.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
     with django_capture_on_commit_callbacks(execute=True):
         artifacts = [{"parts": [{"data": {"verdict": "pass"}}]}]
-        services.apply_agent_update(
+        agent_updates.apply_agent_update(
             task, status={"state": "completed"}, artifacts=artifacts, via="a2a"
         )
     after = scrape(client)
@@ -105,7 +105,7 @@ def test_a_failure_is_counted_by_its_error_code(
 ) -> None:
     skill = make_skill()
     make_agent(skills=[skill])
-    task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
+    task = creation.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
     before = scrape(client)
     with django_capture_on_commit_callbacks(execute=True):
         task.fail("agent_unreachable", "Could not reach the agent")
@@ -128,12 +128,12 @@ def test_a_canceled_task_is_counted_without_the_error_it_met_on_the_way(
 ) -> None:
     """docs/operations.md: error_code is empty for COMPLETED and CANCELED. A poll that
     failed while the task worked stays on it as ``task.error``; it is not why it ended."""
-    from a2a.task_actions import cancel_task
+    from a2a.services import cancel_task
 
     skill = make_skill()
     make_agent(skills=[skill])
     user = make_user()
-    task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=user)
+    task = creation.create_task(skill_id=skill.id, input={"product": "lamp"}, user=user)
     error = {"code": "cannot_follow", "message": "cannot follow", "details": None}
     Task.objects.filter(pk=task.pk).update(state=TaskState.WORKING, error=error)
     task.refresh_from_db()
@@ -159,7 +159,7 @@ def test_the_sweep_lag_is_how_overdue_the_oldest_due_task_is(
 ) -> None:
     skill = make_skill()
     make_agent(skills=[skill])
-    task = services.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
+    task = creation.create_task(skill_id=skill.id, input={"product": "lamp"}, user=make_user())
     Task.objects.filter(pk=task.pk).update(
         next_action=NextAction.POLL, next_poll_at=timezone.now() - timedelta(seconds=30)
     )

@@ -13,7 +13,7 @@ import pytest
 from django.test import override_settings
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from a2a import services
+from a2a import creation, services
 from a2a.states import TaskState
 from platform_site import tracing
 from tests.a2a.helpers import embedded_workers, wait_for
@@ -39,7 +39,7 @@ def test_a_task_with_a_question_and_a_reply_is_one_trace_and_the_agent_sees_it(
     ):
         skill = make_skill()
         make_agent(skills=[skill], a2a_endpoint=peer.url)
-        task = services.create_task(
+        task = creation.create_task(
             skill_id=skill.id, input={"product": "lamp", "behaviour": "ask"}, user=make_user()
         )
         wait_for(task, lambda t: t.state == TaskState.INPUT_REQUIRED, timeout=20)

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from a2a import services, worker
+from a2a import creation, worker
 from a2a.models import Task
 from tests.support.serving import free_port, serve_agent
 
@@ -155,7 +155,7 @@ def events(*objects: dict[str, Any], rpc_id: str | None = None) -> StreamingResp
 
 def start(user: Any) -> Task:
     """A ``ce-review`` task of ``user``'s."""
-    return services.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
+    return creation.create_task(skill_id="ce-review", input={"product": "lamp"}, user=user)
 
 
 def run_out(task: Task, timeout: float = 15.0) -> Task:

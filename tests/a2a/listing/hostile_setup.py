@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from a2a import services
+from a2a import creation
 from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.worker import process_task
@@ -41,7 +41,7 @@ def user(agent: AgentProfile, make_user: Any) -> Any:
 
 
 def sent(user: Any, agent_id: str = "agent-one") -> Task:
-    task = services.create_task(
+    task = creation.create_task(
         skill_id="ce-review", input={"product": "lamp"}, user=user, agent_id=agent_id
     )
     process_task(task.pk)

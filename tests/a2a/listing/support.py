@@ -6,14 +6,14 @@ from typing import Any
 
 from django.utils import timezone
 
-from a2a import agent_listing, services
+from a2a import agent_listing, creation
 from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.worker import process_task
 
 
 def start(user: Any, behaviour: str = "working", **extra: Any) -> Task:
-    task = services.create_task(
+    task = creation.create_task(
         skill_id="ce-review", input={"product": "lamp", "behaviour": behaviour, **extra}, user=user
     )
     process_task(task.pk)

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import agent_listing, engine, transports
+from a2a import agent_listing, engine
 from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.states import TaskState
+from a2a.transports.base import AgentReply
 from agent_profiles.interfaces import call_target
 from agent_profiles.models import AgentProfile
 from tests.a2a.listing.support import listed_now, start
@@ -70,14 +71,14 @@ def test_a_change_without_a_status_time_stops_the_listing(setup: Any, peer: Test
     task = start(setup)
     polled = engine.Polled(task, call_target(task.agent))
     undated = {"id": task.remote_task_id, "status": {"state": TaskState.COMPLETED}}
-    agent_listing.check_poll(task, polled.target, transports.AgentReply(task=undated))
+    agent_listing.check_poll(task, polled.target, AgentReply(task=undated))
     assert AgentProfile.objects.get(pk="agent-one").listing is False
     task.refresh_from_db()
     assert task.next_poll_at <= timezone.now()
     dated = {**undated, "status": {**undated["status"], "timestamp": "2026-01-01T00:00:00Z"}}
     AgentProfile.objects.filter(pk="agent-one").update(listing=True)
     task.agent.refresh_from_db()
-    agent_listing.check_poll(task, call_target(task.agent), transports.AgentReply(task=dated))
+    agent_listing.check_poll(task, call_target(task.agent), AgentReply(task=dated))
     assert AgentProfile.objects.get(pk="agent-one").listing is True
 
 
@@ -94,7 +95,7 @@ def missed_once(task: Task, stamp: datetime) -> None:
     AgentListing.objects.filter(pk="agent-one").update(since=timezone.now())
     dated = {"id": task.remote_task_id, "status": {"state": TaskState.COMPLETED}}
     dated["status"]["timestamp"] = stamp.isoformat()
-    reply = transports.AgentReply(task=dated)
+    reply = AgentReply(task=dated)
     agent_listing.check_poll(task, call_target(task.agent), reply)
 
 
@@ -105,7 +106,7 @@ def test_a_change_shown_late_widens_the_overlap_and_lists_again(setup: Any) -> N
     AgentListing.objects.filter(pk="agent-one").update(since=stamp - timedelta(seconds=1))
     reply = {"id": task.remote_task_id, "status": {"state": TaskState.COMPLETED}}
     reply["status"]["timestamp"] = stamp.isoformat()
-    agent_listing.check_poll(task, call_target(task.agent), transports.AgentReply(task=reply))
+    agent_listing.check_poll(task, call_target(task.agent), AgentReply(task=reply))
     assert AgentListing.objects.get(pk="agent-one").overlap == 5.0
     # They had: the agent showed the change late. The cursor goes back before it (the
     # agent's other changes of that time are listed again) and the overlap widens.
@@ -176,6 +177,6 @@ def test_a_listing_given_up_while_the_send_was_out_does_not_leave_the_task_waiti
     assert agent_listing.follows(task, stale)
     assert task.next_poll_at > timezone.now() + timedelta(seconds=30)
     AgentProfile.objects.filter(pk="agent-one").update(listing=False)  # the give-up
-    agent_listing.cover_send(task, stale, transports.AgentReply(task={"id": "x"}), 0.1)
+    agent_listing.cover_send(task, stale, AgentReply(task={"id": "x"}), 0.1)
     task.refresh_from_db()
     assert task.next_poll_at <= timezone.now()

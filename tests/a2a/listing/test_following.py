@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import agent_listing, agent_push_body, listing_models, services
+from a2a import agent_listing, agent_push_body, creation, listing_models, services
 from a2a.listing_models import AgentListing
 from a2a.models import Task, TaskEvent
 from a2a.states import NextAction, TaskState
@@ -122,7 +122,7 @@ def test_a_listed_task_changes_only_that_agents_task(
     setup: Any, make_agent: Any, peer: TestAgent
 ) -> None:
     mine = start(setup, "slow", seconds=0.1)
-    other = services.create_task(
+    other = creation.create_task(
         skill_id="ce-review", input={"product": "lamp"}, user=setup, agent_id="agent-one"
     )
     make_agent(id="agent-two", skills=[mine.skill], a2a_endpoint="http://127.0.0.1:9/")

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from a2a import agent_push, services
+from a2a import agent_push, reassign, services
 from a2a.models import Task
 from a2a.states import NextAction, TaskState
 from agent_profiles.models import Skill
@@ -52,7 +52,7 @@ def test_a_listed_end_of_the_old_attempt_leaves_the_fresh_one_alone(
 
     def act() -> None:
         if how == "reassign":
-            services.reassign_task(fresh(task), agent_id="agent-two", by=setup)
+            reassign.reassign_task(fresh(task), agent_id="agent-two", by=setup)
         else:
             fresh(task).fail("timeout", "timed out")
             services.retry_task(fresh(task), by=setup)

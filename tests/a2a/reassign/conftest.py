@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from a2a import services
+from a2a import creation
 from a2a.models import Task
 from tests.a2a.test_api import client_for
 
@@ -23,7 +23,7 @@ def two(make_agent: Any, skill: Any) -> tuple[Any, Any]:
 
 @pytest.fixture
 def task(skill: Any, two: Any, user: Any) -> Task:
-    return services.create_task(
+    return creation.create_task(
         skill_id=skill.id, input={"product": "lamp"}, agent_id="agent-one", user=user
     )
 

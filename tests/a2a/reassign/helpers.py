@@ -8,10 +8,10 @@ from typing import Any
 
 from rest_framework.test import APIClient
 
+from a2a import agent_updates
 from a2a import reassign as reassign_module
-from a2a import services
 from a2a.models import Task
-from a2a.transports import AgentReply
+from a2a.transports.base import AgentReply
 
 
 class OldAgent:
@@ -55,7 +55,7 @@ def reassign(api: APIClient, task: Task) -> Any:
 
 def accepted(row: Task, remote_id: str = "r-1") -> Task:
     """The worker's send was answered: the agent's task (``remote_id``), still SUBMITTED."""
-    return services.apply_agent_update(
+    return agent_updates.apply_agent_update(
         row, status={"state": "TASK_STATE_SUBMITTED"}, remote={"id": remote_id}, via="a2a"
     )
 

@@ -12,8 +12,8 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
+from a2a import agent_updates
 from a2a import reassign as reassign_module
-from a2a import services
 from a2a.exceptions import UnknownAgent
 from a2a.models import Direction, Task, TaskMessage
 from a2a.states import NextAction, TaskState, Transport
@@ -58,7 +58,7 @@ def test_a_task_whose_agent_asked_meanwhile_is_reassigned(
     working(task)
     meanwhile(
         monkeypatch,
-        lambda row: services.apply_agent_update(
+        lambda row: agent_updates.apply_agent_update(
             row, status={"state": "input-required", "message": QUESTION}, via="a2a"
         ),
     )
@@ -97,7 +97,7 @@ def test_the_old_agents_report_of_its_cancel_does_not_undo_the_reassign(
     polled = Task.objects.get(pk=task.pk)  # the worker's copy, read before the reassign
 
     def reports(remote_id: str) -> None:
-        services.apply_agent_reply(
+        agent_updates.apply_agent_reply(
             polled,
             task_json={"id": remote_id, "status": {"state": "TASK_STATE_CANCELED"}},
             message=None,
@@ -127,7 +127,9 @@ def test_a_later_reassign_keeps_its_own_entry(
 
     def moved_again(remote_id: str) -> None:
         monkeypatch.setattr(reassign_module.transports, "transport_for", lambda t: OldAgent(task))
-        services.reassign_task(Task.objects.get(pk=task.pk), agent_id="agent-three", by="ops")
+        reassign_module.reassign_task(
+            Task.objects.get(pk=task.pk), agent_id="agent-three", by="ops"
+        )
 
     old_agent(monkeypatch, OldAgent(task, then=moved_again))
     assert reassign(api, task).status_code == 200
@@ -210,10 +212,10 @@ def test_two_reassigns_from_the_same_read_keep_both_moves(
     agent = old_agent(monkeypatch, OldAgent(task))
     working(task)
     first, second = stale(task), stale(task)
-    services.reassign_task(first, agent_id="agent-two", by="ann")
+    reassign_module.reassign_task(first, agent_id="agent-two", by="ann")
     working(stale(task), remote_id="r-2")
     agent.told.clear()
-    services.reassign_task(second, agent_id="agent-three", by="bob")
+    reassign_module.reassign_task(second, agent_id="agent-three", by="bob")
     task.refresh_from_db()
     steps = [(s["from"], s["to"], s["by"]) for s in task.metadata["reassignments"]]
     assert steps == [("agent-one", "agent-two", "ann"), ("agent-two", "agent-three", "bob")]
@@ -240,7 +242,7 @@ def test_a_reassign_at_the_same_time_waits_for_the_other_to_commit(
 
     def second_person() -> None:
         try:
-            services.reassign_task(second, agent_id="agent-three", by="bob")
+            reassign_module.reassign_task(second, agent_id="agent-three", by="bob")
         finally:
             connection.close()
 
@@ -253,7 +255,7 @@ def test_a_reassign_at_the_same_time_waits_for_the_other_to_commit(
         return build(row, *args)
 
     monkeypatch.setattr(reassign_module, "_move", moving)
-    services.reassign_task(first, agent_id="agent-two", by="ann")
+    reassign_module.reassign_task(first, agent_id="agent-two", by="ann")
     other[0].join(10)
     task.refresh_from_db()
     steps = [(s["from"], s["to"]) for s in task.metadata["reassignments"]]
@@ -267,10 +269,10 @@ def test_a_reassign_from_a_stale_read_to_the_agent_that_has_it_is_refused(
     naming agent-two is refused as up front, and its running task is still followed."""
     agent = old_agent(monkeypatch, OldAgent(task))
     seen = stale(task)
-    services.reassign_task(stale(task), agent_id="agent-two", by="ann")
+    reassign_module.reassign_task(stale(task), agent_id="agent-two", by="ann")
     accepted(stale(task), remote_id="r-2")
     with pytest.raises(UnknownAgent, match="already assigned to agent 'agent-two'"):
-        services.reassign_task(seen, agent_id="agent-two", by="bob")
+        reassign_module.reassign_task(seen, agent_id="agent-two", by="bob")
     task.refresh_from_db()
     assert (task.agent_id, task.remote_task_id) == ("agent-two", "r-2")
     assert len(task.metadata["reassignments"]) == 1
@@ -281,4 +283,4 @@ def test_a_task_deleted_after_the_read_is_not_found(task: Task) -> None:
     seen = stale(task)
     Task.objects.filter(pk=task.pk).delete()
     with pytest.raises(NotFound):
-        services.reassign_task(seen, agent_id="agent-two", by="ann")
+        reassign_module.reassign_task(seen, agent_id="agent-two", by="ann")

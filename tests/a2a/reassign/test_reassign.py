@@ -1,5 +1,5 @@
 """Reassigning a waiting, offline or failed task to another active agent of its skill
-(``POST /api/tasks/{id}/reassign`` and ``a2a.services.reassign_task``)."""
+(``POST /api/tasks/{id}/reassign`` and ``a2a.reassign.reassign_task``)."""
 
 from __future__ import annotations
 

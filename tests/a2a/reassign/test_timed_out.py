@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from a2a import deadlines, services
+from a2a import agent_updates, deadlines, services
 from a2a.exceptions import A2ATransientError
 from a2a.models import Task
+from a2a.reassign import reassign_task
 from a2a.states import NextAction, TaskState
 from tests.a2a.helpers import working
 from tests.a2a.reassign.helpers import OldAgent, old_agent, reassign, stale
@@ -51,7 +52,7 @@ def test_a_failed_task_whose_cancel_was_sent_tells_nobody(
     """The agent failed the task itself (or the worker sent the timeout's cancel)."""
     agent = old_agent(monkeypatch, OldAgent(task))
     working(task)
-    services.apply_agent_update(stale(task), status={"state": "TASK_STATE_FAILED"}, via="a2a")
+    agent_updates.apply_agent_update(stale(task), status={"state": "TASK_STATE_FAILED"}, via="a2a")
     assert reassign(api, task).status_code == 200
     assert api.post(f"/api/tasks/{task.pk}/retry").status_code == 409  # SUBMITTED now
     task.refresh_from_db()
@@ -106,7 +107,7 @@ def test_a_retry_from_a_stale_read_keeps_what_happened_since(task: Task) -> None
     the retry is agent-two's, and the reassignment stays on record."""
     task.fail("agent_failed", "Agent 'agent-one': broke")
     seen = stale(task)
-    services.reassign_task(stale(task), agent_id="agent-two", by="ann")
+    reassign_task(stale(task), agent_id="agent-two", by="ann")
     stale(task).fail("agent_failed", "Agent 'agent-two': broke")
     services.retry_task(seen, by="bob")
     task.refresh_from_db()
