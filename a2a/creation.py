@@ -109,13 +109,21 @@ def check_input(skill: Skill, data: Any) -> None:
 
 
 def choose_agent(
-    skill: Skill, agent_id: str | None, active: dict[str, int] | None = None
+    skill: Skill,
+    agent_id: str | None,
+    active: dict[str, int] | None = None,
+    prefer: str | None = None,
 ) -> tuple[AgentProfile, dict[str, Any]]:
-    """The caller's agent (checked), else the matcher's pick among the cached candidates.
+    """The caller's agent (checked), else ``prefer`` while it may take the skill (the agent
+    of the conversation the task continues), else the matcher's pick among the cached
+    candidates.
 
     ``active`` (active task counts per candidate) saves the matcher its count query; a
     batch passes it and counts its own picks in.
     """
+    if not agent_id and prefer and (agent := lookups.candidate(skill, prefer)) is not None:
+        lookups.assigned(agent.id)
+        return agent, {"agentId": agent.id, "chosenBy": "context", "at": timezone.now().isoformat()}
     if agent_id is None or agent_id == "":
         candidates = lookups.candidates(skill)
         if not candidates:  # never refuse from the cache
@@ -285,6 +293,7 @@ def create_task(
     watched: bool = False,
     metadata: dict[str, Any] | None = None,
     for_agent: ForAgent | None = None,
+    prefer_agent: str | None = None,
 ) -> Task:
     """Validate, choose an agent, store the task (SUBMITTED, next action SEND) and queue it.
 
@@ -298,7 +307,8 @@ def create_task(
     meanwhile is :class:`CallerGone` (401).
     ``watched``: the caller will follow it too (a stream, a push config; see ``build``);
     ``metadata``: more of the task's metadata (see ``build``); ``for_agent``: fits the
-    message to the chosen agent (see ``build``).
+    message to the chosen agent (see ``build``); ``prefer_agent``: the agent to choose
+    unless ``agent_id`` names one, while it is active and offers the skill.
     """
     skill = active_skill(skill_id)
     data = {} if input is None else input
@@ -309,7 +319,7 @@ def create_task(
     if existing is not None:
         return same_request(existing, skill.id, input, agent_id)
     for again in (False, True):
-        agent, match = choose_agent(skill, agent_id)
+        agent, match = choose_agent(skill, agent_id, prefer=prefer_agent)
         new = build(
             skill=skill,
             agent=agent,

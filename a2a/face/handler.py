@@ -32,7 +32,7 @@ from a2a.face.errors import (
     Unauthenticated,
     UnsupportedOperation,
 )
-from a2a.face.ids import caller_tag, toward_agent
+from a2a.face.ids import caller_tag, namespaced, toward_agent
 from a2a.face.params import opt_bool, opt_int, opt_str, opt_timestamp, required_str
 from a2a.face.serializers import task_json
 from a2a.face.stream_slots import Slot, stream_slots
@@ -188,9 +188,11 @@ class FaceHandler:
                 qs = qs.none()
             if context_id:
                 # The caller's context id, as stored (in the caller's namespace) or as
-                # given (tasks created on the REST API).
+                # given (tasks created on the REST API: a UUID). A value of the stored
+                # shape names a task shown with another contextId (its tail).
                 stored = toward_agent(caller_tag(ctx), context_id)
-                qs = qs.filter(context_id__in=[stored, context_id])
+                given = [] if namespaced(context_id) else [context_id]
+                qs = qs.filter(context_id__in=[stored, *given])
             if status:
                 qs = qs.filter(state=status)
             if after is not None:

@@ -93,6 +93,11 @@ def message_toward_agent(client_id: str) -> str:
 _NAMESPACED = re.compile(rf"^[0-9a-f]{{{TAG_LENGTH}}}:")
 
 
+def namespaced(value: str) -> bool:
+    """Whether ``value`` has the shape of a stored id (``<tag>:<caller's id>``)."""
+    return _NAMESPACED.match(value) is not None
+
+
 def for_caller(value: Any) -> Any:
     """A stored id as its caller sees it: without its namespace. Recognised by its shape,
     not by recomputing the tag, so ids stored before a ``SECRET_KEY`` change still read

@@ -123,6 +123,7 @@ def _send_sync(
         return task, before + 1
     skill_id, agent_id = choose_skill(ctx, params)
     context_id = toward_agent(tag, message.get("contextId") or str(uuid.uuid4()))
+    continued = message.get("contextId") and agent_id is None
     task = creation.create_task(
         skill_id=skill_id,
         input=input_of(message),
@@ -136,8 +137,22 @@ def _send_sync(
         watched=watched,
         metadata=_new_metadata(params, modes),
         for_agent=_for_agent(known) if references else None,
+        prefer_agent=conversation_agent(ctx, context_id, skill_id) if continued else None,
     )
     return task, None
+
+
+def conversation_agent(ctx: CallContext, context_id: str, skill_id: str) -> str | None:
+    """The agent of the caller's latest task of ``skill_id`` in the context: a conversation
+    goes on with the agent that holds it (the matcher, picking by load, sent every other
+    message of one conversation to another agent of the skill, each seeing half of it)."""
+    return (
+        visible_tasks(ctx)
+        .filter(context_id=context_id, skill_id=skill_id)
+        .order_by("-created_at", "-id")
+        .values_list("agent_id", flat=True)
+        .first()
+    )
 
 
 def _new_metadata(params: dict[str, Any], modes: list[str]) -> dict[str, Any] | None:
