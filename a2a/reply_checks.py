@@ -27,22 +27,26 @@ def still_asking(task: Task, asked_at: datetime | None, question_id: str | None)
     transition: the transition's compare-and-set on the state alone would not see a task
     that was answered and asked again (the same state).
 
-    ``task`` takes the row's state and question as they are now, for the refusal: a task
-    that went on or ended meanwhile is told so (:func:`refuse_unless_waiting`), not taken
-    for one that asked something else. Read and locked also with nothing to check (an A2A
-    client's reply through the face): such a reply answers what the task asks when it
-    arrives, and the reply's record (the question answered, the answer's shape) must be
-    that question's, not the one read before the agent asked anew."""
+    ``task`` takes the row's state, question, metadata and artifacts as they are now: for
+    the refusal, a task that went on or ended meanwhile is told so
+    (:func:`refuse_unless_waiting`), not taken for one that asked something else. Read and
+    locked also with nothing to check (an A2A client's reply through the face): such a reply
+    answers what the task asks when it arrives, and the reply's record (the question
+    answered, the answer's shape) must be that question's, not the one read before the agent
+    asked anew."""
     row = (
         Task.objects.select_for_update()
         .filter(pk=task.pk)
-        .values_list("state", "state_changed_at", "question")
+        .values_list("state", "state_changed_at", "question", "metadata", "artifacts")
         .first()
     )
     if row is None:
         return False
-    state, changed_at, question = row
-    task.state, task.question = state, question  # the question asked now (none: answered)
+    state, changed_at, question, task.metadata, task.artifacts = row
+    # The question asked now (none: answered), and what the reply's transition writes
+    # over: the metadata and artifacts read before the lock may miss another answer's
+    # record of its question, or a face reply's ids, written meanwhile.
+    task.state, task.question = state, question
     if state not in INTERRUPTED_STATES:
         return False
     if asked_at is not None and changed_at != asked_at:

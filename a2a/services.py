@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import logging
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -72,6 +73,7 @@ def reply_to_task(
     by: Any = None,
     asked_at: datetime | None = None,
     question_id: str | None = None,
+    metadata_update: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> Task:
     """Answer the agent's question: a new message on the same task and context.
 
@@ -82,6 +84,8 @@ def reply_to_task(
     (the task's ``state_changed_at`` as they saw it); a task that moved since (answered
     elsewhere and asked again) is not answered: :class:`QuestionChanged`. ``question_id``:
     the same check for an API client, by the ``messageId`` of the question it read.
+    ``metadata_update``: the caller's additions to the task's metadata (the face's), given
+    the metadata as the locked row holds it and written with the reply's transition.
     """
     refuse_unless_waiting(task)
     if message is None and not text and data is None:
@@ -110,6 +114,8 @@ def reply_to_task(
                 {"question": task.question} if question_id is not None else None,
                 code="question_changed",
             )
+        if metadata_update is not None:
+            task.metadata = metadata_update(dict(task.metadata or {}))
         # Strands and ADK agents resume only on an answer in their own shape; their
         # question (as the locked row has it) says so, and the answer is wrapped to match.
         # Else an agent that takes text alone gets data as JSON text.

@@ -110,15 +110,18 @@ def _send_sync(
         # within reply_to_task) is then still newer than the reply's own transition.
         before = TaskEvent.objects.filter(task=task).count()
         message, mapped = references_toward(message, known, task.agent_id)
-        metadata = dict(task.metadata or {})
-        if modes:
-            metadata[OUTPUT_MODES] = modes
-        if mapped:
-            metadata[REFERENCES] = {**(metadata.get(REFERENCES) or {}), **mapped}
-        # Written by the reply's transition, with it: a refused reply keeps none of it.
-        task.metadata = metadata
+
+        def ours(metadata: dict[str, Any]) -> dict[str, Any]:
+            # Onto the metadata of the locked row (another reply may have written its own
+            # meanwhile), by the reply's transition: a refused reply keeps none of it.
+            if modes:
+                metadata[OUTPUT_MODES] = modes
+            if mapped:
+                metadata[REFERENCES] = {**(metadata.get(REFERENCES) or {}), **mapped}
+            return metadata
+
         relayed = {**message, "messageId": message_id, "contextId": task.context_id}
-        task = services.reply_to_task(task, message=relayed, by=ctx.user)
+        task = services.reply_to_task(task, message=relayed, by=ctx.user, metadata_update=ours)
         task.refresh_from_db()
         return task, before + 1
     skill_id, agent_id = choose_skill(ctx, params)
