@@ -29,12 +29,12 @@ from typing import Any
 from django.db import IntegrityError, OperationalError, transaction
 
 from a2a import lookups
+from a2a.agent_choice import choose_agent
 from a2a.creation import (
     NewTask,
     active_skill,
     build,
     check_input,
-    choose_agent,
     create_task,
     foreign_key_violation,
     insert,

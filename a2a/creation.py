@@ -27,14 +27,14 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from a2a import lookups, observe
-from a2a.exceptions import InputInvalid, UnknownAgent, UnknownSkill
+from a2a.agent_choice import choose_agent
+from a2a.exceptions import InputInvalid, UnknownSkill
 from a2a.hints import claim_at_birth, queue_processing_many, start_born
 from a2a.idempotency import existing_task, same_request, signed_in
 from a2a.models import Direction, Task, TaskEvent, TaskMessage
 from a2a.scheduling import task_seconds
 from a2a.states import NextAction, Transport
 from a2a.wire import relay_message, schema_errors, user_message
-from agent_profiles.matching import match_agent
 from agent_profiles.models import AgentProfile, Skill
 from platform_site import combined
 from platform_site.compiled_writes import insert_rows
@@ -106,52 +106,6 @@ def check_input(skill: Skill, data: Any) -> None:
             f"{first['path']}: {first['message']}",
             {"errors": errors},
         )
-
-
-def choose_agent(
-    skill: Skill,
-    agent_id: str | None,
-    active: dict[str, int] | None = None,
-    prefer: str | None = None,
-) -> tuple[AgentProfile, dict[str, Any]]:
-    """The caller's agent (checked), else ``prefer`` while it may take the skill (the agent
-    of the conversation the task continues), else the matcher's pick among the cached
-    candidates.
-
-    ``active`` (active task counts per candidate) saves the matcher its count query; a
-    batch passes it and counts its own picks in.
-    """
-    if not agent_id and prefer and (agent := lookups.candidate(skill, prefer)) is not None:
-        lookups.assigned(agent.id)
-        return agent, {"agentId": agent.id, "chosenBy": "context", "at": timezone.now().isoformat()}
-    if agent_id is None or agent_id == "":
-        candidates = lookups.candidates(skill)
-        if not candidates:  # never refuse from the cache
-            candidates = lookups.candidates(skill, fresh=True)
-        if active is None:
-            active = lookups.load(candidates)
-        agent, match = match_agent(skill, agents=candidates, active=active)
-        lookups.assigned(agent.id)
-        return agent, match
-    agent = lookups.candidate(skill, agent_id)
-    if agent is None:
-        raise _refusal(skill, agent_id)
-    return agent, {"agentId": agent.id, "chosenBy": "caller", "at": timezone.now().isoformat()}
-
-
-def _refusal(skill: Skill, agent_id: str) -> UnknownAgent:
-    """Why ``agent_id`` may not take the skill: unknown, not active, or not offering it."""
-    agent = AgentProfile.objects.filter(pk=agent_id).first()
-    if agent is None:
-        return UnknownAgent(f"Unknown agent '{agent_id}'.", {"agentId": agent_id})
-    if not agent.is_active:
-        return UnknownAgent(
-            f"Agent '{agent_id}' is {agent.status}, not active.", {"agentId": agent_id}
-        )
-    return UnknownAgent(
-        f"Agent '{agent_id}' does not offer the skill '{skill.id}'.",
-        {"agentId": agent_id, "skillId": skill.id},
-    )
 
 
 @dataclass
@@ -319,7 +273,8 @@ def create_task(
     if existing is not None:
         return same_request(existing, skill.id, input, agent_id)
     for again in (False, True):
-        agent, match = choose_agent(skill, agent_id, prefer=prefer_agent)
+        caller = agent_caller.id if agent_caller is not None else None
+        agent, match = choose_agent(skill, agent_id, prefer=prefer_agent, caller=caller)
         new = build(
             skill=skill,
             agent=agent,

@@ -23,9 +23,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from a2a import agent_registry, agent_standing, lookups, transports
+from a2a.agent_choice import choose_agent
 from a2a.agent_push import STATUS_AT
 from a2a.agent_standing import SKILL_DROPPED
-from a2a.creation import _deadline, choose_agent
+from a2a.creation import _deadline
 from a2a.exceptions import A2ACallError, UnknownAgent
 from a2a.face.ids import (
     REFERENCED,
