@@ -38,6 +38,7 @@ import time
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
 from agent_profiles.matching import active_counts
@@ -185,7 +186,10 @@ def clear() -> None:
 
 
 def _changed(sender: Any, **kwargs: Any) -> None:
+    # Now, and again at the commit: until then another thread of this process reads the
+    # old row, and would cache it for the whole A2A_REGISTRY_CACHE_SECONDS.
     clear()
+    transaction.on_commit(clear)
 
 
 for _model in (Skill, AgentProfile):
