@@ -268,7 +268,7 @@ def _give_up_held(row: AgentListing, reason: str) -> None:
 
 
 def listing_again(agent_id: str) -> None:
-    """The agent's "no listing" mark was cleared (``agent_profiles.services.listing_again``,
+    """The agent's "no listing" mark was cleared (``agent_profiles.health.listing_again``,
     a hook registered at start): its tasks in flight still say ``followedBy`` ``"list"``,
     so their polls are spaced as listed tasks' (the safety net's minutes). A listing starts
     again now if it has any; else the next send starts it."""

@@ -17,9 +17,8 @@ from django.utils.html import format_html
 
 from agent_profiles.cards import refresh_card
 from agent_profiles.credentials import InvalidCredentials, set_credentials, validate_credentials
-from agent_profiles.health import health_of
+from agent_profiles.health import health_of, listing_again, polling_again
 from agent_profiles.models import AgentProfile
-from agent_profiles.services import listing_again
 from platform_site.env import FLOAT_MAX
 from platform_site.errors import ValidationFailed
 from platform_site.text import JSONTooDeep, loads_bounded
@@ -161,6 +160,7 @@ def refresh_cards(
             )
         else:
             listing_again(agent)  # an operator's refresh: its ListTasks is tried again
+            polling_again(agent)  # and its GetTask
             modeladmin.message_user(
                 request,
                 f"{agent.pk}: card read; calls go to {read.chosen.describe()}",

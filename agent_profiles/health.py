@@ -39,6 +39,7 @@ from django.utils import timezone
 from agent_profiles.deadlines import whole_answer_by, whole_answer_seconds
 from agent_profiles.guarded_http import guarded_client
 from agent_profiles.models import AgentProfile, AgentStatus, HealthStatus
+from agent_profiles.relisting import announce_listing_again
 from platform_site.errors import ValidationFailed
 
 logger = logging.getLogger(__name__)
@@ -60,6 +61,42 @@ def _mark_without(agent: AgentProfile, what: str, reason: str) -> None:
         setattr(agent, name, value)
     AgentProfile.objects.filter(pk=agent.pk).update(**fields)
     logger.info("Agent %s marked no-%s: %s", agent.pk, what, reason, extra={"agent_id": agent.pk})
+
+
+def listing_again(agent: AgentProfile) -> None:
+    """The agent registered again, or its card was read again on request: a "no listing"
+    mark (``a2a.agent_listing``) is cleared, and its next polled tasks are followed by
+    listing. Nothing else clears it, and one bad answer sets it (a maintenance page in
+    HTML where ``ListTasks`` was): an agent that still does not list is marked again at
+    its next listing, its tasks polled meanwhile as the safety net."""
+    if agent.listing:
+        return
+    fields = {"listing": True, "no_listing_reason": "", "no_listing_at": None}
+    for name, value in fields.items():
+        setattr(agent, name, value)
+    AgentProfile.objects.filter(pk=agent.pk).update(**fields)
+    logger.info("Agent %s: no-listing mark cleared", agent.pk, extra={"agent_id": agent.pk})
+    # Its tasks in flight still say they are followed by listing (their polls spaced for
+    # it): dispatch lists them again, not at the agent's next send. Once the mark's clearing
+    # is committed: a sweep that saw the cursor due with the mark still on would stop it.
+    agent_id = agent.pk
+    transaction.on_commit(lambda: announce_listing_again(agent_id))
+
+
+def polling_again(agent: AgentProfile) -> None:
+    """The agent registered again, or its card was read again on request: a "no polling"
+    mark (``a2a.agent_polls``) is cleared, and its tasks are polled again. The mark may
+    have come from a deployment since replaced, or from a guess: an agent that moved
+    before its new card was served was polled in the shape its card's absence implied
+    (HTTP+JSON 1.0), and its 404 marked a JSON-RPC agent for good. One that still does not
+    answer ``GetTask`` is marked again at its next poll."""
+    if agent.polling:
+        return
+    fields = {"polling": True, "no_polling_reason": "", "no_polling_at": None}
+    for name, value in fields.items():
+        setattr(agent, name, value)
+    AgentProfile.objects.filter(pk=agent.pk).update(**fields)
+    logger.info("Agent %s: no-polling mark cleared", agent.pk, extra={"agent_id": agent.pk})
 
 
 def mark_no_polling(agent: AgentProfile, reason: str) -> None:

@@ -1,6 +1,6 @@
 """The hook that tells dispatch an agent's "no listing" mark was cleared.
 
-The registry clears the mark (:func:`agent_profiles.services.listing_again`), but the
+The registry clears the mark (:func:`agent_profiles.health.listing_again`), but the
 cursor that follows the agent's tasks by listing is dispatch's (``a2a``, above this app):
 its tasks already in flight would otherwise wait for the next send before anything lists
 them. So dispatch registers its handler at start (:func:`register_listing_again`), as it

@@ -28,6 +28,7 @@ from agent_profiles.cards import (
     store_document,
 )
 from agent_profiles.credentials import set_credentials
+from agent_profiles.health import listing_again, polling_again
 from agent_profiles.models import (
     RESERVED_AGENT_IDS,
     AgentProfile,
@@ -36,7 +37,6 @@ from agent_profiles.models import (
     HealthStatus,
     Skill,
 )
-from agent_profiles.relisting import announce_listing_again
 from agent_profiles.urlguard import check_url
 from platform_site.errors import Conflict, Forbidden, PlatformError, ValidationFailed
 
@@ -281,6 +281,7 @@ def _update(
     agent.skills.set(skills)
     agent.touch()
     listing_again(agent)
+    polling_again(agent)
     return agent
 
 
@@ -328,28 +329,9 @@ def refresh_agent_card(
 
     if refresh_card(agent, strict=True, guard=still_allowed) is not None:
         listing_again(agent)
+        polling_again(agent)
     agent.refresh_from_db()
     return agent
-
-
-def listing_again(agent: AgentProfile) -> None:
-    """The agent registered again, or its card was read again on request: a "no listing"
-    mark (``a2a.agent_listing``) is cleared, and its next polled tasks are followed by
-    listing. Nothing else clears it, and one bad answer sets it (a maintenance page in
-    HTML where ``ListTasks`` was): an agent that still does not list is marked again at
-    its next listing, its tasks polled meanwhile as the safety net."""
-    if agent.listing:
-        return
-    fields = {"listing": True, "no_listing_reason": "", "no_listing_at": None}
-    for name, value in fields.items():
-        setattr(agent, name, value)
-    AgentProfile.objects.filter(pk=agent.pk).update(**fields)
-    log.info("Agent %s: no-listing mark cleared", agent.pk, extra={"agent_id": agent.pk})
-    # Its tasks in flight still say they are followed by listing (their polls spaced for
-    # it): dispatch lists them again, not at the agent's next send. Once the mark's clearing
-    # is committed: a sweep that saw the cursor due with the mark still on would stop it.
-    agent_id = agent.pk
-    transaction.on_commit(lambda: announce_listing_again(agent_id))
 
 
 def check_key_live(agent_id: str, key_prefix: str | None) -> None:
