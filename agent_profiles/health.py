@@ -63,19 +63,27 @@ def _mark_without(agent: AgentProfile, what: str, reason: str) -> None:
     logger.info("Agent %s marked no-%s: %s", agent.pk, what, reason, extra={"agent_id": agent.pk})
 
 
+def _mark_cleared(agent: AgentProfile, what: str) -> bool:
+    """Clear what :func:`_mark_without` recorded, on the row and on ``agent``; whether
+    there was a mark to clear."""
+    if getattr(agent, what):
+        return False
+    fields = {what: True, f"no_{what}_reason": "", f"no_{what}_at": None}
+    for name, value in fields.items():
+        setattr(agent, name, value)
+    AgentProfile.objects.filter(pk=agent.pk).update(**fields)
+    logger.info("Agent %s: no-%s mark cleared", agent.pk, what, extra={"agent_id": agent.pk})
+    return True
+
+
 def listing_again(agent: AgentProfile) -> None:
     """The agent registered again, or its card was read again on request: a "no listing"
     mark (``a2a.agent_listing``) is cleared, and its next polled tasks are followed by
     listing. Nothing else clears it, and one bad answer sets it (a maintenance page in
     HTML where ``ListTasks`` was): an agent that still does not list is marked again at
     its next listing, its tasks polled meanwhile as the safety net."""
-    if agent.listing:
+    if not _mark_cleared(agent, "listing"):
         return
-    fields = {"listing": True, "no_listing_reason": "", "no_listing_at": None}
-    for name, value in fields.items():
-        setattr(agent, name, value)
-    AgentProfile.objects.filter(pk=agent.pk).update(**fields)
-    logger.info("Agent %s: no-listing mark cleared", agent.pk, extra={"agent_id": agent.pk})
     # Its tasks in flight still say they are followed by listing (their polls spaced for
     # it): dispatch lists them again, not at the agent's next send. Once the mark's clearing
     # is committed: a sweep that saw the cursor due with the mark still on would stop it.
@@ -90,13 +98,7 @@ def polling_again(agent: AgentProfile) -> None:
     before its new card was served was polled in the shape its card's absence implied
     (HTTP+JSON 1.0), and its 404 marked a JSON-RPC agent for good. One that still does not
     answer ``GetTask`` is marked again at its next poll."""
-    if agent.polling:
-        return
-    fields = {"polling": True, "no_polling_reason": "", "no_polling_at": None}
-    for name, value in fields.items():
-        setattr(agent, name, value)
-    AgentProfile.objects.filter(pk=agent.pk).update(**fields)
-    logger.info("Agent %s: no-polling mark cleared", agent.pk, extra={"agent_id": agent.pk})
+    _mark_cleared(agent, "polling")
 
 
 def mark_no_polling(agent: AgentProfile, reason: str) -> None:
