@@ -242,7 +242,8 @@ class TaskAdmin(admin.ModelAdmin):
             request,
             queryset,
             "Retried",
-            lambda t: services.retry_task(t, by=request.user),
+            # Each old agent task owed a cancel is told by a worker, not in this request.
+            lambda t: services.retry_task(t, by=request.user, tell_at_once=False),
             Q(state__in=RETRYABLE_STATES),
         )
 

@@ -61,7 +61,7 @@ from a2a.follow_policy import (
 from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.scheduling import task_seconds
-from a2a.services import handle_send_failure
+from a2a.send_failures import handle_send_failure
 from a2a.states import (
     ACTIVE_STATES,
     Transport,

@@ -15,7 +15,7 @@ from a2a.hints import queue_processing
 from a2a.models import Task
 from a2a.question_memory import asked_again
 from a2a.remote_ids import remote_fields
-from a2a.services import ask_again
+from a2a.send_failures import ask_again
 from a2a.states import INTERRUPTED_STATES, TaskState, normalize_state
 from a2a.transports.base import AgentReply
 from a2a.wire import question_of, task_output
@@ -55,7 +55,7 @@ def read_after_refusal(task: Task, exc: A2ACallError) -> bool:
     """A follow-up (a reply, naming the agent's task) the agent refused: read the agent's
     task (``GetTask``) and go on from what it says. True when that was done; False when
     the task cannot be read (or the failure is no refusal), for
-    :func:`~a2a.services.handle_send_failure` to decide as for any failed send.
+    :func:`~a2a.send_failures.handle_send_failure` to decide as for any failed send.
 
     Why: a reply sent again after the worker that sent it died (the agent took it and
     ended its task before the platform recorded the answer) is refused for the task's
@@ -68,7 +68,7 @@ def read_after_refusal(task: Task, exc: A2ACallError) -> bool:
     * it still asks the question the reply answers (its repeat is stale news to
       :func:`~a2a.agent_updates.apply_agent_update`, so the task did not move): the reply
       was refused for what it says, and the person answers again
-      (:func:`~a2a.services.ask_again`), whatever the refusal's code. A question asked
+      (:func:`~a2a.send_failures.ask_again`), whatever the refusal's code. A question asked
       in artifacts alone (:func:`_asked_in_artifacts_again`) the same, asked from them.
     """
     metadata = task.metadata or {}
@@ -136,7 +136,7 @@ def _asked_in_artifacts_again(task: Task, reply: AgentReply) -> dict[str, Any] |
     answered), and the refusal's reason was lost: the task waited again, the person not
     told why their answer went nowhere. The question comes from the artifacts here, as
     read now (:func:`_ask_in_artifacts_again`), not from what
-    :func:`~a2a.services.ask_again` kept of the reply: such an agent sends no message."""
+    :func:`~a2a.send_failures.ask_again` kept of the reply: such an agent sends no message."""
     remote = reply.task if isinstance(reply.task, dict) else {}
     status, artifacts = remote.get("status"), remote.get("artifacts")
     if reply.state not in INTERRUPTED_STATES or not isinstance(status, dict):
@@ -155,7 +155,7 @@ def _asked_in_artifacts_again(task: Task, reply: AgentReply) -> dict[str, Any] |
 def _ask_in_artifacts_again(
     task: Task, exc: A2ACallError, question: dict[str, Any], state: str | None
 ) -> None:
-    """:func:`~a2a.services.ask_again` for a question asked in artifacts: the task
+    """:func:`~a2a.send_failures.ask_again` for a question asked in artifacts: the task
     waits for the person again with ``question`` and, in its error, why the answer was
     refused (worded as there). A task moved meanwhile is let go of and taken up again."""
     held = task.lease_until

@@ -33,7 +33,7 @@ from a2a.follow_policy import (
 )
 from a2a.hints import queue_processing
 from a2a.models import Task
-from a2a.services import handle_send_failure
+from a2a.send_failures import handle_send_failure
 from a2a.states import ACTIVE_STATES, NextAction, TaskState, Transport
 from a2a.transports.answers import AgentErrorEvent
 from a2a.transports.base import AgentReply

@@ -1,7 +1,7 @@
 """Errors of the a2a app.
 
 Calls to agents raise one of three :class:`A2ACallError` kinds; the dispatcher decides
-what to do with each in one place (``a2a.services.handle_send_failure``):
+what to do with each in one place (``a2a.send_failures.handle_send_failure``):
 
 * :class:`A2ATransientError`: connection refused, timeout, HTTP 5xx or 429. Worth retrying.
 * :class:`A2APermanentError`: HTTP 4xx other than 429. The agent refused this request.

@@ -106,6 +106,16 @@ def tell_owed_cancel(old: Task) -> dict[str, Any]:
         return {**told, "error": error}
 
 
+def tell_owed_cancel_later(task: Task, old: Task, key: str, entry: dict[str, Any]) -> None:
+    """:func:`tell_owed_cancel` on a worker (``a2a.tell_owed_cancel``), what it gave added
+    to the attempt's entry ``entry`` in ``metadata[key]`` there. Best effort as the call
+    itself: a message lost with its worker leaves the agent's old task uncanceled."""
+    from a2a.tasks import tell_owed_cancel as queued  # the Celery tasks import this module
+
+    args = (str(task.pk), old.remote_task_id, old.agent_id, key, entry)
+    transaction.on_commit(lambda: queued.delay(*args))
+
+
 def note_on_entry(task: Task, key: str, entry: dict[str, Any], told: dict[str, Any]) -> None:
     """Add ``told`` (what telling the old agent gave) to the attempt's entry ``entry`` in
     ``metadata[key]`` (``reassignments``, ``retries``), only while it is still the last

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import logging
+from typing import Any
 
 from celery import shared_task
 from django.conf import settings
 
-from a2a import retention, worker
+from a2a import old_attempts, retention, worker
 from a2a.models import Task
+from agent_profiles.models import AgentProfile
 from platform_site.dbthreads import ConnectionPool, tidy_connections
 
 log = logging.getLogger(__name__)
@@ -65,6 +68,23 @@ def process_many(task_ids: list[str]) -> None:
     worker took meanwhile is skipped)."""
     with batch_threads.lend() as threads:
         list(threads.map(process_on_pool_thread, task_ids))
+
+
+@shared_task(name="a2a.tell_owed_cancel", ignore_result=True, soft_time_limit=60, time_limit=90)
+def tell_owed_cancel(
+    task_id: str, remote_task_id: str, agent_id: str, key: str, entry: dict[str, Any]
+) -> None:
+    """Tell agent ``agent_id`` to cancel its task ``remote_task_id``, which a fresh attempt
+    of ``task_id`` replaced, and add what that gave to the attempt's entry (queued by
+    :func:`a2a.old_attempts.tell_owed_cancel_later`)."""
+    task = Task.objects.filter(pk=task_id).first()
+    agent = AgentProfile.objects.filter(pk=agent_id).first()
+    if task is None or agent is None:
+        return
+    old = copy.copy(task)  # the attempt replaced: its agent and agent task
+    old.agent, old.remote_task_id = agent, remote_task_id
+    told = old_attempts.tell_owed_cancel(old)
+    old_attempts.note_on_entry(task, key, entry, {"remoteCancel": told})
 
 
 @shared_task(name="a2a.sweep", ignore_result=True, soft_time_limit=240, time_limit=300)

@@ -14,7 +14,8 @@ from django.test import override_settings
 from a2a import agent_updates, creation, services
 from a2a.exceptions import A2APermanentError
 from a2a.models import Task
-from a2a.services import QuestionChanged, handle_send_failure
+from a2a.send_failures import handle_send_failure
+from a2a.services import QuestionChanged
 from a2a.states import TaskState
 from tests.a2a.helpers import fresh, push, status_update
 from tests.a2a.test_console_defects import ask

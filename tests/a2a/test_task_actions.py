@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from a2a import agent_updates, creation, services
+from a2a import agent_updates, creation, send_failures, services
 from a2a.exceptions import (
     A2ACallError,
     A2APermanentError,
@@ -17,7 +17,7 @@ from a2a.exceptions import (
     A2ATransientError,
 )
 from a2a.models import InvalidTransition, Task
-from a2a.services import handle_send_failure
+from a2a.send_failures import handle_send_failure
 from a2a.states import NextAction, TaskState
 from a2a.worker import process_task
 from platform_site.errors import ValidationFailed
@@ -141,7 +141,7 @@ def test_retry_sends_a_new_message_to_a_new_agent_task(task: Task) -> None:
 def test_a_transient_send_failure_is_retried_with_backoff(task: Task, settings: Any) -> None:
     settings.A2A_RETRY_BACKOFF = 2.0
     before = timezone.now()
-    services.handle_send_failure(task, A2ATransientError("down", code="agent_unreachable"))
+    send_failures.handle_send_failure(task, A2ATransientError("down", code="agent_unreachable"))
     task.refresh_from_db()
     assert task.state == TaskState.SUBMITTED
     assert task.next_action == NextAction.SEND
@@ -153,7 +153,7 @@ def test_a_transient_send_failure_is_retried_with_backoff(task: Task, settings: 
 def test_retry_after_wins_when_longer(task: Task, settings: Any) -> None:
     settings.A2A_RETRY_BACKOFF = 0.1
     before = timezone.now()
-    services.handle_send_failure(task, A2ATransientError("busy", status=429, retry_after=30))
+    send_failures.handle_send_failure(task, A2ATransientError("busy", status=429, retry_after=30))
     task.refresh_from_db()
     assert task.next_poll_at >= before + timedelta(seconds=30)
 
@@ -164,8 +164,8 @@ def test_transient_failures_fall_back_to_the_gateway_when_attempts_run_out(
     skill.max_attempts = 2
     skill.save()
     task.skill.max_attempts = 2
-    services.handle_send_failure(task, A2ATransientError("down"))
-    services.handle_send_failure(task, A2ATransientError("still down"))
+    send_failures.handle_send_failure(task, A2ATransientError("down"))
+    send_failures.handle_send_failure(task, A2ATransientError("still down"))
     task.refresh_from_db()
     assert (task.state, task.transport) == (TaskState.SUBMITTED, "offline")
     assert task.next_action == NextAction.NONE
@@ -175,7 +175,7 @@ def test_transient_failures_fall_back_to_the_gateway_when_attempts_run_out(
 
 
 def test_a_permanent_failure_falls_back_to_the_gateway_at_once(task: Task) -> None:
-    services.handle_send_failure(task, A2APermanentError("nope", status=400))
+    send_failures.handle_send_failure(task, A2APermanentError("nope", status=400))
     task.refresh_from_db()
     assert (task.state, task.transport) == (TaskState.SUBMITTED, "offline")
     assert "HTTP 400" in task.metadata["fallbacks"][0]["reason"]
@@ -188,7 +188,7 @@ def test_an_answer_the_agent_refuses_goes_back_to_the_person(task: Task) -> None
     question and why; not the gateway, which a reply refused so would wait on."""
     asked = _ask(task).question
     services.reply_to_task(task, text="maybe")
-    services.handle_send_failure(task, A2APermanentError("Invalid params", status=400))
+    send_failures.handle_send_failure(task, A2APermanentError("Invalid params", status=400))
     task.refresh_from_db()
     assert (task.state, task.transport, task.question) == (
         TaskState.INPUT_REQUIRED,
@@ -216,13 +216,13 @@ def test_a_reply_refused_for_another_reason_still_goes_to_the_gateway(
 ) -> None:
     _ask(task)
     services.reply_to_task(task, text="EU")
-    services.handle_send_failure(task, error)
+    send_failures.handle_send_failure(task, error)
     task.refresh_from_db()
     assert (task.state, task.transport) == (TaskState.WORKING, "offline")
 
 
 def test_an_answer_that_is_not_a2a_fails_at_once(task: Task) -> None:
-    services.handle_send_failure(task, A2AProtocolError("html"))
+    send_failures.handle_send_failure(task, A2AProtocolError("html"))
     task.refresh_from_db()
     assert (task.state, task.error["code"]) == (TaskState.FAILED, "not_a2a")
     assert task.transport == "a2a"
@@ -277,7 +277,7 @@ def test_a_failed_send_leaves_another_workers_later_claim_alone(task: Task) -> N
 
 def test_a_retry_past_the_deadline_falls_back_to_the_gateway(task: Task, settings: Any) -> None:
     settings.A2A_RETRY_BACKOFF = 600
-    services.handle_send_failure(task, A2ATransientError("slow", code="agent_timeout"))
+    send_failures.handle_send_failure(task, A2ATransientError("slow", code="agent_timeout"))
     task.refresh_from_db()
     assert (task.state, task.transport) == (TaskState.SUBMITTED, "offline")
     assert "agent_timeout" in task.metadata["fallbacks"][0]["reason"]
@@ -302,6 +302,6 @@ def test_a_json_rpc_refusal_of_an_answer_goes_back_to_the_person(task: Task) -> 
     """A JSON-RPC error comes with HTTP 200 (no status on the error)."""
     _ask(task)
     services.reply_to_task(task, text="maybe")
-    services.handle_send_failure(task, A2APermanentError("-32602: Invalid params"))
+    send_failures.handle_send_failure(task, A2APermanentError("-32602: Invalid params"))
     task.refresh_from_db()
     assert (task.state, task.transport) == (TaskState.INPUT_REQUIRED, "a2a")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from a2a import agent_updates, creation
+from a2a import agent_updates, creation, send_failures
 from a2a import services as a2a_services
 from a2a.exceptions import A2APermanentError, A2ATransientError
 from a2a.models import Task
@@ -41,7 +41,7 @@ def test_an_agent_without_endpoint_is_served_by_the_gateway_directly(
     agent: AgentProfile, user: Any
 ) -> None:
     task = create(agent, user)
-    a2a_services.handle_send_failure(task, A2APermanentError("no endpoint", code="no_endpoint"))
+    send_failures.handle_send_failure(task, A2APermanentError("no endpoint", code="no_endpoint"))
     task.refresh_from_db()
     assert (task.state, task.transport) == (TaskState.SUBMITTED, Transport.OFFLINE)
     assert not task.metadata.get("fallbacks")
@@ -54,7 +54,7 @@ def test_an_online_agent_gets_the_task_on_its_socket_at_the_first_failure(
 ) -> None:
     presence.register(http_agent.id, "chan-1")
     task = create(http_agent, user)
-    a2a_services.handle_send_failure(task, A2ATransientError("refused", code="agent_unreachable"))
+    send_failures.handle_send_failure(task, A2ATransientError("refused", code="agent_unreachable"))
     task.refresh_from_db()
     assert (task.transport, task.next_action) == (Transport.WEBSOCKET, NextAction.NONE)
     (fallback,) = task.metadata["fallbacks"]
@@ -64,7 +64,7 @@ def test_an_online_agent_gets_the_task_on_its_socket_at_the_first_failure(
 
 def test_an_offline_agent_is_retried_over_http_first(http_agent: AgentProfile, user: Any) -> None:
     task = create(http_agent, user)
-    a2a_services.handle_send_failure(task, A2ATransientError("refused", code="agent_unreachable"))
+    send_failures.handle_send_failure(task, A2ATransientError("refused", code="agent_unreachable"))
     task.refresh_from_db()
     assert (task.transport, task.next_action) == (Transport.A2A, NextAction.SEND)
     assert not Delivery.objects.exists()
@@ -72,7 +72,7 @@ def test_an_offline_agent_is_retried_over_http_first(http_agent: AgentProfile, u
 
 def test_replies_and_cancels_of_gateway_tasks_go_as_frames(agent: AgentProfile, user: Any) -> None:
     task = create(agent, user)
-    a2a_services.handle_send_failure(task, A2APermanentError("no endpoint", code="no_endpoint"))
+    send_failures.handle_send_failure(task, A2APermanentError("no endpoint", code="no_endpoint"))
     task.refresh_from_db()
     Delivery.objects.update(status=DeliveryStatus.ACKED)  # the agent got it
     agent_updates.apply_agent_update(
@@ -102,7 +102,7 @@ def test_canceling_a_task_the_agent_never_received_withdraws_it(
     agent: AgentProfile, user: Any
 ) -> None:
     task = create(agent, user)
-    a2a_services.handle_send_failure(task, A2APermanentError("no endpoint", code="no_endpoint"))
+    send_failures.handle_send_failure(task, A2APermanentError("no endpoint", code="no_endpoint"))
     task.refresh_from_db()
     a2a_services.cancel_task(task)
     assert not Delivery.objects.filter(kind=DeliveryKind.CANCEL).exists()
@@ -121,7 +121,7 @@ def test_a_failed_reply_to_an_http_task_moves_it_to_the_gateway_as_a_message(
     )
     a2a_services.reply_to_task(task, text="France")
     task.refresh_from_db()
-    a2a_services.handle_send_failure(task, A2APermanentError("gone", status=404))
+    send_failures.handle_send_failure(task, A2APermanentError("gone", status=404))
     task.refresh_from_db()
     assert task.transport == Transport.OFFLINE
     assert not Delivery.objects.filter(kind=DeliveryKind.ASSIGN).exists()

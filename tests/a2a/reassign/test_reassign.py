@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from a2a import services
+from a2a import send_failures
 from a2a.exceptions import A2APermanentError
 from a2a.models import Task
 from a2a.states import NextAction, TaskState, Transport
@@ -55,7 +55,7 @@ def test_without_an_agent_the_matcher_picks_another(api: APIClient, task: Task) 
 
 
 def test_a_task_offline_at_the_old_agent_is_withdrawn_there(api: APIClient, task: Task) -> None:
-    services.handle_send_failure(task, A2APermanentError("HTTP 404", status=404))
+    send_failures.handle_send_failure(task, A2APermanentError("HTTP 404", status=404))
     task.refresh_from_db()
     assert task.transport == Transport.OFFLINE
     assert reassign(api, task, agentId="agent-two").status_code == 200

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from a2a import agent_updates, deadlines, services
+from a2a import agent_updates, deadlines, services, tasks
 from a2a.exceptions import A2ATransientError
 from a2a.models import Task
 from a2a.reassign import reassign_task
@@ -114,3 +114,25 @@ def test_a_retry_from_a_stale_read_keeps_what_happened_since(task: Task) -> None
     assert (task.agent_id, task.state) == ("agent-two", TaskState.SUBMITTED)
     assert len(task.metadata["reassignments"]) == 1
     assert task.metadata["retries"][-1]["previousError"]["message"] == "Agent 'agent-two': broke"
+
+
+def test_a_list_retry_leaves_the_old_agents_cancel_to_a_worker(
+    admin_client: Any, task: Task, monkeypatch: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Told in the operator's request, each cancel waited for its agent in turn (3 s
+    each for a hung agent: a selection of thousands held the request for hours)."""
+    agent = old_agent(monkeypatch, OldAgent(task))
+    timed_out(task)
+    queued: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(tasks.tell_owed_cancel, "delay", lambda *args: queued.append(args))
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client.post(
+            "/admin/a2a/task/", {"action": "retry_selected", "_selected_action": [task.pk]}
+        )
+    assert Task.objects.get(pk=task.pk).state == TaskState.SUBMITTED
+    assert agent.told == []
+    [args] = queued
+    tasks.tell_owed_cancel(*args)  # as a worker runs it
+    assert agent.told == [("r-1", "agent-one", TaskState.SUBMITTED)]
+    told = Task.objects.get(pk=task.pk).metadata["retries"][-1]["remoteCancel"]
+    assert (told["taskId"], told["state"]) == ("r-1", "TASK_STATE_CANCELED")
