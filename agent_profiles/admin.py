@@ -19,6 +19,7 @@ from django.utils.html import format_html
 
 from agent_profiles import access, admin_calls, ratelimit
 from agent_profiles import console as agent_console
+from agent_profiles.admin_delete import protected_lines
 from agent_profiles.cards import refresh_card
 from agent_profiles.models import (
     AgentProfile,
@@ -217,6 +218,13 @@ class AgentProfileAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
         if (moved or not change) and (obj.a2a_endpoint or obj.agent_card_url):
             refresh_card(obj, strict=False)  # a problem shows under "agent card"
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        # An agent with tasks cannot be deleted: say so by counts (Django's collector
+        # read every task whole to list it: admin_delete).
+        if lines := protected_lines(objs):
+            return [], {}, set(), lines
+        return super().get_deleted_objects(objs, request)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AgentProfile]:
         return super().get_queryset(request).prefetch_related("skills", "api_keys")
