@@ -30,6 +30,7 @@ from a2a.follow_policy import (
     can_subscribe,
     long_call_seconds,
     next_poll,
+    schedule_poll,
 )
 from a2a.hints import queue_processing
 from a2a.models import Task
@@ -47,7 +48,12 @@ def follow(task: Task) -> None:
     """Follow the agent's task over a stream (``SubscribeToTask``) for a while."""
     target = agent_answers.target_of(task)
     if not can_subscribe(task, target):
-        agent_answers.cannot_follow(task, dict(task.metadata or {}))
+        # The agent stopped streaming (its card says so now, or it refused): a task it
+        # may be polled on is polled, not left to run out at its deadline.
+        if target.polling and task.remote_task_id:
+            schedule_poll(task, target, grow=False)
+        else:
+            agent_answers.cannot_follow(task, dict(task.metadata or {}))
         return
     seconds = long_call_seconds(task)
     with lease_keeper.kept(task):
