@@ -17,6 +17,7 @@ from jsonschema.validators import validator_for
 
 from agent_profiles import keys
 from agent_profiles.json_schemas import ref_fault
+from platform_site.bookkeeping import write_unless_busy
 from platform_site.compiled import CompiledGet
 
 SLUG_RE = r"^[a-z0-9](?:[a-z0-9_-]{0,98}[a-z0-9])?$"
@@ -298,11 +299,15 @@ def _compiled(model: Any, field: str, owner: str) -> CompiledGet[Any]:
 
 
 def mark_used(row: ApiKey | UserToken) -> None:
-    """Record that a key or token was just used (coarsely: see LAST_USED_RESOLUTION)."""
+    """Record that a key or token was just used (coarsely: see LAST_USED_RESOLUTION) if the
+    database takes it at once: a read must not wait for another writer (a later one will)."""
     now = timezone.now()
     if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:
-        type(row).objects.filter(pk=row.pk).update(last_used_at=now)
-        row.last_used_at = now
+        model = type(row)
+        if write_unless_busy(
+            model, lambda: model.objects.filter(pk=row.pk).update(last_used_at=now)
+        ):
+            row.last_used_at = now
 
 
 class ApiKey(models.Model):

@@ -23,9 +23,11 @@ SQLite's busy handler, as before. Everything else is Django's backend.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+from django.db import OperationalError
 from django.db.backends.sqlite3 import base
 
 _locks: dict[str, threading.RLock] = {}
@@ -101,6 +103,29 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if not self.is_in_memory_db():
             self._write_lock = write_lock(str(self.settings_dict["NAME"]))
         return connection
+
+    def write_at_once(self, write: Callable[[], Any]) -> bool:
+        """Run ``write`` (one small statement, outside a transaction) only if the database
+        takes it without waiting; whether it ran. For bookkeeping a busy database can do
+        without (a token's last use): waiting for the write lock made a read-only request
+        wait 40 s behind another process's long transaction, then fail with a 503."""
+        self.ensure_connection()
+        if self.in_atomic_block or self._write_lock is None:
+            write()
+            return True
+        if not self._write_lock.acquire(blocking=False):
+            return False  # another thread of this process is writing
+        raw = self.connection
+        (waits,) = raw.execute("PRAGMA busy_timeout").fetchone()
+        try:
+            raw.execute("PRAGMA busy_timeout = 0")
+            write()
+            return True
+        except OperationalError:  # another process holds the database
+            return False
+        finally:
+            raw.execute(f"PRAGMA busy_timeout = {int(waits)}")
+            self._write_lock.release()
 
     def _lock_wait(self) -> float:
         return float(self.settings_dict.get("OPTIONS", {}).get("timeout", 5))
