@@ -52,6 +52,9 @@ _chosen: dict[tuple[str, str], tuple[float, AgentProfile]] = {}
 _loads: dict[tuple[str, ...], tuple[float, dict[str, int]]] = {}
 _offers: dict[str, tuple[float, list[str] | None]] = {}
 _MISSING = object()
+# One more at every clear(): a row read before it is not kept after (a thread that read an
+# agent before a registration's commit, and cached it after the commit's clear).
+_generation = 0
 # Entries per table, far more than the skills and agents of any registry seen; past it
 # the expired entries are dropped, then the oldest, down to three quarters.
 LIMIT = 10_000
@@ -71,13 +74,20 @@ def _get(store: dict[Any, tuple[float, Any]], key: Any) -> Any:
 
 
 def _put(
-    store: dict[Any, tuple[float, Any]], key: Any, value: Any, ttl: float | None = None
+    store: dict[Any, tuple[float, Any]],
+    key: Any,
+    value: Any,
+    seen: int,
+    ttl: float | None = None,
 ) -> tuple[float, Any]:
-    """Keep ``value`` for ``ttl`` seconds (the registry's by default); the entry."""
+    """Keep ``value`` for ``ttl`` seconds (the registry's by default) unless the cache was
+    cleared since it was read (``seen``: :data:`_generation` before the read); the entry."""
     ttl = _ttl() if ttl is None else ttl
     entry = (_clock() + ttl, value)
     if ttl > 0:
         with _lock:
+            if seen != _generation:
+                return entry
             store.pop(key, None)  # put again, it goes last: the oldest stay first
             if len(store) >= LIMIT:
                 _trim(store)
@@ -105,9 +115,10 @@ def skill(skill_id: str, *, fresh: bool = False) -> Skill | None:
     """
     found = _MISSING if fresh else _get(_skills, skill_id)
     if found is _MISSING:
+        seen = _generation
         found = Skill.objects.filter(pk=skill_id).first()
         if found is not None:  # an unknown id is read again anyway (see the docstring)
-            _put(_skills, skill_id, found)
+            _put(_skills, skill_id, found, seen)
     return found  # type: ignore[no-any-return]
 
 
@@ -115,8 +126,9 @@ def candidates(skill: Skill, *, fresh: bool = False) -> list[AgentProfile]:
     """The active agents offering ``skill``, ordered by id (``fresh``: as :func:`skill`)."""
     found = _MISSING if fresh else _get(_candidates, skill.pk)
     if found is _MISSING:
+        seen = _generation
         found = list(skill.agents.filter(status=AgentStatus.ACTIVE).order_by("id"))
-        _put(_candidates, skill.pk, found)
+        _put(_candidates, skill.pk, found, seen)
     return list(found)
 
 
@@ -130,9 +142,10 @@ def candidate(skill: Skill, agent_id: str) -> AgentProfile | None:
             return found  # type: ignore[no-any-return]
     found = _get(_chosen, (skill.pk, agent_id))
     if found is _MISSING:
+        seen = _generation
         found = skill.agents.filter(pk=agent_id, status=AgentStatus.ACTIVE).first()
         if found is not None:
-            _put(_chosen, (skill.pk, agent_id), found)
+            _put(_chosen, (skill.pk, agent_id), found, seen)
     return found  # type: ignore[no-any-return]
 
 
@@ -142,13 +155,14 @@ def offered(agent_id: str, *, fresh: bool = False) -> list[str] | None:
     route (``/v1/a2a/{agentId}``) picks its skill from these on every send."""
     found = _MISSING if fresh else _get(_offers, agent_id)
     if found is _MISSING:
+        seen = _generation
         if AgentProfile.objects.filter(pk=agent_id, status=AgentStatus.ACTIVE).exists():
             found = list(
                 Skill.objects.filter(agents__id=agent_id, is_active=True)
                 .order_by("id")
                 .values_list("id", flat=True)
             )
-            _put(_offers, agent_id, found)
+            _put(_offers, agent_id, found, seen)
         else:
             found = None  # not cached (see the docstring)
     return None if found is None else list(found)  # type: ignore[arg-type]
@@ -160,10 +174,11 @@ def load(agents: list[AgentProfile]) -> dict[str, int]:
     ttl = float(getattr(settings, "A2A_LOAD_CACHE_SECONDS", 1.0))
     entry = _loads.get(key)
     if entry is None or entry[0] < _clock():
+        seen = _generation
         counts = active_counts(list(key))
         if ttl <= 0:
             return counts
-        entry = _put(_loads, key, counts, ttl)
+        entry = _put(_loads, key, counts, seen, ttl)
     return dict(entry[1])
 
 
@@ -176,8 +191,11 @@ def assigned(agent_id: str) -> None:
 
 
 def clear() -> None:
-    """Forget everything cached (a change in this process; tests between cases)."""
+    """Forget everything cached (a change in this process; tests between cases), and
+    what readers read before now and would keep after."""
+    global _generation
     with _lock:
+        _generation += 1
         _skills.clear()
         _candidates.clear()
         _chosen.clear()

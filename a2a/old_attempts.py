@@ -113,7 +113,20 @@ def tell_owed_cancel_later(task: Task, old: Task, key: str, entry: dict[str, Any
     from a2a.tasks import tell_owed_cancel as queued  # the Celery tasks import this module
 
     args = (str(task.pk), old.remote_task_id, old.agent_id, key, entry)
-    transaction.on_commit(lambda: queued.delay(*args))
+
+    def send() -> None:
+        try:
+            queued.delay(*args)
+        except Exception:  # a broker outage: the person's retry stands, untold as a lost one
+            log.warning(
+                "task %s: could not queue the cancel of agent %s's task %s",
+                task.pk,
+                old.agent_id,
+                old.remote_task_id,
+                exc_info=True,
+            )
+
+    transaction.on_commit(send)
 
 
 def note_on_entry(task: Task, key: str, entry: dict[str, Any], told: dict[str, Any]) -> None:

@@ -61,7 +61,9 @@ def _new_agent(task: Task, agent_id: str | None) -> tuple[AgentProfile, dict[str
                 {"agentId": agent_id},
             )
         return choose_agent(task.skill, agent_id)
-    others = [a for a in lookups.candidates(task.skill, fresh=True) if a.id != task.agent_id]
+    # Nor the agent that sent the task (its key on the face): it has it done elsewhere.
+    not_these = (task.agent_id, task.created_by_agent_id)
+    others = [a for a in lookups.candidates(task.skill, fresh=True) if a.id not in not_these]
     if not others:
         raise NoAgentAvailable(
             f"No other active agent offers the skill '{task.skill_id}'.",

@@ -57,6 +57,10 @@ def test_unknown_tenant_agents_are_refused_and_not_cached(
     assert list(lookups._offers) == ["known"]
 
 
+def put(store: dict[Any, tuple[float, Any]], key: str, value: int) -> None:
+    lookups._put(store, key, value, lookups._generation)
+
+
 def test_a_full_table_drops_the_expired_entries_then_the_oldest(
     monkeypatch: pytest.MonkeyPatch, settings: Any
 ) -> None:
@@ -66,18 +70,18 @@ def test_a_full_table_drops_the_expired_entries_then_the_oldest(
     monkeypatch.setattr(lookups, "LIMIT", 8)
     store: dict[Any, tuple[float, Any]] = {}
     for i in range(4):
-        lookups._put(store, f"old-{i}", i)
+        put(store, f"old-{i}", i)
     clock.now += 3.0  # those four have expired
     for i in range(4):
-        lookups._put(store, f"new-{i}", i)
+        put(store, f"new-{i}", i)
     assert len(store) == 8
-    lookups._put(store, "new-4", 4)  # full: the expired ones go, the fresh stay
+    put(store, "new-4", 4)  # full: the expired ones go, the fresh stay
     assert list(store) == ["new-0", "new-1", "new-2", "new-3", "new-4"]
-    lookups._put(store, "new-0", 0)  # put again: now the youngest
+    put(store, "new-0", 0)  # put again: now the youngest
     for i in range(5, 8):
-        lookups._put(store, f"new-{i}", i)
+        put(store, f"new-{i}", i)
     assert len(store) == 8
-    lookups._put(store, "new-8", 8)  # full of fresh ones: the oldest go, down to 6 (3/4)
+    put(store, "new-8", 8)  # full of fresh ones: the oldest go, down to 6 (3/4)
     assert list(store) == ["new-3", "new-4", "new-0", "new-5", "new-6", "new-7", "new-8"]
     assert lookups._get(store, "new-8") == 8
     clock.now += 3.0

@@ -195,7 +195,8 @@ def test_a_task_read_alone_is_judged_against_the_cached_skill(task: Task) -> Non
     assert (alone.state, alone.error["code"]) == (TaskState.FAILED, "output_invalid")
 
     other = creation.create_task(skill_id=task.skill_id, input={"product": "x"}, user=None)
-    lookups._put(lookups._skills, task.skill_id, None)  # a stale "no such skill"
+    # A stale "no such skill":
+    lookups._put(lookups._skills, task.skill_id, None, lookups._generation)
     other = Task.objects.get(pk=other.pk)
     agent_updates.apply_agent_update(
         other, status={"state": "TASK_STATE_COMPLETED"}, artifacts=artifacts, via="push"

@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
-from a2a import lookups
+from a2a import lookups, reassign, worker
+from a2a.agent_standing import unable
 from a2a.models import Task
-from agent_profiles.models import HealthStatus
+from agent_profiles import access
+from agent_profiles.models import AgentProfile, HealthStatus
 from tests.a2a_face.conftest import FaceClient, error_reason
 
 pytestmark = pytest.mark.django_db
@@ -71,3 +73,19 @@ def test_a_conversation_an_agent_continues_is_not_steered_back_to_it(
         "caller"
     )
     assert created(send(caller.raw_key, skill.id, contextId="c1")).agent_id == "other"
+
+
+def test_the_platforms_own_move_does_not_give_it_back(skill: Any, make_agent: Any) -> None:
+    """The task's agent was disabled before its send: the worker moves it to another agent
+    of the skill by itself, never to the agent that sent it."""
+    router = make_agent(id="router", skills=[skill])
+    make_agent(id="specialist", skills=[skill])
+    task = created(send(router.raw_key, skill.id))
+    assert (task.agent_id, task.created_by_agent_id) == ("specialist", "router")
+    access.disable(AgentProfile.objects.filter(pk="specialist"))
+    claimed = worker.claim(task.pk)
+    assert claimed is not None
+    reassign.move_off_unable(claimed, unable(claimed, read_again=True))
+    task = Task.objects.get(pk=task.pk)
+    assert task.agent_id == "specialist"  # nobody else to take it: it stays, to reassign
+    assert "reassignments" not in task.metadata

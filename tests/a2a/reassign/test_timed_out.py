@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import kombu.exceptions
 import pytest
 from rest_framework.test import APIClient
 
@@ -136,3 +137,23 @@ def test_a_list_retry_leaves_the_old_agents_cancel_to_a_worker(
     assert agent.told == [("r-1", "agent-one", TaskState.SUBMITTED)]
     told = Task.objects.get(pk=task.pk).metadata["retries"][-1]["remoteCancel"]
     assert (told["taskId"], told["state"]) == ("r-1", "TASK_STATE_CANCELED")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_list_retry_stands_when_the_cancel_cannot_be_queued(
+    admin_client: Any, task: Task, monkeypatch: Any
+) -> None:
+    """The broker is down: the retry was committed, and the operator got a 500 for it
+    (the rest of the selection not retried)."""
+    old_agent(monkeypatch, OldAgent(task))
+    timed_out(task)
+
+    def down(*args: Any) -> None:
+        raise kombu.exceptions.OperationalError("Error 111 connecting to redis")
+
+    monkeypatch.setattr(tasks.tell_owed_cancel, "delay", down)
+    response = admin_client.post(
+        "/admin/a2a/task/", {"action": "retry_selected", "_selected_action": [task.pk]}
+    )
+    assert response.status_code == 302
+    assert Task.objects.get(pk=task.pk).state == TaskState.SUBMITTED
