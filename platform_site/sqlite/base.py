@@ -115,16 +115,18 @@ class DatabaseWrapper(base.DatabaseWrapper):
             return True
         if not self._write_lock.acquire(blocking=False):
             return False  # another thread of this process is writing
-        raw = self.connection
-        (waits,) = raw.execute("PRAGMA busy_timeout").fetchone()
         try:
+            raw = self.connection
+            (waits,) = raw.execute("PRAGMA busy_timeout").fetchone()
             raw.execute("PRAGMA busy_timeout = 0")
-            write()
-            return True
-        except OperationalError:  # another process holds the database
-            return False
+            try:
+                write()
+                return True
+            except OperationalError:  # another process holds the database
+                return False
+            finally:
+                raw.execute(f"PRAGMA busy_timeout = {int(waits)}")
         finally:
-            raw.execute(f"PRAGMA busy_timeout = {int(waits)}")
             self._write_lock.release()
 
     def _lock_wait(self) -> float:
