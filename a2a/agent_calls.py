@@ -41,6 +41,8 @@ from a2a import (
     send_watch,
     transports,
 )
+from a2a.agent_listing import LIST
+from a2a.agent_push import FOLLOWED_BY
 from a2a.agent_updates import apply_agent_reply
 from a2a.exceptions import (
     A2AAnswerLate,
@@ -49,8 +51,6 @@ from a2a.exceptions import (
 from a2a.face.serializers import OUTPUT_MODES
 from a2a.follow_policy import (
     BLOCKING,
-    FOLLOWED_BY,
-    LIST,
     POLL,
     PUSH,
     STREAM,

@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 
 from a2a import agent_answers, lease_keeper, long_calls, overtaken_calls, transports
+from a2a.agent_push import FOLLOWED_BY
 from a2a.agent_updates import apply_agent_reply
 from a2a.exceptions import (
     A2AAuthError,
@@ -23,7 +24,6 @@ from a2a.exceptions import (
     A2AUnsupportedOperation,
 )
 from a2a.follow_policy import (
-    FOLLOWED_BY,
     STREAM,
     auth_refused,
     base_interval,

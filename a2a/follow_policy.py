@@ -48,8 +48,6 @@ from agent_profiles.models import AgentProfile
 log = logging.getLogger(__name__)
 
 POLL, STREAM, BLOCKING, PUSH = "poll", "stream", "blocking", "push"
-LIST = agent_listing.LIST
-FOLLOWED_BY = agent_push.FOLLOWED_BY
 
 
 def follow_mode(task: Task, target: CallTarget) -> str:
@@ -93,7 +91,7 @@ def long_call_seconds(task: Task) -> float:
 
 def safety_interval(task: Task, target: CallTarget) -> float:
     """The least time between a task's own polls: pushes or listings tell us first."""
-    if (task.metadata or {}).get(FOLLOWED_BY) == PUSH:
+    if (task.metadata or {}).get(agent_push.FOLLOWED_BY) == PUSH:
         return settings.AGENT_PUSH_POLL_INTERVAL
     if agent_listing.follows(task, target):
         return settings.A2A_LIST_POLL_INTERVAL

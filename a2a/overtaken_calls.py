@@ -87,7 +87,9 @@ def pushed_meanwhile(task: Task, artifacts: Any) -> Any:
     so the read costs one query a minute at most. Called under the row lock of
     :func:`still_current` on PostgreSQL: no push lands between this read and the answer's
     write. On SQLite, as there, a push has the few milliseconds between them."""
-    from a2a.follow_policy import FOLLOWED_BY, PUSH  # it imports the push webhook, and so us
+    # They import the push webhook, and so us.
+    from a2a.agent_push import FOLLOWED_BY
+    from a2a.follow_policy import PUSH
 
     if (task.metadata or {}).get(FOLLOWED_BY) != PUSH or task.is_terminal:
         return artifacts

@@ -17,7 +17,7 @@ from a2a.admin_actions import refusal_message
 from a2a.models import Task
 from agent_profiles.models import AgentProfile
 from gateway import console as gateway_console
-from gateway import presence, services
+from gateway import offline, presence
 from gateway.models import Delivery, OfflineTask, Presence
 from platform_site import console
 from platform_site.errors import PlatformError
@@ -199,7 +199,7 @@ class OfflineTaskAdmin(ViewOnly):
         permissions=["operate"],
     )
     def requeue(self, request: HttpRequest, queryset: QuerySet[OfflineTask]) -> None:
-        done = sum(services.requeue_offline(row) for row in queryset)
+        done = sum(offline.requeue_offline(row) for row in queryset)
         self.message_user(request, f"Requeued {done} offline task(s).", messages.SUCCESS)
 
     @admin.action(description="Cancel the selected tasks", permissions=["cancel"])
@@ -209,7 +209,7 @@ class OfflineTaskAdmin(ViewOnly):
         done, refused = 0, []
         for row in queryset:
             try:
-                done += services.cancel_offline(row, by=request.user)
+                done += offline.cancel_offline(row, by=request.user)
             except PlatformError as exc:
                 refused.append(exc.message)
         self.message_user(request, f"Canceled {done} task(s).", messages.SUCCESS)

@@ -25,7 +25,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from agent_profiles.models import AgentProfile
-from gateway import frames, observe, presence, services
+from gateway import frames, observe, presence, services, sessions
 from gateway.connections import local
 from gateway.db import db, db_fresh
 from gateway.frames import FrameError
@@ -217,11 +217,11 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         if frame.type == "ping":
             await self._send(frames.PONG)
         elif frame.type == "task.ack":
-            await db_fresh(services.ack)(self.agent.id, data["deliveryId"])
+            await db_fresh(sessions.ack)(self.agent.id, data["deliveryId"])
         elif frame.type == "task.update":
             # Nothing tells the agent its update was stored (only a later pong): one that met
             # a connection a database restart killed runs again on a new one.
-            await db_fresh(services.apply_update)(
+            await db_fresh(sessions.apply_update)(
                 self.agent.id, data["taskId"], data["status"], data.get("artifacts")
             )
         elif frame.type == "auth":
@@ -285,7 +285,7 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         )
         client = self.scope.get("client") or ("", 0)
         self.remote_addr = str(client[0] or "")
-        owed = await db(services.start_session)(agent, self.channel_name, self.remote_addr)
+        owed = await db(sessions.start_session)(agent, self.channel_name, self.remote_addr)
         local.add(self)
         observe.connected(agent.id, self.remote_addr)
         for delivery_id in owed:
@@ -327,7 +327,7 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
 
     async def _deliver(self, delivery_id: str, *, resend: bool = False) -> None:
         assert self.agent is not None
-        payload = await db(services.claim)(
+        payload = await db(sessions.claim)(
             delivery_id, self.agent.id, self.channel_name, resend=resend
         )
         if payload is not None:
@@ -363,7 +363,7 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
             if frame is None:  # a re-hint (sweep, requeue): read the row
                 await self._deliver(event["delivery_id"])
                 return
-            claimed = await db(services.claim_pending)(
+            claimed = await db(sessions.claim_pending)(
                 event["delivery_id"],
                 self.agent.id,
                 self.channel_name,
@@ -383,7 +383,7 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
         if self.agent is None:
             return
         try:
-            owed = await db(services.outbox)(self.agent.id, self.channel_name)
+            owed = await db(sessions.outbox)(self.agent.id, self.channel_name)
             for delivery_id in owed:
                 await self._deliver(str(delivery_id), resend=True)
         except Exception:  # the database failed again: the sweep's renotify hints later

@@ -248,48 +248,15 @@ def disconnect_agent(agent_id: str, code: int = CLOSE_DISABLED) -> None:
     )
 
 
-# The connection side and the offline-task side live in their own modules; callers use
-# ``gateway.services`` for all of them.
-from gateway.offline import (  # noqa: E402
-    cancel_offline,
-    close_open_deliveries,
-    drop_stale_presence,
-    expire_offline_tasks,
-    renotify_pending,
-    requeue_offline,
-    requeue_orphaned,
-)
-from gateway.sessions import (  # noqa: E402
-    ack,
-    apply_update,
-    claim,
-    claim_pending,
-    outbox,
-    start_session,
-)
-
 __all__ = [
     "CLOSE_BAD_KEY",
     "CLOSE_DISABLED",
     "DELIVER_EVENT",
-    "ack",
-    "apply_update",
     "assign_new_tasks",
     "authenticate_key",
-    "cancel_offline",
-    "claim",
-    "claim_pending",
-    "close_open_deliveries",
     "disconnect_agent",
-    "drop_stale_presence",
-    "expire_offline_tasks",
     "outbound_message",
-    "outbox",
     "push_task",
-    "renotify_pending",
-    "requeue_offline",
-    "requeue_orphaned",
     "send_followup",
-    "start_session",
     "switch_to_gateway",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from gateway import offline, services
+from gateway import offline
 
 
 @shared_task(name="gateway.tasks.sweep", soft_time_limit=60, time_limit=90, ignore_result=True)
@@ -17,9 +17,9 @@ def sweep() -> dict[str, int]:
     Idempotent: every step is a conditional update, safe to run twice or concurrently.
     """
     return {
-        "expired": services.expire_offline_tasks(),
-        "stale_presence": services.drop_stale_presence(),
-        "requeued": services.requeue_orphaned(),
+        "expired": offline.expire_offline_tasks(),
+        "stale_presence": offline.drop_stale_presence(),
+        "requeued": offline.requeue_orphaned(),
         "relabeled": offline.relabel_undelivered(),
-        "renotified": services.renotify_pending(),
+        "renotified": offline.renotify_pending(),
     }

@@ -53,6 +53,7 @@ from a2a.transports.answers import (
 )
 from a2a.transports.base import parse_retry_after
 from a2a.transports.quoting import excerpt
+from agent_profiles.credentials import UNREADABLE as UNREADABLE_CREDENTIAL
 from agent_profiles.deadlines import whole_answer_by, whole_answer_seconds
 from agent_profiles.guarded_http import GuardedTransport
 from agent_profiles.guarded_pool import (
@@ -322,7 +323,7 @@ def check_status(
         if scheme == "none":
             configured = "(no credential configured)"
         elif scheme == credentials.UNREADABLE:  # never sent (credentials.apply): a safeguard
-            configured = f"without its credential: {credentials.UNREADABLE_CREDENTIAL}"
+            configured = f"without its credential: {UNREADABLE_CREDENTIAL}"
         raise A2AAuthError(
             f"Agent '{target.agent_id}' refused the platform {configured}: HTTP {status} "
             f"to {method} {url}: {said}",

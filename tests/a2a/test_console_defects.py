@@ -24,6 +24,7 @@ from a2a.push_models import PushNotificationConfig
 from a2a.services import QuestionChanged
 from a2a.states import TaskState, Transport
 from agent_profiles.models import AgentProfile
+from gateway import offline
 from gateway import services as gateway_services
 from gateway.models import Delivery, OfflineTask, Presence
 
@@ -225,7 +226,7 @@ def test_a_delete_posted_by_hand_leaves_the_offline_task_to_expire(
     assert Delivery.objects.filter(pk=row.pk).exists()
     Task.objects.filter(pk=task.pk).update(deadline_at=timezone.now() - timedelta(days=30))
     Delivery.objects.filter(task=task).update(expires_at=timezone.now() - timedelta(days=29))
-    gateway_services.expire_offline_tasks()
+    offline.expire_offline_tasks()
     task.refresh_from_db()
     assert task.is_terminal, f"the task is {task.state} over {task.transport}"
 

@@ -5,6 +5,7 @@ And a name is imported from the module that defines it, not through one that imp
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -59,29 +60,76 @@ def project_modules() -> dict[str, Path]:
     return modules
 
 
+def top_level(tree: ast.Module) -> Iterator[ast.stmt]:
+    """A module's top-level statements, those of its top-level ``if`` and ``try`` too."""
+    for node in tree.body:
+        yield node
+        if isinstance(node, ast.If):
+            yield from [*node.body, *node.orelse]
+        elif isinstance(node, ast.Try):
+            yield from [*node.body, *node.orelse, *node.finalbody]
+            for handler in node.handlers:
+                yield from handler.body
+
+
+def module_aliases(nodes: Iterable[ast.AST], modules: dict[str, Path]) -> dict[str, str]:
+    """The local names these imports bind to project modules, and those modules."""
+    aliases = {}
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in modules:
+                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and alias.name in modules:
+                    aliases[alias.asname] = alias.name
+    return aliases
+
+
+def borrowed_names(tree: ast.Module, modules: dict[str, Path]) -> set[str]:
+    """What a module binds at its top level without defining it: names it imports, and
+    names it assigns another module's attribute to (``X = other.X``)."""
+    statements = list(top_level(tree))
+    aliases = module_aliases(statements, modules)
+    names: set[str] = set()
+    for node in statements:
+        if isinstance(node, ast.ImportFrom):
+            names |= {a.asname or a.name for a in node.names if a.asname or a.name} - set(aliases)
+        elif (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Attribute)
+            and isinstance(node.value.value, ast.Name)
+            and node.value.value.id in aliases
+        ):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
 def test_names_are_imported_from_the_module_that_defines_them() -> None:
+    """In ``from M import x`` anywhere, and in ``M.x`` (M a module imported) in the apps:
+    a test patches a name where the code looks it up, which may be where it is imported."""
     modules = project_modules()
-    # What each module binds at its top level by importing it (not by defining it).
-    borrowed = {
-        name: {
-            alias.asname or alias.name
-            for node in ast.parse(path.read_text()).body
-            if isinstance(node, ast.ImportFrom)
-            for alias in node.names
-        }
-        for name, path in modules.items()
-    }
+    trees = {name: ast.parse(path.read_text()) for name, path in modules.items()}
+    borrowed = {name: borrowed_names(tree, modules) for name, tree in trees.items()}
+
+    def through(module: str | None, name: str) -> bool:
+        return module in borrowed and name in borrowed[module] and f"{module}.{name}" not in modules
+
     offenders = []
-    for path in sorted(modules.values()):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(node, ast.ImportFrom) or node.module not in borrowed:
+    for name, tree in sorted(trees.items()):
+        where = modules[name].relative_to(ROOT)
+        nodes = list(ast.walk(tree))
+        aliases = module_aliases(nodes, modules) if where.parts[0] in ORDER else {}
+        for node in nodes:
+            if isinstance(node, ast.ImportFrom):
+                found = [a.name for a in node.names if through(node.module, a.name)]
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                module = aliases.get(node.value.id)
+                found = [node.attr] if through(module, node.attr) else []
+            else:
                 continue
-            offenders += [
-                f"{path.relative_to(ROOT)}:{node.lineno}: {alias.name} from {node.module}"
-                for alias in node.names
-                if alias.name in borrowed[node.module]
-                and f"{node.module}.{alias.name}" not in modules
-            ]
+            offenders += [f"{where}:{node.lineno}: {each}" for each in found]
     assert offenders == []
 
 

@@ -15,7 +15,7 @@ from a2a import services as a2a_services
 from a2a.models import Task
 from a2a.states import Transport
 from agent_profiles.models import AgentProfile, Skill
-from gateway import services
+from gateway import offline, services
 from gateway.models import Delivery, DeliveryKind, DeliveryStatus
 from tests.gateway.conftest import db_async, holding, open_client
 from tests.gateway.test_consumer import ping_pong
@@ -42,7 +42,7 @@ async def test_an_unacked_cancel_does_not_outlive_the_offline_ttl(
     await db_async(a2a_services.cancel_task)(await db_async(Task.objects.get)(pk=task.pk))
 
     await db_async(_long_past)(task, DeliveryKind.CANCEL)
-    assert await db_async(services.expire_offline_tasks)() == 1
+    assert await db_async(offline.expire_offline_tasks)() == 1
     cancel = await db_async(Delivery.objects.get)(task=task, kind=DeliveryKind.CANCEL)
     assert cancel.status == DeliveryStatus.EXPIRED
     client = await open_client(agent.raw_key)
@@ -108,7 +108,7 @@ def test_an_expired_cancel_fails_nothing(
     task = make_task(transport=Transport.WEBSOCKET, state="TASK_STATE_WORKING")
     services.send_followup(task, "cancel")
     _long_past(task, DeliveryKind.CANCEL)
-    assert services.expire_offline_tasks() == 1
+    assert offline.expire_offline_tasks() == 1
     row = Delivery.objects.get(task=task, kind=DeliveryKind.CANCEL)
     assert (row.status, row.closed_reason) == (DeliveryStatus.EXPIRED, "offline TTL passed")
     task.refresh_from_db()
@@ -124,7 +124,7 @@ def test_an_expired_reply_fails_its_task_as_an_assignment_does(
     message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "France"}]}
     services.send_followup(task, "message", message)
     _long_past(task, DeliveryKind.MESSAGE)
-    assert services.expire_offline_tasks() == 1
+    assert offline.expire_offline_tasks() == 1
     task.refresh_from_db()
     assert (task.state, task.error["code"]) == ("TASK_STATE_FAILED", "offline_expired")
     assert "the reply to its question was never delivered" in task.error["message"]
@@ -157,6 +157,6 @@ def test_an_expired_assignment_of_a_task_taken_from_its_agent_fails_nothing(
     Task.objects.filter(pk=task.pk).update(agent=other)
     _long_past(task, DeliveryKind.ASSIGN)
     before = Task.objects.get(pk=task.pk).state
-    assert services.expire_offline_tasks() == 1
+    assert offline.expire_offline_tasks() == 1
     task.refresh_from_db()
     assert (task.state, task.error) == (before, None)

@@ -24,7 +24,7 @@ from a2a import agent_updates
 from a2a.models import Task
 from a2a.states import TaskState
 from agent_profiles.models import AgentProfile
-from gateway import presence, services
+from gateway import offline, presence, services, sessions
 from gateway.db import close_pool, db
 from gateway.models import Delivery, DeliveryStatus
 from tests.gateway.conftest import db_async, holding, open_client
@@ -173,7 +173,7 @@ async def test_a_failed_claim_keeps_the_socket_and_the_frames_behind_it(
     stays pending; the sweep's next hint delivers it."""
     held = await db_async(make_task)()
     client, _assign = await holding(agent.raw_key, held)
-    real = services.claim_pending
+    real = sessions.claim_pending
     calls: list[str] = []
 
     def dies_once(*args: Any) -> bool:
@@ -182,7 +182,7 @@ async def test_a_failed_claim_keeps_the_socket_and_the_frames_behind_it(
             raise OperationalError("server closed the connection unexpectedly")
         return real(*args)
 
-    monkeypatch.setattr(services, "claim_pending", dies_once)
+    monkeypatch.setattr(sessions, "claim_pending", dies_once)
     pushed = await db_async(make_task)()
     await db_async(services.push_task)(pushed)  # its hint's claim fails
     await client.send(completed(held))
@@ -192,7 +192,7 @@ async def test_a_failed_claim_keeps_the_socket_and_the_frames_behind_it(
     delivery = await db_async(lambda: Delivery.objects.get(task_id=pushed.pk))()
     assert delivery.status == DeliveryStatus.PENDING
     with override_settings(GATEWAY_SWEEP_INTERVAL=0):  # no grace for a fresh hint
-        await db_async(services.renotify_pending)()  # what the sweep does
+        await db_async(offline.renotify_pending)()  # what the sweep does
     assign = await client.recv()
     assert (assign["type"], assign["deliveryId"]) == ("task.assign", str(delivery.pk))
     await client.close()

@@ -16,7 +16,7 @@ from a2a.deadlines import expire_overdue
 from a2a.models import Task
 from a2a.states import TaskState, Transport
 from agent_profiles.models import AgentProfile, AgentStatus, Skill
-from gateway import offline, presence, services
+from gateway import offline, presence, services, sessions
 from gateway.frames import FrameError
 from gateway.models import Delivery, DeliveryKind, DeliveryStatus
 from gateway.sessions import end_session
@@ -38,8 +38,8 @@ def _seen(agent: AgentProfile, **fields: Any) -> None:
 def _take(agent: AgentProfile, task: Task, kind: str, channel: str) -> None:
     """The agent's connection takes the task's open ``kind`` delivery and acks it."""
     delivery = Delivery.objects.get(task=task, kind=kind, status=DeliveryStatus.PENDING)
-    assert services.claim(delivery.id, agent.id, channel, resend=True) is not None
-    assert services.ack(agent.id, str(delivery.id))
+    assert sessions.claim(delivery.id, agent.id, channel, resend=True) is not None
+    assert sessions.ack(agent.id, str(delivery.id))
 
 
 def _seconds_left(task: Task) -> float:
@@ -79,7 +79,7 @@ def test_an_offline_task_hinted_to_a_new_connection_gets_fresh_time(
     Task.objects.filter(pk=task.pk).update(deadline_at=timezone.now() - timedelta(hours=1))
     presence.register(agent.id, "chan-1")
     delivery = Delivery.objects.get(task=task)
-    assert services.claim_pending(str(delivery.id), agent.id, "chan-1", str(task.pk), True)
+    assert sessions.claim_pending(str(delivery.id), agent.id, "chan-1", str(task.pk), True)
     assert _seconds_left(task) > 60
     assert expire_overdue() == 0
 
@@ -220,9 +220,9 @@ def test_the_agents_canceled_answer_to_a_timeouts_cancel_acknowledges_it(
     (``invalid_state``), and the cancel is acknowledged all the same (not sent again)."""
     task = _timed_out_on_its_socket(agent, skill, make_user)
     cancel = Delivery.objects.get(task=task, kind=DeliveryKind.CANCEL)
-    assert services.claim(cancel.id, agent.id, "chan-1") is not None
+    assert sessions.claim(cancel.id, agent.id, "chan-1") is not None
     with pytest.raises(FrameError) as refused:
-        services.apply_update(agent.id, str(task.pk), {"state": "TASK_STATE_CANCELED"}, None)
+        sessions.apply_update(agent.id, str(task.pk), {"state": "TASK_STATE_CANCELED"}, None)
     assert refused.value.code == "invalid_state"
     cancel.refresh_from_db()
     assert cancel.status == DeliveryStatus.ACKED

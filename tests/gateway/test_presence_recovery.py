@@ -15,7 +15,7 @@ from django.utils import timezone
 from a2a.models import Task
 from a2a.states import Transport
 from agent_profiles.models import AgentProfile
-from gateway import presence, services
+from gateway import offline, presence, services
 from gateway.connections import local
 from gateway.db import db
 from gateway.models import Delivery, DeliveryStatus, Presence
@@ -28,7 +28,7 @@ def swept_as_stale(agent_id: str) -> int:
     """What the beat's sweep does to rows whose refreshes failed for a whole timeout."""
     long_ago = timezone.now() - timedelta(hours=1)
     Presence.objects.filter(agent_id=agent_id).update(last_heartbeat_at=long_ago)
-    return services.drop_stale_presence()
+    return offline.drop_stale_presence()
 
 
 async def test_the_refresh_brings_back_a_swept_row_and_sends_what_waits(

@@ -86,10 +86,10 @@ def test_a_connection_does_not_send_an_assignment_of_a_task_given_to_another_age
     task = Task.objects.create(skill=skill, agent=agent, input={"product": "kettle"})
     services.push_task(task)
     delivery = Delivery.objects.get(task=task)
-    assert services.claim(delivery.pk, agent.id, "chan-a") is not None  # sent, not acked
+    assert sessions.claim(delivery.pk, agent.id, "chan-a") is not None  # sent, not acked
     other = make_agent(skills=[skill], id="agent-two")
     Task.objects.filter(pk=task.pk).update(agent=other)
-    assert services.claim(delivery.pk, agent.id, "chan-b", resend=True) is None
+    assert sessions.claim(delivery.pk, agent.id, "chan-b", resend=True) is None
     delivery.refresh_from_db()
     assert (delivery.status, delivery.closed_reason) == (
         DeliveryStatus.CANCELED,
@@ -105,7 +105,7 @@ def test_cancelling_closes_what_the_agent_holds_unacknowledged(
     task = Task.objects.create(skill=skill, agent=agent, input={"product": "kettle"})
     services.push_task(task)
     assign = Delivery.objects.get(task=task)
-    services.claim(assign.pk, agent.id, "chan-a")
+    sessions.claim(assign.pk, agent.id, "chan-a")
     services.send_followup(task, "cancel")
     assign.refresh_from_db()
     assert assign.status == DeliveryStatus.CANCELED

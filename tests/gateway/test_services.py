@@ -13,7 +13,7 @@ from a2a.deadlines import expire_overdue
 from a2a.models import Task
 from a2a.states import NextAction, TaskState, Transport
 from agent_profiles.models import AgentProfile, AgentStatus
-from gateway import presence, services
+from gateway import offline, presence, services, sessions
 from gateway.models import Delivery, DeliveryKind, DeliveryStatus, OfflineTask, Presence
 from gateway.sessions import end_session
 from gateway.tasks import sweep
@@ -159,7 +159,7 @@ def test_a_reply_while_offline_waits_in_the_outbox(make_task: Callable[..., Task
         "message": {**reply, "taskId": str(task.id), "contextId": "ctx-1"},
         "deliveryId": str(delivery.id),
     }
-    assert services.outbox(task.agent_id) == [delivery.id]
+    assert sessions.outbox(task.agent_id) == [delivery.id]
 
 
 def test_followups_refuse_unknown_kinds(make_task: Callable[..., Task]) -> None:
@@ -178,8 +178,8 @@ def test_outbox_sends_unacked_before_pending_each_oldest_first(
         services.push_task(task)
     # The third was sent once on a connection that is gone.
     third_delivery = Delivery.objects.get(task=third)
-    assert services.claim(third_delivery.id, agent.id, "gone") is not None
-    order = services.outbox(agent.id)
+    assert sessions.claim(third_delivery.id, agent.id, "gone") is not None
+    order = sessions.outbox(agent.id)
     assert order == [
         third_delivery.id,
         Delivery.objects.get(task=first).id,
@@ -194,10 +194,10 @@ def test_a_live_connections_unacked_delivery_is_not_taken_by_another(
     services.push_task(task)
     delivery = Delivery.objects.get()
     online(agent, "chan-a")
-    assert services.claim(delivery.id, agent.id, "chan-a") is not None
-    assert services.claim(delivery.id, agent.id, "chan-b", resend=True) is None
+    assert sessions.claim(delivery.id, agent.id, "chan-a") is not None
+    assert sessions.claim(delivery.id, agent.id, "chan-b", resend=True) is None
     presence.unregister("chan-a")
-    assert services.claim(delivery.id, agent.id, "chan-b", resend=True) is not None
+    assert sessions.claim(delivery.id, agent.id, "chan-b", resend=True) is not None
 
 
 def test_expired_offline_tasks_fail_with_a_clear_reason(
@@ -227,9 +227,9 @@ def test_an_unacked_assignment_expires_too(
     task = make_task()
     services.push_task(task)
     delivery = Delivery.objects.get()
-    services.claim(delivery.id, agent.id, "chan-a")
+    sessions.claim(delivery.id, agent.id, "chan-a")
     Delivery.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
-    services.expire_offline_tasks()
+    offline.expire_offline_tasks()
     task.refresh_from_db()
     assert "did not acknowledge" in task.error["message"]
 
@@ -237,24 +237,24 @@ def test_an_unacked_assignment_expires_too(
 def test_requeue_restarts_the_clock(make_task: Callable[..., Task]) -> None:
     task = make_task()
     services.push_task(task)
-    offline = OfflineTask.objects.get()
+    waiting = OfflineTask.objects.get()
     old = timezone.now() - timedelta(hours=5)
     Delivery.objects.update(queued_at=old, expires_at=old)
-    assert services.requeue_offline(offline)
-    offline.refresh_from_db()
-    assert offline.queued_at > old
-    assert offline.expires_at > timezone.now()
-    assert offline.age_seconds < 60
+    assert offline.requeue_offline(waiting)
+    waiting.refresh_from_db()
+    assert waiting.queued_at > old
+    assert waiting.expires_at > timezone.now()
+    assert waiting.age_seconds < 60
 
 
 def test_cancel_offline_cancels_the_task(make_task: Callable[..., Task]) -> None:
     task = make_task()
     services.push_task(task)
-    assert services.cancel_offline(OfflineTask.objects.get())
+    assert offline.cancel_offline(OfflineTask.objects.get())
     task.refresh_from_db()
     assert task.state == TaskState.CANCELED
     assert not OfflineTask.objects.exists()
-    assert not services.cancel_offline(Delivery.objects.get())
+    assert not offline.cancel_offline(Delivery.objects.get())
 
 
 def test_the_sweep_drops_stale_presence(agent: AgentProfile) -> None:
@@ -278,7 +278,7 @@ def test_the_sweep_requeues_what_a_dead_connection_never_acked(
     services.push_task(task)
     delivery = Delivery.objects.get()
     online(agent, "crashed")
-    services.claim(delivery.id, agent.id, "crashed")
+    sessions.claim(delivery.id, agent.id, "crashed")
     long_ago = timezone.now() - timedelta(hours=1)
     Delivery.objects.update(sent_at=long_ago)
     assert sweep()["requeued"] == 0  # its connection still looks alive
@@ -298,14 +298,14 @@ def test_a_closed_connection_puts_back_what_it_never_acked_at_once(
     services.push_task(make_task())
     delivery = Delivery.objects.get()
     online(agent, "old")
-    assert services.claim(delivery.id, agent.id, "old") is not None
+    assert sessions.claim(delivery.id, agent.id, "old") is not None
     online(agent, "new")
-    assert services.claim(delivery.id, agent.id, "new", resend=True) is None  # "old" holds it
+    assert sessions.claim(delivery.id, agent.id, "new", resend=True) is None  # "old" holds it
     assert end_session("old") == 1
     assert not Presence.objects.filter(channel_name="old").exists()
     delivery.refresh_from_db()
     assert (delivery.status, delivery.channel_name) == (DeliveryStatus.PENDING, "")
-    assert services.claim(delivery.id, agent.id, "new") is not None  # what its hint does
+    assert sessions.claim(delivery.id, agent.id, "new") is not None  # what its hint does
     assert end_session("new") == 1  # sent on "new" now, and never acked either
 
 
@@ -327,13 +327,13 @@ def test_a_starting_connection_is_owed_nothing_another_live_connection_holds(
         services.push_task(task)
     held, gone, pending = (Delivery.objects.get(task=task).id for task in tasks)
     online(agent, "chan-a")
-    assert services.claim(held, agent.id, "chan-a") is not None
-    assert services.claim(gone, agent.id, "chan-gone") is not None
+    assert sessions.claim(held, agent.id, "chan-a") is not None
+    assert sessions.claim(gone, agent.id, "chan-gone") is not None
     # chan-b starts: the delivery chan-a holds is not its to send; the one sent on a
     # connection that is gone, and the pending one, are.
-    assert services.start_session(agent, "chan-b", "127.0.0.1") == [gone, pending]
+    assert sessions.start_session(agent, "chan-b", "127.0.0.1") == [gone, pending]
     presence.unregister("chan-a")
-    assert services.start_session(agent, "chan-c", "127.0.0.1") == [held, gone, pending]
+    assert sessions.start_session(agent, "chan-c", "127.0.0.1") == [held, gone, pending]
 
 
 def test_a_task_pushed_as_the_agents_connection_closed_waits_offline(
@@ -350,8 +350,8 @@ def test_a_task_pushed_as_the_agents_connection_closed_waits_offline(
     held = make_task()  # another, which the connection took: stays websocket
     services.push_task(held)
     delivery = Delivery.objects.get(task=held)
-    assert services.claim(delivery.id, agent.id, "closing") is not None
-    assert services.ack(agent.id, str(delivery.id))
+    assert sessions.claim(delivery.id, agent.id, "closing") is not None
+    assert sessions.ack(agent.id, str(delivery.id))
     assert sweep()["relabeled"] == 0  # the connection is alive: nothing to relabel
     end_session("closing")  # its close is handled only now
     assert sweep()["relabeled"] == 1
@@ -363,6 +363,6 @@ def test_a_task_pushed_as_the_agents_connection_closed_waits_offline(
     task.refresh_from_db()
     assert task.state == TaskState.SUBMITTED  # waits for the agent, no timeout
     online(agent, "back")
-    assert services.claim(Delivery.objects.get(task=task).id, agent.id, "back") is not None
+    assert sessions.claim(Delivery.objects.get(task=task).id, agent.id, "back") is not None
     task.refresh_from_db()
     assert task.transport == Transport.WEBSOCKET

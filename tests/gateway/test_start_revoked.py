@@ -26,7 +26,7 @@ def _before_the_session_starts(monkeypatch: pytest.MonkeyPatch, revoke: Any) -> 
         revoke(AgentProfile.objects.get(pk=profile.pk))
         return original(profile, *args)
 
-    monkeypatch.setattr("gateway.services.start_session", revoke_first)
+    monkeypatch.setattr("gateway.sessions.start_session", revoke_first)
 
 
 async def test_a_key_rotated_while_the_connection_starts_closes_it_with_4401(
@@ -60,11 +60,11 @@ def test_the_session_checks_the_key_the_connection_opened_with(agent: AgentProfi
     assert code is None
     access.rotate_key(agent)
     with pytest.raises(sessions.AccessLost) as lost:
-        services.start_session(authenticated, "chan-a", "127.0.0.1")
+        sessions.start_session(authenticated, "chan-a", "127.0.0.1")
     assert lost.value.code == services.CLOSE_BAD_KEY
     assert not Presence.objects.filter(channel_name="chan-a").exists()
     # With the new key it starts.
     fresh, _ = services.authenticate_key(access.rotate_key(agent))
     assert fresh is not None
-    assert services.start_session(fresh, "chan-b", "127.0.0.1") == []
+    assert sessions.start_session(fresh, "chan-b", "127.0.0.1") == []
     assert Presence.objects.filter(channel_name="chan-b").exists()

@@ -11,7 +11,7 @@ import pytest
 from a2a.models import Task
 from a2a.states import Transport
 from agent_profiles.models import AgentProfile
-from gateway import services
+from gateway import services, sessions
 from gateway.models import Delivery, DeliveryStatus
 from tests.gateway.conftest import db_async, open_client
 from tests.gateway.test_consumer import ping_pong
@@ -114,7 +114,7 @@ async def test_a_platform_fault_answers_internal_error_and_keeps_the_socket(
     def broken(*args: Any) -> None:
         raise RuntimeError("database is gone")
 
-    monkeypatch.setattr(services, "ack", broken)
+    monkeypatch.setattr(sessions, "ack", broken)
     client = await open_client(agent.raw_key)
     await client.send({"type": "task.ack", "deliveryId": "6f1c6f1c-6f1c-4f1c-8f1c-6f1c6f1c6f1c"})
     assert (await client.recv())["code"] == "internal_error"

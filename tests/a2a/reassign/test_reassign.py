@@ -104,10 +104,10 @@ def test_another_users_task_is_not_found(task: Task, make_user: Any) -> None:
 
 
 def test_a_gateway_session_marks_the_agent_as_one_that_uses_the_gateway(two: Any) -> None:
-    from gateway import services as gateway_services
+    from gateway import sessions
 
     agent = two[0]
     assert agent.gateway_seen_at is None
-    gateway_services.start_session(agent, "channel-1", "127.0.0.1")
+    sessions.start_session(agent, "channel-1", "127.0.0.1")
     agent.refresh_from_db()
     assert agent.gateway_seen_at is not None
