@@ -23,7 +23,7 @@ from agent_profiles.interfaces import CallTarget
 
 # What stands in for a secret in any text quoted from an answer.
 REDACTED = "[redacted]"
-# A quote cut short (``…``, see :func:`~a2a.transports.base.excerpt`) that ends in this many
+# A quote cut short (``…``, see :func:`~a2a.transports.quoting.excerpt`) that ends in this many
 # characters or more of a secret's start has them redacted too; fewer tell nothing.
 PARTIAL = 4
 

@@ -4,7 +4,7 @@ Why: an agent's task state ``"TASK_STATE_" + 5 MB`` went whole into the refusal'
 so into the task's ``error`` (stored, served by the API and the face) and the log line
 that reports it: a 5 MB error and log line. A stream's ``statusUpdate`` about a task id
 of 5 MB made a 10 MB error (the id in the message and in its details). Now each value
-is an excerpt (``a2a.transports.base.excerpt``): the error stays a few kB, and still
+is an excerpt (``a2a.transports.quoting.excerpt``): the error stays a few kB, and still
 says what was wrong, starting with the value.
 """
 
