@@ -36,14 +36,15 @@ def protected_lines(agents: Iterable[AgentProfile]) -> list[SafeString | str]:
             .annotate(n=Count("pk"))
             .order_by(field)
         )
+        try:
+            url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+        except NoReverseMatch:
+            url = None  # the admin does not list them
         for agent_id, n in counts:
             text = f"agent {agent_id}: {n} {model._meta.verbose_name_plural}"
-            try:
-                url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
-            except NoReverseMatch:
-                lines.append(text)
-                continue
             lines.append(
-                format_html('<a href="{}?{}__id__exact={}">{}</a>', url, field, agent_id, text)
+                text
+                if url is None
+                else format_html('<a href="{}?{}__id__exact={}">{}</a>', url, field, agent_id, text)
             )
     return lines
