@@ -58,8 +58,26 @@ def threaded(server: HTTPServer) -> Iterator[str]:
 
 
 class _Server(uvicorn.Server):
+    """uvicorn in a thread, woken at once when told to stop: its own main loop looks at
+    ``should_exit`` every 0.1 s, a twentieth of a second on average at each of the suite's
+    thousand-odd peer stops."""
+
+    woken: asyncio.Event | None = None
+
     def install_signal_handlers(self) -> None:  # a thread cannot own signals
         pass
+
+    async def main_loop(self) -> None:
+        self.woken = asyncio.Event()
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + 1) % 864000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.woken.wait(), 0.1)
+
+    def wake(self) -> None:
+        if self.woken is not None:
+            self.woken.set()
 
 
 @contextlib.contextmanager
@@ -103,8 +121,9 @@ def serve_agent(agent: PeerT, app: ASGIApp) -> Iterator[PeerT]:
     try:
         yield agent
     finally:
+        server.should_exit = True
         loop = loop_holder.get("loop")
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(agent.stopping.set)
-        server.should_exit = True
+            loop.call_soon_threadsafe(server.wake)
         thread.join(timeout=10)
