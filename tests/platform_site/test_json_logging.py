@@ -24,6 +24,10 @@ from platform_site import daphne_fix, logs
 from tests.support.processes import BASE_DIR
 from tests.support.serving import free_port
 
+# Slow: the processes are fresh interpreters on a SQLite file of their own, whatever the
+# pass's database: run once, in the embedded pass (scripts/test.sh).
+pytestmark = pytest.mark.slow
+
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """A child process on a database of its own (nothing here touches it)."""

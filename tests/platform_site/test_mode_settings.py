@@ -21,6 +21,10 @@ from django.core.exceptions import ImproperlyConfigured
 
 from tests.support import fresh_settings
 
+# Slow: each start is a fresh interpreter, and none reads the pass's database or Redis
+# (GIVEN leaves them out): run once, in the embedded pass (scripts/test.sh).
+pytestmark = pytest.mark.slow
+
 BASE_DIR = Path(__file__).resolve().parents[2]
 PG = "postgres://u@127.0.0.1:1/db"
 REDIS = "redis://127.0.0.1:1/0"

@@ -22,6 +22,10 @@ import pytest
 from tests.support import fresh_settings
 from tests.support.processes import BASE_DIR
 
+# Slow: each case is a fresh interpreter, left without the pass's database and Redis
+# (_run): run once, in the embedded pass (scripts/test.sh).
+pytestmark = pytest.mark.slow
+
 VARIABLES = {
     "PUBLIC_URL",
     "ALLOWED_HOSTS",
@@ -35,6 +39,8 @@ VARIABLES = {
     "HOST",
     "PORT",
 }
+# The embedded mode whatever the pass: TLS settings are the same in both modes.
+PASS_SERVICES = {"DATABASE_URL", "REDIS_URL"}
 HTTPS = {"PUBLIC_URL": "https://agents.example.com", "ALLOWED_HOSTS": "agents.example.com"}
 # What a request through the proxy looks like to daphne: plain http, the proxy's headers.
 READ = """
@@ -65,7 +71,7 @@ CHECK_DEPLOY = (
 
 
 def _run(env: dict[str, str], code: str = READ) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in VARIABLES}
+    clean = {k: v for k, v in os.environ.items() if k not in {*VARIABLES, *PASS_SERVICES}}
     clean.update(env, DJANGO_SETTINGS_MODULE="platform_site.settings")
     return subprocess.run(
         [sys.executable, "-c", code],
