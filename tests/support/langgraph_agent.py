@@ -78,5 +78,7 @@ def run_langgraph_agent() -> Iterator[LangGraphAgent]:
         with running(Proc(args, env, name="langgraph", cwd=Path(folder))) as proc:
             proc.wait_log(r"Application started up", timeout=120)
             base = f"http://127.0.0.1:{port}"
+            # Its lifespan logs "started up" before uvicorn listens (seen refused).
+            proc.wait_http(f"{base}/ok")
             found = httpx.post(f"{base}/assistants/search", json={"graph_id": "agent"}, timeout=10)
             yield LangGraphAgent(proc, base, found.json()[0]["assistant_id"])
