@@ -32,9 +32,13 @@ def cached_venv(name: str, requirements: tuple[str, ...]) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if stamp.exists() and stamp.read_text() == wanted and python.exists():
             return venv
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        # uv (pinned in requirements.txt), not venv + pip: the same packages from the same
+        # registry in a twentieth of the CPU (Strands' environment: 2.4 s against 49 s),
+        # and a clean clone builds all seven at the start of a run, beside its tests.
+        uv = [sys.executable, "-m", "uv", "--quiet"]
+        subprocess.run([*uv, "venv", "--clear", "--python", sys.executable, str(venv)], check=True)
         subprocess.run(
-            [str(python), "-m", "pip", "install", "--quiet", *requirements],
+            [*uv, "pip", "install", "--python", str(python), *requirements],
             check=True,
             timeout=600,
         )
