@@ -51,8 +51,11 @@ trap cleanup EXIT
 # carry on: stop here instead (the EXIT trap then stops pass 2 and the servers).
 trap 'exit 130' INT TERM
 
+# Tests marked no_services read neither database nor Redis (settings read by fresh
+# interpreters): the same in both passes, they run once, in pass 2, which has minutes to
+# spare beside pass 1's live agents; in pass 1 only when there is no pass 2.
 pass1() {
-  env -u DATABASE_URL -u REDIS_URL "${PYTEST[@]}" -m "not postgres and not distributed"
+  env -u DATABASE_URL -u REDIS_URL "${PYTEST[@]}" -m "not postgres and not distributed$1"
 }
 pass2() {
   # Everything that needs no process boot, on PostgreSQL, plus the distributed tests. With
@@ -61,12 +64,12 @@ pass2() {
   # processes they boot.
   SECRET_KEY=${SECRET_KEY:-test-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')} \
     DATABASE_URL=$TEST_DATABASE_URL REDIS_URL=$TEST_REDIS_URL "${PYTEST[@]}" \
-    -m "not slow or postgres or distributed"
+    -m "not slow or postgres or distributed or no_services"
 }
 
 if [ -z "${TEST_DATABASE_URL:-}" ] || [ -z "${TEST_REDIS_URL:-}" ]; then
   echo "== pass 1: embedded mode (SQLite, in-process workers)"
-  pass1
+  pass1 ""
   if [ "${REQUIRE_SERVICES:-}" = 1 ]; then
     echo "PostgreSQL and Redis are required (REQUIRE_SERVICES=1) but not available" >&2
     exit 1
@@ -77,7 +80,7 @@ fi
 
 if [ "${TEST_SERIAL:-}" = 1 ]; then
   echo "== pass 1: embedded mode (SQLite, in-process workers)"
-  pass1
+  pass1 " and not no_services"
   echo "== pass 2: distributed mode (PostgreSQL, Redis)"
   pass2
   exit 0
@@ -92,7 +95,7 @@ pass2_pid=$!
 set +m
 echo "== pass 1: embedded mode (SQLite, in-process workers)"
 status1=0
-pass1 || status1=$?
+pass1 " and not no_services" || status1=$?
 status2=0
 wait "$pass2_pid" || status2=$?
 pass2_pid=""

@@ -24,9 +24,9 @@ from platform_site import daphne_fix, logs
 from tests.support.processes import BASE_DIR
 from tests.support.serving import free_port
 
-# Slow: the processes are fresh interpreters on a SQLite file of their own, whatever the
-# pass's database: run once, in the embedded pass (scripts/test.sh).
-pytestmark = pytest.mark.slow
+# The processes are fresh interpreters (slow) on a SQLite file of their own, whatever the
+# run's database: make test runs these once (scripts/test.sh).
+pytestmark = [pytest.mark.slow, pytest.mark.no_services]
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:

@@ -21,9 +21,9 @@ from django.core.exceptions import ImproperlyConfigured
 
 from tests.support import fresh_settings
 
-# Slow: each start is a fresh interpreter, and none reads the pass's database or Redis
-# (GIVEN leaves them out): run once, in the embedded pass (scripts/test.sh).
-pytestmark = pytest.mark.slow
+# Each start is a fresh interpreter (slow), and none reads the run's database or Redis
+# (GIVEN leaves them out): make test runs these once (scripts/test.sh).
+pytestmark = [pytest.mark.slow, pytest.mark.no_services]
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 PG = "postgres://u@127.0.0.1:1/db"

@@ -22,9 +22,9 @@ import pytest
 from tests.support import fresh_settings
 from tests.support.processes import BASE_DIR
 
-# Slow: each case is a fresh interpreter, left without the pass's database and Redis
-# (_run): run once, in the embedded pass (scripts/test.sh).
-pytestmark = pytest.mark.slow
+# Each case is a fresh interpreter (slow), left without the run's database and Redis
+# (_run): make test runs these once (scripts/test.sh).
+pytestmark = [pytest.mark.slow, pytest.mark.no_services]
 
 VARIABLES = {
     "PUBLIC_URL",
