@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: the suite on SQLite (embedded mode) and on PostgreSQL + Redis (distributed):
 # pass 1 runs everything but the distributed tests; pass 2 runs the fast tests again on
-# PostgreSQL plus the distributed ones (slow embedded-only tests run once, in pass 1).
+# PostgreSQL plus the distributed ones (slow embedded-only tests run once, in pass 1; the
+# no_services ones, the same in both, once in pass 2).
 # The two passes share nothing (their own databases, Redis only in pass 2, free ports,
 # peers' environments built under a file lock) and spend most of their time waiting on
 # processes they boot, so they run side by side: pass 1 prints as it goes, pass 2 into
