@@ -8,10 +8,13 @@ BIN := $(VENV)/bin
 venv: $(VENV)/.installed
 
 # pip installs uv (its pin in requirements.txt), uv the rest: seconds, where pip took a minute.
+# Compiled to bytecode as pip does: where PYTHONDONTWRITEBYTECODE is set (this CI machine),
+# nothing else would, and every process would compile every module it imports again.
 $(VENV)/.installed: requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet "$$(grep '^uv==' requirements.txt)"
-	$(BIN)/python -m uv pip install --quiet --python $(BIN)/python -r requirements.txt
+	$(BIN)/python -m uv pip install --quiet --compile-bytecode --python $(BIN)/python \
+	  -r requirements.txt
 	touch $@
 
 # Embedded mode: SQLite, in-process Celery worker and beat, in-memory channel layer.
