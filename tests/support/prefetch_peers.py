@@ -2,8 +2,8 @@
 
 ``make test`` (scripts/test.sh) starts this in the background. A clean clone (CI) has no
 ``.peers`` yet, and each environment was built by the first test to need it, in line:
-minutes of ``pip install`` on the suite's longest path. Here they are built side by
-side while the passes run their other tests. Each build holds its environment's file
+installs (minutes with pip, seconds with uv) on the suite's longest path. Here they are
+built side by side while the passes run their other tests. Each build holds its environment's file
 lock (:func:`tests.support.venvs.cached_venv`, :func:`tests.support.js_sdk.js_peer_dir`),
 so a test that needs one meanwhile waits for that build instead of starting its own; a
 build that fails here is left to its test, which builds again and reports the error
