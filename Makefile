@@ -34,7 +34,7 @@ format: venv
 	$(BIN)/ruff format .
 
 bench: venv
-	$(BIN)/python bench/dispatch.py
+	scripts/bench.sh $(or $(BENCH),dispatch) $(ARGS)
 
 clean:
 	rm -rf $(VENV) db.sqlite3* .services

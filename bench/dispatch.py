@@ -50,6 +50,10 @@ from procs import (
 from report import write_section
 
 A2A = {"A2A-Version": "1.0"}
+# The states a task ends in, for both loops (``--behaviour reject`` ends tasks REJECTED).
+FINAL = ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED")
+# How long either loop waits for its tasks before it gives up.
+TIMEOUT = 600.0
 # Extra skill input (--behaviour/--seconds): what the test agent should do.
 EXTRA_INPUT: dict[str, Any] = {}
 
@@ -98,7 +102,7 @@ async def ceiling(agent_url: str, total: int, concurrency: int) -> dict[str, Any
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     latencies: list[float] = []
     counter = iter(range(total))
-    final = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED"}
+    deadline = time.monotonic() + TIMEOUT
 
     async def loop(client: httpx.AsyncClient) -> None:
         for _ in counter:
@@ -112,7 +116,9 @@ async def ceiling(agent_url: str, total: int, concurrency: int) -> dict[str, Any
             body = {"message": message, "configuration": {"returnImmediately": True}}
             answer = (await client.post(f"{agent_url}/message:send", json=body)).json()
             task = answer.get("task") or {}
-            while task and task["status"]["state"] not in final:
+            while task and task["status"]["state"] not in FINAL:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the agent's task {task['id']} did not end")
                 await asyncio.sleep(0.05)
                 task = (await client.get(f"{agent_url}/tasks/{task['id']}")).json()
             latencies.append(time.perf_counter() - started)
@@ -175,13 +181,13 @@ async def create_tasks(url: str, token: str, total: int, concurrency: int) -> li
     return ids
 
 
-def wait_all_final(url: str, token: str, total: int, timeout: float = 600) -> None:
+def wait_all_final(url: str, token: str, total: int, timeout: float = TIMEOUT) -> None:
     headers = {"Authorization": f"Bearer {token}"}
     deadline = time.monotonic() + timeout
     with httpx.Client(headers=headers, timeout=30) as client:
         while time.monotonic() < deadline:
             done = 0
-            for state in ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED"):
+            for state in FINAL:
                 page = client.get(f"{url}/api/tasks", params={"state": state, "limit": 1})
                 done += page.json()["count"]
             if done >= total:
@@ -346,7 +352,16 @@ def main() -> None:
     if args.load:
         results = json.loads(Path(args.load).read_text())
     else:
-        results = [run(m, args.tasks, args.concurrency, args.warmup, extra_env) for m in modes]
+        results = []
+        for mode in modes:
+            try:
+                results.append(run(mode, args.tasks, args.concurrency, args.warmup, extra_env))
+            except BaseException:
+                # A mode that fails (the distributed one without its servers, Ctrl-C)
+                # keeps the figures of those before it.
+                if results:
+                    print(table(results, args.tasks, args.concurrency), flush=True)
+                raise
     if args.save:
         Path(args.save).write_text(json.dumps(results, indent=1))
     analysis = Path(args.analysis).read_text() if args.analysis else ANALYSIS

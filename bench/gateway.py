@@ -1,7 +1,7 @@
 """Benchmark of the agent gateway: N agent sockets on ONE platform process.
 
-    .venv/bin/python bench/gateway.py --mode both 1000          # what docs/benchmarks.md shows
-    .venv/bin/python bench/gateway.py --mode distributed 1000 5000 --no-doc
+    .venv/bin/python bench/gateway.py --mode both 1000 --write  # what docs/benchmarks.md shows
+    .venv/bin/python bench/gateway.py --mode distributed 1000 5000
 
 ``--mode embedded`` runs ``manage.py runplatform`` (daphne + in-process worker and beat,
 SQLite, in-memory channel layer); ``--mode distributed`` runs one daphne process on
@@ -22,8 +22,10 @@ transport) with keys, starts the platform on a free 127.0.0.1 port and measures:
 * server memory per connection: the platform process's RSS before and after connecting.
 
 It binds loopback only, raises its open-file limit, stops everything by itself
-(``--timeout``) and writes its figures into docs/benchmarks.md between
-``<!-- bench:gateway -->`` markers.
+(``--timeout``) and prints its table (each child of ``--mode both`` or of several
+``--posters`` prints its own as it ends, so a failure later keeps what came before);
+``--write`` also puts it into docs/benchmarks.md, between ``<!-- bench:gateway -->``
+markers.
 """
 
 from __future__ import annotations
@@ -41,8 +43,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gateway_report import write_doc
+from gateway_report import section
 from procs import BASE_DIR, BENCH_DATABASE_URL, BENCH_REDIS_URL, recreate_postgres
+from report import write_section
 
 sys.path.insert(0, str(BASE_DIR))
 
@@ -314,7 +317,7 @@ def main() -> None:
     parser.add_argument("--posters", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--timeout", type=float, default=600.0, help="stop after this many s")
     parser.add_argument("--json", help="write the results here (used by --mode both)")
-    parser.add_argument("--no-doc", action="store_true", help="print only")
+    parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
     args = parser.parse_args()
     limit = raise_fd_limit(max(args.sizes) * 2 + 1000)
     print(f"open-file limit {limit}", flush=True)
@@ -326,7 +329,7 @@ def main() -> None:
         for mode in modes:
             for posters in args.posters:
                 out = Path(tempfile.mkstemp(prefix=f"bench-gateway-{mode}-", suffix=".json")[1])
-                cmd = [sys.executable, __file__, "--mode", mode, "--json", str(out), "--no-doc"]
+                cmd = [sys.executable, __file__, "--mode", mode, "--json", str(out)]
                 cmd += ["--posters", str(posters), "--timeout", str(args.timeout)]
                 cmd += [str(n) for n in args.sizes]
                 subprocess.run(cmd, check=True, timeout=args.timeout * len(args.sizes) + 300)
@@ -337,8 +340,10 @@ def main() -> None:
             result["posters"] = args.posters[0]
         if args.json:
             Path(args.json).write_text(json.dumps(results))
-    if not args.no_doc:
-        print(write_doc(results))
+    text = section(results)
+    print(text)
+    if args.write:
+        write_section("gateway", text)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""The report of ``bench/gateway.py``: its table and the reading that follows it, written
-into docs/benchmarks.md between ``<!-- bench:gateway -->`` markers."""
+"""The report of ``bench/gateway.py``: its table and the reading that follows it, the
+section of docs/benchmarks.md between ``<!-- bench:gateway -->`` markers."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ import os
 import time
 from typing import Any
 
-from report import write_section
 
-
-def write_doc(results: list[dict[str, Any]]) -> str:
+def section(results: list[dict[str, Any]]) -> str:
+    """The section of docs/benchmarks.md for ``results``."""
     lines = [
         "## Agent gateway (`bench/gateway.py`)",
         "",
@@ -46,9 +45,7 @@ def write_doc(results: list[dict[str, Any]]) -> str:
         "",
         GATEWAY_ANALYSIS.strip(),
     ]
-    section = "\n".join(lines)
-    write_section("gateway", section)
-    return section
+    return "\n".join(lines)
 
 
 GATEWAY_ANALYSIS = """

@@ -27,7 +27,8 @@ Embedded: ``manage.py runplatform`` (SQLite). Distributed: daphne + ``celery wor
 ``celery beat`` on PostgreSQL + Redis (``BENCH_DATABASE_URL`` recreated,
 ``BENCH_REDIS_URL``), ``--workers`` worker processes (default 1). Loopback only; every
 process is stopped at the end, and a run gives up after ``--timeout`` seconds.
-``--write`` replaces this benchmark's section of docs/benchmarks.md; ``--save`` keeps
+``--write`` replaces this benchmark's table in docs/benchmarks.md (the reading after
+it stays, unless ``--analysis`` names a file with a new one); ``--save`` keeps
 each run's result so that runs made separately (a cost curve: 100 to 10,000 tasks)
 become one table with ``--load`` (the saved result also has the delays per second of the
 agents' ends: when in a run the late notices were). ``--steady`` keeps N in flight
@@ -67,7 +68,7 @@ from procs import (
     services_cpu,
     stage_cpu,
 )
-from report import write_section
+from report import READING_MARK, kept_reading, write_section
 
 SETUP = """
 import django; django.setup()
@@ -166,23 +167,28 @@ def run(
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         env["PUBLIC_URL"] = url
-        serve = [PYTHON, "manage.py", "runplatform", "--no-migrate", "--no-seed"]
-        serve += ["--host", "127.0.0.1", "--port", str(port)]
-        procs = [Proc(serve, env, log, "platform")]
-        stack.callback(procs[0].stop)
-        if mode == "distributed":
-            procs[0].stop()
-            procs = []
+        procs: list[Proc] = []
+        if mode == "embedded":
+            serve = [PYTHON, "manage.py", "runplatform", "--no-migrate", "--no-seed"]
+            serve += ["--host", "127.0.0.1", "--port", str(port)]
+            procs.append(Proc(serve, env, log, "platform"))
+            stack.callback(procs[0].stop)
+        else:
             daphne = [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
             procs.append(Proc([*daphne, "platform_site.asgi:application"], env, log, "daphne"))
             worker = [PYTHON, "-m", "celery", "-A", "platform_site", "worker", "-P", "threads"]
             worker += ["-c", "8", "--without-heartbeat", "--without-mingle", "--without-gossip"]
+            # -l INFO: each says "ready." (the idle window must not see them starting).
+            worker += ["-l", "INFO"]
             for n in range(workers):  # each its own process (and GIL); they share the rows
                 procs.append(Proc([*worker, "-n", f"w{n}@%h"], env, log, f"worker{n}"))
-            beat = [PYTHON, "-m", "celery", "-A", "platform_site", "beat"]
+            beat = [PYTHON, "-m", "celery", "-A", "platform_site", "beat", "-l", "INFO"]
             procs.append(Proc([*beat, "-S", "celery.beat:Scheduler"], env, log, "beat"))
             for proc in procs:
                 stack.callback(proc.stop)
+            # They share one log: every worker's "ready.", and beat's start.
+            procs[1].wait_log("ready.", count=workers)
+            procs[-1].wait_log("beat: Starting...")
         procs[0].wait_http(f"{url}/healthz")
         pids = [p.popen.pid for p in procs]
         # What the platform spends with nothing to do (sweeps, beat, idle servers): the
@@ -353,7 +359,11 @@ def main() -> None:
     parser.add_argument(
         "--load", nargs="+", default=[], help="run nothing: tabulate the results saved in these"
     )
-    parser.add_argument("--analysis", default="", help="a file whose text follows the table")
+    parser.add_argument(
+        "--analysis",
+        default="",
+        help="a file whose text follows the table (default: the reading already there)",
+    )
     args = parser.parse_args()
     results = [
         json.loads(line)
@@ -382,8 +392,11 @@ def main() -> None:
     section = table(results)
     print(section)
     if args.write:
-        analysis = Path(args.analysis).read_text() if args.analysis else ""
-        write_section("long_tasks", f"## Long tasks in flight\n\n{section}\n\n{analysis}".strip())
+        # The reading is written by hand (the runs of a table are made apart): without a
+        # new one, the one in the document stays.
+        reading = Path(args.analysis).read_text() if args.analysis else kept_reading("long_tasks")
+        body = f"## Long tasks in flight\n\n{section}\n\n{READING_MARK}\n{reading.strip()}"
+        write_section("long_tasks", body)
 
 
 if __name__ == "__main__":

@@ -51,9 +51,10 @@ class Proc:
                 time.sleep(0.1)
         raise TimeoutError(f"{self.name}: {url}")
 
-    def wait_log(self, text: str, timeout: float = 60.0) -> None:
+    def wait_log(self, text: str, timeout: float = 60.0, count: int = 1) -> None:
+        """Wait until ``text`` is in the log ``count`` times (processes can share a log)."""
         deadline = time.monotonic() + timeout
-        while text not in self.log.read_text(errors="replace"):
+        while self.log.read_text(errors="replace").count(text) < count:
             if self.popen.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{self.name} not ready; see {self.log}")
             time.sleep(0.1)
