@@ -30,9 +30,24 @@ def json_response(
     return response
 
 
+# Characters JSON leaves raw that end a line for str.splitlines, which httpx's
+# ``aiter_lines`` follows and a2a-sdk's SSE reader uses: raw, one in any text cut the
+# event in two and broke the SDK client's stream. Escaped, they are the same JSON.
+# (Their UTF-8 bytes occur in no other character's encoding.)
+_LINE_ENDS = (
+    (b"\xe2\x80\xa8", b"\\u2028"),
+    (b"\xe2\x80\xa9", b"\\u2029"),
+    (b"\xc2\x85", b"\\u0085"),
+)
+
+
 def sse_event(data: Any, event: str | None = None) -> bytes:
     head = f"event: {event}\n".encode() if event else b""
-    return head + b"data: " + dumps(data) + b"\n\n"
+    body = dumps(data)
+    for raw, escaped in _LINE_ENDS:
+        if raw in body:
+            body = body.replace(raw, escaped)
+    return head + b"data: " + body + b"\n\n"
 
 
 async def sse_response(

@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 
 from a2a.face.errors import TaskNotFound, rest_error_body
@@ -54,3 +55,25 @@ def test_a_failure_after_the_first_event_is_an_error_event() -> None:
 def test_a_failure_before_the_first_event_raises_before_any_stream() -> None:
     with pytest.raises(TaskNotFound):
         _render(_events(fail=TaskNotFound("gone")))
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\u0085"])
+def test_the_official_client_reads_an_event_whose_text_holds_a_unicode_line_end(
+    separator: str,
+) -> None:
+    """a2a-sdk's SSE reader splits lines as ``str.splitlines`` does (httpx's
+    ``aiter_lines``), which ends a line at U+2028, U+2029 and U+0085 too: sent raw, one
+    in any text cut the event's JSON in two and the client's stream failed."""
+    from a2a.client.transports.http_helpers import parse_sse_stream
+
+    text = f"line one{separator}line two é 文 🛋"
+    _, body = _render(_events({"task": {"id": "t", "text": text}}))
+
+    async def read() -> list[str]:
+        response = httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
+        return [data async for _, data in parse_sse_stream(response)]
+
+    assert [json.loads(data) for data in asyncio.run(read())] == [
+        {"task": {"id": "t", "text": text}}
+    ]
+    assert "é 文 🛋".encode() in body  # the rest of the text goes as itself
