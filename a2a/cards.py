@@ -139,7 +139,10 @@ def _skill(skill: Skill, *, offered_by: list[str] | None = None) -> pb.AgentSkil
         name=skill.name,
         description=description,
         tags=tags,
-        examples=[e if isinstance(e, str) else json.dumps(e) for e in skill.examples],
+        # As written: escaped, an example's own text read as \u00e0 in the card.
+        examples=[
+            e if isinstance(e, str) else json.dumps(e, ensure_ascii=False) for e in skill.examples
+        ],
         input_modes=skill.input_modes or DEFAULT_MODES,
         output_modes=skill.output_modes or DEFAULT_MODES,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import types
 from typing import Any
@@ -147,6 +148,22 @@ def test_a_skill_without_tags_is_carried_with_its_id_as_its_tag(
     for path in ("/.well-known/agent-card.json", "/v1/a2a/agent-one/.well-known/agent-card.json"):
         skills = {s["id"]: s for s in Client().get(path).json()["skills"]}
         assert skills["bare"]["tags"] == ["bare"]
+
+
+def test_a_json_example_reads_in_the_cards_as_its_own_text(
+    make_skill: Any, make_agent: Any
+) -> None:
+    """An example that is JSON is shown as JSON text (docs/registry.md): as written, not
+    with every non-ASCII character as a ``\\u`` escape (an emoji as two)."""
+    example = {"product": "lampe à pied 🛋", "market": "ישראל"}
+    skill = make_skill(id="intl", examples=["une lampe", example])
+    make_agent(skills=[skill])
+    for path in ("/.well-known/agent-card.json", "/v1/a2a/agent-one/.well-known/agent-card.json"):
+        shown = {s["id"]: s for s in Client().get(path).json()["skills"]}["intl"]["examples"]
+        assert shown[0] == "une lampe"
+        assert json.loads(shown[1]) == example
+        assert "lampe à pied 🛋" in shown[1], shown[1]
+        assert "ישראל" in shown[1], shown[1]
 
 
 def test_the_real_card_changes_its_etag_when_a_skill_changes(skill: Any) -> None:
