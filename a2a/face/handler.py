@@ -204,7 +204,12 @@ class FaceHandler:
                 ordered = ordered.filter(
                     Q(state_changed_at__lt=at) | Q(state_changed_at=at, id__lt=last_id)
                 )
-            rows = list(ordered[: page_size + 1])
+            # Unread what a listed task never shows (artifacts too, unless asked for): a
+            # page of tasks with megabytes of artifacts each loaded them all.
+            unshown = ("input", "output", "outbound_message")
+            if not include_artifacts:
+                unshown += ("artifacts",)
+            rows = list(ordered.defer(*unshown)[: page_size + 1])
             more = len(rows) > page_size
             rows = rows[:page_size]
             histories: dict[Any, list[TaskMessage]] = {}

@@ -10,6 +10,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from a2a.models import Task, TaskMessage
@@ -231,6 +233,24 @@ def test_list_omits_artifacts_and_history_unless_asked(
     ][0]
     assert full["artifacts"][0]["artifactId"] == "a"
     assert full["history"][0]["messageId"] == "m-1"
+
+
+def test_list_reads_no_column_it_does_not_show(
+    as_alice: FaceClient, alice: Any, make_task: Callable[..., Task]
+) -> None:
+    """A page of tasks holding megabytes of artifacts each loaded them all (and their
+    input and output, never shown), for a page that showed none of it."""
+    task = make_task(alice)
+    task.complete({"verdict": "pass"}, [{"artifactId": "a", "parts": [{"text": "ok"}]}])
+    unshown = ('"input"', '"output"', '"outbound_message"')
+    for params, also in (({}, ('"artifacts"',)), ({"includeArtifacts": "true"}, ())):
+        with CaptureQueriesContext(connection) as queries:
+            page = as_alice.get("/v1/a2a/tasks", params).json()
+        assert [t["id"] for t in page["tasks"]] == [str(task.id)]
+        reads = [q["sql"] for q in queries if '"a2a_task"."state_changed_at"' in q["sql"]]
+        assert reads, [q["sql"] for q in queries]
+        assert not [c for c in (*unshown, *also) for sql in reads if f'"a2a_task".{c}' in sql]
+        assert ("artifacts" in page["tasks"][0]) == bool(params)
 
 
 def test_list_filters_by_context_status_and_time(
