@@ -16,7 +16,6 @@ Daphne sends 1013 only with :mod:`gateway.daphne_close` installed.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -331,10 +330,14 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
             delivery_id, self.agent.id, self.channel_name, resend=resend
         )
         if payload is not None:
-            await self._send(payload)
+            await self._send(payload, delivery_id)
 
-    async def _send(self, frame: dict[str, Any]) -> None:
-        text = json.dumps(frame, separators=(",", ":"))
+    async def _send(self, frame: dict[str, Any], delivery_id: str = "") -> None:
+        text, size = frames.encode(frame)
+        if delivery_id and size > frames.MAX_SENT_BYTES:  # daphne would refuse it: fail its task
+            assert self.agent is not None
+            await db(sessions.undeliverable)(delivery_id, self.agent.id, size)
+            return
         try:
             await self.send(text_data=text)
         except Exception:
@@ -375,7 +378,7 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
             log.warning("gateway: %s not claimed by %s", delivery_id, self.agent, exc_info=True)
             return
         if claimed:
-            await self._send(frame)
+            await self._send(frame, event["delivery_id"])
 
     async def gateway_resume(self, event: dict[str, Any]) -> None:
         """Send what the agent is owed, as on a fresh connect: while its presence was gone

@@ -3,6 +3,7 @@ send and building what the platform sends. Nothing here touches the database."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -114,6 +115,22 @@ def parse(raw: str | bytes | None) -> Frame:
 
 
 # --- platform → agent ----------------------------------------------------------------
+
+# The largest message daphne sends on a WebSocket (its --websocket-max-message-size, left
+# at its default by `make run` and the deployment): a larger frame is refused by the
+# server and never reaches the agent.
+MAX_SENT_BYTES = 1024 * 1024
+
+
+def encode(frame: dict[str, Any]) -> tuple[str, int]:
+    """A frame's text (compact JSON, non-ASCII text as itself: ``\\u`` escapes made CJK text
+    twice its UTF-8 size, an emoji three times) and its size in bytes."""
+    text = json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text, len(text.encode())
+    except UnicodeEncodeError:  # a lone surrogate (refused on the way in): escaped, it goes
+        text = json.dumps(frame, separators=(",", ":"))
+        return text, len(text)
 
 
 def task_summary(task: Task) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import logging
 import uuid
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
@@ -16,7 +17,7 @@ from a2a.models import Task
 from a2a.states import TERMINAL_STATES, TaskState, Transport, normalize_state
 from agent_profiles.models import AgentProfile, AgentStatus, ApiKey
 from gateway import presence
-from gateway.frames import FrameError
+from gateway.frames import MAX_SENT_BYTES, FrameError
 from gateway.models import OPEN_STATUSES, Delivery, DeliveryKind, DeliveryStatus
 from gateway.offline import requeue_closed
 from platform_site.errors import PlatformError
@@ -176,6 +177,29 @@ def claim(
         # have labelled the task offline since; only an offline one changes.
         Task.gateway_connected(task.pk)
     return delivery.payload
+
+
+def undeliverable(delivery_id: str, agent_id: str, size: int) -> None:
+    """A claimed delivery whose frame is larger than a WebSocket message may be
+    (:data:`MAX_SENT_BYTES`): closed, and its task failed
+    ``frame_too_large``. Sent, daphne refused it and the agent never got it: the task
+    waited, still SUBMITTED, until its deadline, with nothing saying why."""
+    limit = MAX_SENT_BYTES
+    with transaction.atomic():
+        rows = Delivery.objects.filter(pk=delivery_id, agent_id=agent_id, status__in=OPEN_STATUSES)
+        delivery = rows.select_related("task").first()
+        if delivery is None:
+            return
+        rows.update(status=DeliveryStatus.CANCELED, closed_reason="frame too large")
+        if delivery.kind == DeliveryKind.CANCEL:
+            return
+        what = "the task" if delivery.kind == DeliveryKind.ASSIGN else "a reply to the task"
+        message = (
+            f"The gateway frame of {what} for agent {agent_id} is {size:,} bytes, more than "
+            f"a WebSocket message may carry ({limit:,}): it cannot be delivered."
+        )
+        delivery.task.fail("frame_too_large", message, {"bytes": size, "maxBytes": limit})
+    log.warning("gateway: %s for task %s not sent: %s", delivery.kind, delivery.task_id, message)
 
 
 def ack(agent_id: str, delivery_id: str) -> bool:

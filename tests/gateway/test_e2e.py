@@ -263,3 +263,29 @@ def test_bad_keys_and_bad_frames_on_the_real_server(
         assert recv(ws)["code"] == "invalid_json"
         send(ws, {"type": "ping"})
         assert recv(ws) == {"type": "pong"}
+
+
+def test_a_task_of_non_ascii_text_near_the_body_limit_reaches_the_socket(
+    live: LivePlatform, user: Any, ws_agent: AgentProfile
+) -> None:
+    """600 kB of CJK text in UTF-8 (under MAX_BODY_BYTES): written as ``\\u`` escapes its
+    frame was 1.2 MB, which daphne refuses to send (over 1 MiB), and the task waited
+    SUBMITTED with nothing saying why."""
+    product = "文" * 200_000
+    with (
+        api(live, user) as client,
+        connect(
+            f"{live.ws_url}/ws/agent-gateway/",
+            additional_headers={"Authorization": f"Bearer {ws_agent.raw_key}"},
+            open_timeout=10,
+            max_size=None,  # the agent takes any size: the platform's side is tested
+        ) as ws,
+    ):
+        send(ws, {"type": "ping"})
+        assert recv(ws) == {"type": "pong"}
+        body = {"skillId": "ce-review", "input": {"product": product}, "agentId": ws_agent.id}
+        created = client.post("/api/tasks", json=body)
+        assert created.status_code == 201, created.text[:300]
+        assign = recv(ws)
+        assert assign["task"]["id"] == created.json()["id"]
+        assert assign["message"]["parts"] == [{"data": {"product": product}}]
