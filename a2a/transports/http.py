@@ -141,6 +141,16 @@ def timeout_for(read: float | None = None) -> httpx.Timeout:
 R = TypeVar("R", PlainResponse, httpx.Response)
 
 
+def _json_bytes(body: Any) -> bytes:
+    """``body`` as compact JSON in UTF-8, non-ASCII text as itself: as ``\\u`` escapes CJK
+    text took twice its size and an emoji three times, and an agent's body limit (1 MB
+    in the JS adapter) refused inputs the platform had taken."""
+    try:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    except UnicodeEncodeError:  # a lone surrogate (refused on the way in): escaped, it goes
+        return json.dumps(body, separators=(",", ":")).encode()
+
+
 def _request(
     target: CallTarget,
     method: str,
@@ -150,7 +160,7 @@ def _request(
     accept: str,
     send: Callable[[str, str, dict[str, str], bytes | None], R],
 ) -> tuple[R, str]:
-    content = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+    content = None if body is None else _json_bytes(body)
     refused: str | None = None
     for attempt in (1, 2):
         headers = outgoing_headers(target, accept=accept)
