@@ -65,6 +65,10 @@ _CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 _NAMED = {"\n": "\\n", "\r": "\\r"}
 
 
+def _as_unicode_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
 def _escaped(match: re.Match[str]) -> str:
     char = match.group()
     code = ord(char)
@@ -147,7 +151,10 @@ class JSONFormatter(logging.Formatter):
             line["exc_info"] = self.formatException(record.exc_info)
         elif record.stack_info:
             line["stack_info"] = record.stack_info
-        return json.dumps(line, ensure_ascii=False, default=str)
+        # JSON escapes C0 itself; the rest of _CONTROL (DEL, C1, U+2028/2029) would go raw,
+        # and a request path carrying them split the line for readers that split on
+        # Unicode line ends (str.splitlines), or drove the terminal (CSI).
+        return _CONTROL.sub(_as_unicode_escape, json.dumps(line, ensure_ascii=False, default=str))
 
 
 class SkipPeriodicSends(logging.Filter):

@@ -4,6 +4,7 @@ own that looks like the platform's. The JSON format escapes them by being JSON."
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from collections.abc import Iterator
@@ -11,9 +12,10 @@ from collections.abc import Iterator
 import pytest
 from django.conf import settings
 
+from a2a import agent_push_asgi
 from a2a.models import Task
 from a2a.states import TaskState
-from platform_site.logs import PlainFormatter
+from platform_site.logs import _CONTROL, JSONFormatter, PlainFormatter
 from tests.a2a.helpers import fresh, post, push, status_update
 
 FORGED = "2026-12-07 07:00:00,000 ERROR django.security.Admin: FORGED password reset by root"
@@ -100,3 +102,20 @@ def test_an_exceptions_message_cannot_write_a_line_of_the_log() -> None:
     assert "ValueError: v\\n2026" in text
     assert "The above exception was the direct cause of the following exception:" in lines
     assert sum("Traceback (most recent call last):" in line for line in lines) == 2
+
+
+def test_a_json_line_stays_one_line_whatever_the_path(
+    pushed_task: Task, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``LOG_FORMAT=json`` writes one object per line: JSON escapes C0 itself, but DEL, C1
+    (NEL, an 8-bit CSI) and U+2028/2029 went raw, splitting the line for a reader that
+    splits on Unicode line ends (``str.splitlines``) and reaching the terminal."""
+    agent_push_asgi._logged_at.clear()  # refusals are logged once a while per code
+    with caplog.at_level(logging.INFO):
+        response = post("/api/a2a/push/x%E2%80%A8%C2%85%C2%9B31m%7F" + FORGED, {}, None)
+    assert response.status_code == 404
+    [record] = [r for r in caplog.records if "push/x" in r.getMessage()]
+    line = JSONFormatter().format(record)
+    assert len(line.splitlines()) == 1, line.splitlines()
+    assert not _CONTROL.search(line)
+    assert "push/x\u2028\x85\x9b31m\x7f2026" in json.loads(line)["message"]
