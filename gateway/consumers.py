@@ -28,11 +28,12 @@ from gateway import frames, observe, presence, services, sessions
 from gateway.connections import local
 from gateway.db import db, db_fresh
 from gateway.frames import FrameError
-from gateway.limits import BadFrameLimiter, FrameRate
+from gateway.limits import BadFrameLimiter, FrameRate, start_gate
 from gateway.middleware import CLOSE_TRY_AGAIN
 from gateway.sessions import AccessLost, end_session
 from platform_site import logs
 from platform_site.layer_calls import within
+from platform_site.redis_layer import forget_channel
 from platform_site.shielded import to_the_end
 
 log = logging.getLogger(__name__)
@@ -42,19 +43,6 @@ _LATE_ANSWERS = frozenset({"invalid_state"})
 
 
 CLOSE_FLOOD = 4429
-# Session starts (group join, presence row, outbox) in flight per process: a reconnect
-# storm of thousands of agents queues here instead of exhausting DB and Redis pools.
-START_CONCURRENCY = 64
-_start_gates: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
-
-
-def _start_gate() -> asyncio.Semaphore:
-    loop = asyncio.get_running_loop()
-    gate = _start_gates.get(loop)
-    if gate is None:
-        _start_gates.clear()  # one loop per process outside tests
-        gate = _start_gates[loop] = asyncio.Semaphore(START_CONCURRENCY)
-    return gate
 
 
 class AgentGatewayConsumer(AsyncWebsocketConsumer):
@@ -130,6 +118,8 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
             # handler must not keep an agent "online" until the heartbeat timeout. To its
             # end: daphne's next cancel of a killed handler cut it off (platform_site.shielded).
             await to_the_end(self._forget())
+            # A hint that read the group before this left, popped by another socket's read.
+            forget_channel(self.channel_layer, self.channel_name)
 
     async def disconnect(self, code: int) -> None:
         self._close_code = code  # for the "disconnected" log line
@@ -258,7 +248,7 @@ class AgentGatewayConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_FLOOD)
             return
         self._slot = agent.id
-        async with _start_gate():
+        async with start_gate():
             try:
                 await self._join(agent)
             except AccessLost as exc:  # the key revoked or the agent disabled meanwhile

@@ -1,12 +1,27 @@
-"""What one gateway connection may send: bad frames in a window, frames a second.
-
-Kept by each :class:`gateway.consumers.AgentGatewayConsumer`; past either limit the
-connection is closed with 4429.
+"""What one gateway connection may send: bad frames in a window, frames a second (kept by
+each :class:`gateway.consumers.AgentGatewayConsumer`; past either limit the connection is
+closed with 4429); and how many connections of a process start their session at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
+
+# Session starts (group join, presence row, outbox) in flight per process: a reconnect
+# storm of thousands of agents queues here instead of exhausting DB and Redis pools.
+START_CONCURRENCY = 64
+_start_gates: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+
+
+def start_gate() -> asyncio.Semaphore:
+    """The process's gate of session starts (one per event loop: tests run several)."""
+    loop = asyncio.get_running_loop()
+    gate = _start_gates.get(loop)
+    if gate is None:
+        _start_gates.clear()  # one loop per process outside tests
+        gate = _start_gates[loop] = asyncio.Semaphore(START_CONCURRENCY)
+    return gate
 
 
 class BadFrameLimiter:

@@ -498,7 +498,8 @@ if DISTRIBUTED:
     }
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # channels_redis's, forgetting closed channels (platform_site/redis_layer.py).
+            "BACKEND": "platform_site.redis_layer.RedisChannelLayer",
             "CONFIG": {
                 # redis-py 8 reads with a 5 s socket timeout by default, which races
                 # channels_redis's 5 s BZPOPMIN (an idle consumer would crash with 1011),

@@ -17,7 +17,6 @@ thread-safely.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable
@@ -35,8 +34,9 @@ from a2a.face.serializers import task_json
 from a2a.face.stream_slots import Slot
 from a2a.models import Task, TaskMessage
 from a2a.states import INTERRUPTED_STATES, TERMINAL_STATES
-from platform_site.layer_calls import within
+from platform_site.layer_calls import cancel_until_done, within
 from platform_site.layer_loop import sender
+from platform_site.redis_layer import forget_channel
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +45,6 @@ MESSAGE_TYPE = "a2a.task"
 CLOSE_TYPE = "a2a.close"
 # How long a closing subscription waits for its reader to see that (one Redis round trip).
 CLOSE_WAIT = 2.0
-# A cancelled reader cancels its receive again until it ends (Subscription._read): this
-# many times, this far apart.
-RECANCEL_TRIES = 50
-RECANCEL_PAUSE = 0.1
 KEEPALIVE = None  # yielded by streams when quiet; the binding writes an SSE comment
 
 
@@ -171,7 +167,7 @@ class Subscription:
             # the layer's 30 s socket timeout, and the caller had no byte meanwhile though
             # its task was made. A join that timed out may land when Redis wakes: the
             # channel, never read, then gets this task's events until the group expires
-            # (channels_redis keeps a bounded few of them).
+            # (Redis keeps a bounded few of them; this process drops what it pops).
             self.channel = await within(self.layer.new_channel())
             await within(self.layer.group_add(self.group, self.channel))
         except Exception as exc:
@@ -185,6 +181,8 @@ class Subscription:
                 type(exc).__name__,
                 DEGRADED_RECHECK,
             )
+            if self.channel is not None:  # what a join that lands later brings: dropped
+                forget_channel(self.layer, self.channel)
             self.channel = None
             self.degraded = True
             return
@@ -206,7 +204,7 @@ class Subscription:
             try:
                 await asyncio.wait({receive})
             except asyncio.CancelledError:
-                await _cancel_until_done(receive)
+                await cancel_until_done(receive)
                 raise
             message = receive.result()
             if message.get("type") == CLOSE_TYPE:
@@ -246,6 +244,8 @@ class Subscription:
             answered = await _closing_call(self.layer.group_discard(self.group, self.channel))
         if self._reader is not None:
             await self._stop_reader(self._reader, layer_away=not answered)
+        if self.channel is not None:  # a publish that read the group before it left
+            forget_channel(self.layer, self.channel)
 
     async def _stop_reader(self, reader: asyncio.Task[None], *, layer_away: bool) -> None:
         """End the reader by a message, not by cancelling it: the reader of any channel of
@@ -290,21 +290,6 @@ async def _closing_call(call: Awaitable[Any]) -> bool:
     except Exception as exc:
         log.debug("a closing subscription's layer call failed: %s", exc)
     return True
-
-
-async def _cancel_until_done(receive: asyncio.Future[Any]) -> None:
-    """Cancel a reader's receive until it ends (bounded: :data:`RECANCEL_TRIES`), however
-    often it ignores a cancel; a message it got meanwhile goes with the reader."""
-    for _ in range(RECANCEL_TRIES):
-        receive.cancel()
-        # Cancelled again itself (its subscription's close gave up): it ends all the same.
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait({receive}, timeout=RECANCEL_PAUSE)
-        if receive.done():
-            if not receive.cancelled():
-                receive.exception()  # retrieved: the layer's failure is no news here
-            return
-    log.warning("a stream's channel-layer receive did not end when cancelled")
 
 
 def _settled(state: str, seq: int, since_seq: int | None) -> bool:
