@@ -3,6 +3,8 @@ checked before anything is written."""
 
 from __future__ import annotations
 
+import math
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +41,7 @@ SKILL_KEYS: dict[str, str] = {
     "isActive": "is_active",
 }
 STRING_LISTS = ("tags", "input_modes", "output_modes")
+_FLOAT_MAX = sys.float_info.max
 
 
 @dataclass(frozen=True)
@@ -87,11 +90,31 @@ def _parse_skill(item: Any, index: int) -> dict[str, Any]:
     bad = find_bad_text(item)
     if bad is not None:
         raise ValidationFailed(f"{label}: {bad}", {"skill": label, "field": bad.where})
-    unknown = sorted(k for k in item if k not in SKILL_KEYS)
+    # str(): YAML keys may be numbers or null (``1: x``), which broke the join.
+    unknown = sorted(str(k) for k in item if not isinstance(k, str) or k not in SKILL_KEYS)
     if unknown:
         raise ValidationFailed(f"{label}: unknown fields {', '.join(unknown)}.", {"skill": label})
+    number = _bad_number(item)
+    if number is not None:
+        # YAML's .nan and .inf (and integers beyond a float's range) are no JSON: the
+        # database refused them with a traceback. The API refuses them alike.
+        raise ValidationFailed(
+            f"{label}: {number} is not a JSON number (NaN, infinity or too large).",
+            {"skill": label, "field": number},
+        )
     fields: dict[str, Any] = {}
+    given: dict[str, str] = {}  # field -> the key that gave it
     for key, value in item.items():
+        field = SKILL_KEYS[key]
+        if field in given and fields[field] != value:
+            # ``id`` and ``skill_id`` (or two spellings of one field) that disagree: the
+            # last one won, and the errors named the skill by the other.
+            raise ValidationFailed(
+                f"{label}: '{given[field]}' and '{key}' are the same field with different "
+                "values; give one.",
+                {"skill": label, "field": key},
+            )
+        given[field] = key
         # ``domain:`` with nothing after it is YAML null; full_clean skips blank fields, so
         # without this check a null reached the database as a NOT NULL IntegrityError.
         if value is None and not Skill._meta.get_field(SKILL_KEYS[key]).null:
@@ -99,7 +122,7 @@ def _parse_skill(item: Any, index: int) -> dict[str, Any]:
                 f"{label}: '{key}' has no value (null); give it one or leave the key out.",
                 {"skill": label, "field": key},
             )
-        fields[SKILL_KEYS[key]] = value
+        fields[field] = value
     if "id" not in fields:
         raise ValidationFailed(f"{label}: 'id' is required.", {"skill": label})
     if not isinstance(fields["id"], str):
@@ -134,6 +157,23 @@ def _parse_skill(item: Any, index: int) -> dict[str, Any]:
         problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
         raise ValidationFailed(f"{label}: {problems}", exc.message_dict) from None
     return fields
+
+
+def _bad_number(value: Any) -> str | None:
+    """The path of the first float in ``value`` that is NaN or infinite, or integer beyond
+    a float's range; None if there is none (no recursion)."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return path
+        if isinstance(item, int) and not isinstance(item, bool) and abs(item) > _FLOAT_MAX:
+            return path
+        if isinstance(item, dict):
+            stack.extend((f"{path}.{k}" if path else str(k), v) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in enumerate(item))
+    return None
 
 
 def _deeper_than(value: Any, limit: int) -> bool:

@@ -1,0 +1,94 @@
+"""``loadskills`` reads JSON as JSON wherever it comes from, and refuses the YAML that is
+no JSON: PyYAML follows YAML 1.1, which is no superset of JSON, and its aliases and
+``.nan`` / ``.inf`` have no place in a skill."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from agent_profiles.management.commands.loadskills import read_skills_file
+from agent_profiles.models import Skill
+
+pytestmark = pytest.mark.django_db
+
+
+def load(name: str) -> str:
+    out = io.StringIO()
+    call_command("loadskills", name, stdout=out)
+    return out.getvalue()
+
+
+@pytest.fixture
+def stdin(monkeypatch: pytest.MonkeyPatch) -> Any:
+    def give(data: bytes) -> None:
+        monkeypatch.setattr(sys, "stdin", type("Stdin", (), {"buffer": io.BytesIO(data)})())
+
+    return give
+
+
+def test_json_from_stdin_reads_as_the_same_json_file_does(stdin: Any, tmp_path: Path) -> None:
+    # What json.dumps writes by default: an escaped emoji (YAML 1.1 read two lone
+    # surrogates) and a number with an exponent (YAML 1.1 read the string '1e5').
+    data = (
+        b'[{"id": "emo", "description": "smile \\ud83d\\ude00", "input_schema": {"type": '
+        b'"object", "properties": {"n": {"type": "number", "maximum": 1e5}}}}]'
+    )
+    stdin(data)
+    assert "1 created" in load("-")
+    skill = Skill.objects.get(pk="emo")
+    assert skill.description == "smile \U0001f600"
+    assert skill.input_schema["properties"]["n"]["maximum"] == 1e5
+    other = tmp_path / "skills.txt"  # another name: the same
+    other.write_bytes(data)
+    assert read_skills_file(str(other))[0]["description"] == "smile \U0001f600"
+
+
+def test_yaml_flow_style_from_stdin_still_reads_as_yaml(stdin: Any) -> None:
+    stdin(b"[{id: flow, name: Flow}]")
+    assert "1 created" in load("-")
+    assert Skill.objects.get(pk="flow").name == "Flow"
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf", "1" + "0" * 400])
+def test_a_yaml_number_that_is_no_json_is_named(tmp_path: Path, value: str) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(f"- id: ok\n- id: nan1\n  examples: [a, {value}]\n")
+    with pytest.raises(CommandError, match=r"skill 'nan1' \(#2\): examples\[1\] is not a JSON"):
+        load(str(path))
+    assert not Skill.objects.exists()
+
+
+def test_a_yaml_key_that_is_no_string_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("- id: k1\n  1: x\n  null: y\n")
+    with pytest.raises(CommandError, match=r"skill 'k1' \(#1\): unknown fields 1, None"):
+        load(str(path))
+
+
+def test_yaml_aliases_are_refused(tmp_path: Path) -> None:
+    """Nested aliases: 500 bytes that stand for 9^9 values, every one then checked (the
+    command hung)."""
+    inner = "&a [" + ",".join(['"lol"'] * 9) + "]"
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=False):
+        inner = f"&{name} [{inner}," + ",".join([f"*{prev}"] * 8) + "]"
+    path = tmp_path / "lol.yaml"
+    path.write_text(f"- id: lol\n  examples: {inner}\n")
+    assert path.stat().st_size < 1000
+    with pytest.raises(CommandError, match=r"aliases \(\*name\) are not allowed"):
+        read_skills_file(str(path))
+
+
+def test_two_spellings_of_one_key_must_agree(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    path.write_text('[{"id": "alpha", "skill_id": "beta"}]')
+    with pytest.raises(CommandError, match="'id' and 'skill_id' are the same field"):
+        load(str(path))
+    assert not Skill.objects.exists()
+    path.write_text('[{"id": "alpha", "skill_id": "alpha", "inputModes": ["a/b"]}]')
+    assert "1 created" in load(str(path))
