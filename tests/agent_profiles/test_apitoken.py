@@ -64,3 +64,16 @@ def test_the_token_authenticates_on_the_rest_api(client: Any, make_agent: Any) -
         HTTP_AUTHORIZATION=f"Bearer {token}",
     )
     assert good.status_code == 400  # authenticated; then the unknown skill is named
+
+
+def test_it_refuses_an_inactive_user_instead_of_printing_a_dead_token() -> None:
+    """The token of an inactive user is refused (401): printed with exit 0, it looked like
+    one that works."""
+    from django.core.management import CommandError
+
+    from agent_profiles.models import UserToken
+
+    get_user_model().objects.create_user("gone", is_active=False)
+    with pytest.raises(CommandError, match="gone is inactive"):
+        apitoken("gone")
+    assert not UserToken.objects.filter(user__username="gone").exists()

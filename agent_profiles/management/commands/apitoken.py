@@ -32,6 +32,12 @@ class Command(BaseCommand):
         model = get_user_model()
         with transaction.atomic():
             user, created = model.objects.get_or_create(**{model.USERNAME_FIELD: username})
+            if not user.is_active:
+                # Its token would be refused (401): printed, it looked like a working one.
+                raise CommandError(
+                    f"User {user.get_username()} is inactive: a token would not authenticate "
+                    "it. Reactivate it in /admin/ first."
+                )
             if created:
                 user.set_unusable_password()
             if opts["staff"]:
