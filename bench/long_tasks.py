@@ -359,11 +359,7 @@ def main() -> None:
     parser.add_argument(
         "--load", nargs="+", default=[], help="run nothing: tabulate the results saved in these"
     )
-    parser.add_argument(
-        "--analysis",
-        default="",
-        help="a file whose text follows the table (default: the reading already there)",
-    )
+    parser.add_argument("--analysis", default="", help="a file: a new reading after the table")
     args = parser.parse_args()
     results = [
         json.loads(line)

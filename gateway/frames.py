@@ -3,7 +3,6 @@ send and building what the platform sends. Nothing here touches the database."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -11,7 +10,13 @@ from typing import Any
 from django.conf import settings
 
 from a2a.models import Task
-from platform_site.text import MAX_JSON_DEPTH, find_bad_text, json_depth_exceeds, parse_json
+from platform_site.text import (
+    MAX_JSON_DEPTH,
+    find_bad_text,
+    json_bytes,
+    json_depth_exceeds,
+    parse_json,
+)
 
 
 class FrameError(Exception):
@@ -123,14 +128,9 @@ MAX_SENT_BYTES = 1024 * 1024
 
 
 def encode(frame: dict[str, Any]) -> tuple[str, int]:
-    """A frame's text (compact JSON, non-ASCII text as itself: ``\\u`` escapes made CJK text
-    twice its UTF-8 size, an emoji three times) and its size in bytes."""
-    text = json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
-    try:
-        return text, len(text.encode())
-    except UnicodeEncodeError:  # a lone surrogate (refused on the way in): escaped, it goes
-        text = json.dumps(frame, separators=(",", ":"))
-        return text, len(text)
+    """A frame's text (:func:`json_bytes`: non-ASCII text as itself) and its size in bytes."""
+    data = json_bytes(frame)
+    return data.decode(), len(data)
 
 
 def task_summary(task: Task) -> dict[str, Any]:

@@ -162,3 +162,14 @@ def loads_bounded(raw: str | bytes, limit: int = MAX_JSON_DEPTH) -> Any:
     if json_depth_exceeds(raw, limit):
         raise JSONTooDeep(limit)
     return parse_json(raw)
+
+
+def json_bytes(value: Any, *, default: Any = None) -> bytes:
+    """``value`` as compact JSON in UTF-8, non-ASCII text as itself (``\\u`` escapes made
+    CJK text twice its UTF-8 size, an emoji three times). A lone surrogate that slipped
+    through cannot be UTF-8: then the whole value goes escaped."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=default)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(value, separators=(",", ":"), default=default).encode()

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from django.http import HttpResponse, StreamingHttpResponse
 
 from a2a.face.errors import FaceError, as_face_error
+from platform_site.text import json_bytes
 
 JSON_TYPE = "application/json"
 
 
 def dumps(data: Any) -> bytes:
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
-    try:
-        return text.encode()
-    except UnicodeEncodeError:  # a lone surrogate that slipped through: escape it
-        return json.dumps(data, separators=(",", ":"), default=str).encode()
+    return json_bytes(data, default=str)
 
 
 def json_response(

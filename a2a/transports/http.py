@@ -20,7 +20,6 @@ Reading the answers (bounded bodies, server-sent events, error bodies) is
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import threading
@@ -67,6 +66,7 @@ from agent_profiles.guarded_pool import (
 from agent_profiles.interfaces import CallTarget
 from agent_profiles.urlguard import UnsafeURL
 from platform_site import metrics, tracing
+from platform_site.text import json_bytes
 
 log = logging.getLogger("a2a.calls")
 
@@ -141,16 +141,6 @@ def timeout_for(read: float | None = None) -> httpx.Timeout:
 R = TypeVar("R", PlainResponse, httpx.Response)
 
 
-def _json_bytes(body: Any) -> bytes:
-    """``body`` as compact JSON in UTF-8, non-ASCII text as itself: as ``\\u`` escapes CJK
-    text took twice its size and an emoji three times, and an agent's body limit (1 MB
-    in the JS adapter) refused inputs the platform had taken."""
-    try:
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-    except UnicodeEncodeError:  # a lone surrogate (refused on the way in): escaped, it goes
-        return json.dumps(body, separators=(",", ":")).encode()
-
-
 def _request(
     target: CallTarget,
     method: str,
@@ -160,7 +150,9 @@ def _request(
     accept: str,
     send: Callable[[str, str, dict[str, str], bytes | None], R],
 ) -> tuple[R, str]:
-    content = None if body is None else _json_bytes(body)
+    # UTF-8, not \u escapes: an agent's body limit (1 MB in the JS adapter) refused
+    # escaped inputs the platform had taken.
+    content = None if body is None else json_bytes(body)
     refused: str | None = None
     for attempt in (1, 2):
         headers = outgoing_headers(target, accept=accept)
