@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from a2a import services
-from a2a.face import hybrid, legacy, push_configs, sending, sse
+from a2a.face import hybrid, legacy, push_configs, queries, sending, sse
 from a2a.face.context import LEGACY_VERSION, CallContext, CallerWatch
 from a2a.face.db import db_call
 from a2a.face.errors import (
@@ -43,7 +43,7 @@ from a2a.face.visibility import (
     visible_task,
     visible_tasks,
 )
-from a2a.models import Task, TaskMessage
+from a2a.models import Task
 from a2a.push_models import PushNotificationConfig
 from a2a.states import TaskState
 
@@ -212,12 +212,7 @@ class FaceHandler:
             rows = list(ordered.defer(*unshown)[: page_size + 1])
             more = len(rows) > page_size
             rows = rows[:page_size]
-            histories: dict[Any, list[TaskMessage]] = {}
-            if history_length and rows:
-                for message in TaskMessage.objects.filter(task__in=rows).order_by(
-                    "created_at", "id"
-                ):
-                    histories.setdefault(message.task_id, []).append(message)
+            histories = queries.histories([t.id for t in rows], history_length or 0)
             tasks = [
                 task_json(
                     t,

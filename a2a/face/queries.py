@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import uuid
 
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
+
 from a2a import rows
 from a2a.face.context import CallContext
 from a2a.models import Task, TaskMessage
@@ -35,6 +38,29 @@ def visible_task(ctx: CallContext, task_id: uuid.UUID) -> Task | None:
     return task
 
 
-def history(task: Task) -> list[TaskMessage]:
-    """The task's conversation, oldest first."""
-    return MESSAGES.all(task.pk)
+def history(task: Task, last: int | None = None) -> list[TaskMessage]:
+    """The task's conversation, oldest first: all of it, or its ``last`` messages, read
+    from the end (a client asking for the latest message of a conversation of a thousand
+    read all thousand of them)."""
+    if last is None:
+        return MESSAGES.all(task.pk)
+    if last <= 0:
+        return []
+    newest = list(TaskMessage.objects.filter(task=task).order_by("-created_at", "-pk")[:last])
+    newest.reverse()
+    return newest
+
+
+def histories(task_ids: list[uuid.UUID], last: int) -> dict[uuid.UUID, list[TaskMessage]]:
+    """The last ``last`` messages (oldest first) of each of ``task_ids`` that has any, in
+    one statement that ranks each task's messages from the newest and keeps the first."""
+    if last <= 0 or not task_ids:
+        return {}
+    newest_first = [F("created_at").desc(), F("pk").desc()]
+    ranked = TaskMessage.objects.filter(task_id__in=task_ids).annotate(
+        place=Window(RowNumber(), partition_by=[F("task_id")], order_by=newest_first)
+    )
+    out: dict[uuid.UUID, list[TaskMessage]] = {}
+    for message in ranked.filter(place__lte=last).order_by("created_at", "pk"):
+        out.setdefault(message.task_id, []).append(message)
+    return out

@@ -26,13 +26,13 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.db.models import Count
 
-from a2a.face import listeners
+from a2a.face import listeners, queries
 from a2a.face.db import db_call
 from a2a.face.errors import TaskNotFound
 from a2a.face.local_bus import local_bus
 from a2a.face.serializers import task_json
 from a2a.face.stream_slots import Slot
-from a2a.models import Task, TaskMessage
+from a2a.models import Task
 from a2a.states import INTERRUPTED_STATES, TERMINAL_STATES
 from platform_site.layer_calls import cancel_until_done, within
 from platform_site.layer_loop import sender
@@ -74,7 +74,7 @@ def snapshot(
         return None
     history = None
     if with_history and history_length != 0:
-        history = list(TaskMessage.objects.filter(task=task).order_by("created_at", "id"))
+        history = queries.history(task, history_length)
     payload = task_json(task, history=history, history_length=history_length)
     return {"seq": int(task.seq), "task": payload}  # type: ignore[attr-defined]
 

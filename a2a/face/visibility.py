@@ -50,7 +50,7 @@ def task_payload(
     task: Task, *, history_length: int | None, include_artifacts: bool = True
 ) -> dict[str, Any]:
     """The A2A Task of ``task`` with its history trimmed to ``history_length``."""
-    history = queries.history(task) if history_length != 0 else None
+    history = queries.history(task, history_length) if history_length != 0 else None
     return task_json(
         task, history=history, history_length=history_length, include_artifacts=include_artifacts
     )
