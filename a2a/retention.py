@@ -25,7 +25,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from a2a.models import Task
-from a2a.states import TERMINAL_STATES
+from a2a.states import TERMINAL_STATES, NextAction
 from platform_site import metrics
 
 log = logging.getLogger("a2a.lifecycle")
@@ -52,10 +52,14 @@ def cutoff(days: float, now: datetime | None = None) -> datetime:
 
 def expired(before: datetime) -> QuerySet[Task]:
     """Tasks in a final state since before ``before``. A task ends after it is created,
-    so ``created_at`` bounds the search to old rows (its index), whatever the table holds."""
+    so ``created_at`` bounds the search to old rows (its index), whatever the table holds.
+
+    A canceled task whose agent is still owed the cancel (a worker tells it once, soon)
+    stays until it is told: deleting the row dropped the cancel, and the agent worked on
+    at a task nobody wanted (``prunetasks --days 0.001`` right after a cancel)."""
     return Task.objects.filter(
         created_at__lt=before, state__in=TERMINAL_STATES, state_changed_at__lt=before
-    )
+    ).exclude(next_action=NextAction.CANCEL)
 
 
 def prune(

@@ -17,7 +17,7 @@ from a2a import tasks as a2a_tasks
 from a2a.models import Task, TaskEvent, TaskMessage
 from a2a.push_models import PushDelivery, PushNotificationConfig
 from a2a.services import retry_task
-from a2a.states import TERMINAL_STATES, TaskState
+from a2a.states import TERMINAL_STATES, NextAction, TaskState
 from gateway.models import Delivery, DeliveryKind
 from platform_site import metrics
 from platform_site.celery import app
@@ -105,6 +105,22 @@ def test_a_failed_task_retried_is_no_longer_ended(make: Any) -> None:
 
     assert retention.prune(retention.cutoff(30)) == 0
     assert Task.objects.get(pk=task.pk).state == TaskState.SUBMITTED
+
+
+@pytest.mark.django_db
+def test_a_canceled_task_stays_until_its_agent_is_told(make: Any) -> None:
+    """Pruning a canceled task before the worker told its agent dropped the cancel: the
+    agent worked on at a task nobody wanted any more."""
+    owed = make(TaskState.CANCELED, ended=40)
+    Task.objects.filter(pk=owed.pk).update(remote_task_id="t1", next_action=NextAction.CANCEL)
+    owed.refresh_from_db()
+
+    assert retention.prune(retention.cutoff(30)) == 0
+    assert retention.expired(retention.cutoff(30)).count() == 0  # what --dry-run counts
+
+    assert owed.cancel_propagated(metadata={"remoteCancel": {"taskId": "t1"}})
+    assert retention.prune(retention.cutoff(30)) == 1
+    assert not left(owed)
 
 
 @pytest.mark.django_db
