@@ -16,7 +16,7 @@ from django.db.models.functions import RowNumber
 
 from a2a import rows
 from a2a.face.context import CallContext
-from a2a.models import Task, TaskMessage
+from a2a.models import Direction, Task, TaskMessage
 from platform_site.compiled import CompiledGet
 
 MESSAGES: CompiledGet[TaskMessage] = CompiledGet(TaskMessage, "task", order_by=("created_at", "pk"))
@@ -49,6 +49,12 @@ def history(task: Task, last: int | None = None) -> list[TaskMessage]:
     newest = list(TaskMessage.objects.filter(task=task).order_by("-created_at", "-pk")[:last])
     newest.reverse()
     return newest
+
+
+def last_from_agent(task: Task) -> TaskMessage | None:
+    """The agent's latest message on ``task``, if it sent any."""
+    mine = TaskMessage.objects.filter(task=task, direction=Direction.FROM_AGENT)
+    return mine.order_by("-created_at", "-pk").first()
 
 
 def histories(task_ids: list[uuid.UUID], last: int) -> dict[uuid.UUID, list[TaskMessage]]:

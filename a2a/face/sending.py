@@ -219,7 +219,7 @@ def _send_and_attach(
     raise AssertionError("not reached: the second attempt returns or raises")
 
 
-def message_answer(task: Task, rows: list[TaskMessage]) -> dict[str, Any] | None:
+def message_answer(task: Task) -> dict[str, Any] | None:
     """The agent's bare Message, when that was its whole answer to a new task."""
     if task.state != TaskState.COMPLETED or task.remote_task_id:
         return None
@@ -228,21 +228,18 @@ def message_answer(task: Task, rows: list[TaskMessage]) -> dict[str, Any] | None
         return None
     if artifacts[0].get("artifactId") != MESSAGE_ARTIFACT_ID:
         return None
-    for row in reversed(rows):
-        if row.direction == Direction.FROM_AGENT and isinstance(row.message, dict):
-            if row.message.get("parts") == artifacts[0].get("parts"):
-                return row.message
-            return None
-    return None
+    last = queries.last_from_agent(task)
+    if last is None or not isinstance(last.message, dict):
+        return None
+    return last.message if last.message.get("parts") == artifacts[0].get("parts") else None
 
 
 def _answer(task_id: uuid.UUID, history_length: int | None) -> dict[str, Any]:
     task = Task.objects.get(pk=task_id)
-    rows = queries.history(task)
-    reply = message_answer(task, rows)
+    reply = message_answer(task)
     if reply is not None:
         return {"message": agent_message(task, reply)}
-    history = rows if history_length != 0 else None
+    history = queries.history(task, history_length) if history_length != 0 else None
     return {"task": task_json(task, history=history, history_length=history_length)}
 
 
@@ -260,7 +257,7 @@ async def send_message(params: dict[str, Any], ctx: CallContext) -> dict[str, An
             relayed = TaskMessage(direction=Direction.TO_AGENT, message=task.outbound_message)
             payload = task_json(task, history=[relayed], history_length=history_length)
         else:
-            history = queries.history(task) if history_length != 0 else None
+            history = queries.history(task, history_length) if history_length != 0 else None
             payload = task_json(task, history=history, history_length=history_length)
         return task, since_seq, history_length, {"task": payload}
 

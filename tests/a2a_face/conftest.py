@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -234,3 +235,34 @@ def hung_port() -> Iterator[int]:
 def task(alice: Any, make_task: Callable[..., Task]) -> Task:
     """A face task of alice's."""
     return make_task(alice)
+
+
+def talk(task: Task, count: int) -> list[str]:
+    """``count`` more agent messages on ``task``; every message id of it, oldest first.
+    A microsecond apart: after the task's first message, before any later one."""
+    times = TaskMessage.objects.filter(task=task).values_list("created_at", flat=True)
+    base = max(times)
+    for n in range(count):
+        TaskMessage.objects.create(
+            task=task,
+            direction="from_agent",
+            message_id=f"a-{n}",
+            message={"messageId": f"a-{n}", "parts": [{"text": f"turn {n}"}]},
+            created_at=base + timedelta(microseconds=n + 1),
+        )
+    return ["m-1", *(f"a-{n}" for n in range(count))]
+
+
+@pytest.fixture
+def loaded_messages(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids of the conversation rows the request read from the database."""
+    seen: list[str] = []
+    original = TaskMessage.from_db.__func__  # type: ignore[attr-defined]
+
+    def from_db(cls: type[TaskMessage], *args: Any) -> TaskMessage:
+        row = original(cls, *args)
+        seen.append(row.message_id)
+        return row
+
+    monkeypatch.setattr(TaskMessage, "from_db", classmethod(from_db))
+    return seen

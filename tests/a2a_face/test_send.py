@@ -13,7 +13,7 @@ from a2a.face.context import CallContext
 from a2a.models import Task, TaskMessage
 from a2a.push_models import PushNotificationConfig
 from a2a.states import TaskState
-from tests.a2a_face.conftest import FaceClient, error_reason
+from tests.a2a_face.conftest import FaceClient, error_reason, talk
 
 pytestmark = pytest.mark.django_db
 
@@ -322,3 +322,29 @@ def test_unauthenticated_sends_create_nothing(agent: Any) -> None:
     response = send(FaceClient(None), message())
     assert response.status_code == 401
     assert Task.objects.count() == 0
+
+
+@pytest.mark.parametrize("immediately", [True, False])
+def test_an_answer_reads_only_the_history_it_returns(
+    immediately: bool,
+    as_alice: FaceClient,
+    alice: Any,
+    make_task: Callable[..., Task],
+    loaded_messages: list[str],
+    settings: Any,
+) -> None:
+    """An answer to a question late in a long conversation, with historyLength 2: the
+    answer's Task read every message of the conversation to show two."""
+    settings.A2A_BLOCKING_TIMEOUT = 0.05
+    task = make_task(alice, remote_task_id="remote-1", remote_context_id="remote-ctx")
+    ids = talk(task, 40)
+    task.require_input({"messageId": "q", "parts": [{"text": "Which market?"}]})
+    answer = message(taskId=str(task.id), contextId=task.context_id)
+    loaded_messages.clear()
+    config = {"historyLength": 2, "returnImmediately": immediately}
+    response = send(as_alice, answer, configuration=config)
+    assert response.status_code == 200, response.content
+    shown = [m["messageId"] for m in response.json()["task"]["history"]]
+    assert shown == [shown[0], answer["messageId"]], shown
+    assert len(loaded_messages) <= 3, loaded_messages  # the two shown, and the question
+    assert not set(ids) & set(loaded_messages[:-2])

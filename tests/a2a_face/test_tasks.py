@@ -17,7 +17,7 @@ from django.utils import timezone
 from a2a.face.sse import snapshot
 from a2a.models import Task, TaskMessage
 from a2a.states import TaskState
-from tests.a2a_face.conftest import FaceClient, error_reason
+from tests.a2a_face.conftest import FaceClient, error_reason, talk
 
 pytestmark = pytest.mark.django_db
 Z_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -399,35 +399,6 @@ def test_list_refuses_forged_page_tokens_on_both_bindings(
     assert client.rpc("ListTasks", params).json()["error"]["code"] == -32602
 
 
-def _talk(task: Task, count: int) -> list[str]:
-    """``count`` more agent messages on ``task``; every message id of it, oldest first."""
-    base = timezone.now()
-    for n in range(count):
-        TaskMessage.objects.create(
-            task=task,
-            direction="from_agent",
-            message_id=f"a-{n}",
-            message={"messageId": f"a-{n}", "parts": [{"text": f"turn {n}"}]},
-            created_at=base + timedelta(seconds=n + 1),
-        )
-    return ["m-1", *(f"a-{n}" for n in range(count))]
-
-
-@pytest.fixture
-def loaded_messages(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The ids of the conversation rows the request read from the database."""
-    seen: list[str] = []
-    original = TaskMessage.from_db.__func__  # type: ignore[attr-defined]
-
-    def from_db(cls: type[TaskMessage], *args: Any) -> TaskMessage:
-        row = original(cls, *args)
-        seen.append(row.message_id)
-        return row
-
-    monkeypatch.setattr(TaskMessage, "from_db", classmethod(from_db))
-    return seen
-
-
 def test_get_reads_only_the_messages_history_length_keeps(
     as_alice: FaceClient,
     alice: Any,
@@ -436,7 +407,7 @@ def test_get_reads_only_the_messages_history_length_keeps(
 ) -> None:
     """historyLength=3 of a long conversation read every message of it, to keep three."""
     task = make_task(alice)
-    ids = _talk(task, 30)
+    ids = talk(task, 30)
     body = as_alice.get(f"/v1/a2a/tasks/{task.id}", {"historyLength": 3}).json()
     assert [m["messageId"] for m in body["history"]] == ids[-3:]
     assert loaded_messages == ids[:-4:-1]  # read newest first, shown oldest first
@@ -452,7 +423,7 @@ def test_list_reads_only_the_messages_history_length_keeps(
     loaded_messages: list[str],
 ) -> None:
     first, second = make_task(alice), make_task(alice)
-    first_ids, second_ids = _talk(first, 12), _talk(second, 1)
+    first_ids, second_ids = talk(first, 12), talk(second, 1)
     page = as_alice.get("/v1/a2a/tasks", {"historyLength": "2"}).json()["tasks"]
     shown = {t["id"]: [m["messageId"] for m in t["history"]] for t in page}
     assert shown == {str(first.id): first_ids[-2:], str(second.id): second_ids[-2:]}
@@ -463,7 +434,7 @@ def test_subscribe_snapshot_reads_only_the_kept_messages(
     alice: Any, make_task: Callable[..., Task], loaded_messages: list[str]
 ) -> None:
     task = make_task(alice)
-    ids = _talk(task, 8)
+    ids = talk(task, 8)
     found = snapshot(task.id, with_history=True, history_length=2)
     assert found is not None
     assert [m["messageId"] for m in found["task"]["history"]] == ids[-2:]
