@@ -26,6 +26,7 @@ import threading
 from typing import Any
 
 from django.conf import settings
+from django.utils.dateparse import parse_datetime
 
 from a2a import long_calls
 from a2a.models import Task
@@ -44,7 +45,7 @@ def start(threads: int | None = None) -> None:
     width = threads if threads is not None else settings.A2A_EMBEDDED_THREADS
     with _lock:
         if _pool is None:
-            _pool = ElasticPool(width, "a2a-local", _run)
+            _pool = ElasticPool(width, "a2a-local", _run, on_drop=_dropped)
     long_calls.start()  # streams and held sends must not take these threads
 
 
@@ -136,6 +137,17 @@ def take_claimed(task_id: Any, lease: str) -> bool:
     except RuntimeError:  # stopped meanwhile
         return False
     return True
+
+
+def _dropped(items: list[Any]) -> None:
+    """Items a stopping pool will not run (queued behind its busy threads at a graceful
+    stop): give up the claims taken for them, tasks claimed here (at birth, by a hint
+    batch) and claims handed over by the sweep, so that the next start or another worker
+    acts on them at once. Kept, each waited out its lease after every clean restart."""
+    claimed = [item for item in items if isinstance(item, Task)]
+    for task_id, lease in [item for item in items if isinstance(item, tuple)]:
+        claimed.append(Task(pk=task_id, lease_until=parse_datetime(lease)))
+    give_up(claimed)
 
 
 def _run(item: str | tuple[str, str] | Task) -> None:

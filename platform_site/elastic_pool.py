@@ -43,8 +43,15 @@ def current() -> ElasticPool | None:
 class ElasticPool:
     """``width`` threads running ``run(item)`` for each submitted item, in order."""
 
-    def __init__(self, width: int, name: str, run: Callable[[Any], None]) -> None:
+    def __init__(
+        self,
+        width: int,
+        name: str,
+        run: Callable[[Any], None],
+        on_drop: Callable[[list[Any]], None] | None = None,
+    ) -> None:
         self._run = run
+        self._on_drop = on_drop
         self._name = name
         self._numbers = itertools.count(1)
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -92,18 +99,26 @@ class ElasticPool:
 
     def stop(self) -> None:
         """Take no more items and wait for the threads in the pool to end their jobs (each
-        closes its database connections); items still queued are not run. Threads that
-        stepped aside are not waited for."""
+        closes its database connections); items still queued are not run, but handed to
+        ``on_drop`` (a claim taken for one is given up there: kept, the next start or
+        another worker waited for its lease to run out). Threads that stepped aside are
+        not waited for."""
         with self._lock:
             self._stopping = True
             threads = list(self._threads)
+        dropped: list[Any] = []
         while True:  # items nobody will run: their rows stay due
             try:
-                self._jobs.get_nowait()
+                dropped.append(self._jobs.get_nowait())
             except queue.Empty:
                 break
             with self._lock:
                 self._pending -= 1
+        if dropped and self._on_drop is not None:
+            try:
+                self._on_drop(dropped)
+            except Exception:  # the claims run out instead: delayed, not lost
+                log.warning("%s: could not hand over %d dropped items", self._name, len(dropped))
         for _ in threads:
             self._jobs.put(_STOP)
         for thread in threads:
