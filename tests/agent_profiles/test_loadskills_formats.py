@@ -5,7 +5,11 @@ no JSON: PyYAML follows YAML 1.1, which is no superset of JSON, and its aliases 
 from __future__ import annotations
 
 import io
+import json
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +18,7 @@ from django.core.management import CommandError, call_command
 
 from agent_profiles.management.commands.loadskills import read_skills_file
 from agent_profiles.models import Skill
+from tests.support.processes import BASE_DIR, PYTHON, platform_env
 
 pytestmark = pytest.mark.django_db
 
@@ -140,3 +145,39 @@ def test_a_load_writes_in_bulk_and_tells_the_caches(
         assert told == [Skill, Skill]
     finally:
         registry_changed.disconnect(dispatch_uid="t")
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_load_says_nothing_was_loaded_in_one_line(
+    transactional_db: None, tmp_path: Path
+) -> None:
+    """Ctrl-C while a large file was checked printed a 40-line traceback from inside the
+    schema checks; the load is all or nothing, and one line says so."""
+    schema = {"type": "object"}
+    items = [
+        {
+            "id": f"s-{i}",
+            "name": f"S {i}",
+            "description": "d",
+            "tags": ["t"],
+            "domain": "x",
+            "subdomain": "y",
+            "input_schema": schema,
+            "output_schema": schema,
+        }
+        for i in range(8000)
+    ]
+    path = tmp_path / "skills.json"
+    path.write_text(json.dumps(items))
+    command = [PYTHON, "manage.py", "loadskills", str(path)]
+    proc = subprocess.Popen(
+        command, cwd=BASE_DIR, env=platform_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    time.sleep(5)  # inside the checks: 8,000 skills take over ten seconds here
+    assert proc.poll() is None, "the load ended before the Ctrl-C: make the file bigger"
+    proc.send_signal(signal.SIGINT)
+    out, err = (stream.decode(errors="replace") for stream in proc.communicate(timeout=60))
+    assert proc.returncode == 1
+    assert "Traceback" not in out + err, err[-1500:]
+    assert f"{path}: interrupted. Nothing was loaded." in err
+    assert Skill.objects.count() == 0

@@ -26,12 +26,16 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        items = read_skills_file(opts["file"])
         try:
+            items = read_skills_file(opts["file"])
             result = load_skills(items)
         except ValidationFailed as exc:
             message = exc.message.rstrip(".")
             raise CommandError(f"{opts['file']}: {message}. Nothing was loaded.") from None
+        except KeyboardInterrupt:
+            # A large file takes a while to check; Ctrl-C printed a traceback from deep in
+            # the schema checks, where one line says all: the load is all or nothing.
+            raise CommandError(f"{opts['file']}: interrupted. Nothing was loaded.") from None
         if opts["verbosity"] < 1:  # -v 0: only errors (runplatform says what it seeded)
             return
         self.stdout.write(
