@@ -23,6 +23,7 @@ from a2a import reassign, services
 from a2a.admin_actions import act_on_each, refusal_message
 from a2a.listing_models import AgentListing
 from a2a.models import Task
+from a2a.pause_models import AgentPause
 from a2a.question_excerpts import NOTHING_SAID, excerpt_of, said_of, with_excerpts
 from a2a.reply_form import ReplyForm, asked_token, reply_form
 from a2a.services import QuestionChanged
@@ -361,6 +362,22 @@ class AgentListingAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="listing")
     def listing(self, row: AgentListing) -> bool:
         return row.next_at is not None
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(AgentPause)
+class AgentPauseAdmin(admin.ModelAdmin):
+    """The pauses agents asked for (``Retry-After`` on a poll's ``429``/``503``): no poll
+    of the agent's tasks before ``until``. Deleting a row lifts the pause; its tasks'
+    polls stay where the pause moved them."""
+
+    list_display = ("agent", "until")
+    ordering = ("-until",)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

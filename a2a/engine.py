@@ -3,16 +3,13 @@
 One Celery message and a handful of transactions per poll do not scale to thousands of
 long tasks. The sweep hands due polls to :func:`poll_due`, which
 
-1. **claims a batch** in one transaction (``select_for_update(skip_locked=True)`` on
-   PostgreSQL, the write lock on SQLite): the due polls, longest unseen first (see
-   :func:`unseen_longest_first`), but at most ``A2A_AGENT_POLL_RATE`` per agent per
-   second (a budget per sweep, counted over its batches) and taken round-robin between
-   agents, so one agent with ten thousand tasks neither starves the others nor gets
-   hammered. An agent that answered ``429``/``503`` with ``Retry-After`` has all its
-   polls moved past that time (:meth:`~a2a.models.Task.pause_polls`): the row says so,
-   every worker obeys;
+1. **claims a batch** fairly (:mod:`a2a.engine_claims`): longest unseen first, at most
+   ``A2A_AGENT_POLL_RATE`` per agent per second, round-robin between agents, none of an
+   agent that asked for a pause. An agent that answers ``429``/``503`` with
+   ``Retry-After`` is paused (:meth:`~a2a.models.Task.pause_polls`): every worker obeys;
 2. **calls the agents concurrently** on a thread pool (``A2A_POLL_CONCURRENCY`` threads)
-   over the transports' shared connection pool;
+   over the transports' shared connection pool, each agent at most its share of the
+   threads at once (:func:`calls`), and each answer applied as it comes;
 3. **applies the answers in few transactions**: the usual answer of a long task is "still
    WORKING, nothing new" — those are re-scheduled together, one UPDATE per batch and
    state, conditional on the state the worker saw and on the batch's own lease (a person's
@@ -21,22 +18,21 @@ long tasks. The sweep hands due polls to :func:`poll_due`, which
 
 Guarantees kept: the row is the truth (a killed worker's lease runs out and a later sweep
 claims the tasks again: work is delayed, never lost), a transition is a compare-and-set
-(nothing is applied twice), and two workers never hold one task.
+(nothing is applied twice), and two workers never hold one task: a call that could end
+after its batch's claim is not made (:func:`calls`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict, deque
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
-from django.db.models import F, FloatField, Func
-from django.db.models.expressions import CombinedExpression
 from django.utils import timezone
 
 from a2a import (
@@ -50,11 +46,11 @@ from a2a import (
     remote_ids,
 )
 from a2a.agent_updates import apply_agent_reply
-from a2a.claims import due_filter, lease_seconds
-from a2a.exceptions import A2ACallError, A2AUnsupportedOperation
+from a2a.engine_claims import claim_polls
+from a2a.exceptions import A2AAnswerLate, A2ACallError, A2AUnsupportedOperation
 from a2a.models import Task
 from a2a.observe import ids as log_ids
-from a2a.states import NextAction, normalize_state
+from a2a.states import normalize_state
 from a2a.transports.base import AgentReply
 from a2a.transports.redaction import describe_failure
 from agent_profiles.interfaces import CallTarget
@@ -73,126 +69,20 @@ def executor() -> ThreadPoolExecutor:
     return _pool
 
 
-# --- 1. claiming a fair batch --------------------------------------------------------------
-
-
-def agent_budget() -> int:
-    """Polls one agent may get in one sweep: ``A2A_AGENT_POLL_RATE`` per second over the
-    ``A2A_SWEEP_INTERVAL`` a sweep stands for (each beat's tick starts one sweep)."""
-    return max(1, round(settings.A2A_AGENT_POLL_RATE * settings.A2A_SWEEP_INTERVAL))
-
-
-class _Seconds(Func):
-    """A datetime column as a number of seconds (PostgreSQL: since 1970; SQLite: since
-    the Julian epoch): what only orders rows needs no common epoch."""
-
-    output_field = FloatField()
-    template = "date_part('epoch', %(expressions)s)"  # double precision (EXTRACT: numeric)
-
-    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
-        return self.as_sql(
-            compiler, connection, template="(julianday(%(expressions)s) * 86400.0)", **extra
-        )
-
-
-def unseen_longest_first() -> CombinedExpression:
-    """The order due polls are claimed in: the task seen longest ago first (when its
-    last poll was: ``next_poll_at`` less ``poll_interval``), not the one due longest ago.
-
-    A poll notices an agent's end at most the time since the task's last poll after it;
-    this order keeps the longest of those short when the workers fall behind. Claimed
-    oldest due first, every due poll came equally late: a young task polled every
-    second and a task at the 10 s cap, both 3 s late, noticed an end up to 4 and 13 s
-    after it. Now the polls at the cap go first, and a young task's wait stretches its
-    next interval (:func:`a2a.follow_policy.quiet_spell`), so a backlog thins itself.
-    No due poll waits for ever: the longer it waits, the earlier it comes. Measured on
-    10,000 polled tasks (embedded, two pairs of runs): notice p95 8.4 and 9.1 s against
-    9.5 and 9.4 s, 6.2 and 7.6 polls per task against 7.7 and 7.8. The price is a sort
-    of the due polls instead of a walk of the index: searching 10,000 due at once, 6.0
-    against 1.7 ms on SQLite and 7 against 2 ms on PostgreSQL, some 25 us per poll of a
-    200-poll batch; with few polls due, next to nothing.
-    """
-    return _Seconds("next_poll_at") - F("poll_interval")
-
-
-def pick_fairly(
-    candidates: list[tuple[Any, str]],
-    limit: int,
-    per_agent: int,
-    spent: Counter[str] | None = None,
-) -> list[Any]:
-    """Round-robin over agents, in the order of ``candidates`` within each (longest unseen
-    first), at most ``per_agent`` each less what ``spent`` says the agent had already
-    (``spent`` is counted up)."""
-    spent = Counter() if spent is None else spent
-    queues: dict[str, deque[Any]] = defaultdict(deque)
-    for pk, agent_id in candidates:
-        if len(queues[agent_id]) < per_agent - spent[agent_id]:
-            queues[agent_id].append(pk)
-    for agent_id in [agent_id for agent_id, queue in queues.items() if not queue]:
-        del queues[agent_id]  # its budget is spent
-    picked: list[Any] = []
-    while queues and len(picked) < limit:
-        for agent_id in list(queues):
-            queue = queues[agent_id]
-            picked.append(queue.popleft())
-            spent[agent_id] += 1
-            if not queue:
-                del queues[agent_id]
-            if len(picked) >= limit:
-                break
-    return picked
-
-
-def spent_agents(spent: Counter[str]) -> list[str]:
-    """The agents whose polls this sweep have used their budget."""
-    per_agent = agent_budget()
-    return [agent_id for agent_id, used in spent.items() if used >= per_agent]
-
-
-POLL_DEFERS = ("input", "outbound_message")
-
-
-def claim_polls(limit: int, spent: Counter[str] | None = None) -> tuple[list[Task], Any]:
-    """Claim up to ``limit`` due polls fairly; the tasks and the batch's lease.
-
-    ``spent``: the polls each agent had in this sweep's earlier batches, counted up here.
-    Agents that used their budget are left out of the search, so that their backlog,
-    longest unseen first, does not hide the other agents' due polls from the next batch.
-    """
-    now = timezone.now()
-    lease = now + timedelta(seconds=lease_seconds())
-    spent = Counter() if spent is None else spent
-    with transaction.atomic():
-        rows = Task.objects.filter(due_filter(now), next_action=NextAction.POLL)
-        full = spent_agents(spent)
-        if full:
-            rows = rows.exclude(agent_id__in=full)
-        rows = rows.order_by(unseen_longest_first())
-        if connection.vendor == "postgresql":
-            rows = rows.select_for_update(skip_locked=True)
-        candidates = list(rows.values_list("pk", "agent_id")[: limit * 4])
-        ids = pick_fairly(candidates, limit, agent_budget(), spent)
-        if not ids:
-            return [], lease
-        Task.objects.filter(due_filter(now), pk__in=ids).update(lease_until=lease)
-    # The batch's few agents and skills are read once each, not joined to every row: the
-    # joined columns (an agent's card data, a skill's schemas) cost more than the task's.
-    # A poll never reads the task's input or the message sent (the rare path that sends
-    # again loads it then): decoding them for every poll grew with every input's size.
-    held = Task.objects.filter(pk__in=ids, lease_until=lease).defer(*POLL_DEFERS)
-    return list(held.prefetch_related("skill", "agent")), lease
-
-
-# --- 2. the calls ---------------------------------------------------------------------------
+# --- the calls -------------------------------------------------------------------------------
 
 
 @dataclass
 class Polled:
+    """One poll of a batch: its task and agent, then the answer or the failure; or, with
+    ``put_back`` (why: :data:`STOPPED`, :data:`SHORT_CLAIM`), a poll not made
+    (:func:`calls`)."""
+
     task: Task
     target: CallTarget
     reply: AgentReply | None = None
     error: A2ACallError | None = None
+    put_back: str | None = None
 
 
 @cpu_stage("poll")
@@ -209,7 +99,75 @@ def _call(polled: Polled) -> Polled:
     return polled
 
 
-# --- 3. applying ----------------------------------------------------------------------------
+STOPPED = "stopped"  # its agent hangs, or asked for a pause, in this batch
+SHORT_CLAIM = "short claim"  # the batch's claim could run out before its answer
+
+
+def _hangs(error: A2ACallError | None) -> bool:
+    """The call ran out of time (the agent took it and did not answer, or never did)."""
+    return isinstance(error, A2AAnswerLate) or (error is not None and error.code == "agent_timeout")
+
+
+def calls(batch: list[Polled]) -> Iterator[Polled]:
+    """Make the batch's calls on the pool; yield each as it ends, and each poll put back.
+
+    An agent has at most its share of the pool's threads at once: the pool's width over
+    the agents whose calls wait (all of it, alone). Before, calls went to the pool in the
+    batch's order and their answers were taken in that order: an agent that hangs held
+    every thread for its timeout, call after call, and a healthy agent's answer waited
+    behind them (a task noticed ended 25 s late at a 3 s cap). Not made, but yielded with
+    ``put_back``: the calls left of an agent whose call here ran out of time (it hangs:
+    each would hold a thread, and the batch, the whole timeout) or asked for a pause, and
+    a call that could end after its batch's claim (a later sweep may have claimed the
+    task by then, and both would poll it).
+    """
+    width = max(1, settings.A2A_POLL_CONCURRENCY)
+    call_time = timedelta(seconds=settings.A2A_HTTP_TIMEOUT + settings.A2A_CONNECT_TIMEOUT)
+    waiting: dict[str, deque[Polled]] = defaultdict(deque)
+    for polled in batch:
+        waiting[polled.task.agent_id].append(polled)
+    running: dict[Future[Polled], Polled] = {}
+    busy: Counter[str] = Counter()
+    stopped: set[str] = set()  # agents that hang or asked for a pause
+
+    def start() -> Iterator[Polled]:
+        while len(running) < width and waiting:
+            share = -(-width // len(waiting))
+            started = False
+            for agent_id in list(waiting):
+                queue = waiting[agent_id]
+                if agent_id in stopped:
+                    for polled in queue:
+                        polled.put_back = STOPPED
+                        yield polled
+                    queue.clear()
+                elif busy[agent_id] < share and len(running) < width:
+                    polled = queue.popleft()
+                    if polled.task.lease_until - timezone.now() < call_time:
+                        polled.put_back = SHORT_CLAIM
+                        yield polled
+                    else:
+                        running[executor().submit(_call, polled)] = polled
+                        busy[agent_id] += 1
+                    started = True
+                if not queue:
+                    del waiting[agent_id]
+            if not started:
+                return  # every agent with calls left has its share out
+
+    yield from start()
+    while running:
+        done, _ = wait(running, return_when=FIRST_COMPLETED)
+        for future in done:
+            polled = running.pop(future)
+            busy[polled.task.agent_id] -= 1
+            if _hangs(polled.error) or (polled.error is not None and polled.error.retry_after):
+                stopped.add(polled.task.agent_id)
+            yield polled
+        yield from start()
+
+
+# --- applying --------------------------------------------------------------------------------
 
 
 def _message_id(message: Any) -> Any:
@@ -233,13 +191,31 @@ def is_quiet(task: Task, reply: AgentReply) -> bool:
     return not (remote.get("id") and remote.get("id") != task.remote_task_id)
 
 
-def reschedule_quiet(quiet: list[Polled], lease: Any) -> int:
-    """Re-schedule the quiet polls of a batch together (see :meth:`Task.poll_later`)."""
+def reschedule_quiet(
+    quiet: list[Polled], lease: Any, paused: dict[str, datetime] | None = None
+) -> int:
+    """Re-schedule the quiet polls of a batch, and those put back, together (see
+    :meth:`Task.poll_later`). A quiet answer's ``Retry-After`` delays its next poll, as
+    after a single poll; a poll put back as its agent hangs is due again as if it had found
+    nothing new (its backoff grows: polled again at once, each batch of the sweep would
+    wait for the agent once more), one put back as its claim was short at once (for a
+    batch with a new claim); none before the end of a pause its agent asked for in the
+    batch (``paused``: the agent's id → when it ends)."""
     now = timezone.now()
-    rows = []
+    paused = paused or {}
+    rows: list[tuple[Task, datetime, float]] = []
     for polled in quiet:
-        delay, interval = follow_policy.next_poll(polled.task, polled.target, grow=True)
-        rows.append((polled.task, now + timedelta(seconds=delay), interval))
+        task, target = polled.task, polled.target
+        if polled.put_back == SHORT_CLAIM:
+            delay, interval = 0.0, task.poll_interval
+        elif polled.put_back == STOPPED:
+            delay, interval = follow_policy.next_poll(task, target, grow=True)
+        else:
+            assert polled.reply is not None
+            pause = polled.reply.retry_after
+            delay, interval = follow_policy.next_poll(task, target, grow=True, retry_after=pause)
+        due = now + timedelta(seconds=delay)
+        rows.append((task, max(due, paused.get(task.agent_id, due)), interval))
     return Task.poll_later(rows, lease)
 
 
@@ -262,20 +238,8 @@ def _apply_one(polled: Polled) -> None:
             agent_listing.check_poll(task, target, polled.reply)
         except A2ACallError as exc:
             polled.error = exc
-    if polled.error is not None and polled.error.retry_after:
-        # The agent asked for a pause: every poll of its tasks waits, in every worker.
-        until = timezone.now() + timedelta(seconds=polled.error.retry_after)
-        try:
-            Task.pause_polls(task.agent_id, until)
-        except DatabaseError as exc:
-            # The pause spares the agent; it is not this task's work: the answer is still
-            # applied below, and the task is not charged with an internal error.
-            log.warning(
-                "agent %s: could not pause its polls (%s)",
-                task.agent_id,
-                exc,
-                extra={"agent_id": task.agent_id},
-            )
+    if polled.error is not None:
+        agent_polls.pause_if_asked(task, polled.error)
     with overtaken_calls.still_current(task) as still:
         if still:
             _apply_current(polled)
@@ -315,7 +279,7 @@ def _failed(polled: Polled) -> None:
 
 
 def poll_due(limit: int, spent: Counter[str] | None = None) -> int:
-    """Claim up to ``limit`` due polls, poll them at once, apply; how many were polled.
+    """Claim up to ``limit`` due polls, poll them at once, apply; how many were claimed.
     ``spent``: the sweep's polls per agent so far (see :func:`claim_polls`)."""
     from a2a.worker import _internal_error
 
@@ -329,11 +293,18 @@ def poll_due(limit: int, spent: Counter[str] | None = None) -> int:
             targets[task.agent_id] = agent_registry.target_for(task.agent)
         batch.append(Polled(task, targets[task.agent_id]))
     quiet = []
-    # News is applied as its answer comes (in the order of the calls), while the batch's
-    # later calls are still out: an end found by the batch's first call is not held back
-    # for the others (a loaded batch of 200 takes a second). Quiet answers are re-scheduled
+    # News is applied as its answer comes, while the batch's other calls are still out: an
+    # end found by the batch's first call is not held back for the others (a loaded batch
+    # of 200 takes a second). Quiet answers, and the polls put back, are re-scheduled
     # together at the end, in one statement.
-    for polled in executor().map(_call, batch):
+    paused: dict[str, datetime] = {}  # the pauses the batch's agents asked for
+    for polled in calls(batch):
+        if polled.error is not None and polled.error.retry_after:
+            until = timezone.now() + timedelta(seconds=polled.error.retry_after)
+            paused[polled.task.agent_id] = max(until, paused.get(polled.task.agent_id, until))
+        if polled.put_back is not None:
+            quiet.append(polled)
+            continue
         calm = polled.error is None and polled.reply and is_quiet(polled.task, polled.reply)
         if calm and not settings.A2A_POLL_MESSAGES:  # else each schedules its own message
             quiet.append(polled)
@@ -349,7 +320,7 @@ def poll_due(limit: int, spent: Counter[str] | None = None) -> int:
             _internal_error(polled.task, exc)
     if quiet:
         try:
-            reschedule_quiet(quiet, lease)
+            reschedule_quiet(quiet, lease, paused)
         except Exception:
             log.exception("could not re-schedule %d quiet polls; their leases run out", len(quiet))
     return len(tasks)

@@ -388,4 +388,5 @@ class TaskMessage(models.Model):
 # Models defined in their own modules, imported here so Django registers them with the app
 # (import them from those modules).
 import a2a.listing_models  # noqa: E402
+import a2a.pause_models  # noqa: E402
 import a2a.push_models  # noqa: E402, F401

@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from a2a.claims import TaskClaims
+from a2a.pause_models import AgentPause
 from a2a.states import NextAction, Transport
 from platform_site.compiled_writes import update_rows
 from platform_site.env import FLOAT_MAX
@@ -274,7 +275,12 @@ class TaskScheduling(TaskClaims):
         tasks waited for it in scan order while that worker went on to rows the UPDATE
         held, and PostgreSQL killed one of them (deadlock detected, on a busy agent that
         answers 429). The rows are locked in the key's order, skipping held ones; the one
-        passed over is polled when its worker said, and a 429 then pauses it too."""
+        passed over is polled when its worker said, and a 429 then pauses it too.
+
+        The pause itself is kept for the agent (:class:`~a2a.pause_models.AgentPause`):
+        a poll re-scheduled after this by a worker that read the task before (the rest of
+        a batch) still waits for it."""
+        AgentPause.ask(agent_id, until)
         pending = cls._rows().filter(
             agent_id=agent_id, next_action=NextAction.POLL, next_poll_at__lt=until
         )

@@ -311,18 +311,19 @@ def _poll_batches() -> int:
     """Due polls go to the batched engine (:mod:`a2a.engine`), batch after batch, up to
     ``A2A_POLL_SWEEP_MAX`` per sweep and the sweep's budget per agent
     (``A2A_AGENT_POLL_RATE``), counted over all its batches."""
-    from a2a import agent_listing, engine
+    from a2a import agent_listing, engine, engine_claims
 
+    engine_claims.new_sweep()
     polled = 0
     spent: Counter[str] = Counter()
     while polled < settings.A2A_POLL_SWEEP_MAX:
         size = min(settings.A2A_POLL_ENGINE_BATCH, settings.A2A_POLL_SWEEP_MAX - polled)
-        full = len(engine.spent_agents(spent))
+        full = len(engine_claims.spent_agents(spent))
         done = engine.poll_due(size, spent)
         polled += done
         # A short batch means nothing more is due, unless an agent used its budget in
         # it: its long-unseen polls may have hidden other agents' (searched again without it).
-        if done == 0 or (done < size and len(engine.spent_agents(spent)) == full):
+        if done == 0 or (done < size and len(engine_claims.spent_agents(spent)) == full):
             break
         # A loaded sweep's polls take seconds: listings due meanwhile go between batches.
         agent_listing.list_due()

@@ -31,6 +31,7 @@ from a2a.transports.base import (
     TaskPage,
     agent_time,
     list_params,
+    parse_retry_after,
     send_params,
 )
 from a2a.transports.quoting import excerpt, quoted
@@ -146,19 +147,22 @@ class JsonRpcTransport(AgentTransport):
         return data["result"]
 
     def _call(self, operation: str, params: dict[str, Any], timeout: float | None = None) -> Any:
-        return self._call_dated(operation, params, timeout)[0]
+        return self._call_answered(operation, params, timeout)[0]
 
-    def _call_dated(
+    def _call_answered(
         self, operation: str, params: dict[str, Any], timeout: float | None = None
-    ) -> tuple[Any, datetime | None]:
-        """The call's result, and the agent's clock when it answered (``Date``)."""
+    ) -> tuple[Any, datetime | None, float | None]:
+        """The call's result, the agent's clock when it answered (``Date``), and the
+        pause it asked for (``Retry-After``: on any answer, as over HTTP+JSON)."""
         request_id, body = self._request(operation, params)
         method = body["method"]
         response = http.call(
             self.target, "POST", self._url(), body, operation=operation, timeout=timeout
         )
         data = answers.read_json(response, f"answer to {method}")
-        return self._result(data, request_id, method), agent_time(response.headers.get("Date"))
+        result = self._result(data, request_id, method)
+        pause = parse_retry_after(response.headers.get("Retry-After"))
+        return result, agent_time(response.headers.get("Date")), pause
 
     def _send_params(
         self, message: dict[str, Any], blocking: bool, push: dict[str, Any] | None = None
@@ -182,11 +186,11 @@ class JsonRpcTransport(AgentTransport):
     ) -> AgentReply:
         method = self._method("send")
         params = self._send_params(message, blocking, push)
-        result, answered_at = self._call_dated("send", params, timeout)
+        result, answered_at, pause = self._call_answered("send", params, timeout)
         task, reply = shapes.read_send_answer(
             result, v03=self.v03, rest=False, what=f"answer to {method}"
         )
-        return AgentReply(task=task, message=reply, agent_time=answered_at)
+        return AgentReply(task=task, message=reply, retry_after=pause, agent_time=answered_at)
 
     def get_task(self, task_id: str, *, history: int = 0) -> AgentReply:
         return self._task_call("get_task", {"id": task_id, "historyLength": history})
@@ -205,9 +209,9 @@ class JsonRpcTransport(AgentTransport):
         self, operation: str, params: dict[str, Any], timeout: float | None = None
     ) -> AgentReply:
         method = self._method(operation)
-        result = self._call(operation, params, timeout)
+        result, _, pause = self._call_answered(operation, params, timeout)
         task = shapes.read_task_answer(result, v03=self.v03, rest=False, what=f"answer to {method}")
-        return AgentReply(task=task)
+        return AgentReply(task=task, retry_after=pause)
 
     def stream(
         self,

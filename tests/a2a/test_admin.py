@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from a2a import agent_updates, creation, services
 from a2a.models import Task
+from a2a.pause_models import AgentPause
 from a2a.states import NextAction, TaskState
 from tests.support.queries import selected_columns
 
@@ -290,3 +293,17 @@ def test_a_reply_to_a_task_that_ended_after_the_page_read_it_says_so(
     task.refresh_from_db()
     assert task.state == TaskState.COMPLETED
     assert TaskMessage.objects.filter(task=task, direction="to_agent").count() == sent
+
+
+def test_the_agents_pauses_are_listed_and_can_be_lifted(admin_client: Any, agent: Any) -> None:
+    """An agent's pause (Retry-After on a poll) shows, read-only; deleting it lifts it."""
+    until = timezone.now() + timedelta(minutes=5)
+    AgentPause.ask(agent.pk, until)
+    AgentPause.ask(agent.pk, until - timedelta(minutes=1))  # an earlier end: the later stays
+    page = admin_client.get("/admin/a2a/agentpause/").content.decode()
+    assert agent.pk in page
+    assert admin_client.get("/admin/a2a/agentpause/add/").status_code == 403
+    assert AgentPause.until_of(agent.pk, timezone.now()) == until
+    lifted = admin_client.post(f"/admin/a2a/agentpause/{agent.pk}/delete/", {"post": "yes"})
+    assert lifted.status_code == 302
+    assert AgentPause.paused(timezone.now()) == []

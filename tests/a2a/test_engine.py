@@ -12,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from a2a import creation, engine, services, worker
+from a2a import creation, engine, engine_claims, services, worker
 from a2a.models import Task, TaskEvent
 from a2a.states import NextAction, TaskState
 from tests.support.agents import TestAgent, run_agent
@@ -22,12 +22,24 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_picks_round_robin_between_agents_within_each_agents_share() -> None:
     candidates = [(f"a{i}", "a") for i in range(6)] + [("b0", "b"), ("c0", "c"), ("c1", "c")]
-    assert engine.pick_fairly(candidates, limit=5, per_agent=10) == ["a0", "b0", "c0", "a1", "c1"]
-    assert engine.pick_fairly(candidates, limit=10, per_agent=2) == ["a0", "b0", "c0", "a1", "c1"]
-    assert engine.pick_fairly([], limit=5, per_agent=2) == []
+    assert engine_claims.pick_fairly(candidates, limit=5, per_agent=10) == [
+        "a0",
+        "b0",
+        "c0",
+        "a1",
+        "c1",
+    ]
+    assert engine_claims.pick_fairly(candidates, limit=10, per_agent=2) == [
+        "a0",
+        "b0",
+        "c0",
+        "a1",
+        "c1",
+    ]
+    assert engine_claims.pick_fairly([], limit=5, per_agent=2) == []
     # What the sweep's earlier batches gave each agent counts against its share.
     spent = Counter({"a": 1, "c": 2})
-    assert engine.pick_fairly(candidates, limit=10, per_agent=2, spent=spent) == ["a0", "b0"]
+    assert engine_claims.pick_fairly(candidates, limit=10, per_agent=2, spent=spent) == ["a0", "b0"]
     assert spent == {"a": 2, "b": 1, "c": 2}
 
 
@@ -94,7 +106,7 @@ def test_a_cancel_during_the_batch_wins(
     skill = make_skill()
     make_agent(skills=[skill], a2a_endpoint=peer.url)
     (task,) = working_tasks(1, make_user(), peer, make_agent, skill)
-    tasks, lease = engine.claim_polls(10)
+    tasks, lease = engine_claims.claim_polls(10)
     services.cancel_task(Task.objects.get(pk=task.pk))  # a person, meanwhile
     polled = engine.Polled(tasks[0], engine.agent_registry.target_for(tasks[0].agent))
     engine._call(polled)
