@@ -23,6 +23,12 @@ when the agent ended meanwhile: the next worker subscribes to an agent task that
 which an agent that cannot be polled refuses, and the answer never came. A call still
 running then is left to its claim as before (the threads are daemons): the claim runs out
 and a later sweep takes the task up again.
+
+An operator who will not wait cuts the wait short (:func:`cut`): a second Ctrl-C or
+SIGTERM on the embedded platform (``runplatform``), a worker's cold shutdown (its second
+Ctrl-C, SIGQUIT). Both used to be ignored while the stop waited, up to two minutes for an
+agent's stream: the running calls are left to their claims at once, as when the wait runs
+out (delayed, never lost nor sent twice).
 """
 
 from __future__ import annotations
@@ -42,29 +48,43 @@ from platform_site.metrics import LONG_CALLS, LONG_CALLS_WAITED
 log = logging.getLogger(__name__)
 
 WAIT_SECONDS = 1.0  # a task that found no room is due again after this long
+CUT_CHECK_SECONDS = 0.2  # how often a stop that waits looks whether it was cut short
 
 _lock = threading.Lock()
 _ended = threading.Condition(_lock)  # notified whenever a long call ends
 _running: Counter[str] = Counter()  # long calls running in this process, per agent
 _started = False
 _stopping = False  # no new long call here: they are left due for another process
+_cut = False  # the stop waits for no running long call (cut): they are left to their claims
 _here = threading.local()
 
 
 def start() -> None:
     """Take long calls on threads of their own from now on (see the module docstring)."""
-    global _started, _stopping
-    _stopping = False
+    global _started, _stopping, _cut
+    _stopping = _cut = False
     _started = True
 
 
-def stop_taking(**_: object) -> None:
+def stop_taking(how: str = "Warm", **_: object) -> None:
     """Take no new long call from now on: each is left due again for another process
     (:func:`take`). Celery's ``worker_shutting_down``: from the SIGTERM on, before the
-    worker's own shutdown, so no long call starts while it runs. Only a flag is set (this
-    runs in a signal handler)."""
+    worker's own shutdown, so no long call starts while it runs. Its cold shutdown (a
+    second Ctrl-C, SIGQUIT) also cuts the wait for the running ones short (:func:`cut`).
+    Only flags are set (this runs in a signal handler)."""
     global _stopping
     _stopping = True
+    if how == "Cold":
+        cut()
+
+
+def cut(*_: object) -> None:
+    """Wait for no running long call at stop (:func:`stop`, now or when it comes): they
+    are left to their claims, as when ``A2A_STOP_WAIT`` runs out. For an operator who will
+    not wait (a second Ctrl-C). Only a flag is set, no lock taken: this runs in a signal
+    handler, on the very thread that may be waiting under the lock."""
+    global _stopping, _cut
+    _stopping = _cut = True
 
 
 def stop(wait: float | None = None) -> int:
@@ -73,27 +93,37 @@ def stop(wait: float | None = None) -> int:
     room for the rest of the shutdown; systemd's SIGKILL would cut the wait short), then
     run long calls where they are asked for again. Returns how many still run: those are
     left to their claims, which outlive this process if it exits, and a later sweep takes
-    their tasks up again."""
-    global _started, _stopping
+    their tasks up again. A :func:`cut` (before the stop or while it waits) ends the wait
+    at once."""
+    global _started, _stopping, _cut
     stop_taking()
     try:
         left = _wait_running(settings.A2A_STOP_WAIT if wait is None else wait)
+        was_cut = _cut
     finally:
-        _started = _stopping = False
-    if left:
+        _started = _stopping = _cut = False
+    if left and was_cut:
+        log.warning(
+            "stop cut short: %d long call(s) left to their claims (their tasks are taken up "
+            "again when the claims run out)",
+            left,
+        )
+    elif left:
         log.warning("%d long call(s) still running at stop: left to their claims", left)
     return left
 
 
 def _wait_running(seconds: float) -> int:
-    """Wait until no long call runs here or ``seconds`` passed; how many still run."""
+    """Wait until no long call runs here, ``seconds`` passed or the stop is :func:`cut`;
+    how many still run. The wait is in slices: a cut only sets a flag (a signal handler
+    cannot notify under the lock), looked at every :data:`CUT_CHECK_SECONDS`."""
     deadline = time.monotonic() + seconds
     with _ended:
         count = sum(_running.values())
-        if count and seconds > 0:
+        if count and seconds > 0 and not _cut:
             log.info("waiting up to %.0f s for %d long call(s) to end", seconds, count)
-        while count and (left := deadline - time.monotonic()) > 0:
-            _ended.wait(left)
+        while count and not _cut and (left := deadline - time.monotonic()) > 0:
+            _ended.wait(min(left, CUT_CHECK_SECONDS))
             count = sum(_running.values())
         return count
 

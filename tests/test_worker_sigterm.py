@@ -5,10 +5,14 @@ be polled finished its task meanwhile; the next worker subscribed to an agent ta
 was over, the agent refused, and the task waited WORKING for its deadline: the answer was
 lost. Now a stopping process takes no new long call (each is left due for another one)
 and waits for the running ones, up to ``A2A_STOP_WAIT`` (the suite sets 1 s; these tests more).
+An operator's second Ctrl-C cuts that wait short (a worker's cold shutdown, the embedded
+platform's second Ctrl-C or SIGTERM): the calls are left to their claims.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from typing import Any
@@ -22,7 +26,7 @@ from a2a.models import Task, TaskEvent
 from a2a.states import NextAction, TaskState
 from tests.a2a.helpers import embedded_workers, wait_for
 from tests.support.agents import TestAgent
-from tests.support.processes import FAST_ENGINE, celery_beat, celery_worker
+from tests.support.processes import FAST_ENGINE, celery_beat, celery_worker, embedded_platform
 
 
 @pytest.mark.distributed
@@ -128,3 +132,112 @@ def test_stop_leaves_a_call_that_outlasts_the_wait_to_its_claim(
     finally:
         release.set()
     wait_for(task, lambda t: long_calls.running() == {})
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("how", ["cut", "cold shutdown"])
+def test_a_cut_ends_the_wait_for_running_long_calls(
+    how: str, make_skill: Any, make_agent: Any, make_user: Any
+) -> None:
+    """The stop waited the whole ``A2A_STOP_WAIT`` however the shutdown began: an operator's
+    second Ctrl-C did not end it. A cut (runplatform's signal handler, Celery's cold
+    shutdown) ends it at once, the call left running on its claim; a warm shutdown waits."""
+    make_agent(id="a", skills=[make_skill(id="ce-review")], polling=False)
+    task = create_task(skill_id="ce-review", input={"product": "x"}, user=make_user(), agent_id="a")
+    release = threading.Event()
+    long_calls.start()
+    stopped: list[int] = []
+    stopper = threading.Thread(target=lambda: stopped.append(long_calls.stop(wait=30)))
+    try:
+        assert long_calls.take(Task.claim(task.pk), lambda t: release.wait(30)) is True
+        wait_for(task, lambda t: long_calls.running() == {"a": 1})
+        stopper.start()
+        long_calls.stop_taking(sig="SIGINT", how="Warm")  # the first Ctrl-C: still waits
+        time.sleep(0.5)
+        assert stopped == []
+        began = time.monotonic()
+        if how == "cut":
+            long_calls.cut(signal.SIGINT, None)
+        else:
+            long_calls.stop_taking(sig="SIGQUIT", how="Cold")
+        stopper.join(5)
+        assert stopped == [1]
+        assert time.monotonic() - began < 1
+        assert long_calls.running() == {"a": 1}  # left running, on its claim
+        task.refresh_from_db()
+        assert task.lease_until is not None
+        assert task.lease_until > timezone.now()
+        # The cut ended with that stop: the next start's stop waits again.
+        long_calls.start()
+        assert long_calls.stop(wait=0.3) == 1
+    finally:
+        release.set()
+    wait_for(task, lambda t: long_calls.running() == {})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("again", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_second_signal_cuts_the_embedded_platforms_wait(
+    again: signal.Signals,
+    transactional_db: None,
+    make_skill: Any,
+    make_agent: Any,
+    make_user: Any,
+    peer: TestAgent,
+) -> None:
+    """``make run``'s Ctrl-C waits for a running stream (``A2A_STOP_WAIT``). A second
+    Ctrl-C or SIGTERM was ignored (Twisted's handlers, still installed, stopped a reactor
+    that had stopped) and the process waited on for the agent's stream. Now it exits at
+    once, leaving the stream to its claim; the next start follows the task to its answer,
+    recorded once, the message sent once."""
+    make_agent(skills=[make_skill()], a2a_endpoint=peer.url, polling=False)
+    user = make_user()
+    with embedded_platform(**{**FAST_ENGINE, "A2A_STOP_WAIT": 120}) as proc:
+        data = {"product": "lamp", "behaviour": "slow", "seconds": 20}
+        task = creation.create_task(skill_id="ce-review", input=data, user=user)
+        wait_for(task, lambda t: t.state == TaskState.WORKING, timeout=20)
+        os.kill(proc.pid, signal.SIGINT)
+        proc.wait_log(r"waiting up to \d+ s for 1 long call", timeout=20)
+        time.sleep(1)
+        assert proc.alive()  # the first Ctrl-C waits for the stream
+        os.kill(proc.pid, again)
+        proc.popen.wait(timeout=15)
+        log = proc.log_text()
+    assert "stop cut short: 1 long call(s) left to their claims" in log, log[-2000:]
+    task.refresh_from_db()
+    assert task.state == TaskState.WORKING
+    with embedded_platform(**FAST_ENGINE):
+        assert wait_for(task, timeout=40).state == TaskState.COMPLETED
+    assert TaskEvent.objects.filter(task=task, to_state=TaskState.COMPLETED).count() == 1
+    assert len(peer.messages) == 1
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_a_workers_cold_shutdown_cuts_the_wait(
+    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent
+) -> None:
+    """Ctrl-C on a worker: a warm shutdown, which waits for the running stream. Ctrl-C
+    again: Celery's cold shutdown ("terminating all running tasks!"), which waited all the
+    same. Now the worker goes, leaving the stream to its claim; another worker follows the
+    task to its answer, recorded once, the message sent once."""
+    make_agent(skills=[make_skill()], a2a_endpoint=peer.url, polling=False)
+    user = make_user()
+    with celery_worker("impatient", **{**FAST_ENGINE, "A2A_STOP_WAIT": 120}) as worker:
+        data = {"product": "lamp", "behaviour": "slow", "seconds": 20}
+        task = creation.create_task(skill_id="ce-review", input=data, user=user)
+        wait_for(task, lambda t: t.state == TaskState.WORKING, timeout=20)
+        os.kill(worker.pid, signal.SIGINT)
+        worker.wait_log(r"waiting up to \d+ s for 1 long call", timeout=20)
+        time.sleep(1)
+        assert worker.alive()  # the warm shutdown waits for the stream
+        os.kill(worker.pid, signal.SIGINT)  # cold shutdown
+        worker.popen.wait(timeout=15)
+        log = worker.log_text()
+    assert "stop cut short: 1 long call(s) left to their claims" in log, log[-2000:]
+    task.refresh_from_db()
+    assert task.state == TaskState.WORKING
+    with celery_beat(**FAST_ENGINE), celery_worker("next", **FAST_ENGINE):
+        assert wait_for(task, timeout=40).state == TaskState.COMPLETED
+    assert TaskEvent.objects.filter(task=task, to_state=TaskState.COMPLETED).count() == 1
+    assert len(peer.messages) == 1

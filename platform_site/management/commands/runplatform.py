@@ -10,8 +10,10 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import signal
 import socket
 import sys
+import threading
 from typing import Any
 
 from django.conf import settings
@@ -78,9 +80,12 @@ class Command(BaseCommand):
         self.stdout.write(self._line(started, opts["port"], logging.INFO))
         self.stdout.flush()  # a pipe (a supervisor, `make run | jq`) buffers it otherwise
         try:
+            if workers is not None:
+                _cut_on_second_signal()
             self._serve(opts["host"], opts["port"])
         finally:
             if workers is not None:
+                _cut_on_signal()  # however serving ended
                 workers.stop()
 
     @staticmethod
@@ -123,3 +128,30 @@ class Command(BaseCommand):
             websocket_handshake_timeout=10,
             application_close_timeout=10,
         ).run()
+
+
+def _cut_on_second_signal() -> None:
+    """From the first Ctrl-C or SIGTERM on (Twisted's handlers stop the reactor), have the
+    next one cut the embedded workers' stop short (:func:`_cut_on_signal`): while daphne
+    closes its connections as well as afterwards."""
+    import daphne.server  # noqa: F401  (installs daphne's reactor, which serves)
+    from twisted.internet import reactor
+
+    reactor.addSystemEventTrigger("before", "shutdown", _cut_on_signal)
+
+
+def _cut_on_signal() -> None:
+    """Have the next SIGINT or SIGTERM cut the embedded workers' stop short.
+
+    Ctrl-C stops the platform; the stop waits for the long calls to agents (streams, held
+    sends) up to ``A2A_STOP_WAIT`` (a2a/long_calls.py). A second Ctrl-C used to do nothing:
+    Twisted's handlers, still installed once the reactor stopped, stopped it again, and the
+    process waited on for minutes. Now it leaves the running calls to their claims (their
+    tasks are taken up again when the claims run out: delayed, not lost, as after a kill).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers are the main thread's (call_command from a test thread)
+    from a2a import long_calls
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, long_calls.cut)
