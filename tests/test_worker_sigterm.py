@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from a2a import creation, long_calls
@@ -190,6 +191,8 @@ def test_a_second_signal_cuts_the_embedded_platforms_wait(
     that had stopped) and the process waited on for the agent's stream. Now it exits at
     once, leaving the stream to its claim; the next start follows the task to its answer,
     recorded once, the message sent once."""
+    if settings.DISTRIBUTED:
+        pytest.skip("the embedded mode (runplatform runs daphne alone in the distributed one)")
     make_agent(skills=[make_skill()], a2a_endpoint=peer.url, polling=False)
     user = make_user()
     with embedded_platform(**{**FAST_ENGINE, "A2A_STOP_WAIT": 120}) as proc:
