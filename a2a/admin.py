@@ -21,6 +21,7 @@ from django.utils.html import format_html
 from a2a import console as task_console
 from a2a import reassign, services
 from a2a.admin_actions import act_on_each, refusal_message
+from a2a.admin_filters import CreatedFilter, OriginFilter, WaitingFilter
 from a2a.listing_models import AgentListing
 from a2a.models import Task
 from a2a.pause_models import AgentPause
@@ -45,24 +46,6 @@ def is_uuid(text: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-class WaitingFilter(admin.SimpleListFilter):
-    """The inbox: tasks waiting for a person (INPUT_REQUIRED / AUTH_REQUIRED)."""
-
-    title = "needs"
-    parameter_name = "waiting"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("yes", "a person's answer"), ("running", "nothing (running)")]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Task]) -> QuerySet[Task]:
-        if self.value() == "yes":
-            # Longest waiting first: TaskAdmin.get_ordering (the list re-orders the rows).
-            return queryset.filter(state__in=INTERRUPTED_STATES)
-        if self.value() == "running":
-            return queryset.exclude(state__in=INTERRUPTED_STATES).exclude(state__in=TERMINAL_STATES)
-        return queryset
 
 
 # The task list's columns (list_display) use none of these; the search and filters neither.
@@ -94,12 +77,21 @@ class TaskAdmin(admin.ModelAdmin):
         "transport",
         "question_col",
     ]
-    list_filter = [WaitingFilter, "state", "transport", "origin", "skill", "agent"]
-    search_fields = ["id", "remote_task_id", "context_id", "idempotency_key"]
+    list_filter = [
+        WaitingFilter,
+        CreatedFilter,
+        "state",
+        "transport",
+        OriginFilter,
+        "skill",
+        "agent",
+    ]
+    search_fields = ["id", "remote_task_id", "context_id", "idempotency_key"]  # see below
+    # A filtered page counted the whole table too ("N of M"): a second COUNT(*) per load.
+    show_full_result_count = False
     # None: the columns show the skill's and agent's ids, on the row itself; joining them
     # read each row's agent (its card, up to AGENT_CARD_MAX_BYTES) for nothing.
     list_select_related = False
-    date_hierarchy = "created_at"
     ordering = ["-created_at"]
     actions = ["cancel_selected", "retry_selected"]
     list_per_page = 50
@@ -115,6 +107,24 @@ class TaskAdmin(admin.ModelAdmin):
         if match is not None and match.url_name == "a2a_task_changelist":
             return with_excerpts(tasks.defer(*LIST_DEFERRED))
         return tasks
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Task], search_term: str
+    ) -> tuple[QuerySet[Task], bool]:
+        """A task id or its leading hex digits (the list shows 8), or an exact agent task
+        id, context id or idempotency key: each an index seek. Django's search matched
+        each column with ``LIKE '%...%'``, which no index serves: 4 to 6 s a search at
+        200,000 tasks on PostgreSQL, in the count and in the page."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        match = Q(remote_task_id=term) | Q(context_id=term) | Q(idempotency_key=term)
+        digits = term.replace("-", "").lower()
+        if 0 < len(digits) <= 32 and all(c in "0123456789abcdef" for c in digits):
+            low = uuid.UUID(digits.ljust(32, "0"))
+            high = uuid.UUID(digits.ljust(32, "f"))
+            match |= Q(pk__gte=low, pk__lte=high)
+        return queryset.filter(match), False
 
     def get_ordering(self, request: HttpRequest) -> list[str]:
         """The inbox (``?waiting=yes``) lists the longest waiting first, unless a column
