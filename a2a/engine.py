@@ -150,6 +150,10 @@ def calls(batch: list[Polled]) -> Iterator[Polled]:
                         running[executor().submit(_call, polled)] = polled
                         busy[agent_id] += 1
                     started = True
+                    # To the back of the line: with more agents than threads, a freed
+                    # thread went to the first agent in the batch's order, every time,
+                    # and the last ones waited until their claim was too short.
+                    waiting[agent_id] = waiting.pop(agent_id)
                 if not queue:
                     del waiting[agent_id]
             if not started:

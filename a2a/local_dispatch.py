@@ -152,8 +152,7 @@ def _dropped(items: list[Any]) -> None:
 
 def _run(item: str | tuple[str, str] | Task) -> None:
     if _pool is None:  # stopping: leave the task due rather than delay the shutdown
-        if isinstance(item, Task):
-            give_up([item])
+        _dropped([item])
         return
     if isinstance(item, Task):
         process_on_pool_thread(item)

@@ -36,14 +36,16 @@ class AgentPause(models.Model):
     @classmethod
     def ask(cls, agent_id: str, until: datetime) -> None:
         """The agent asked for a pause until ``until`` (a later pause asked already stays)."""
-        later = cls.objects.filter(agent_id=agent_id, until__lt=until)
-        if later.update(until=until) or cls.objects.filter(agent_id=agent_id).exists():
-            return
-        try:
-            with transaction.atomic():
-                cls.objects.create(agent_id=agent_id, until=until)
-        except IntegrityError:  # another worker's pause came first: keep the later one
-            later.update(until=until)
+        # The row first, then the conditional move: updating first and then finding the
+        # row another worker had just created (with an earlier end) kept the earlier end.
+        if not cls.objects.filter(agent_id=agent_id).exists():
+            try:
+                with transaction.atomic():
+                    cls.objects.create(agent_id=agent_id, until=until)
+                return
+            except IntegrityError:  # another worker's pause came first: keep the later one
+                pass
+        cls.objects.filter(agent_id=agent_id, until__lt=until).update(until=until)
 
     @classmethod
     def paused(cls, now: datetime) -> list[str]:

@@ -70,7 +70,8 @@ class ElasticPool:
             if self._stopping:
                 raise RuntimeError("the pool is stopped")
             self._pending += 1
-        self._jobs.put(item)
+            # Under the lock: put after a stop's drain, it was neither run nor dropped.
+            self._jobs.put(item)
 
     def pending(self) -> int:
         """Items submitted and not yet done (queued or running), those whose thread

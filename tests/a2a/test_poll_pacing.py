@@ -6,11 +6,14 @@ made past their batch's claim, and a poll rate under one poll a sweep."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connections
 from django.utils import timezone
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
@@ -267,3 +270,65 @@ def test_a_poll_rate_under_one_poll_a_sweep_is_kept(settings: Any) -> None:
             budgets.append(engine_claims.agent_budget())
         assert sum(budgets) == polls, (rate, budgets)
         assert max(budgets) - min(budgets) <= 1
+
+
+def test_with_more_agents_than_threads_every_agent_gets_its_turn(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two threads, agents A, B and C: a freed thread went to the first agent in the
+    batch's order every time, so C got none before its claim was too short and was put
+    back, batch after batch (the batch's order is stable: newest tasks first)."""
+    settings.A2A_POLL_CONCURRENCY = 2
+    settings.A2A_HTTP_TIMEOUT, settings.A2A_CONNECT_TIMEOUT = 0.5, 0.1  # a call: 0.6 s
+    _fresh_pool()
+    made: list[str] = []
+
+    def slow(polled: engine.Polled) -> engine.Polled:
+        made.append(polled.task.agent_id)
+        time.sleep(0.3)  # slow, well within its timeout
+        return polled
+
+    monkeypatch.setattr(engine, "_call", slow)
+    lease = timezone.now() + timedelta(seconds=1.0)  # calls may start up to 0.4 s in
+    batch = []
+    for agent_id in ["A", "A", "A", "B", "B", "B", "C"]:
+        task = Task(agent_id=agent_id, lease_until=lease)
+        batch.append(engine.Polled(task, None))  # type: ignore[arg-type]
+    put_back = [polled.task.agent_id for polled in engine.calls(batch) if polled.put_back]
+    assert "C" in made, (made, put_back)
+
+
+@pytest.mark.postgres
+def test_concurrent_pauses_keep_the_latest(make_agent: Any, make_skill: Any) -> None:
+    """Six workers pausing one agent at once: updating first (nothing to update yet) and
+    then finding the row another worker had just created, one returned without moving
+    it, and the pause kept an earlier end than the agent asked for."""
+    agent = make_agent(skills=[make_skill()])
+    base = timezone.now() + timedelta(seconds=100)
+    for turn in range(10):
+        AgentPause.objects.filter(agent_id=agent.pk).delete()
+        untils = [base + timedelta(seconds=turn * 10 + i) for i in range(6)]
+        assert _pause_at_once(agent.pk, untils) == []
+        assert AgentPause.objects.get(agent_id=agent.pk).until == max(untils)
+
+
+def _pause_at_once(agent_id: str, untils: list[Any]) -> list[BaseException]:
+    """Each of ``untils`` asked by a worker of its own, all at once; what they raised."""
+    barrier = threading.Barrier(len(untils))
+    errors: list[BaseException] = []
+
+    def ask(until: Any) -> None:
+        try:
+            barrier.wait()
+            Task.pause_polls(agent_id, until)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=ask, args=(until,)) for until in untils]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
