@@ -169,11 +169,14 @@ def test_ctrl_c_during_a_load_says_nothing_was_loaded_in_one_line(
     ]
     path = tmp_path / "skills.json"
     path.write_text(json.dumps(items))
-    command = [PYTHON, "manage.py", "loadskills", str(path)]
+    command = [PYTHON, "manage.py", "loadskills", "-v", "2", str(path)]
     proc = subprocess.Popen(
         command, cwd=BASE_DIR, env=platform_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    time.sleep(5)  # inside the checks: 8,000 skills take over ten seconds here
+    assert proc.stdout is not None
+    read = proc.stdout.readline().decode()  # the file is read: the checks begin
+    assert read.startswith("Read 8000 skills from"), read
+    time.sleep(0.5)
     assert proc.poll() is None, "the load ended before the Ctrl-C: make the file bigger"
     proc.send_signal(signal.SIGINT)
     out, err = (stream.decode(errors="replace") for stream in proc.communicate(timeout=60))

@@ -28,6 +28,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **opts: Any) -> None:
         try:
             items = read_skills_file(opts["file"])
+            if opts["verbosity"] >= 2 and isinstance(items, list):
+                self.stdout.write(f"Read {len(items)} skills from {opts['file']}; checking them.")
+                self.stdout.flush()
             result = load_skills(items)
         except ValidationFailed as exc:
             message = exc.message.rstrip(".")
