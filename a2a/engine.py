@@ -19,7 +19,8 @@ long tasks. The sweep hands due polls to :func:`poll_due`, which
 Guarantees kept: the row is the truth (a killed worker's lease runs out and a later sweep
 claims the tasks again: work is delayed, never lost), a transition is a compare-and-set
 (nothing is applied twice), and two workers never hold one task: a call that could end
-after its batch's claim is not made (:func:`calls`).
+after its batch's claim is not made (:func:`calls`; a call's longest, within a claim set
+shorter than it, less that claim's margin).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from a2a import (
     remote_ids,
 )
 from a2a.agent_updates import apply_agent_reply
+from a2a.claims import lease_seconds
 from a2a.engine_claims import claim_polls
 from a2a.exceptions import A2AAnswerLate, A2ACallError, A2AUnsupportedOperation
 from a2a.models import Task
@@ -53,6 +55,7 @@ from a2a.observe import ids as log_ids
 from a2a.states import normalize_state
 from a2a.transports.base import AgentReply
 from a2a.transports.redaction import describe_failure
+from agent_profiles.deadlines import whole_answer_seconds
 from agent_profiles.interfaces import CallTarget
 from platform_site.metrics import cpu_stage
 
@@ -108,6 +111,15 @@ def _hangs(error: A2ACallError | None) -> bool:
     return isinstance(error, A2AAnswerLate) or (error is not None and error.code == "agent_timeout")
 
 
+def _longest_call() -> float:
+    """How long a poll may take in all (connect, read, the rest of the body:
+    :func:`~agent_profiles.deadlines.whole_answer_seconds`), but never so long that a
+    claim (:func:`~a2a.claims.lease_seconds`, at least a connect and a read and 2 s) would
+    leave no time to start a call in: where the lease is set that short, its own margin."""
+    whole = whole_answer_seconds(settings.A2A_CONNECT_TIMEOUT, settings.A2A_HTTP_TIMEOUT)
+    return min(whole, lease_seconds() - 2.0)
+
+
 def calls(batch: list[Polled]) -> Iterator[Polled]:
     """Make the batch's calls on the pool; yield each as it ends, and each poll put back.
 
@@ -122,7 +134,7 @@ def calls(batch: list[Polled]) -> Iterator[Polled]:
     task by then, and both would poll it).
     """
     width = max(1, settings.A2A_POLL_CONCURRENCY)
-    call_time = timedelta(seconds=settings.A2A_HTTP_TIMEOUT + settings.A2A_CONNECT_TIMEOUT)
+    call_time = timedelta(seconds=_longest_call())
     waiting: dict[str, deque[Polled]] = defaultdict(deque)
     for polled in batch:
         waiting[polled.task.agent_id].append(polled)

@@ -279,7 +279,7 @@ def test_with_more_agents_than_threads_every_agent_gets_its_turn(
     batch's order every time, so C got none before its claim was too short and was put
     back, batch after batch (the batch's order is stable: newest tasks first)."""
     settings.A2A_POLL_CONCURRENCY = 2
-    settings.A2A_HTTP_TIMEOUT, settings.A2A_CONNECT_TIMEOUT = 0.5, 0.1  # a call: 0.6 s
+    settings.A2A_HTTP_TIMEOUT, settings.A2A_CONNECT_TIMEOUT = 0.5, 0.1  # a call: up to 1.1 s
     _fresh_pool()
     made: list[str] = []
 
@@ -289,7 +289,7 @@ def test_with_more_agents_than_threads_every_agent_gets_its_turn(
         return polled
 
     monkeypatch.setattr(engine, "_call", slow)
-    lease = timezone.now() + timedelta(seconds=1.0)  # calls may start up to 0.4 s in
+    lease = timezone.now() + timedelta(seconds=1.5)  # calls may start up to 0.4 s in
     batch = []
     for agent_id in ["A", "A", "A", "B", "B", "B", "C"]:
         task = Task(agent_id=agent_id, lease_until=lease)
@@ -332,3 +332,18 @@ def _pause_at_once(agent_id: str, untils: list[Any]) -> list[BaseException]:
     for thread in threads:
         thread.join()
     return errors
+
+
+def test_a_call_is_not_started_without_time_for_the_whole_answer(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard counted a connect and a read (0.6 s here), but a call may take up to the
+    body's slack more (1.1 s): started with 0.8 s of claim left, it could end past it."""
+    settings.A2A_HTTP_TIMEOUT, settings.A2A_CONNECT_TIMEOUT = 0.5, 0.1
+    _fresh_pool()
+    made: list[str] = []
+    monkeypatch.setattr(engine, "_call", lambda polled: made.append("call") or polled)
+    lease = timezone.now() + timedelta(seconds=0.8)
+    batch = [engine.Polled(Task(agent_id="A", lease_until=lease), None)]  # type: ignore[arg-type]
+    assert [polled.put_back for polled in engine.calls(batch)] == [engine.SHORT_CLAIM]
+    assert made == []
