@@ -310,4 +310,11 @@ def django_db_setup(django_db_setup: None) -> Iterator[None]:  # wraps pytest-dj
     for pool in (face_db.pool, tasks_asgi.pool, gateway_db.pool, agent_push_asgi.pool):
         pool.close()
     SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=10)
+    # The poll engine's pool threads, which the listings' fetches also run on, may hold a
+    # connection (tests/a2a/listing alone left one): ended, it goes with the collection.
+    from a2a import engine
+
+    if engine._pool is not None:
+        engine._pool.shutdown()
+        engine._pool = None
     gc.collect()
