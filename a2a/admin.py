@@ -18,13 +18,12 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+import a2a.admin_agents  # noqa: F401  (registers the agents' listing cursors and pauses)
 from a2a import console as task_console
 from a2a import reassign, services
 from a2a.admin_actions import act_on_each, refusal_message
 from a2a.admin_filters import CreatedFilter, OriginFilter, WaitingFilter
-from a2a.listing_models import AgentListing
 from a2a.models import Task
-from a2a.pause_models import AgentPause
 from a2a.question_excerpts import NOTHING_SAID, excerpt_of, said_of, with_excerpts
 from a2a.reply_form import ReplyForm, asked_token, reply_form
 from a2a.services import QuestionChanged
@@ -358,43 +357,6 @@ class TaskAdmin(admin.ModelAdmin):
         data["asked"] = asked_token(task)
         again = {"reply_form": ReplyForm(data)}
         return self.change_view(request, str(task.pk), extra_context=again)
-
-
-@admin.register(AgentListing)
-class AgentListingAdmin(admin.ModelAdmin):
-    """Each agent's listing cursor (:mod:`a2a.agent_listing`), to see which agents are
-    listed, from which point (the agent's clock) and how often a poll found what a listing
-    left out. Deleting a row makes the next listing place its cursor again."""
-
-    list_display = ("agent", "listing", "since", "listed_at", "next_at", "misses")
-    ordering = ("agent_id",)
-    fields = ("agent", "since", "listed_at", "next_at", "lease_until", "followed_at", "misses")
-
-    @admin.display(boolean=True, description="listing")
-    def listing(self, row: AgentListing) -> bool:
-        return row.next_at is not None
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-@admin.register(AgentPause)
-class AgentPauseAdmin(admin.ModelAdmin):
-    """The pauses agents asked for (``Retry-After`` on a poll's ``429``/``503``): no poll
-    of the agent's tasks before ``until``. Deleting a row lifts the pause; its tasks'
-    polls stay where the pause moved them."""
-
-    list_display = ("agent", "until")
-    ordering = ("-until",)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 # Task figures, only for users who may view tasks (the list answers others 403).

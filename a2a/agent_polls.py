@@ -14,7 +14,7 @@ through the same functions.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import DatabaseError
@@ -83,13 +83,14 @@ def poll(task: Task) -> None:
         agent_answers.outcome(task, refused)  # the agent's health, out of the row's lock
 
 
-def pause_if_asked(task: Task, exc: A2ACallError) -> None:
+def pause_if_asked(task: Task, exc: A2ACallError) -> datetime | None:
     """The agent answered a poll with ``Retry-After`` (a ``429``, a ``503``): every poll
     of its tasks waits that long, in every worker (:meth:`Task.pause_polls`), whichever
     way the poll was made (a batch's, or a single one: a hint's, ``A2A_POLL_MESSAGES``).
-    About the agent, not the task: written outside the task row's lock."""
+    About the agent, not the task: written outside the task row's lock. When the pause
+    ends, if one was asked."""
     if not exc.retry_after:
-        return
+        return None
     until = timezone.now() + timedelta(seconds=exc.retry_after)
     try:
         Task.pause_polls(task.agent_id, until)
@@ -102,6 +103,7 @@ def pause_if_asked(task: Task, exc: A2ACallError) -> None:
             error,
             extra={"agent_id": task.agent_id},
         )
+    return until
 
 
 def poll_failed(task: Task, target: CallTarget, exc: A2ACallError) -> None:

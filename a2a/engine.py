@@ -49,7 +49,7 @@ from a2a import (
 from a2a.agent_updates import apply_agent_reply
 from a2a.claims import lease_seconds
 from a2a.engine_claims import claim_polls
-from a2a.exceptions import A2AAnswerLate, A2ACallError, A2AUnsupportedOperation
+from a2a.exceptions import A2ACallError, A2AUnsupportedOperation
 from a2a.models import Task
 from a2a.observe import ids as log_ids
 from a2a.states import normalize_state
@@ -107,8 +107,9 @@ SHORT_CLAIM = "short claim"  # the batch's claim could run out before its answer
 
 
 def _hangs(error: A2ACallError | None) -> bool:
-    """The call ran out of time (the agent took it and did not answer, or never did)."""
-    return isinstance(error, A2AAnswerLate) or (error is not None and error.code == "agent_timeout")
+    """The call ran out of time (the agent took it and did not answer, or never did: both
+    :class:`~a2a.exceptions.A2AAnswerLate` and a connect timeout say ``agent_timeout``)."""
+    return error is not None and error.code == "agent_timeout"
 
 
 def _longest_call() -> float:
@@ -235,11 +236,12 @@ def reschedule_quiet(
     return Task.poll_later(rows, lease)
 
 
-def _apply_one(polled: Polled) -> None:
+def _apply_one(polled: Polled) -> datetime | None:
     """Apply one poll's answer (or failure), only to the agent task it read: a person may
     have reassigned or retried the task while the batch was on the wire
     (:mod:`a2a.overtaken_calls`). What concerns the agent (its health, its listing's
-    cursor, a pause it asked for) is written outside the task row's lock."""
+    cursor, a pause it asked for) is written outside the task row's lock. When the pause
+    the agent asked for ends, if it asked for one."""
     task, target = polled.task, polled.target
     if polled.error is None and polled.reply is not None:
         if task.error and follow_policy.auth_refused(task):
@@ -254,13 +256,13 @@ def _apply_one(polled: Polled) -> None:
             agent_listing.check_poll(task, target, polled.reply)
         except A2ACallError as exc:
             polled.error = exc
-    if polled.error is not None:
-        agent_polls.pause_if_asked(task, polled.error)
+    pause = agent_polls.pause_if_asked(task, polled.error) if polled.error is not None else None
     with overtaken_calls.still_current(task) as still:
         if still:
             _apply_current(polled)
     if not still:
         overtaken_calls.drop(task, target, polled.reply, "poll")
+    return pause
 
 
 def _apply_current(polled: Polled) -> None:
@@ -315,9 +317,6 @@ def poll_due(limit: int, spent: Counter[str] | None = None) -> int:
     # together at the end, in one statement.
     paused: dict[str, datetime] = {}  # the pauses the batch's agents asked for
     for polled in calls(batch):
-        if polled.error is not None and polled.error.retry_after:
-            until = timezone.now() + timedelta(seconds=polled.error.retry_after)
-            paused[polled.task.agent_id] = max(until, paused.get(polled.task.agent_id, until))
         if polled.put_back is not None:
             quiet.append(polled)
             continue
@@ -326,7 +325,7 @@ def poll_due(limit: int, spent: Counter[str] | None = None) -> int:
             quiet.append(polled)
             continue
         try:
-            _apply_one(polled)
+            until = _apply_one(polled)
         except Exception as exc:
             log.exception(
                 "task %s: internal error applying a poll",
@@ -334,6 +333,10 @@ def poll_due(limit: int, spent: Counter[str] | None = None) -> int:
                 extra=log_ids(polled.task),
             )
             _internal_error(polled.task, exc)
+            continue
+        if until is not None:
+            agent_id = polled.task.agent_id
+            paused[agent_id] = max(until, paused.get(agent_id, until))
     if quiet:
         try:
             reschedule_quiet(quiet, lease, paused)
