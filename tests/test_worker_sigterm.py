@@ -177,6 +177,17 @@ def test_a_cut_ends_the_wait_for_running_long_calls(
 
 
 @pytest.mark.slow
+def _release_once_subscribed(peer: TestAgent, task: Task) -> None:
+    """Let the agent end its task once the restarted platform subscribed to it: the
+    stream outlasted the stop. (Ended before, the task could not be followed: its agent
+    answers no polls, and a subscribe to an ended task is refused.)"""
+    deadline = time.monotonic() + 30
+    while peer.requests_for(task.remote_task_id) == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # the request counted; its subscription taken by the agent's SDK
+    peer.release()
+
+
 def test_a_second_signal_cuts_the_embedded_platforms_wait(
     transactional_db: None,
     make_skill: Any,
@@ -194,7 +205,7 @@ def test_a_second_signal_cuts_the_embedded_platforms_wait(
     make_agent(skills=[make_skill()], a2a_endpoint=peer.url, polling=False)
     user = make_user()
     with embedded_platform(**{**FAST_ENGINE, "A2A_STOP_WAIT": 120}) as proc:
-        data = {"product": "lamp", "behaviour": "slow", "seconds": 20}
+        data = {"product": "lamp", "behaviour": "held"}
         task = creation.create_task(skill_id="ce-review", input=data, user=user)
         wait_for(task, lambda t: t.state == TaskState.WORKING, timeout=20)
         os.kill(proc.pid, signal.SIGINT)
@@ -208,6 +219,7 @@ def test_a_second_signal_cuts_the_embedded_platforms_wait(
     task.refresh_from_db()
     assert task.state == TaskState.WORKING
     with embedded_platform(**FAST_ENGINE):
+        _release_once_subscribed(peer, task)
         assert wait_for(task, timeout=40).state == TaskState.COMPLETED
     assert TaskEvent.objects.filter(task=task, to_state=TaskState.COMPLETED).count() == 1
     assert len(peer.messages) == 1
@@ -225,7 +237,7 @@ def test_a_workers_cold_shutdown_cuts_the_wait(
     make_agent(skills=[make_skill()], a2a_endpoint=peer.url, polling=False)
     user = make_user()
     with celery_worker("impatient", **{**FAST_ENGINE, "A2A_STOP_WAIT": 120}) as worker:
-        data = {"product": "lamp", "behaviour": "slow", "seconds": 20}
+        data = {"product": "lamp", "behaviour": "held"}
         task = creation.create_task(skill_id="ce-review", input=data, user=user)
         wait_for(task, lambda t: t.state == TaskState.WORKING, timeout=20)
         os.kill(worker.pid, signal.SIGINT)
@@ -239,6 +251,7 @@ def test_a_workers_cold_shutdown_cuts_the_wait(
     task.refresh_from_db()
     assert task.state == TaskState.WORKING
     with celery_beat(**FAST_ENGINE), celery_worker("next", **FAST_ENGINE):
+        _release_once_subscribed(peer, task)
         assert wait_for(task, timeout=40).state == TaskState.COMPLETED
     assert TaskEvent.objects.filter(task=task, to_state=TaskState.COMPLETED).count() == 1
     assert len(peer.messages) == 1

@@ -24,6 +24,9 @@ or a JSON object in its first text part):
 ``reject``      REJECTED with a status message
 ``slow``        WORKING for ``input["seconds"]`` (default 2), then completes
 ``working``     stays WORKING until canceled (for cancel and timeout tests)
+``held``        WORKING until the test calls ``peer.release()`` (or ``input["seconds"]``,
+                default 60, pass), then completes: a stream that outlasts a restart
+                without the test waiting out a fixed time
 ``slowsend``    waits ``input["seconds"]`` before answering the send, then behaves as
                 ``input["then"]`` (default ``complete``)
 ``message``     answers with a bare Message whose data part is the output
@@ -113,6 +116,8 @@ class TestAgent:
     canceled: list[str] = field(default_factory=list)
     trace_headers: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set by :meth:`release`: the ``held`` behaviour's tasks complete.
+    released: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -152,6 +157,10 @@ class TestAgent:
         with self._lock:
             return sum(n for path, n in self.counts.items() if remote_task_id in path)
 
+    def release(self) -> None:
+        """Let every task of the ``held`` behaviour complete (now and from now on)."""
+        self.released.set()
+
     def reset(self) -> None:
         """Forget requests and what was received (between tests sharing one agent)."""
         with self._lock:
@@ -161,6 +170,7 @@ class TestAgent:
             self.inputs.clear()
             self.replies.clear()
             self.canceled.clear()
+            self.released.clear()
 
 
 def agent_card(url: str) -> pb.AgentCard:

@@ -144,6 +144,16 @@ class BehaviourExecutor(AgentExecutor):
             await asyncio.sleep(float(data.get("seconds", 2)))
             await updater.add_artifact([_data_part(output)], name="result")
             await updater.complete()
+        elif behaviour == "held":
+            await updater.start_work()
+            # The agent serves in its own thread: look at the test's flag now and then.
+            deadline = asyncio.get_running_loop().time() + float(data.get("seconds", 60))
+            while not self.agent.released.is_set():
+                if asyncio.get_running_loop().time() > deadline:
+                    break
+                await asyncio.sleep(0.05)
+            await updater.add_artifact([_data_part(output)], name="result")
+            await updater.complete()
         elif behaviour == "chunks":
             await updater.start_work()
             count, size = int(data.get("chunks", 10)), int(data.get("size", 1000))
