@@ -36,9 +36,9 @@ class AgentListingAdmin(admin.ModelAdmin):
 
 @admin.register(AgentPause)
 class AgentPauseAdmin(admin.ModelAdmin):
-    """The pauses agents asked for (``Retry-After`` on a poll's ``429``/``503``): no poll
-    of the agent's tasks before ``until``. Deleting a row lifts the pause; its tasks'
-    polls stay where the pause moved them."""
+    """The pauses agents asked for (``Retry-After`` on a poll's or a send's ``429``/``503``):
+    no poll or send of the agent's tasks before ``until``. Deleting a row lifts the pause;
+    its tasks' polls and sends stay where the pause moved them."""
 
     list_display = ("agent", "until")
     ordering = ("-until",)

@@ -30,6 +30,7 @@ from django.utils import timezone
 from a2a import (
     agent_answers,
     agent_listing,
+    agent_pauses,
     agent_push_tokens,
     agent_reads,
     agent_registry,
@@ -64,6 +65,7 @@ from a2a.scheduling import task_seconds
 from a2a.send_failures import handle_send_failure
 from a2a.states import (
     ACTIVE_STATES,
+    NextAction,
     Transport,
 )
 from a2a.wire import data_as_text
@@ -105,7 +107,10 @@ def _attempt_began(task: Task) -> datetime:
 def send(task: Task) -> None:
     """Send the task's outbound message (a new task, a re-send or a follow-up), within
     the agent's sends in flight (:mod:`a2a.send_gate`) unless it is a long call
-    (:mod:`a2a.long_calls` bounds those)."""
+    (:mod:`a2a.long_calls` bounds those); not before the end of a pause the agent asked
+    for (:mod:`a2a.agent_pauses`)."""
+    if agent_pauses.waits_for_pause(task, NextAction.SEND):
+        return
     no_polling = not task.agent.polling or bool((task.metadata or {}).get("noPolling"))
     if no_polling:
         _send(task)
@@ -209,6 +214,7 @@ def _send(task: Task) -> None:
             holding_agents.holds_sends(task, target, exc)
         if followup and agent_reads.read_after_refusal(task, exc):
             return
+        agent_pauses.pause_if_asked(task, exc)  # the agent's other calls wait too
         with overtaken_calls.still_current(task, message.get("messageId")) as still:
             if still:
                 handle_send_failure(task, exc)

@@ -14,19 +14,23 @@ through the same functions.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import DatabaseError
 from django.utils import timezone
 
-from a2a import agent_answers, agent_reads, agent_registry, overtaken_calls, transports
+from a2a import (
+    agent_answers,
+    agent_pauses,
+    agent_reads,
+    agent_registry,
+    overtaken_calls,
+    transports,
+)
 from a2a.agent_updates import apply_agent_reply
 from a2a.exceptions import A2AAuthError, A2ACallError, A2AUnsupportedOperation
 from a2a.follow_policy import POLL, auth_refused, can_subscribe, schedule_poll
 from a2a.hints import queue_processing
 from a2a.models import Task
-from a2a.pause_models import AgentPause
 from a2a.remote_ids import cancel_state
 from a2a.states import NextAction
 from agent_profiles.interfaces import CallTarget
@@ -42,17 +46,14 @@ def poll(task: Task) -> None:
     state_before, held = task.state, task.lease_until
     target = agent_answers.target_of(task)
     news: dict[str, Any] = {}
-    until = AgentPause.until_of(task.agent_id, timezone.now())
-    if until is not None:  # the agent asked for a pause: the poll waits for its end
-        delay = (until - timezone.now()).total_seconds()
-        task.schedule(NextAction.POLL, max(delay, 0.0), if_state=task.state)
+    if agent_pauses.waits_for_pause(task, NextAction.POLL):
         return
     try:
         reply = agent_reads.read_task(target, task.remote_task_id)
     except A2ACallError as exc:
         if not isinstance(exc, A2AUnsupportedOperation):
             agent_answers.outcome(task, exc)
-        pause_if_asked(task, exc)
+        agent_pauses.pause_if_asked(task, exc)
         with overtaken_calls.still_current(task) as still:
             if still and isinstance(exc, A2AUnsupportedOperation):
                 no_polling(task, target, exc)
@@ -81,29 +82,6 @@ def poll(task: Task) -> None:
         overtaken_calls.drop(task, target, reply, "poll")
     elif refused is not None:
         agent_answers.outcome(task, refused)  # the agent's health, out of the row's lock
-
-
-def pause_if_asked(task: Task, exc: A2ACallError) -> datetime | None:
-    """The agent answered a poll with ``Retry-After`` (a ``429``, a ``503``): every poll
-    of its tasks waits that long, in every worker (:meth:`Task.pause_polls`), whichever
-    way the poll was made (a batch's, or a single one: a hint's, ``A2A_POLL_MESSAGES``).
-    About the agent, not the task: written outside the task row's lock. When the pause
-    ends, if one was asked."""
-    if not exc.retry_after:
-        return None
-    until = timezone.now() + timedelta(seconds=exc.retry_after)
-    try:
-        Task.pause_polls(task.agent_id, until)
-    except DatabaseError as error:
-        # The pause spares the agent; it is not this task's work: the answer is still
-        # applied, and the task is not charged with an internal error.
-        log.warning(
-            "agent %s: could not pause its polls (%s)",
-            task.agent_id,
-            error,
-            extra={"agent_id": task.agent_id},
-        )
-    return until
 
 
 def poll_failed(task: Task, target: CallTarget, exc: A2ACallError) -> None:

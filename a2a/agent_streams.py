@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
-from a2a import agent_answers, lease_keeper, long_calls, overtaken_calls, transports
+from a2a import agent_answers, agent_pauses, lease_keeper, long_calls, overtaken_calls, transports
 from a2a.agent_push import FOLLOWED_BY
 from a2a.agent_updates import apply_agent_reply
 from a2a.exceptions import (
@@ -163,6 +163,7 @@ def _follow_events(
             _apply_held(task, held, message_id)
         if sending and last is None:
             agent_answers.outcome(task, exc)
+            agent_pauses.pause_if_asked(task, exc)  # the agent's other calls wait too
             with _as_called(task, message_id, last):
                 handle_send_failure(task, exc)
             return

@@ -39,6 +39,7 @@ from django.utils import timezone
 from a2a import (
     agent_answers,
     agent_listing,
+    agent_pauses,
     agent_polls,
     agent_reads,
     agent_registry,
@@ -256,7 +257,7 @@ def _apply_one(polled: Polled) -> datetime | None:
             agent_listing.check_poll(task, target, polled.reply)
         except A2ACallError as exc:
             polled.error = exc
-    pause = agent_polls.pause_if_asked(task, polled.error) if polled.error is not None else None
+    pause = agent_pauses.pause_if_asked(task, polled.error) if polled.error is not None else None
     with overtaken_calls.still_current(task) as still:
         if still:
             _apply_current(polled)

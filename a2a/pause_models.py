@@ -13,16 +13,17 @@ from agent_profiles.models import AgentProfile
 
 
 class AgentPause(models.Model):
-    """No poll of the agent's tasks before ``until``: the agent answered a poll ``429`` or
-    ``503`` with ``Retry-After``.
+    """No poll or send of the agent's tasks before ``until``: the agent answered a poll
+    or a send ``429`` or ``503`` with ``Retry-After`` (:mod:`a2a.agent_pauses`).
 
     :meth:`Task.pause_polls <a2a.scheduling.TaskScheduling.pause_polls>` also moves the
     polls due before then, but a task's next poll is written again by whichever worker
     applies its answer: the rest of the batch that met the ``429`` (quiet answers are
     re-scheduled at the batch's end), another worker's batch of the same agent, a single
-    poll. The engine's claim leaves a paused agent out, and a single poll waits, so no
-    poll of its tasks goes before ``until`` whatever its row says. One row per agent that
-    ever asked; only ever moved later. Fields change only through the verbs below.
+    poll. The engine's claim leaves a paused agent out, and a single poll or a send
+    waits, so no poll or send of its tasks goes before ``until`` whatever its row says.
+    One row per agent that ever asked; only ever moved later. Fields change only through
+    the verbs below.
     """
 
     agent = models.OneToOneField(

@@ -268,7 +268,7 @@ class TaskScheduling(TaskClaims):
     @classmethod
     def pause_polls(cls, agent_id: str, until: datetime) -> int:
         """The agent asked for a pause (``Retry-After``): no poll of its tasks before
-        ``until``, whichever worker would do it.
+        ``until``, whichever worker would do it (nor a send: :mod:`a2a.agent_pauses`).
 
         A task another worker holds locked right now (re-scheduling its poll: its row's
         ``next_poll_at`` is being written) is passed over: one UPDATE of all the agent's

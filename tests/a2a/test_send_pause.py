@@ -1,0 +1,164 @@
+"""An agent's ``Retry-After`` holds its sends too: a send answered ``429``/``503`` with
+``Retry-After`` pauses the agent (its other sends and its polls wait for the pause's end),
+and a send taken up during a pause a poll asked for waits instead of calling. Before,
+only polls obeyed a pause, and each task's send learned of it by its own ``429``: a burst
+of new tasks for a busy agent was sent, refused and counted against each task's attempts
+one by one."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from starlette.responses import JSONResponse, Response
+
+from a2a import creation, worker
+from a2a.models import Task
+from a2a.pause_models import AgentPause
+from a2a.states import NextAction, TaskState
+from tests.support.scripted_agent import WORKING, register, run_scripted_agent
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BUSY = {"Retry-After": "60"}
+
+
+@pytest.fixture(autouse=True)
+def loopback(settings: Any) -> None:
+    settings.ALLOW_LOOPBACK_URLS = True
+    settings.A2A_LIST_INTERVAL = 0  # polled, not listed
+
+
+class Agent:
+    """Sends answered with agent tasks t1, t2, … (WORKING), or refused with ``busy``
+    (an HTTP status and its headers) while it is set; polls answered WORKING."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.busy: tuple[int, dict[str, str]] | None = None
+
+    def __call__(self, kind: str, body: Any) -> Any:
+        if kind in ("send", "SendMessage", "stream") and self.busy is not None:
+            status, headers = self.busy
+            return JSONResponse({"error": "busy"}, status_code=status, headers=headers)
+        if kind == "send":
+            self.sent += 1
+            return JSONResponse({"task": _task(f"t{self.sent}")})
+        if kind == "SendMessage":
+            self.sent += 1
+            result = {"task": _task(f"t{self.sent}")}
+            return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "result": result})
+        if kind == "get":
+            return JSONResponse(_task("t1"))
+        return Response(status_code=405)
+
+
+def _task(task_id: str) -> dict[str, Any]:
+    return {"id": task_id, "contextId": "c", "status": {"state": WORKING}}
+
+
+def _new(user: Any, product: str) -> Task:
+    task = creation.create_task(skill_id="ce-review", input={"product": product}, user=user)
+    worker.process_task(task.pk)
+    task.refresh_from_db()
+    return task
+
+
+def _wait(task: Task) -> float:
+    task.refresh_from_db()
+    return (task.next_poll_at - timezone.now()).total_seconds()
+
+
+@pytest.mark.parametrize(("binding", "status"), [("HTTP+JSON", 429), ("JSONRPC", 503)])
+def test_a_send_answered_busy_pauses_the_agents_other_sends_and_polls(
+    binding: str, status: int, make_agent: Any, make_skill: Any, make_user: Any
+) -> None:
+    user = make_user()
+    script = Agent()
+    with run_scripted_agent() as agent:
+        agent.answer = script
+        register(make_agent, make_skill, agent, binding)
+        working = _new(user, "first")  # sent: its poll is due at the interval
+        assert working.state == TaskState.WORKING
+        Task.objects.filter(pk=working.pk).update(next_poll_at=timezone.now())
+        script.busy = (status, BUSY)
+        refused = _new(user, "second")
+        send = "send" if binding == "HTTP+JSON" else "SendMessage"
+        assert agent.calls[send] == 2
+        assert refused.next_action == NextAction.SEND
+        assert refused.metadata["sendFailures"] == 1
+        assert _wait(refused) > 50
+        assert AgentPause.objects.get(agent_id=refused.agent_id).until > timezone.now()
+        # The agent's poll due now was moved past the pause too.
+        assert _wait(working) > 50
+        # A new task's send, taken up now, waits for the pause instead of calling; it is
+        # not charged with an attempt (the agent was not called).
+        script.busy = None
+        waiting = _new(user, "third")
+        assert agent.calls[send] == 2
+        assert waiting.state == TaskState.SUBMITTED
+        assert waiting.next_action == NextAction.SEND
+        assert "sendFailures" not in (waiting.metadata or {})
+        assert waiting.lease_until is not None
+        assert waiting.lease_until <= timezone.now()  # its claim let go
+        assert _wait(waiting) > 50
+        # The pause over (lifted on the console), the send goes.
+        AgentPause.objects.all().delete()
+        Task.objects.filter(pk=waiting.pk).update(next_poll_at=timezone.now())
+        worker.process_task(waiting.pk)
+        waiting.refresh_from_db()
+        assert agent.calls[send] == 3
+        assert waiting.state == TaskState.WORKING
+
+
+def test_a_streamed_send_answered_busy_pauses_the_agent(
+    make_agent: Any, make_skill: Any, make_user: Any
+) -> None:
+    """The same for an agent followed by streams (``message:stream`` refused)."""
+    user = make_user()
+    script = Agent()
+    with run_scripted_agent() as agent:
+        agent.answer = script
+        register(make_agent, make_skill, agent, stream=True)
+        script.busy = (429, BUSY)
+        refused = _new(user, "first")
+        assert agent.calls["stream"] == 1
+        assert refused.next_action == NextAction.SEND
+        assert AgentPause.objects.get(agent_id=refused.agent_id).until > timezone.now()
+        waiting = _new(user, "second")
+        assert agent.calls["stream"] == 1
+        assert _wait(waiting) > 50
+
+
+def test_a_send_waits_for_a_pause_a_poll_asked_for(
+    make_agent: Any, make_skill: Any, make_user: Any
+) -> None:
+    user = make_user()
+    script = Agent()
+    with run_scripted_agent() as agent:
+        agent.answer = script
+        register(make_agent, make_skill, agent)
+        AgentPause.ask("agent-one", timezone.now() + timedelta(seconds=30))
+        task = _new(user, "lamp")
+        assert agent.calls["send"] == 0
+        assert task.next_action == NextAction.SEND
+        assert 20 < _wait(task) <= 30
+
+
+def test_a_send_without_retry_after_pauses_nothing(
+    make_agent: Any, make_skill: Any, make_user: Any
+) -> None:
+    """A 503 alone is a failed send retried with the usual backoff: no pause."""
+    user = make_user()
+    script = Agent()
+    with run_scripted_agent() as agent:
+        agent.answer = script
+        register(make_agent, make_skill, agent)
+        script.busy = (503, {})
+        refused = _new(user, "lamp")
+        assert refused.metadata["sendFailures"] == 1
+        assert not AgentPause.objects.exists()
+        script.busy = None
+        assert _new(user, "lamp").state == TaskState.WORKING
