@@ -214,7 +214,7 @@ def _send(task: Task) -> None:
             holding_agents.holds_sends(task, target, exc)
         if followup and agent_reads.read_after_refusal(task, exc):
             return
-        agent_pauses.pause_if_asked(task, exc)  # the agent's other calls wait too
+        agent_pauses.pause_if_asked(task.agent_id, exc)  # the agent's other calls wait too
         with overtaken_calls.still_current(task, message.get("messageId")) as still:
             if still:
                 handle_send_failure(task, exc)

@@ -71,11 +71,12 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from a2a import agent_push, agent_push_body, agent_registry, listing_fetch
+from a2a import agent_pauses, agent_push, agent_push_body, agent_registry, listing_fetch
 from a2a.exceptions import A2AProtocolError, A2AUnsupportedOperation
 from a2a.listing_fetch import EPOCH, Listing, back, fetch, stamp
 from a2a.listing_models import AgentListing
 from a2a.models import Task
+from a2a.pause_models import AgentPause
 from a2a.states import TERMINAL_STATES, NextAction, Transport
 from a2a.transports.base import AgentReply
 from agent_profiles.interfaces import V1_0, CallTarget
@@ -206,6 +207,7 @@ def _after(listing: Listing, began: datetime) -> None:
             extra={"agent_id": target.agent_id},
         )
         wait = max(RETRY_SECONDS, error.retry_after or 0.0)
+        agent_pauses.pause_if_asked(target.agent_id, error)  # its polls and sends wait too
         if row.put_off(now + timedelta(seconds=wait)) and row.failures + 1 >= FAILURES:
             # Its tasks' polls are spaced for a listing that does not come: due now, at
             # each failed listing (every RETRY_SECONDS, or the agent's Retry-After).
@@ -287,7 +289,9 @@ def list_due() -> int:
     # Read before the claim: each listing's budget is capped from here, so it ends within
     # its row's lease however long it waits for a pool thread (fetch adds its own).
     deadline = listing_fetch.deadline()
-    rows = AgentListing.claim_due(began, began + timedelta(seconds=listing_fetch.lease()))
+    # Not an agent that asked for a pause (Retry-After): listed when it ends.
+    paused = AgentPause.paused(began)
+    rows = AgentListing.claim_due(began, began + timedelta(seconds=listing_fetch.lease()), paused)
     listings = []
     for row in rows:
         target = agent_registry.target_for(row.agent)

@@ -4,8 +4,9 @@ An agent that answers a poll or a send ``429`` or ``503`` with ``Retry-After`` i
 until then (:class:`~a2a.pause_models.AgentPause`, :meth:`Task.pause_polls
 <a2a.scheduling.TaskScheduling.pause_polls>`): the engine's claim leaves it out, and a
 poll or a send of one of its tasks taken up meanwhile (a hint's, a sweep's, a retry's)
-waits for the pause's end instead of calling. One row read per call made on its own; the
-engine's batches read the pauses once per claim.
+waits for the pause's end instead of calling, and the agent is not listed
+(:mod:`a2a.agent_listing`). One row read per call made on its own; the engine's batches
+and the listings read the pauses once per claim.
 """
 
 from __future__ import annotations
@@ -24,24 +25,24 @@ from a2a.states import NextAction
 log = logging.getLogger(__name__)
 
 
-def pause_if_asked(task: Task, exc: A2ACallError) -> datetime | None:
-    """The agent answered a call with ``Retry-After`` (a ``429``, a ``503``): every poll
-    and send of its tasks waits that long, in every worker, whichever way the call was
-    made (a batch's poll, a single one, a send). About the agent, not the task: written
-    outside the task row's lock. When the pause ends, if one was asked."""
+def pause_if_asked(agent_id: str, exc: A2ACallError) -> datetime | None:
+    """The agent answered a call with ``Retry-After`` (a ``429``, a ``503``): every poll,
+    send and listing of its tasks waits that long, in every worker, whichever way the
+    call was made (a batch's poll, a single one, a send, a listing). About the agent, not
+    a task: written outside a task row's lock. When the pause ends, if one was asked."""
     if not exc.retry_after:
         return None
     until = timezone.now() + timedelta(seconds=exc.retry_after)
     try:
-        Task.pause_polls(task.agent_id, until)
+        Task.pause_polls(agent_id, until)
     except DatabaseError as error:
-        # The pause spares the agent; it is not this task's work: the answer is still
+        # The pause spares the agent; it is not the call's work: the answer is still
         # applied, and the task is not charged with an internal error.
         log.warning(
             "agent %s: could not pause its calls (%s)",
-            task.agent_id,
+            agent_id,
             error,
-            extra={"agent_id": task.agent_id},
+            extra={"agent_id": agent_id},
         )
     return until
 

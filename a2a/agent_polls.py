@@ -53,7 +53,7 @@ def poll(task: Task) -> None:
     except A2ACallError as exc:
         if not isinstance(exc, A2AUnsupportedOperation):
             agent_answers.outcome(task, exc)
-        agent_pauses.pause_if_asked(task, exc)
+        agent_pauses.pause_if_asked(task.agent_id, exc)
         with overtaken_calls.still_current(task) as still:
             if still and isinstance(exc, A2AUnsupportedOperation):
                 no_polling(task, target, exc)

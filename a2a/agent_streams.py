@@ -163,7 +163,7 @@ def _follow_events(
             _apply_held(task, held, message_id)
         if sending and last is None:
             agent_answers.outcome(task, exc)
-            agent_pauses.pause_if_asked(task, exc)  # the agent's other calls wait too
+            agent_pauses.pause_if_asked(task.agent_id, exc)  # the agent's other calls wait too
             with _as_called(task, message_id, last):
                 handle_send_failure(task, exc)
             return

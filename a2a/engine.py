@@ -257,7 +257,8 @@ def _apply_one(polled: Polled) -> datetime | None:
             agent_listing.check_poll(task, target, polled.reply)
         except A2ACallError as exc:
             polled.error = exc
-    pause = agent_pauses.pause_if_asked(task, polled.error) if polled.error is not None else None
+    error = polled.error
+    pause = agent_pauses.pause_if_asked(task.agent_id, error) if error is not None else None
     with overtaken_calls.still_current(task) as still:
         if still:
             _apply_current(polled)

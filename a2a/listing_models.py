@@ -112,11 +112,15 @@ class AgentListing(models.Model):
         cls.objects.filter(ahead, pk=agent_id).update(since=since)
 
     @classmethod
-    def claim_due(cls, now: datetime, lease: datetime) -> list[AgentListing]:
-        """The cursors due now that no other worker holds, each claimed until ``lease``."""
+    def claim_due(
+        cls, now: datetime, lease: datetime, left_out: list[str] | None = None
+    ) -> list[AgentListing]:
+        """The cursors due now that no other worker holds, each claimed until ``lease``;
+        not those of the agents ``left_out`` (paused: they stay due)."""
         free = Q(lease_until__isnull=True) | Q(lease_until__lt=now)
         claimed = []
-        for row in cls.objects.filter(free, next_at__lte=now).select_related("agent"):
+        due = cls.objects.filter(free, next_at__lte=now).exclude(pk__in=left_out or [])
+        for row in due.select_related("agent"):
             seen = {"pk": row.pk, "next_at": row.next_at, "lease_until": row.lease_until}
             if cls.objects.filter(**seen).update(lease_until=lease):
                 row.lease_until = lease

@@ -15,6 +15,7 @@ from django.utils import timezone
 from a2a import agent_listing, engine
 from a2a.listing_models import AgentListing
 from a2a.models import Task
+from a2a.pause_models import AgentPause
 from a2a.states import TaskState
 from a2a.transports.base import AgentReply
 from agent_profiles.interfaces import call_target
@@ -65,6 +66,33 @@ def test_a_busy_listing_is_tried_again_later_from_the_same_point(
     assert row.since == placed
     assert row.lease_until is None
     assert row.next_at >= timezone.now() + timedelta(seconds=6)  # its Retry-After
+
+
+def test_a_busy_listing_pauses_the_agents_sends_and_a_paused_agent_is_not_listed(
+    make_skill: Any, make_agent: Any, make_user: Any, peer: TestAgent
+) -> None:
+    """The listing's Retry-After is the agent's, as a poll's or a send's: its sends wait
+    for it too; and a pause a poll or a send asked for holds the listing (before, the
+    listing went on, each sweep, through the pause)."""
+    skill = make_skill(id="ce-review")
+    make_agent(skills=[skill], a2a_endpoint=peer.url_for("busylist"), card_read_at=timezone.now())
+    user = make_user()
+    start(user)
+    sends = peer.sends
+    listed_now()
+    assert AgentPause.objects.get(agent_id="agent-one").until >= timezone.now() + timedelta(
+        seconds=6
+    )
+    waiting = start(user)
+    assert peer.sends == sends  # not sent: it waits for the pause
+    assert waiting.next_poll_at >= timezone.now() + timedelta(seconds=6)
+    # Due again meanwhile, the listing waits for the pause too.
+    lists = peer.counts["/x/busylist/tasks"]
+    assert listed_now() == 0
+    assert peer.counts["/x/busylist/tasks"] == lists
+    AgentPause.objects.all().delete()
+    assert listed_now() == 1
+    assert peer.counts["/x/busylist/tasks"] == lists + 1
 
 
 def test_a_change_without_a_status_time_stops_the_listing(setup: Any, peer: TestAgent) -> None:

@@ -21,6 +21,7 @@ from django.utils import timezone
 from a2a import agent_listing, agent_push_body, listing_fetch
 from a2a.listing_models import AgentListing
 from a2a.models import Task
+from a2a.pause_models import AgentPause
 from a2a.states import TaskState
 from tests.a2a.listing.hostile_setup import (  # noqa: F401  (fixtures)
     DONE,
@@ -258,13 +259,20 @@ def test_a_listing_that_keeps_failing_has_its_tasks_polled(
         task.refresh_from_db()
         assert cursor().failures == failed
         assert task.next_poll_at > timezone.now() + timedelta(seconds=30)  # the safety net's
+        paused_a_second_ago()  # the agent's Retry-After (a 5xx's) held the next listing
     listed_now()
     task.refresh_from_db()
     assert task.next_poll_at <= timezone.now()  # due now: polled at the listing's retries
     assert profile().listing  # not for good: the next listing that goes through counts
     hostile.list_handler = None
+    paused_a_second_ago()
     listed_now()
     assert cursor().failures == 0
+
+
+def paused_a_second_ago() -> None:
+    """The pause the agent's ``Retry-After: 1`` asked for is over (a second later)."""
+    AgentPause.objects.filter(agent_id="agent-one").update(until=timezone.now())
 
 
 # --- 8. a task listed twice ----------------------------------------------------------------
