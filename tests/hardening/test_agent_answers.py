@@ -155,11 +155,24 @@ def test_a_bad_answer_fails_the_task_once_embedded(
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize(("answer", "code"), CASES)
-def test_a_bad_answer_fails_the_task_once_on_postgres(
-    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any, answer: str, code: Any
+def test_bad_answers_fail_their_tasks_once_on_postgres(
+    transactional_db: None, make_skill: Any, make_agent: Any, make_user: Any
 ) -> None:
-    _run(make_skill, make_agent, make_user, answer, code)
+    """The cases above, an agent each, under one start of the worker processes (each
+    start takes seconds: one per case cost ten seconds each)."""
+    user = make_user()
+    with override_settings(ALLOW_LOOPBACK_URLS=True), ExitStack() as agents:
+        runs = []
+        for answer, code in CASES:
+            url, sends = agents.enter_context(bad_agent(ANSWERS[answer]))
+            skill = make_skill(id=f"review-{answer}", max_attempts=2)
+            make_agent(id=f"agent-{answer}", skills=[skill], a2a_endpoint=url)
+            task = creation.create_task(skill_id=skill.id, input={"product": "x"}, user=user)
+            runs.append((task, sends, code))
+        with workers():
+            ended = [(wait_for(task, timeout=40), sends, code) for task, sends, code in runs]
+    for task, sends, code in ended:
+        _check(task, sends, code)
 
 
 def _run(make_skill: Any, make_agent: Any, make_user: Any, answer: str, code: str | None) -> None:
@@ -168,6 +181,10 @@ def _run(make_skill: Any, make_agent: Any, make_user: Any, answer: str, code: st
         task = creation.create_task(skill_id="ce-review", input={"product": "x"}, user=make_user())
         with workers():
             task = wait_for(task, timeout=40)
+    _check(task, sends, code)
+
+
+def _check(task: Task, sends: list[str], code: str | None) -> None:
     assert task.state == TaskState.FAILED, task.error
     assert task.error["code"] != "internal_error", task.error
     if code:
