@@ -265,7 +265,8 @@ def fail_timeout(task: Task, *, last_read: str | None = None) -> bool:
             f"Timed out before it was sent: within {seconds:g} s ({source}) the task never "
             f"reached agent '{task.agent_id}'. It waited for one of the agent's send slots "
             "(A2A_AGENT_SENDS_IN_FLIGHT per worker process), for room for a long call "
-            "(A2A_LONG_CALLS_PER_AGENT, A2A_LONG_CALLS) or for a worker "
+            "(A2A_LONG_CALLS_PER_AGENT, A2A_LONG_CALLS), for the end of a pause the agent "
+            "asked for (Retry-After: the console's Agent pauses) or for a worker "
             "(a2a_sweep_lag_seconds shows how far behind they are)."
         )
     if last_read:
