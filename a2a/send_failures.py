@@ -39,9 +39,11 @@ def handle_send_failure(task: Task, error: A2ACallError) -> Task:
     Transient errors (connection, timeout, 5xx, 429) are retried after
     ``A2A_RETRY_BACKOFF * 2^(n-1)`` seconds (or the agent's ``Retry-After`` when longer)
     while fewer than ``max_attempts`` sends of this message failed and the deadline
-    allows; then the task goes to the gateway (the registered gateway transport), as it
-    does at once for 4xx, for agents without an endpoint and for agents online on the
-    socket. A 2xx answer that is not A2A fails the task (the agent may have acted on it).
+    allows (a ``429``/``503`` with ``Retry-After`` is not counted: the agent asked to be
+    called later, and is, until the deadline); then the task goes to the gateway (the
+    registered gateway transport), as it does at once for 4xx, for agents without an
+    endpoint and for agents online on the socket. A 2xx answer that is not A2A fails the
+    task (the agent may have acted on it).
     While the task waits, ``error`` keeps the agent's last answer.
     """
     if _answer_refused(task, error):
@@ -50,13 +52,17 @@ def handle_send_failure(task: Task, error: A2ACallError) -> Task:
     if gateway.takes_over_now(task, error):
         return _to_gateway(task, error)
     metadata = dict(task.metadata or {})
-    failures = int(metadata.get("sendFailures", 0)) + 1
+    # An agent that asks to be called again later (429/503 with Retry-After) is waited
+    # for, within the deadline: giving up after a few such answers sent the tasks of a
+    # busy agent to the gateway, where an agent without a socket never takes them.
+    failures = int(metadata.get("sendFailures", 0)) + (0 if _asks_to_wait(error) else 1)
     metadata["sendFailures"] = failures
     limit = max_attempts(task)
     err = error.as_error()
     held = task.lease_until  # this worker's claim
     if error.transient and failures < limit:
-        delay = max(error.retry_after or 0.0, settings.A2A_RETRY_BACKOFF * 2 ** (failures - 1))
+        backoff = settings.A2A_RETRY_BACKOFF * 2 ** max(failures - 1, 0)
+        delay = max(error.retry_after or 0.0, backoff)
         due = timezone.now() + timedelta(seconds=delay)
         if task.deadline_at is None or due < task.deadline_at:
             if not task.schedule(
@@ -73,6 +79,11 @@ def handle_send_failure(task: Task, error: A2ACallError) -> Task:
     if not task.fail(error.code, message, err["details"], metadata=metadata):
         _moved_meanwhile(task, held)
     return task
+
+
+def _asks_to_wait(error: A2ACallError) -> bool:
+    """A ``429`` or ``503`` with ``Retry-After``: the agent is busy, not failing."""
+    return error.transient and bool(error.retry_after) and error.status in (429, 503)
 
 
 # HTTP statuses of a refusal of what a request says; a JSON-RPC error comes with none

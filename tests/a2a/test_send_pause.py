@@ -88,7 +88,7 @@ def test_a_send_answered_busy_pauses_the_agents_other_sends_and_polls(
         send = "send" if binding == "HTTP+JSON" else "SendMessage"
         assert agent.calls[send] == 2
         assert refused.next_action == NextAction.SEND
-        assert refused.metadata["sendFailures"] == 1
+        assert refused.metadata["sendFailures"] == 0  # asked to wait: not a failure
         assert _wait(refused) > 50
         assert AgentPause.objects.get(agent_id=refused.agent_id).until > timezone.now()
         # The agent's poll due now was moved past the pause too.
@@ -162,3 +162,35 @@ def test_a_send_without_retry_after_pauses_nothing(
         assert not AgentPause.objects.exists()
         script.busy = None
         assert _new(user, "lamp").state == TaskState.WORKING
+
+
+def test_an_agent_that_keeps_asking_to_wait_is_waited_for_not_given_up(
+    settings: Any, make_agent: Any, make_skill: Any, make_user: Any
+) -> None:
+    """Each 429 with Retry-After counted as a failed send: after A2A_MAX_ATTEMPTS of
+    them the task went to the gateway, where an agent without a socket never takes it.
+    Now the agent is called again after each pause until the deadline."""
+    settings.A2A_MAX_ATTEMPTS = 2
+    user = make_user()
+    script = Agent()
+    with run_scripted_agent() as agent:
+        agent.answer = script
+        register(make_agent, make_skill, agent)
+        script.busy = (429, {"Retry-After": "1"})
+        task = _new(user, "lamp")
+        for _ in range(3):  # each pause over, sent again and refused again
+            AgentPause.objects.all().delete()
+            Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now())
+            worker.process_task(task.pk)
+        task.refresh_from_db()
+        assert agent.calls["send"] == 4
+        assert task.transport == "a2a"
+        assert task.next_action == NextAction.SEND
+        assert task.metadata["sendFailures"] == 0
+        script.busy = None
+        AgentPause.objects.all().delete()
+        Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now())
+        worker.process_task(task.pk)
+        task.refresh_from_db()
+        assert task.state == TaskState.WORKING
+        assert agent.calls["send"] == 5
