@@ -23,10 +23,11 @@ from tests.a2a.helpers import wait_for
 from tests.support.agents import TestAgent
 from tests.support.processes import (
     FAST_ENGINE,
-    celery_beat,
-    celery_workers,
-    daphne_process,
+    beat_proc,
+    daphne_proc,
     redis_server,
+    started,
+    worker_proc,
 )
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
@@ -58,9 +59,9 @@ def test_workers_survive_repeated_redis_outages_and_no_task_is_sent_twice(
     with ExitStack() as stack:
         redis = stack.enter_context(redis_server())
         env = {**ENV, "REDIS_URL": redis.url}
-        workers = stack.enter_context(celery_workers("fault0", "fault1", **env))
-        beat = stack.enter_context(celery_beat(**env))
-        daphne = stack.enter_context(daphne_process(**env))
+        procs = [worker_proc("fault0", **env), worker_proc("fault1", **env)]
+        procs += [beat_proc(**env), daphne_proc(**env)]
+        *workers, beat, daphne = stack.enter_context(started(*procs))
         for _ in range(OUTAGES):
             batch = start(user, 6)
             tasks += batch

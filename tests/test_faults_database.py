@@ -15,7 +15,7 @@ from a2a import creation
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
 from tests.support.agents import TestAgent
-from tests.support.processes import FAST_ENGINE, celery_beat, celery_worker
+from tests.support.processes import FAST_ENGINE, beat_proc, started, worker_proc
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -39,8 +39,7 @@ def test_a_worker_replaces_connections_the_database_dropped(
     user = make_user()
     data = {"product": "lamp"}
     with ExitStack() as stack:
-        stack.enter_context(celery_beat(**ENV))
-        worker = stack.enter_context(celery_worker("kept", **ENV))
+        _, worker = stack.enter_context(started(beat_proc(**ENV), worker_proc("kept", **ENV)))
         before = [creation.create_task(skill_id="ce-review", input=data, user=user)]
         before += [creation.create_task(skill_id="ce-review", input=data, user=user)]
         before = [wait_for(t, timeout=30) for t in before]
@@ -71,8 +70,7 @@ def test_a_held_sends_answer_outlives_the_database_dropping_its_connection(
     with run_sample_agent(seconds=6.0, streaming=False) as sample:
         make_agent(id="sample", skills=[make_skill()], a2a_endpoint=sample.url)
         with ExitStack() as stack:
-            stack.enter_context(celery_beat(**env))
-            worker = stack.enter_context(celery_worker("held", **env))
+            _, worker = stack.enter_context(started(beat_proc(**env), worker_proc("held", **env)))
             task = creation.create_task(
                 skill_id="ce-review", input={"product": "lamp"}, user=make_user()
             )

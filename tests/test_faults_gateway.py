@@ -19,7 +19,7 @@ from websockets.sync.client import ClientConnection, connect
 from a2a.models import Task, TaskEvent
 from a2a.states import TaskState
 from agent_profiles.models import AgentProfile, Skill
-from tests.support.processes import celery_beat, celery_worker, daphne_process
+from tests.support.processes import beat_proc, daphne_proc, started, worker_proc
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -113,12 +113,8 @@ def test_socket_agents_finish_their_tasks_on_another_daphne_after_a_crash(
     skill = make_skill()
     agents = [make_agent(id=f"ws-{i}", skills=[skill], a2a_endpoint="") for i in range(AGENTS)]
     auth = {"Authorization": f"Bearer {user.raw_token}"}
-    with (
-        celery_worker(**ENV) as worker,
-        celery_beat(**ENV),
-        daphne_process(**ENV) as doomed,
-        daphne_process(**ENV) as survivor,
-    ):
+    procs = (worker_proc(**ENV), beat_proc(**ENV), daphne_proc(**ENV), daphne_proc(**ENV))
+    with started(*procs) as (worker, _, doomed, survivor):
         urls = [doomed.url, survivor.url]  # type: ignore[attr-defined]
         runners = [SocketAgent(a.raw_key, urls) for a in agents]
         for runner in runners:

@@ -18,7 +18,7 @@ from a2a.models import TaskEvent
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
 from tests.support.agents import TestAgent
-from tests.support.processes import FAST_ENGINE, celery_beat, worker_proc
+from tests.support.processes import FAST_ENGINE, beat_proc, started, worker_proc
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -31,10 +31,7 @@ def test_a_worker_killed_mid_send_leaves_one_task_per_message_at_the_agent(
     make_agent(skills=[make_skill()], a2a_endpoint=peer.url)
     user = make_user()
     with ExitStack() as stack:
-        stack.enter_context(celery_beat(**ENV))
-        doomed = worker_proc("doomed", **ENV)
-        stack.callback(doomed.close)
-        doomed.wait_log(r"ready\.", timeout=60)
+        _, doomed = stack.enter_context(started(beat_proc(**ENV), worker_proc("doomed", **ENV)))
         data = {"product": "lamp", "behaviour": "slowsend", "seconds": 2}
         tasks = [
             creation.create_task(skill_id="ce-review", input=data, user=user) for _ in range(6)

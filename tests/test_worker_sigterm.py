@@ -27,7 +27,14 @@ from a2a.models import Task, TaskEvent
 from a2a.states import NextAction, TaskState
 from tests.a2a.helpers import embedded_workers, wait_for
 from tests.support.agents import TestAgent
-from tests.support.processes import FAST_ENGINE, celery_beat, celery_worker, embedded_platform
+from tests.support.processes import (
+    FAST_ENGINE,
+    beat_proc,
+    celery_worker,
+    embedded_platform,
+    started,
+    worker_proc,
+)
 
 
 @pytest.mark.distributed
@@ -40,7 +47,7 @@ def test_a_worker_stopped_mid_stream_finishes_the_stream_first(
     make_agent(skills=[make_skill()], a2a_endpoint=peer.url, polling=False)
     user = make_user()
     waits = {**FAST_ENGINE, "A2A_STOP_WAIT": 30}
-    with celery_beat(**FAST_ENGINE), celery_worker("stopped", **waits) as worker:
+    with started(beat_proc(**FAST_ENGINE), worker_proc("stopped", **waits)) as (_, worker):
         data = {"product": "lamp", "behaviour": "slow", "seconds": 4}
         task = creation.create_task(skill_id="ce-review", input=data, user=user)
         wait_for(task, lambda t: t.state == TaskState.WORKING, timeout=20)
@@ -250,7 +257,7 @@ def test_a_workers_cold_shutdown_cuts_the_wait(
     assert "stop cut short: 1 long call(s) left to their claims" in log, log[-2000:]
     task.refresh_from_db()
     assert task.state == TaskState.WORKING
-    with celery_beat(**FAST_ENGINE), celery_worker("next", **FAST_ENGINE):
+    with started(beat_proc(**FAST_ENGINE), worker_proc("next", **FAST_ENGINE)):
         _release_once_subscribed(peer, task)
         assert wait_for(task, timeout=40).state == TaskState.COMPLETED
     assert TaskEvent.objects.filter(task=task, to_state=TaskState.COMPLETED).count() == 1

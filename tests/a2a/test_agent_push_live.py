@@ -15,7 +15,7 @@ from a2a import creation, services
 from a2a.models import Task, TaskEvent
 from a2a.states import TaskState
 from tests.a2a.helpers import wait_for
-from tests.support.processes import celery_beat, celery_worker, daphne_process, embedded_platform
+from tests.support.processes import beat_proc, daphne_proc, embedded_platform, started, worker_proc
 from tests.support.push_agents import PushAgent, run_push_agent
 from tests.support.serving import free_port
 
@@ -36,9 +36,8 @@ def live(**env: Any) -> ExitStack:
     port = free_port()
     if settings.DISTRIBUTED:
         url = f"http://127.0.0.1:{port}"
-        stack.enter_context(celery_worker(PUBLIC_URL=url, **env))
-        stack.enter_context(celery_beat(**env))
-        stack.enter_context(daphne_process(port, **env))
+        procs = (worker_proc(PUBLIC_URL=url, **env), beat_proc(**env), daphne_proc(port, **env))
+        stack.enter_context(started(*procs))
     else:
         stack.enter_context(embedded_platform(port, **env))
     return stack

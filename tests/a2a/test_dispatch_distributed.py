@@ -21,7 +21,7 @@ from a2a.states import TaskState
 from platform_site.celery import app as celery_app
 from tests.a2a.helpers import wait_for
 from tests.support.agents import TestAgent
-from tests.support.processes import FAST_ENGINE, celery_beat, celery_worker, celery_workers
+from tests.support.processes import FAST_ENGINE, beat_proc, celery_worker, started, worker_proc
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -43,7 +43,7 @@ def start(user: Any, behaviour: str, **extra: Any) -> Task:
 
 
 def test_worker_processes_follow_tasks_to_the_end(setup: Any, peer: TestAgent) -> None:
-    with celery_worker(**ENV), celery_beat(**ENV):
+    with started(worker_proc(**ENV), beat_proc(**ENV)):
         done = wait_for(start(setup, "complete"), timeout=30)
         slow = wait_for(start(setup, "slow", seconds=1), timeout=30)
         asked = wait_for(
@@ -64,8 +64,7 @@ def test_a_killed_worker_only_delays_the_task_which_completes_once(
     setup: Any, peer: TestAgent
 ) -> None:
     with ExitStack() as stack:
-        stack.enter_context(celery_beat(**ENV))
-        first = stack.enter_context(celery_worker("first", **ENV))
+        _, first = stack.enter_context(started(beat_proc(**ENV), worker_proc("first", **ENV)))
         task = start(setup, "slowsend", seconds=1.5)
         # The first worker is inside message:send when the agent has the message.
         wait_for(task, lambda t: len(peer.messages) == 1 and t.lease_until is not None)
@@ -86,8 +85,8 @@ def test_a_killed_worker_only_delays_the_task_which_completes_once(
 
 def test_concurrent_workers_never_process_a_task_twice(setup: Any, peer: TestAgent) -> None:
     with ExitStack() as stack:
-        stack.enter_context(celery_beat(**ENV))
-        stack.enter_context(celery_workers("w0", "w1", **ENV))
+        procs = (beat_proc(**ENV), worker_proc("w0", **ENV), worker_proc("w1", **ENV))
+        stack.enter_context(started(*procs))
         tasks = [start(setup, "slow", seconds=0.5) for _ in range(10)]
         tasks = [wait_for(t, timeout=40) for t in tasks]
     assert all(t.state == TaskState.COMPLETED for t in tasks)
@@ -116,8 +115,7 @@ def test_a_worker_killed_holding_hints_only_delays_their_tasks(setup: Any, peer:
             timeout=20,
         )
         first.kill()
-        stack.enter_context(celery_beat(**ENV))
-        second = stack.enter_context(celery_worker("second", **ENV))
+        _, second = stack.enter_context(started(beat_proc(**ENV), worker_proc("second", **ENV)))
         tasks = [wait_for(t, timeout=40) for t in tasks]
         assert second.alive()
     assert [t.state for t in tasks] == [TaskState.COMPLETED] * 3
@@ -144,7 +142,7 @@ def test_long_streams_leave_the_hint_threads_free(
     task for another agent still starts at once (each stream has a thread of its own)."""
     user = make_user()
     env = {**ENV, "A2A_HINT_THREADS": 2}
-    with celery_worker(**env), celery_beat(**env):
+    with started(worker_proc(**env), beat_proc(**env)):
         slow = [start(user, "slow", seconds=6) for _ in range(3)]
         for task in slow:
             wait_for(task, lambda t: t.state == TaskState.WORKING, timeout=30)
@@ -166,8 +164,7 @@ def test_a_worker_killed_mid_stream_only_delays_the_task_which_completes_once(
     deadline (A2A_LONG_CALL_MAX): its claim, taken up front for that time, held the task
     until the sweep failed it ``timeout``."""
     with ExitStack() as stack:
-        stack.enter_context(celery_beat(**ENV))
-        first = stack.enter_context(celery_worker("first", **ENV))
+        _, first = stack.enter_context(started(beat_proc(**ENV), worker_proc("first", **ENV)))
         task = start(make_user(), "slow", seconds=20)
         wait_for(task, lambda t: t.state == TaskState.WORKING and t.remote_task_id, timeout=30)
         first.kill()
@@ -192,7 +189,7 @@ def test_a_send_held_past_the_timeout_is_waited_for_at_a_worker(
     env = {**ENV, "A2A_HINT_THREADS": 1}
     with run_sample_agent(seconds=6.0, streaming=False) as sample:
         make_agent(id="sample", skills=[make_skill()], a2a_endpoint=sample.url)
-        with celery_worker(**env), celery_beat(**env):
+        with started(worker_proc(**env), beat_proc(**env)):
             held = creation.create_task(skill_id="ce-review", input={"product": "a"}, user=user)
             wait_for(held, lambda t: bool(sample.inputs), timeout=30)
             quick = creation.create_task(skill_id="quick-review", input={"product": "b"}, user=user)
@@ -218,8 +215,7 @@ def test_a_worker_killed_during_a_held_send_only_delays_the_task(
     with run_sample_agent(seconds=3.0, streaming=False) as sample:
         make_agent(id="sample", skills=[make_skill()], a2a_endpoint=sample.url)
         with ExitStack() as stack:
-            stack.enter_context(celery_beat(**env))
-            first = stack.enter_context(celery_worker("first", **env))
+            _, first = stack.enter_context(started(beat_proc(**env), worker_proc("first", **env)))
             task = creation.create_task(
                 skill_id="ce-review", input={"product": "lamp"}, user=make_user()
             )

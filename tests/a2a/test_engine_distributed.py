@@ -16,7 +16,7 @@ from a2a.models import Task, TaskEvent
 from a2a.states import TERMINAL_STATES, TaskState
 from tests.a2a.helpers import wait_for
 from tests.support.agents import TestAgent
-from tests.support.processes import FAST_ENGINE, celery_beat, celery_workers
+from tests.support.processes import FAST_ENGINE, beat_proc, started, worker_proc
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -51,8 +51,8 @@ def test_a_worker_killed_mid_batch_only_delays_and_nothing_runs_twice(
     user = make_user()
     env = {**ENV, "A2A_LIST_INTERVAL": 0.3 if follow == "list" else 0}
     with ExitStack() as stack:
-        stack.enter_context(celery_beat(**env))
-        workers = stack.enter_context(celery_workers("first", "second", **env))
+        procs = (beat_proc(**env), worker_proc("first", **env), worker_proc("second", **env))
+        _, *workers = stack.enter_context(started(*procs))
         requests = [
             batch.TaskRequest("ce-review", {"product": f"p{i}", "behaviour": "slow", "seconds": 3})
             for i in range(N)

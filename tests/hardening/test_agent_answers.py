@@ -30,7 +30,7 @@ from a2a.states import TaskState
 from a2a.worker import process_task
 from platform_site.text import find_bad_text
 from tests.a2a.helpers import embedded_workers, wait_for
-from tests.support.processes import celery_beat, celery_worker
+from tests.support.processes import beat_proc, started, worker_proc
 
 pytestmark = [pytest.mark.slow]
 
@@ -132,8 +132,7 @@ def workers() -> Iterator[None]:
     with ExitStack() as stack:
         if django_settings.DISTRIBUTED:
             env = {**FAST, "ALLOW_LOOPBACK_URLS": True}
-            stack.enter_context(celery_worker(**env))
-            stack.enter_context(celery_beat(**env))
+            stack.enter_context(started(worker_proc(**env), beat_proc(**env)))
         else:
             stack.enter_context(override_settings(**FAST))
             stack.enter_context(embedded_workers(sweep_interval=FAST["A2A_SWEEP_INTERVAL"]))

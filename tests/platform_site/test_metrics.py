@@ -289,7 +289,7 @@ def test_daphne_serves_the_worker_processes_counters_in_multi_process_mode(
 ) -> None:
     from tests.a2a.helpers import wait_for
     from tests.support.agents import run_agent
-    from tests.support.processes import celery_beat, celery_worker, daphne_process
+    from tests.support.processes import beat_proc, daphne_process, started, worker_proc
 
     env = {
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path),
@@ -303,7 +303,7 @@ def test_daphne_serves_the_worker_processes_counters_in_multi_process_mode(
         make_agent(skills=[skill], a2a_endpoint=peer.url)
         url = daphne.url  # type: ignore[attr-defined]
         before = samples(httpx.get(f"{url}/metrics").text)
-        with celery_worker(**env), celery_beat(**env):
+        with started(worker_proc(**env), beat_proc(**env)):
             headers = {"Authorization": f"Bearer {user.raw_token}"}
             body = {"skillId": skill.id, "input": {"product": "lamp", "behaviour": "complete"}}
             created = httpx.post(f"{url}/api/tasks", json=body, headers=headers)

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +96,8 @@ class Proc:
     env: dict[str, str]
     name: str = "proc"
     cwd: Path = BASE_DIR
+    # What "up" means for this process (a log line, an answer): see wait_ready().
+    ready: Callable[[Proc], object] | None = None
     popen: subprocess.Popen[bytes] = field(init=False)
     _log: IO[bytes] = field(init=False)
 
@@ -152,6 +154,11 @@ class Proc:
                 raise TimeoutError(f"{self.name}: no {pattern!r}:\n{self.log_text()[-4000:]}")
             time.sleep(0.1)
 
+    def wait_ready(self) -> None:
+        """Wait until the process is up (its ``ready`` check), or raise with its log."""
+        if self.ready is not None:
+            self.ready(self)
+
     def _signal_group(self, sig: int) -> None:
         with suppress(ProcessLookupError):
             os.killpg(self.popen.pid, sig)
@@ -188,6 +195,19 @@ def running(proc: Proc) -> Iterator[Proc]:
 
 
 @contextmanager
+def started(*procs: Proc) -> Iterator[list[Proc]]:
+    """``procs`` (e.g. :func:`worker_proc`, :func:`beat_proc`), booted side by side: each
+    start takes seconds, most of them the interpreter's and Django's, which need not wait
+    for one another. Yields once every one is ready; all are stopped on exit."""
+    with ExitStack() as stack:
+        for proc in procs:
+            stack.enter_context(running(proc))
+        for proc in procs:
+            proc.wait_ready()
+        yield list(procs)
+
+
+@contextmanager
 def embedded_platform(
     port: int | None = None, *, seed: bool = False, **env: str | int | float | bool
 ) -> Iterator[Proc]:
@@ -208,17 +228,24 @@ def embedded_platform(
         yield proc
 
 
-@contextmanager
-def daphne_process(port: int | None = None, **env: str | int | float | bool) -> Iterator[Proc]:
-    """A daphne server for the platform's ASGI app (distributed mode: no in-process worker)."""
+def daphne_proc(port: int | None = None, **env: str | int | float | bool) -> Proc:
+    """A daphne child (see :func:`daphne_process`), not yet waited for; ``proc.url``."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     args = [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
     args += ["platform_site.asgi:application"]
     child_env = platform_env(PORT=port, PUBLIC_URL=url, **env)
-    with running(Proc(args, child_env, name=f"daphne-{port}")) as proc:
-        proc.url = url  # type: ignore[attr-defined]
-        proc.wait_http(f"{url}/healthz")
+    proc = Proc(
+        args, child_env, name=f"daphne-{port}", ready=lambda p: p.wait_http(f"{url}/healthz")
+    )
+    proc.url = url  # type: ignore[attr-defined]
+    return proc
+
+
+@contextmanager
+def daphne_process(port: int | None = None, **env: str | int | float | bool) -> Iterator[Proc]:
+    """A daphne server for the platform's ASGI app (distributed mode: no in-process worker)."""
+    with started(daphne_proc(port, **env)) as (proc,):
         yield proc
 
 
@@ -228,16 +255,21 @@ def worker_proc(name: str | None = None, **env: str | int | float | bool) -> Pro
     args = [PYTHON, "-m", "celery", "-A", "platform_site", "worker", "-P", "threads", "-c", "4"]
     args += ["--without-heartbeat", "--without-mingle", "--without-gossip"]
     args += ["-n", f"{node}@localhost", "--loglevel", "INFO"]
-    # celery_worker waits for the worker's INFO "ready." line: the platform's logging
-    # (LOG_LEVEL) would drop it under WARNING, which live tests like for quiet daphnes.
-    return Proc(args, platform_env(**{**env, "LOG_LEVEL": "INFO"}), name=f"celery-{node}")
+    # Ready at the worker's INFO "ready." line: the platform's logging (LOG_LEVEL) would
+    # drop it under WARNING, which live tests like for quiet daphnes.
+    worker_env = platform_env(**{**env, "LOG_LEVEL": "INFO"})
+    return Proc(args, worker_env, name=f"celery-{node}", ready=_logged(r"ready\."))
+
+
+def _logged(pattern: str) -> Callable[[Proc], object]:
+    """The readiness check of a process that logs ``pattern`` once it is up."""
+    return lambda proc: proc.wait_log(pattern, timeout=60)
 
 
 @contextmanager
 def celery_worker(name: str | None = None, **env: str | int | float | bool) -> Iterator[Proc]:
     """A ready ``celery worker`` child process."""
-    with running(worker_proc(name, **env)) as proc:
-        proc.wait_log(r"ready\.", timeout=60)
+    with started(worker_proc(name, **env)) as (proc,):
         yield proc
 
 
@@ -245,22 +277,23 @@ def celery_worker(name: str | None = None, **env: str | int | float | bool) -> I
 def celery_workers(*names: str, **env: str | int | float | bool) -> Iterator[list[Proc]]:
     """Several ready ``celery worker`` children, started side by side (each takes seconds
     to boot) and stopped on exit."""
-    with ExitStack() as stack:
-        procs = [stack.enter_context(running(worker_proc(name, **env))) for name in names]
-        for proc in procs:
-            proc.wait_log(r"ready\.", timeout=60)
+    with started(*(worker_proc(name, **env) for name in names)) as procs:
         yield procs
+
+
+def beat_proc(**env: str | int | float | bool) -> Proc:
+    """A ``celery beat`` child with an in-memory schedule, not yet waited for."""
+    args = [PYTHON, "-m", "celery", "-A", "platform_site", "beat", "--loglevel", "INFO"]
+    args += ["-S", "celery.beat:Scheduler"]
+    # Ready at beat's INFO "Starting" line, like a worker.
+    beat_env = platform_env(**{**env, "LOG_LEVEL": "INFO"})
+    return Proc(args, beat_env, name="celery-beat", ready=_logged(r"beat: Starting"))
 
 
 @contextmanager
 def celery_beat(**env: str | int | float | bool) -> Iterator[Proc]:
-    """A ``celery beat`` child with an in-memory schedule."""
-    args = [PYTHON, "-m", "celery", "-A", "platform_site", "beat", "--loglevel", "INFO"]
-    args += ["-S", "celery.beat:Scheduler"]
-    # Waits for beat's INFO "Starting" line, like celery_worker.
-    beat_env = platform_env(**{**env, "LOG_LEVEL": "INFO"})
-    with running(Proc(args, beat_env, name="celery-beat")) as proc:
-        proc.wait_log(r"beat: Starting", timeout=60)
+    """A ready ``celery beat`` child."""
+    with started(beat_proc(**env)) as (proc,):
         yield proc
 
 
@@ -279,10 +312,8 @@ class LivePlatform:
 @contextmanager
 def distributed_platform(**env: str | int | float | bool) -> Iterator[LivePlatform]:
     """daphne + celery worker + celery beat as separate processes (PostgreSQL + Redis)."""
-    with ExitStack() as stack:
-        worker = stack.enter_context(celery_worker(**env))
-        beat = stack.enter_context(celery_beat(**env))
-        daphne = stack.enter_context(daphne_process(**env))
+    with started(worker_proc(**env), beat_proc(**env), daphne_proc(**env)) as procs:
+        worker, beat, daphne = procs
         yield LivePlatform(daphne.url, {"daphne": daphne, "worker": worker, "beat": beat})  # type: ignore[attr-defined]
 
 
