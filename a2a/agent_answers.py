@@ -67,8 +67,9 @@ def clear_send_failures(task: Task) -> None:
     of its metadata: only under the row's lock while the task is still what the call was
     about (:mod:`a2a.overtaken_calls`), or a reassign's record made meanwhile was lost."""
     metadata = task.metadata or {}
-    if metadata.get("sendFailures") or task.error:
-        task.note(metadata={**metadata, "sendFailures": 0}, error=None)
+    if metadata.get("sendFailures") or metadata.get("busyAnswers") or task.error:
+        kept = {key: value for key, value in metadata.items() if key != "busyAnswers"}
+        task.note(metadata={**kept, "sendFailures": 0}, error=None)
 
 
 def after_answer(

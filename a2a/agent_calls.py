@@ -65,7 +65,6 @@ from a2a.scheduling import task_seconds
 from a2a.send_failures import handle_send_failure
 from a2a.states import (
     ACTIVE_STATES,
-    NextAction,
     Transport,
 )
 from a2a.wire import data_as_text
@@ -109,7 +108,9 @@ def send(task: Task) -> None:
     the agent's sends in flight (:mod:`a2a.send_gate`) unless it is a long call
     (:mod:`a2a.long_calls` bounds those); not before the end of a pause the agent asked
     for (:mod:`a2a.agent_pauses`)."""
-    if agent_pauses.waits_for_pause(task, NextAction.SEND):
+    paused = agent_pauses.pause_answer(task)
+    if paused is not None:  # the agent asked every caller to wait: not called now
+        handle_send_failure(task, paused)
         return
     no_polling = not task.agent.polling or bool((task.metadata or {}).get("noPolling"))
     if no_polling:

@@ -17,12 +17,14 @@ from datetime import datetime, timedelta
 from django.db import DatabaseError
 from django.utils import timezone
 
-from a2a.exceptions import A2ACallError
+from a2a.exceptions import A2ACallError, A2ATransientError
 from a2a.models import Task
 from a2a.pause_models import AgentPause
 from a2a.states import NextAction
 
 log = logging.getLogger(__name__)
+
+PAUSED = "agent_paused"  # the code of a send not made for a pause (pause_answer)
 
 
 def pause_if_asked(agent_id: str, exc: A2ACallError) -> datetime | None:
@@ -47,17 +49,33 @@ def pause_if_asked(agent_id: str, exc: A2ACallError) -> datetime | None:
     return until
 
 
-def waits_for_pause(task: Task, action: str) -> bool:
-    """Whether the task's call (``action``: a poll, a send) waits for its agent's pause:
-    then it is due again when the pause ends, and nothing is counted against it (no
-    attempt, no backoff): the agent was not called."""
+def waits_for_poll(task: Task) -> bool:
+    """Whether the task's poll waits for its agent's pause: then it is due again when
+    the pause ends, nothing counted against it (no backoff): the agent was not called."""
     now = timezone.now()
     until = AgentPause.until_of(task.agent_id, now)
     if until is None:
         return False
-    delay = max((until - now).total_seconds(), 0.0)
-    if action == NextAction.SEND:
-        task.defer(delay)  # the same send, its claim let go
-    else:
-        task.schedule(action, delay, if_state=task.state)
+    task.schedule(NextAction.POLL, max((until - now).total_seconds(), 0.0), if_state=task.state)
     return True
+
+
+def pause_answer(task: Task) -> A2ATransientError | None:
+    """For a send: the pause the agent asked for (by its answer to another call), as the
+    answer it would give this one — a ``429`` with the time left as its ``Retry-After``,
+    code :data:`PAUSED` — or None when it is not paused. The send is not made; the
+    failure's one seam (:func:`a2a.send_failures.handle_send_failure`) then does what it
+    does for the agent's own ``429``: the socket at once for an agent online on the
+    gateway, the gateway when the pause outlasts the deadline, else the same send at the
+    pause's end, uncounted."""
+    now = timezone.now()
+    until = AgentPause.until_of(task.agent_id, now)
+    if until is None:
+        return None
+    return A2ATransientError(
+        f"Agent '{task.agent_id}' asked to be called again later (Retry-After, in its "
+        f"answer to another call): not called before {until.isoformat()}.",
+        code=PAUSED,
+        status=429,
+        retry_after=max((until - now).total_seconds(), 0.001),
+    )

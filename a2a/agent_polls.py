@@ -46,7 +46,7 @@ def poll(task: Task) -> None:
     state_before, held = task.state, task.lease_until
     target = agent_answers.target_of(task)
     news: dict[str, Any] = {}
-    if agent_pauses.waits_for_pause(task, NextAction.POLL):
+    if agent_pauses.waits_for_poll(task):
         return
     try:
         reply = agent_reads.read_task(target, task.remote_task_id)

@@ -260,7 +260,14 @@ def _move(
     its metadata holds, changes when the task moves)."""
     outbound, references = _references_for(task, fresh_message(task), agent_id)
     # What the old agent did or answered, and its status time (its clock: agent_push).
-    dropped = ("noPolling", "noStreaming", "noSubscribe", "lastAgentAnswer", "sendFailures")
+    dropped = (
+        "noPolling",
+        "noStreaming",
+        "noSubscribe",
+        "lastAgentAnswer",
+        "sendFailures",
+        "busyAnswers",
+    )
     metadata = {k: v for k, v in (task.metadata or {}).items() if k not in (*dropped, STATUS_AT)}
     if references:
         metadata[REFERENCES] = {**metadata.get(REFERENCES, {}), **references}

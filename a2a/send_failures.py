@@ -18,6 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from a2a import sent_credentials, transports
+from a2a.agent_pauses import PAUSED
 from a2a.exceptions import A2ACallError, A2APermanentError
 from a2a.hints import queue_processing
 from a2a.models import Direction, Task, TaskEvent, TaskMessage
@@ -52,17 +53,21 @@ def handle_send_failure(task: Task, error: A2ACallError) -> Task:
     if gateway.takes_over_now(task, error):
         return _to_gateway(task, error)
     metadata = dict(task.metadata or {})
-    # An agent that asks to be called again later (429/503 with Retry-After) is waited
-    # for, within the deadline: giving up after a few such answers sent the tasks of a
-    # busy agent to the gateway, where an agent without a socket never takes them.
-    failures = int(metadata.get("sendFailures", 0)) + (0 if _asks_to_wait(error) else 1)
+    failures = int(metadata.get("sendFailures", 0))
+    if _asks_to_wait(error):
+        # An agent that asks to be called again later (429/503 with Retry-After) is
+        # waited for, within the deadline: giving up after a few such answers sent the
+        # tasks of a busy agent to the gateway, where an agent without a socket never
+        # takes them.
+        delay = _busy_delay(error, metadata)
+    else:
+        failures += 1
+        delay = max(error.retry_after or 0.0, settings.A2A_RETRY_BACKOFF * 2 ** (failures - 1))
     metadata["sendFailures"] = failures
     limit = max_attempts(task)
     err = error.as_error()
     held = task.lease_until  # this worker's claim
     if error.transient and failures < limit:
-        backoff = settings.A2A_RETRY_BACKOFF * 2 ** max(failures - 1, 0)
-        delay = max(error.retry_after or 0.0, backoff)
         due = timezone.now() + timedelta(seconds=delay)
         if task.deadline_at is None or due < task.deadline_at:
             if not task.schedule(
@@ -82,8 +87,28 @@ def handle_send_failure(task: Task, error: A2ACallError) -> Task:
 
 
 def _asks_to_wait(error: A2ACallError) -> bool:
-    """A ``429`` or ``503`` with ``Retry-After``: the agent is busy, not failing."""
+    """A ``429`` or ``503`` with ``Retry-After``: the agent is busy, not failing (also a
+    send not made for the agent's pause: :func:`a2a.agent_pauses.pause_answer`)."""
     return error.transient and bool(error.retry_after) and error.status in (429, 503)
+
+
+# The longest wait between two sends of a task its agent keeps answering "busy": a proxy
+# answering 503 with Retry-After: 1 for an agent that is gone costs ten sends over a
+# five-minute deadline, not three hundred.
+BUSY_BACKOFF_MAX = 60.0
+
+
+def _busy_delay(error: A2ACallError, metadata: dict[str, Any]) -> float:
+    """When to send again after a busy answer: the agent's ``Retry-After``, but at least
+    a backoff that doubles with each busy answer to this task (``busyAnswers``), from
+    ``A2A_RETRY_BACKOFF`` (never under a second) up to :data:`BUSY_BACKOFF_MAX`. A send
+    not made for a pause another call met goes at the pause's end: it was no answer."""
+    if error.code == PAUSED:
+        return float(error.retry_after or 0.0)
+    busy = int(metadata.get("busyAnswers", 0)) + 1
+    metadata["busyAnswers"] = busy
+    backoff = min(max(settings.A2A_RETRY_BACKOFF, 1.0) * 2 ** (busy - 1), BUSY_BACKOFF_MAX)
+    return max(float(error.retry_after or 0.0), backoff)
 
 
 # HTTP statuses of a refusal of what a request says; a JSON-RPC error comes with none

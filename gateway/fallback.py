@@ -9,7 +9,8 @@ it at start, so ``a2a`` drives the gateway without importing it. The rule
 * a refused request (HTTP 4xx, an endpoint the URL guard refuses) goes to the gateway at
   once; so does any send failure while the agent holds a live gateway connection;
 * transient failures (connection, timeout, 5xx, 429) are retried over HTTP first, and go
-  to the gateway when the retries are used up;
+  to the gateway when the retries are used up (a 429/503 with Retry-After uses none: the
+  agent is called again after it, until the deadline would pass);
 * an answer that is not A2A (a 2xx the agent may have acted on) is NOT a fallback: the
   task fails as before, so the agent is never handed one attempt twice;
 * once on the gateway, a task stays there: the dispatcher neither sends nor polls it over

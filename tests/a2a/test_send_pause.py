@@ -17,7 +17,8 @@ from starlette.responses import JSONResponse, Response
 from a2a import creation, worker
 from a2a.models import Task
 from a2a.pause_models import AgentPause
-from a2a.states import NextAction, TaskState
+from a2a.states import NextAction, TaskState, Transport
+from gateway import presence
 from tests.support.scripted_agent import WORKING, register, run_scripted_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -100,9 +101,9 @@ def test_a_send_answered_busy_pauses_the_agents_other_sends_and_polls(
         assert agent.calls[send] == 2
         assert waiting.state == TaskState.SUBMITTED
         assert waiting.next_action == NextAction.SEND
-        assert "sendFailures" not in (waiting.metadata or {})
-        assert waiting.lease_until is not None
-        assert waiting.lease_until <= timezone.now()  # its claim let go
+        assert waiting.metadata["sendFailures"] == 0
+        assert "busyAnswers" not in waiting.metadata  # no answer of the agent's
+        assert waiting.error["code"] == "agent_paused"
         assert _wait(waiting) > 50
         # The pause over (lifted on the console), the send goes.
         AgentPause.objects.all().delete()
@@ -187,6 +188,10 @@ def test_an_agent_that_keeps_asking_to_wait_is_waited_for_not_given_up(
         assert task.transport == "a2a"
         assert task.next_action == NextAction.SEND
         assert task.metadata["sendFailures"] == 0
+        # Not every second, though the agent says so: the wait doubles with each busy
+        # answer (2, 4, 8, 16 s at the default backoff), up to a minute.
+        assert task.metadata["busyAnswers"] == 4
+        assert 14 < _wait(task) <= 16
         script.busy = None
         AgentPause.objects.all().delete()
         Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now())
@@ -194,3 +199,57 @@ def test_an_agent_that_keeps_asking_to_wait_is_waited_for_not_given_up(
         task.refresh_from_db()
         assert task.state == TaskState.WORKING
         assert agent.calls["send"] == 5
+        assert "busyAnswers" not in task.metadata  # the agent took it: the count starts again
+
+
+def test_busy_answers_never_resend_in_under_a_second(
+    settings: Any, make_agent: Any, make_skill: Any, make_user: Any
+) -> None:
+    """A Retry-After under a second (or an HTTP date just past) with A2A_RETRY_BACKOFF=0
+    had an uncounted send made again at once, every time, until the deadline."""
+    settings.A2A_RETRY_BACKOFF = 0.0
+    script = Agent()
+    with run_scripted_agent() as agent:
+        agent.answer = script
+        register(make_agent, make_skill, agent)
+        script.busy = (429, {"Retry-After": "0.001"})
+        task = _new(make_user(), "lamp")
+        worker.process_task(task.pk)  # not due yet: nothing is sent
+        assert agent.calls["send"] == 1
+        assert _wait(task) > 0.9
+
+
+def test_an_agent_online_on_the_socket_gets_its_tasks_at_once_during_a_pause(
+    make_agent: Any, make_skill: Any, make_user: Any
+) -> None:
+    """A send answered 429 goes to the socket of an agent online on the gateway at once;
+    so do its other tasks while the pause lasts (they waited for it over HTTP)."""
+    user = make_user()
+    script = Agent()
+    with run_scripted_agent() as agent:
+        agent.answer = script
+        register(make_agent, make_skill, agent)
+        presence.register("agent-one", "chan-1")
+        script.busy = (429, BUSY)
+        assert _new(user, "first").transport == Transport.WEBSOCKET
+        assert AgentPause.objects.filter(agent_id="agent-one").exists()
+        assert _new(user, "second").transport == Transport.WEBSOCKET
+        assert agent.calls["send"] == 1
+
+
+def test_a_pause_past_the_deadline_hands_the_send_to_the_gateway(
+    make_agent: Any, make_skill: Any, make_user: Any
+) -> None:
+    """A pause that outlasts the task's deadline: the task goes to the gateway (offline,
+    for the agent to take when it connects), as the task whose send met the 429 did,
+    instead of waiting to be timed out unsent."""
+    user = make_user()
+    script = Agent()
+    with run_scripted_agent() as agent:
+        agent.answer = script
+        register(make_agent, make_skill, agent, timeout=30.0, gateway_seen_at=timezone.now())
+        script.busy = (429, BUSY)  # Retry-After: 60, past the 30 s deadline
+        assert _new(user, "first").transport == Transport.OFFLINE
+        second = _new(user, "second")
+        assert second.transport == Transport.OFFLINE
+        assert agent.calls["send"] == 1
