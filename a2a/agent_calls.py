@@ -108,15 +108,15 @@ def send(task: Task) -> None:
     the agent's sends in flight (:mod:`a2a.send_gate`) unless it is a long call
     (:mod:`a2a.long_calls` bounds those); not before the end of a pause the agent asked
     for (:mod:`a2a.agent_pauses`)."""
+    no_polling = not task.agent.polling or bool((task.metadata or {}).get("noPolling"))
+    if not no_polling and _agent_has_it(task):  # no call: followed (its poll obeys the pause)
+        return
     paused = agent_pauses.pause_answer(task)
     if paused is not None:  # the agent asked every caller to wait: not called now
         handle_send_failure(task, paused)
         return
-    no_polling = not task.agent.polling or bool((task.metadata or {}).get("noPolling"))
     if no_polling:
         _send(task)
-        return
-    if _agent_has_it(task):
         return
     if holding_agents.holds(task):  # a long call: bounded by a2a.long_calls, not by send slots
         _send(task)

@@ -10,6 +10,7 @@ the task. A reply the agent refused for what it says goes back to the person
 from __future__ import annotations
 
 import logging
+import random
 from datetime import timedelta
 from typing import Any
 
@@ -59,7 +60,7 @@ def handle_send_failure(task: Task, error: A2ACallError) -> Task:
         # waited for, within the deadline: giving up after a few such answers sent the
         # tasks of a busy agent to the gateway, where an agent without a socket never
         # takes them.
-        delay = _busy_delay(error, metadata)
+        delay = _busy_delay(task, error, metadata)
     else:
         failures += 1
         delay = max(error.retry_after or 0.0, settings.A2A_RETRY_BACKOFF * 2 ** (failures - 1))
@@ -98,17 +99,26 @@ def _asks_to_wait(error: A2ACallError) -> bool:
 BUSY_BACKOFF_MAX = 60.0
 
 
-def _busy_delay(error: A2ACallError, metadata: dict[str, Any]) -> float:
+def _busy_delay(task: Task, error: A2ACallError, metadata: dict[str, Any]) -> float:
     """When to send again after a busy answer: the agent's ``Retry-After``, but at least
     a backoff that doubles with each busy answer to this task (``busyAnswers``), from
-    ``A2A_RETRY_BACKOFF`` (never under a second) up to :data:`BUSY_BACKOFF_MAX`. A send
-    not made for a pause another call met goes at the pause's end: it was no answer."""
+    ``A2A_RETRY_BACKOFF`` (never under a second) up to :data:`BUSY_BACKOFF_MAX` — unless
+    that would pass the deadline where the agent's own time would not: one more try then,
+    rather than the gateway. A send not made for a pause another call met goes at the
+    pause's end, plus up to a tenth of it (at most a second), so that the sends the pause
+    held do not all come back at one instant."""
+    asked = float(error.retry_after or 0.0)
     if error.code == PAUSED:
-        return float(error.retry_after or 0.0)
+        return asked + random.uniform(0.0, min(0.1 * asked, 1.0))
     busy = int(metadata.get("busyAnswers", 0)) + 1
     metadata["busyAnswers"] = busy
     backoff = min(max(settings.A2A_RETRY_BACKOFF, 1.0) * 2 ** (busy - 1), BUSY_BACKOFF_MAX)
-    return max(float(error.retry_after or 0.0), backoff)
+    delay = max(asked, backoff)
+    if task.deadline_at is not None:
+        left = (task.deadline_at - timezone.now()).total_seconds()
+        if delay >= left > max(asked, 1.0):
+            delay = max(asked, 1.0)
+    return delay
 
 
 # HTTP statuses of a refusal of what a request says; a JSON-RPC error comes with none

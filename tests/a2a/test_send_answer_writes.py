@@ -10,6 +10,7 @@ that found no answer is not sent again once the agent has shown it got the messa
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,9 +20,12 @@ from django.utils import timezone
 
 from a2a import agent_calls, agent_push, agent_push_body, creation, transports
 from a2a.models import Task
+from a2a.pause_models import AgentPause
 from a2a.scheduling import TaskScheduling
-from a2a.states import NextAction, TaskState
+from a2a.states import NextAction, TaskState, Transport
 from a2a.worker import process_task
+from gateway import presence
+from gateway.models import Delivery
 from tests.support.agents import TestAgent, run_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -198,3 +202,27 @@ def test_a_push_after_the_resends_claim_still_stops_the_resend(
         None,
         1,
     )
+
+
+@pytest.mark.parametrize("how", ["online_on_socket", "pause_past_deadline"])
+def test_a_paused_resend_of_a_message_the_agent_has_is_not_handed_over(
+    hanging: Any, peer: TestAgent, how: str
+) -> None:
+    """The agent pushed about its task after the send timed out, then asked for a pause:
+    the resend due meanwhile was answered as a paused send (the gateway at once for an
+    agent online on the socket; offline when the pause outlasts the deadline) before
+    anyone noticed the agent had the message — assigned again over the socket, or left
+    offline to time out while the agent worked on it."""
+    task = timed_out_once(hanging)
+    body = {"statusUpdate": {"taskId": "agent-task-7", "status": {"state": "TASK_STATE_WORKING"}}}
+    agent_push.apply(task.pk, 1, agent_push_body.parse(body))
+    if how == "online_on_socket":
+        presence.register(task.agent_id, "chan-1")
+        AgentPause.ask(task.agent_id, timezone.now() + timedelta(seconds=5))
+    else:
+        AgentPause.ask(task.agent_id, task.deadline_at + timedelta(seconds=60))
+    task = resend_due(task)
+    assert peer.sends == 1
+    assert task.transport == Transport.A2A
+    assert task.remote_task_id == "agent-task-7"
+    assert not Delivery.objects.filter(task=task).exists()

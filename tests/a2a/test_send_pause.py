@@ -145,7 +145,7 @@ def test_a_send_waits_for_a_pause_a_poll_asked_for(
         task = _new(user, "lamp")
         assert agent.calls["send"] == 0
         assert task.next_action == NextAction.SEND
-        assert 20 < _wait(task) <= 30
+        assert 20 < _wait(task) <= 31  # its end, plus up to a second so as not to herd
 
 
 def test_a_send_without_retry_after_pauses_nothing(
@@ -253,3 +253,27 @@ def test_a_pause_past_the_deadline_hands_the_send_to_the_gateway(
         second = _new(user, "second")
         assert second.transport == Transport.OFFLINE
         assert agent.calls["send"] == 1
+
+
+def test_a_busy_wait_that_would_pass_the_deadline_tries_once_more_in_time(
+    make_agent: Any, make_skill: Any, make_user: Any
+) -> None:
+    """The doubled wait, not the agent's Retry-After, decided that the task would miss
+    its deadline: it went to the gateway with time left for the agent's own second."""
+    script = Agent()
+    with run_scripted_agent() as agent:
+        agent.answer = script
+        register(make_agent, make_skill, agent, timeout=20.0)
+        script.busy = (429, {"Retry-After": "1"})
+        task = _new(make_user(), "lamp")
+        # Four busy answers already: the next wait would be 32 s, past the deadline.
+        Task.objects.filter(pk=task.pk).update(
+            metadata={**task.metadata, "busyAnswers": 4}, next_poll_at=timezone.now()
+        )
+        AgentPause.objects.all().delete()
+        worker.process_task(task.pk)
+        task.refresh_from_db()
+        assert agent.calls["send"] == 2
+        assert task.transport == Transport.A2A
+        assert task.next_action == NextAction.SEND
+        assert 0.5 < _wait(task) <= 1.1
