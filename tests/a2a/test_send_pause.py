@@ -7,6 +7,8 @@ one by one."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -56,6 +58,26 @@ class Agent:
         return Response(status_code=405)
 
 
+@contextmanager
+def busy_agent(make_agent: Any, make_skill: Any, **fields: Any) -> Iterator[tuple[Any, Agent]]:
+    """A scripted agent (:class:`Agent`) registered for ``ce-review``; ``fields`` as in
+    :func:`register`."""
+    script = Agent()
+    with run_scripted_agent() as agent:
+        agent.answer = script
+        register(make_agent, make_skill, agent, fields.pop("binding", "HTTP+JSON"), **fields)
+        yield agent, script
+
+
+def _due_now(task: Task) -> Task:
+    """Process the task now (its pause lifted): its next call is due."""
+    AgentPause.objects.all().delete()
+    Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now())
+    worker.process_task(task.pk)
+    task.refresh_from_db()
+    return task
+
+
 def _task(task_id: str) -> dict[str, Any]:
     return {"id": task_id, "contextId": "c", "status": {"state": WORKING}}
 
@@ -77,10 +99,7 @@ def test_a_send_answered_busy_pauses_the_agents_other_sends_and_polls(
     binding: str, status: int, make_agent: Any, make_skill: Any, make_user: Any
 ) -> None:
     user = make_user()
-    script = Agent()
-    with run_scripted_agent() as agent:
-        agent.answer = script
-        register(make_agent, make_skill, agent, binding)
+    with busy_agent(make_agent, make_skill, binding=binding) as (agent, script):
         working = _new(user, "first")  # sent: its poll is due at the interval
         assert working.state == TaskState.WORKING
         Task.objects.filter(pk=working.pk).update(next_poll_at=timezone.now())
@@ -106,10 +125,7 @@ def test_a_send_answered_busy_pauses_the_agents_other_sends_and_polls(
         assert waiting.error["code"] == "agent_paused"
         assert _wait(waiting) > 50
         # The pause over (lifted on the console), the send goes.
-        AgentPause.objects.all().delete()
-        Task.objects.filter(pk=waiting.pk).update(next_poll_at=timezone.now())
-        worker.process_task(waiting.pk)
-        waiting.refresh_from_db()
+        waiting = _due_now(waiting)
         assert agent.calls[send] == 3
         assert waiting.state == TaskState.WORKING
 
@@ -119,10 +135,7 @@ def test_a_streamed_send_answered_busy_pauses_the_agent(
 ) -> None:
     """The same for an agent followed by streams (``message:stream`` refused)."""
     user = make_user()
-    script = Agent()
-    with run_scripted_agent() as agent:
-        agent.answer = script
-        register(make_agent, make_skill, agent, stream=True)
+    with busy_agent(make_agent, make_skill, stream=True) as (agent, script):
         script.busy = (429, BUSY)
         refused = _new(user, "first")
         assert agent.calls["stream"] == 1
@@ -137,10 +150,7 @@ def test_a_send_waits_for_a_pause_a_poll_asked_for(
     make_agent: Any, make_skill: Any, make_user: Any
 ) -> None:
     user = make_user()
-    script = Agent()
-    with run_scripted_agent() as agent:
-        agent.answer = script
-        register(make_agent, make_skill, agent)
+    with busy_agent(make_agent, make_skill) as (agent, _script):
         AgentPause.ask("agent-one", timezone.now() + timedelta(seconds=30))
         task = _new(user, "lamp")
         assert agent.calls["send"] == 0
@@ -153,10 +163,7 @@ def test_a_send_without_retry_after_pauses_nothing(
 ) -> None:
     """A 503 alone is a failed send retried with the usual backoff: no pause."""
     user = make_user()
-    script = Agent()
-    with run_scripted_agent() as agent:
-        agent.answer = script
-        register(make_agent, make_skill, agent)
+    with busy_agent(make_agent, make_skill) as (_agent, script):
         script.busy = (503, {})
         refused = _new(user, "lamp")
         assert refused.metadata["sendFailures"] == 1
@@ -173,16 +180,11 @@ def test_an_agent_that_keeps_asking_to_wait_is_waited_for_not_given_up(
     Now the agent is called again after each pause until the deadline."""
     settings.A2A_MAX_ATTEMPTS = 2
     user = make_user()
-    script = Agent()
-    with run_scripted_agent() as agent:
-        agent.answer = script
-        register(make_agent, make_skill, agent)
+    with busy_agent(make_agent, make_skill) as (agent, script):
         script.busy = (429, {"Retry-After": "1"})
         task = _new(user, "lamp")
         for _ in range(3):  # each pause over, sent again and refused again
-            AgentPause.objects.all().delete()
-            Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now())
-            worker.process_task(task.pk)
+            _due_now(task)
         task.refresh_from_db()
         assert agent.calls["send"] == 4
         assert task.transport == "a2a"
@@ -193,10 +195,7 @@ def test_an_agent_that_keeps_asking_to_wait_is_waited_for_not_given_up(
         assert task.metadata["busyAnswers"] == 4
         assert 14 < _wait(task) <= 16
         script.busy = None
-        AgentPause.objects.all().delete()
-        Task.objects.filter(pk=task.pk).update(next_poll_at=timezone.now())
-        worker.process_task(task.pk)
-        task.refresh_from_db()
+        task = _due_now(task)
         assert task.state == TaskState.WORKING
         assert agent.calls["send"] == 5
         assert "busyAnswers" not in task.metadata  # the agent took it: the count starts again
@@ -208,10 +207,7 @@ def test_busy_answers_never_resend_in_under_a_second(
     """A Retry-After under a second (or an HTTP date just past) with A2A_RETRY_BACKOFF=0
     had an uncounted send made again at once, every time, until the deadline."""
     settings.A2A_RETRY_BACKOFF = 0.0
-    script = Agent()
-    with run_scripted_agent() as agent:
-        agent.answer = script
-        register(make_agent, make_skill, agent)
+    with busy_agent(make_agent, make_skill) as (agent, script):
         script.busy = (429, {"Retry-After": "0.001"})
         task = _new(make_user(), "lamp")
         worker.process_task(task.pk)  # not due yet: nothing is sent
@@ -225,10 +221,7 @@ def test_an_agent_online_on_the_socket_gets_its_tasks_at_once_during_a_pause(
     """A send answered 429 goes to the socket of an agent online on the gateway at once;
     so do its other tasks while the pause lasts (they waited for it over HTTP)."""
     user = make_user()
-    script = Agent()
-    with run_scripted_agent() as agent:
-        agent.answer = script
-        register(make_agent, make_skill, agent)
+    with busy_agent(make_agent, make_skill) as (agent, script):
         presence.register("agent-one", "chan-1")
         script.busy = (429, BUSY)
         assert _new(user, "first").transport == Transport.WEBSOCKET
@@ -244,10 +237,10 @@ def test_a_pause_past_the_deadline_hands_the_send_to_the_gateway(
     for the agent to take when it connects), as the task whose send met the 429 did,
     instead of waiting to be timed out unsent."""
     user = make_user()
-    script = Agent()
-    with run_scripted_agent() as agent:
-        agent.answer = script
-        register(make_agent, make_skill, agent, timeout=30.0, gateway_seen_at=timezone.now())
+    with busy_agent(make_agent, make_skill, timeout=30.0, gateway_seen_at=timezone.now()) as (
+        agent,
+        script,
+    ):
         script.busy = (429, BUSY)  # Retry-After: 60, past the 30 s deadline
         assert _new(user, "first").transport == Transport.OFFLINE
         second = _new(user, "second")
@@ -260,10 +253,7 @@ def test_a_busy_wait_that_would_pass_the_deadline_tries_once_more_in_time(
 ) -> None:
     """The doubled wait, not the agent's Retry-After, decided that the task would miss
     its deadline: it went to the gateway with time left for the agent's own second."""
-    script = Agent()
-    with run_scripted_agent() as agent:
-        agent.answer = script
-        register(make_agent, make_skill, agent, timeout=20.0)
+    with busy_agent(make_agent, make_skill, timeout=20.0) as (agent, script):
         script.busy = (429, {"Retry-After": "1"})
         task = _new(make_user(), "lamp")
         # Four busy answers already: the next wait would be 32 s, past the deadline.
